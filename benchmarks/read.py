@@ -1,0 +1,50 @@
+"""Reading speed and memory: stdlib json.loads, orjson.loads and tb_gpuinsight.load on the same trace, side by side.
+
+    python benchmarks/read.py TRACE [--repeat N]
+
+Each method runs in a fresh process and includes reading (and inflating) the file, as a user's load would.
+Targets: our load at most 1.0x orjson's wall time, peak RSS at most 2x the uncompressed JSON size.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _measure import has_module, measure, print_table  # noqa: E402
+
+# Baselines read the file the plain way a user would: whole bytes, inflated with gzip when compressed.
+_READ = ("import gzip\n"
+         "def read_all(p):\n"
+         "    raw = open(p, 'rb').read()\n"
+         "    return gzip.decompress(raw) if raw[:2] == b'\\x1f\\x8b' else raw\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    path = os.path.abspath(args.trace)
+    setup_read = _READ + f"path = {path!r}\n"
+    json_bytes = _json_size(path)
+    rows = [("json.loads (stdlib)", measure("import json\n" + setup_read, "d = json.loads(read_all(path))",
+                                            args.repeat))]
+    if has_module("orjson"):
+        rows.append(("orjson.loads", measure("import orjson\n" + setup_read, "d = orjson.loads(read_all(path))",
+                                             args.repeat)))
+    rows.append(("tb_gpuinsight.load", measure(f"import tb_gpuinsight\npath = {path!r}",
+                                               "t = tb_gpuinsight.load(path)", args.repeat)))
+    print(f"trace: {path}\nJSON size: {json_bytes / 1e6:.1f} MB (file {os.path.getsize(path) / 1e6:.1f} MB)\n")
+    print_table("read", rows, json_bytes, "orjson.loads" if len(rows) == 3 else "json.loads (stdlib)")
+
+
+def _json_size(path: str) -> int:
+    env = {}
+    exec(_READ, env)
+    return len(env["read_all"](path))
+
+
+if __name__ == "__main__":
+    main()

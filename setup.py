@@ -1,0 +1,31 @@
+"""Packaging for tb_gpuinsight: a TensorBoard plugin that rates every GPU kernel of a PyTorch profile."""
+from setuptools import find_packages, setup
+
+setup(
+    name="tb_gpuinsight",
+    version="0.1.0",
+    description="TensorBoard plugin: FLOPs, bytes and efficiency of every GPU kernel in PyTorch profiler traces",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="BSD-3-Clause",
+    python_requires=">=3.9",
+    packages=find_packages(include=["tb_gpuinsight", "tb_gpuinsight.*"]),
+    package_data={"tb_gpuinsight": ["static/*", "estimate/*.json"]},
+    install_requires=[
+        # msgspec: typed JSON decode that skips unneeded fields; the reader's speed and memory rest on it.
+        "msgspec>=0.18",
+        "numpy>=1.22",
+        "pandas>=1.4",
+        "tensorboard>=2.11",
+        "werkzeug>=2.0",
+    ],
+    extras_require={
+        # torch supplies the FLOP formulas (torch.utils.flop_counter); without it FLOPs are "unknown".
+        "torch": ["torch>=2.1"],
+        "test": ["pytest>=7", "hypothesis>=6", "orjson>=3.9", "playwright>=1.40", "torch>=2.1"],
+    },
+    entry_points={
+        "console_scripts": ["tb-gpuinsight=tb_gpuinsight.cli:main"],
+        "tensorboard_plugins": ["gpuinsight=tb_gpuinsight.plugin:GpuInsightLoader"],
+    },
+)

@@ -1,0 +1,611 @@
+"""Estimated DRAM traffic (bytes read + written) of one operator, from the shapes in a trace.
+
+The model (documented here because every number in the UI rests on it):
+
+* **Inputs**: every tensor argument is read once: ``numel x itemsize`` summed over the tensor
+  arguments (tensors of a TensorList included). A 0-dim tensor counts as one element. Scalars,
+  lists of ints and None arguments count nothing. A TensorList element takes the op's compute
+  dtype (its first tensor's dtype) because Kineto types the list only as ``"TensorList"``; when
+  the op has no other tensor, 4 bytes (float32) are assumed.
+* **Output**: written once, ``numel x itemsize`` of the output the op produces, in the dtype of
+  its first floating input (first tensor input when none is floating):
+
+  - GEMMs (mm, addmm, bmm, baddbmm, addbmm, _scaled_mm, _int_mm, linear, matmul): ``M x N``
+    (times the batch); an explicit ``out=`` tensor argument is counted as this write, not as
+    a read. ``_int_mm`` writes int32.
+  - Convolutions: the output shape computed from input, weight, stride, padding, dilation
+    (and output_padding/groups when transposed). Backward: grad_input (input's shape),
+    grad_weight (weight's shape) and grad_bias as selected by ``output_mask``; when the mask is
+    not recorded, grad_input and grad_weight are assumed.
+  - Attention: forward writes ``out`` (query's shape with value's head size); backward writes
+    grad_q, grad_k, grad_v (the shapes of q, k, v). Softmax statistics are ignored (they are
+    ``head_dim`` times smaller than ``out``).
+  - In-place fills (``fill_``, ``zero_``, ``normal_``, ...): only the write of ``self``.
+  - ``copy_``: read ``src`` and write ``self``, in their own dtypes.
+  - ``cat``/``stack``: output equals the sum of the inputs.
+  - ``embedding``: the gathered rows are read and written (``indices.numel x dim``), plus
+    the indices.
+  - Reductions (sum, mean, amax, var, norm, softmax-free losses, ...): inputs only; the output
+    is much smaller than the input and is ignored.
+  - View and metadata ops (view, transpose, expand, slice, empty...): 0 bytes, they move no data.
+  - Everything else (elementwise, unary, binary, normalisation...): the output has the
+    broadcast shape of the tensor inputs; when the inputs do not broadcast (batch_norm's
+    per-channel vectors, index ops), the largest input's shape.
+  - When an output shape cannot be derived (e.g. ``cudnn_convolution`` without recorded
+    stride in pre-2024 traces), only the inputs are counted.
+
+* Caches are ignored: every operand is assumed to come from and go to DRAM once, so the number
+  is a lower bound for ops that re-read operands (large GEMM tiles) and an upper bound when the
+  inputs are still in L2 from the previous kernel.
+* Unknown (``None``) with a reason when the op has no recorded shapes, no tensor arguments, or
+  a tensor whose dtype is not recorded.
+
+Memcpy/memset events carry their own ``bytes`` arg and are not handled here. Inductor kernels
+may carry ``kernel_num_gb``: :func:`bytes_from_inductor` reads it.
+
+This module also holds the argument view (:class:`OpArgs`) and the shape helpers shared with
+``flops.py`` (conv geometry, GEMM output shapes), so both estimates agree on the same shapes.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from .dtypes import is_floating_type, is_tensor_type, itemsize
+
+
+class UnknownEstimate(Exception):
+    """Raised inside an estimator when a number cannot be derived; the message is the reason."""
+
+
+_NOT_RECORDED = object()
+
+# ScalarType enum codes as Concrete Inputs print a dtype argument (c10/core/ScalarType.h).
+_SCALAR_TYPE_CODE_ITEMSIZE = {
+    0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 8: 4, 9: 8, 10: 16, 11: 1,
+    12: 1, 13: 1, 14: 4, 15: 2, 23: 1, 24: 1, 25: 1, 26: 1,
+}
+
+
+def _is_shape(obj: Any) -> bool:
+    """A tensor shape: a list/tuple of non-negative ints (bools excluded)."""
+    return isinstance(obj, (list, tuple)) and all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in obj)
+
+
+def _parse_concrete(text: Any) -> Any:
+    """Decode one Concrete Inputs entry ("1", "0.", "False", "[1, 141]") to a Python value."""
+    if not isinstance(text, str):
+        return text
+    stripped = text.strip()
+    if stripped == "":
+        return _NOT_RECORDED
+    if len(stripped) > 10_000:  # guard literal_eval against pathological strings
+        return stripped
+    try:
+        return ast.literal_eval(stripped)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        pass
+    try:
+        return float(stripped)  # "inf", "nan"
+    except ValueError:
+        return stripped.strip("'\"")  # bare strings such as a padding mode "same"
+
+
+def numel(shape: tuple[int, ...]) -> int:
+    """Number of elements of a shape (1 for a 0-dim tensor)."""
+    return math.prod(shape)
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """NumPy-style broadcast of shapes, or None when they do not broadcast."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(-ndim, 0):
+        sizes = {s[axis] for s in shapes if len(s) >= -axis} - {1}
+        if len(sizes) > 1:
+            return None
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+class OpArgs:
+    """Read-only view of one cpu_op's ``Input Dims`` / ``Input type`` / ``Concrete Inputs``."""
+
+    def __init__(self, dims: Any, types: Any, concrete: Any) -> None:
+        self.dims = tuple(dims) if isinstance(dims, (list, tuple)) else ()
+        self.types = tuple(types) if isinstance(types, (list, tuple)) else ()
+        self.concrete = tuple(concrete) if isinstance(concrete, (list, tuple)) else ()
+
+    def __len__(self) -> int:
+        return len(self.dims)
+
+    def type_at(self, i: int) -> str | None:
+        """The recorded type string of argument i (None when not recorded)."""
+        value = self.types[i] if 0 <= i < len(self.types) else None
+        return value if isinstance(value, str) else None
+
+    def is_tensor(self, i: int) -> bool:
+        """Argument i is a single tensor (types recorded) or a non-empty int list (untyped)."""
+        if not 0 <= i < len(self.dims) or not _is_shape(self.dims[i]):
+            return False
+        type_str = self.type_at(i)
+        if type_str is None:  # Jan-2021 traces record dims without types
+            return len(self.dims[i]) > 0
+        return is_tensor_type(type_str)
+
+    def shape(self, i: int, what: str = "") -> tuple[int, ...]:
+        """Shape of tensor argument i; raises UnknownEstimate when it is not a tensor."""
+        if not self.is_tensor(i):
+            label = what or f"argument {i}"
+            raise UnknownEstimate(f"{label} is not a recorded tensor shape")
+        return tuple(self.dims[i])
+
+    def opt_shape(self, i: int) -> tuple[int, ...] | None:
+        """Shape of tensor argument i, or None (absent, None, or not a tensor)."""
+        return tuple(self.dims[i]) if self.is_tensor(i) else None
+
+    def value(self, i: int, what: str = "") -> Any:
+        """Concrete value of scalar argument i; raises UnknownEstimate when not recorded."""
+        raw = self.concrete[i] if 0 <= i < len(self.concrete) else _NOT_RECORDED
+        parsed = _parse_concrete(raw) if raw is not _NOT_RECORDED else raw
+        if parsed is _NOT_RECORDED:
+            label = what or f"argument {i}"
+            raise UnknownEstimate(f"{label} not recorded (trace has no Concrete Inputs)")
+        return parsed
+
+    def opt_value(self, i: int, default: Any = None) -> Any:
+        """Concrete value of argument i, or ``default`` when it is not recorded."""
+        try:
+            return self.value(i)
+        except UnknownEstimate:
+            return default
+
+    def int_list(self, i: int, n: int, what: str) -> tuple[int, ...]:
+        """An int-list argument (stride, padding...) expanded to n entries."""
+        value = self.value(i, what)
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, (list, tuple)) or not value or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise UnknownEstimate(f"{what} is not an int list: {value!r}")
+        if len(value) == 1:
+            value = list(value) * n
+        if len(value) != n:
+            raise UnknownEstimate(f"{what} has {len(value)} entries, expected {n}")
+        return tuple(value)
+
+    def flag(self, i: int, what: str) -> bool:
+        """A bool argument."""
+        value = self.value(i, what)
+        if isinstance(value, str):
+            return value.lower() == "true"
+        return bool(value)
+
+    def tensor_items(self) -> Iterator[tuple[int, tuple[int, ...], int | None]]:
+        """(arg index, shape, itemsize) of every tensor, TensorList members included."""
+        fallback = self.compute_itemsize()
+        for i, dim in enumerate(self.dims):
+            if self.is_tensor(i):
+                type_str = self.type_at(i)
+                yield i, tuple(dim), (itemsize(type_str) if type_str is not None else None)
+            elif self._is_tensor_list(i):
+                for member in dim:
+                    if _is_shape(member):
+                        yield i, tuple(member), fallback or 4
+
+    def _is_tensor_list(self, i: int) -> bool:
+        dim = self.dims[i]
+        return (self.type_at(i) in ("TensorList", None) and isinstance(dim, (list, tuple))
+                and len(dim) > 0 and all(isinstance(m, (list, tuple)) for m in dim))
+
+    def compute_dtype(self) -> str | None:
+        """Type string of the first floating tensor input, else of the first tensor input."""
+        first = None
+        for i in range(len(self.dims)):
+            if self.is_tensor(i) and self.type_at(i) is not None:
+                if is_floating_type(self.type_at(i)):
+                    return self.type_at(i)
+                first = first or self.type_at(i)
+        return first
+
+    def compute_itemsize(self) -> int | None:
+        """Item size of :meth:`compute_dtype`."""
+        dtype = self.compute_dtype()
+        return itemsize(dtype) if dtype else None
+
+
+# --------------------------------------------------------------------------- conv geometry
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """Where each convolution parameter sits in an op's argument list (None: absent/default)."""
+
+    stride: int | None = None
+    padding: int | None = None
+    dilation: int | None = None
+    transposed: int | bool = False  # an index, or a constant fixed by the op
+    output_padding: int | None = None
+    groups: int | None = None
+    bias: int | None = None
+
+
+_CONV_SPECS: dict[str, ConvSpec] = {}
+
+
+def _specs(names: tuple[str, ...], spec: ConvSpec) -> None:
+    for name in names:
+        _CONV_SPECS[name] = spec
+
+
+_specs(("convolution", "_convolution", "convolution_overrideable"),
+       ConvSpec(bias=2, stride=3, padding=4, dilation=5, transposed=6, output_padding=7, groups=8))
+_specs(("conv1d", "conv2d", "conv3d"), ConvSpec(bias=2, stride=3, padding=4, dilation=5, groups=6))
+_specs(("conv_transpose1d", "conv_transpose2d", "conv_transpose3d"),
+       ConvSpec(bias=2, stride=3, padding=4, output_padding=5, groups=6, dilation=7, transposed=True))
+_specs(("cudnn_convolution",), ConvSpec(padding=2, stride=3, dilation=4, groups=5))
+_specs(("cudnn_convolution_transpose",),
+       ConvSpec(padding=2, output_padding=3, stride=4, dilation=5, groups=6, transposed=True))
+_specs(("cudnn_convolution_relu",), ConvSpec(bias=2, stride=3, padding=4, dilation=5, groups=6))
+_specs(("cudnn_convolution_add_relu",), ConvSpec(bias=4, stride=5, padding=6, dilation=7, groups=8))
+_specs(("miopen_convolution", "miopen_depthwise_convolution", "mkldnn_convolution"),
+       ConvSpec(bias=2, padding=3, stride=4, dilation=5, groups=6))
+_specs(("miopen_convolution_transpose",),
+       ConvSpec(bias=2, padding=3, output_padding=4, stride=5, dilation=6, groups=7, transposed=True))
+_specs(("_slow_conv2d_forward", "slow_conv3d_forward", "thnn_conv2d"),
+       ConvSpec(bias=3, stride=4, padding=5))
+_specs(("slow_conv_transpose2d", "slow_conv_transpose3d"),
+       ConvSpec(bias=3, stride=4, padding=5, output_padding=6, dilation=7, transposed=True))
+_specs(("_convolution_mode",), ConvSpec(bias=2, stride=3, padding=4, dilation=5, groups=6))
+
+CONV_FORWARD_OPS = frozenset(_CONV_SPECS)
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """Batched input/weight shapes of a forward convolution and whether it is transposed."""
+
+    x: tuple[int, ...]
+    w: tuple[int, ...]
+    transposed: bool
+    unbatched: bool
+
+
+def conv_geometry(op: str, args: OpArgs) -> ConvGeometry:
+    """Input and weight shapes (batch added to unbatched input) and the transposed flag."""
+    spec = _CONV_SPECS[op]
+    x, w = args.shape(0, "conv input"), args.shape(1, "conv weight")
+    if len(w) < 3:
+        raise UnknownEstimate(f"conv weight shape {w} has no spatial dims")
+    unbatched = len(x) == len(w) - 1
+    if unbatched:  # conv2d(C,H,W): the op adds the batch dim before convolving
+        x = (1,) + x
+    if len(x) != len(w):
+        raise UnknownEstimate(f"conv input {x} and weight {w} ranks differ")
+    transposed = spec.transposed
+    if not isinstance(transposed, bool):
+        transposed = args.flag(transposed, "conv 'transposed' flag")
+    return ConvGeometry(x, w, transposed, unbatched)
+
+
+def conv_output_shape(op: str, args: OpArgs, geo: ConvGeometry) -> tuple[int, ...]:
+    """Output shape of a forward convolution (batched), from the recorded parameters."""
+    spec = _CONV_SPECS[op]
+    n = len(geo.x) - 2
+    stride = args.int_list(spec.stride, n, "conv stride") if spec.stride is not None else (1,) * n
+    dilation = (args.int_list(spec.dilation, n, "conv dilation")
+                if spec.dilation is not None else (1,) * n)
+    groups = _int(args.value(spec.groups, "conv groups")) if spec.groups is not None else 1
+    spatial = _conv_spatial(args, spec, geo, n, stride, dilation)
+    channels = geo.w[1] * groups if geo.transposed else geo.w[0]
+    out = (geo.x[0], channels) + spatial
+    if any(d <= 0 for d in out[2:]):
+        raise UnknownEstimate(f"conv output shape {out} is empty or negative")
+    return out
+
+
+def _conv_spatial(args: OpArgs, spec: ConvSpec, geo: ConvGeometry, n: int,
+                  stride: tuple[int, ...], dilation: tuple[int, ...]) -> tuple[int, ...]:
+    """Spatial output sizes (torch's formulas, incl. "same"/"valid" padding strings)."""
+    pad_value = args.value(spec.padding, "conv padding") if spec.padding is not None else 0
+    kernel, size = geo.w[2:], geo.x[2:]
+    if isinstance(pad_value, str):
+        if pad_value == "same":
+            return tuple(size)
+        if pad_value != "valid":
+            raise UnknownEstimate(f"conv padding mode {pad_value!r} not understood")
+        padding = (0,) * n
+    else:
+        padding = args.int_list(spec.padding, n, "conv padding") if spec.padding is not None \
+            else (0,) * n
+    if geo.transposed:
+        out_pad = (args.int_list(spec.output_padding, n, "conv output_padding")
+                   if spec.output_padding is not None else (0,) * n)
+        return tuple((size[i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kernel[i] - 1)
+                     + out_pad[i] + 1 for i in range(n))
+    return tuple((size[i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1
+                 for i in range(n))
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UnknownEstimate(f"expected an int, got {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------- GEMM shapes
+
+# op -> (indices of the two matrix operands, number of tensor inputs before an out= tensor)
+GEMM_OPERANDS: dict[str, tuple[tuple[int, int], int]] = {
+    "mm": ((0, 1), 2), "_int_mm": ((0, 1), 2), "addmm": ((1, 2), 3),
+    "_addmm_activation": ((1, 2), 3), "bmm": ((0, 1), 2), "baddbmm": ((1, 2), 3),
+    "addbmm": ((1, 2), 3), "_scaled_mm": ((0, 1), 6),
+}
+
+
+def gemm_output_shape(op: str, args: OpArgs) -> tuple[int, ...]:
+    """Output shape of a GEMM-family op from its operand shapes."""
+    if op == "linear":
+        x, w = args.shape(0, "linear input"), args.shape(1, "linear weight")
+        _check_inner(x, w[-1:] + w[:1] if len(w) == 2 else w)
+        return x[:-1] + ((w[0],) if len(w) == 2 else ())
+    if op == "matmul":
+        return matmul_output_shape(args.shape(0, "matmul self"), args.shape(1, "matmul other"))
+    (ia, ib), _ = GEMM_OPERANDS[op]
+    a, b = args.shape(ia, "first matrix"), args.shape(ib, "second matrix")
+    _check_inner(a, b)
+    if op == "addbmm":
+        return (a[-2], b[-1])
+    return a[:-1] + (b[-1],)
+
+
+def _check_inner(a: tuple[int, ...], b: tuple[int, ...]) -> None:
+    """GEMM operands must share the inner dim (a[..., K] @ b[..., K, N] or b[K])."""
+    if not a or not b:
+        raise UnknownEstimate("GEMM operand is 0-dim")
+    inner_b = b[-2] if len(b) >= 2 else b[0]
+    if a[-1] != inner_b:
+        raise UnknownEstimate(f"GEMM operand shapes {a} and {b} are inconsistent (corrupted record?)")
+
+
+def matmul_output_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """torch.matmul's output shape (vector operands drop their dim)."""
+    if not a or not b:
+        raise UnknownEstimate("matmul of a 0-dim tensor")
+    _check_inner(a, b)
+    a2 = (1,) + a if len(a) == 1 else a
+    b2 = b + (1,) if len(b) == 1 else b
+    batch = broadcast_shapes(a2[:-2], b2[:-2])
+    if batch is None:
+        raise UnknownEstimate(f"matmul batch dims {a} and {b} do not broadcast")
+    out = batch + (a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+# --------------------------------------------------------------------------- op classes
+
+VIEW_OPS = frozenset({
+    "view", "_unsafe_view", "as_strided", "transpose", "t", "permute", "expand", "expand_as",
+    "slice", "select", "unsqueeze", "squeeze", "detach", "alias", "narrow", "split",
+    "split_with_sizes", "chunk", "unbind", "unflatten", "view_as", "numpy_T", "_reshape_alias",
+    "lift_fresh", "empty", "empty_like", "empty_strided", "resize_", "set_", "as_strided_",
+    "_nested_view_from_buffer", "real", "imag", "view_as_real", "view_as_complex", "diagonal",
+    "movedim", "swapaxes", "transpose_", "unsqueeze_", "squeeze_", "t_", "mT", "mH",
+})
+FILL_OPS = frozenset({
+    "fill_", "zero_", "normal_", "uniform_", "random_", "exponential_", "bernoulli_",
+    "geometric_", "log_normal_", "cauchy_", "zeros_like", "ones_like", "full_like",
+    "rand_like", "randn_like",
+})
+REDUCTION_OPS = frozenset({
+    "sum", "mean", "amax", "amin", "max", "min", "aminmax", "prod", "norm", "linalg_vector_norm",
+    "var", "std", "var_mean", "std_mean", "argmax", "argmin", "all", "any", "logsumexp",
+    "count_nonzero", "nansum", "nanmean", "mse_loss", "l1_loss", "nll_loss", "nll_loss_forward",
+    "nll_loss2d_forward", "cross_entropy_loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "smooth_l1_loss", "huber_loss", "kl_div", "topk",
+    "_foreach_norm", "dot", "vdot", "equal",
+})
+CONCAT_OPS = frozenset({"cat", "_cat", "concat", "concatenate", "stack", "hstack", "vstack"})
+ATTENTION_FORWARD_OPS = frozenset({
+    "scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_attention_math", "_flash_attention_forward", "_efficient_attention_forward",
+    "_cudnn_attention_forward",
+})
+ATTENTION_BACKWARD_OPS = frozenset({
+    "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
+    "_scaled_dot_product_cudnn_attention_backward",
+    "_scaled_dot_product_flash_attention_for_cpu_backward", "_flash_attention_backward",
+    "_efficient_attention_backward", "_cudnn_attention_backward",
+})
+CONV_BACKWARD_OPS = frozenset({
+    "convolution_backward", "cudnn_convolution_backward", "cudnn_convolution_backward_input",
+    "cudnn_convolution_backward_weight",
+})
+
+
+@functools.lru_cache(maxsize=4096)
+def schema_arg_limit(op: str) -> int | None:
+    """Most arguments any overload of ``aten::<op>`` takes (None: unknown or no torch).
+
+    Kineto records every schema argument, keyword-only ones included, so a longer
+    ``Input Dims`` means a corrupted record: some 2022 traces append other ops' shapes.
+    """
+    if not op or "::" in op or not op.replace("_", "").isalnum():
+        return None
+    try:
+        import torch  # lazy: optional dependency
+        packet = getattr(torch.ops.aten, op)
+        return max(len(getattr(packet, o)._schema.arguments) for o in packet.overloads())
+    except Exception:
+        return None
+
+
+def check_arg_count(op: str, args: OpArgs) -> None:
+    """Raise UnknownEstimate when more arguments are recorded than the op's schema has."""
+    limit = schema_arg_limit(op)
+    if limit is not None and len(args.dims) > limit:
+        raise UnknownEstimate(
+            f"shapes look corrupted: {len(args.dims)} arguments recorded, aten::{op} takes at most {limit}")
+
+
+def op_key(name: Any) -> str:
+    """``"aten::addmm"`` -> ``"addmm"``; other namespaces keep theirs (``"fbgemm::x"``)."""
+    text = name if isinstance(name, str) else ""
+    if text.startswith("aten::"):
+        text = text[len("aten::"):]
+    return text.split(".", 1)[0] if "::" not in text else text
+
+
+# --------------------------------------------------------------------------- estimate
+
+def estimate_bytes(name: str, dims: Any, types: Any, concrete: Any,
+                   out_dims: Any = None) -> tuple[float | None, str]:
+    """Estimated DRAM bytes (read + write) of one op and "" or the reason it is unknown.
+
+    ``out_dims`` optionally gives the op's output shape when the caller knows it from
+    elsewhere; it is used only where the inputs do not determine the output. Never raises.
+    """
+    try:
+        return _estimate_bytes(op_key(name), OpArgs(dims, types, concrete), out_dims), ""
+    except UnknownEstimate as exc:
+        return None, str(exc)
+    except Exception as exc:  # a malformed trace must not break the caller
+        return None, f"byte estimate failed: {type(exc).__name__}: {exc}"[:200]
+
+
+def _estimate_bytes(op: str, args: OpArgs, out_dims: Any) -> float:
+    if not args.dims:
+        raise UnknownEstimate("no input shapes recorded")
+    if op in VIEW_OPS:
+        return 0.0
+    check_arg_count(op, args)
+    tensors = list(args.tensor_items())
+    if not tensors:
+        raise UnknownEstimate("no tensor inputs recorded")
+    if any(size is None for _, _, size in tensors):
+        raise UnknownEstimate("tensor dtype not recorded")
+    out_size = args.compute_itemsize() or 4
+    special = _special_bytes(op, args, tensors, out_size, out_dims)
+    if special is not None:
+        return float(special)
+    read = sum(numel(s) * b for _, s, b in tensors)
+    if op in REDUCTION_OPS:
+        return float(read)
+    shapes = [s for _, s, _ in tensors]
+    out = broadcast_shapes(*shapes)
+    if out is None:
+        out = max(shapes, key=numel)
+    return float(read + numel(out) * out_size)
+
+
+def _special_bytes(op: str, args: OpArgs, tensors: list, out_size: int,
+                   out_dims: Any) -> float | None:
+    """Bytes for the op classes with their own output rule, or None for the default rule."""
+    if op in FILL_OPS:
+        return numel(tensors[0][1]) * tensors[0][2]
+    if op == "copy_" and len(tensors) >= 2:
+        return sum(numel(s) * b for _, s, b in tensors[:2])
+    if op in CONCAT_OPS:
+        return 2 * sum(numel(s) * b for _, s, b in tensors)
+    if op == "embedding" and len(tensors) >= 2:
+        (_, weight, wsize), (_, idx, isize) = tensors[0], tensors[1]
+        return numel(idx) * isize + 2 * numel(idx) * weight[-1] * wsize
+    if op in GEMM_OPERANDS or op in ("linear", "matmul"):
+        return _gemm_bytes(op, args, tensors, out_size)
+    if op in CONV_FORWARD_OPS:
+        return _conv_bytes(op, args, tensors, out_size, out_dims)
+    if op in CONV_BACKWARD_OPS:
+        return _conv_backward_bytes(op, args, tensors, out_dims)
+    if op in ATTENTION_FORWARD_OPS:
+        return _attention_bytes(args, tensors, out_size, backward=False)
+    if op in ATTENTION_BACKWARD_OPS:
+        return _attention_bytes(args, tensors, out_size, backward=True)
+    return None
+
+
+def _gemm_bytes(op: str, args: OpArgs, tensors: list, out_size: int) -> float:
+    """Operands read once, output written once; a trailing out= tensor is the write."""
+    n_inputs = GEMM_OPERANDS[op][1] if op in GEMM_OPERANDS else 3
+    reads = [(i, s, b) for i, s, b in tensors if i < n_inputs]
+    out_shape = gemm_output_shape(op, args)
+    if op == "_int_mm":
+        out_size = 4
+    elif op == "_scaled_mm":
+        code = args.opt_value(6)
+        out_size = _SCALAR_TYPE_CODE_ITEMSIZE.get(code, out_size) if isinstance(code, int) else out_size
+    return sum(numel(s) * b for _, s, b in reads) + numel(out_shape) * out_size
+
+
+def _conv_bytes(op: str, args: OpArgs, tensors: list, out_size: int, out_dims: Any) -> float:
+    read = sum(numel(s) * b for _, s, b in tensors)
+    try:
+        out = conv_output_shape(op, args, conv_geometry(op, args))
+    except UnknownEstimate:
+        if not _is_shape(out_dims):
+            return read  # documented: inputs only when the output shape is unknown
+        out = tuple(out_dims)
+    return read + numel(out) * out_size
+
+
+def _conv_backward_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
+    """Inputs read plus the gradients the op writes (each in its source tensor's dtype)."""
+    read = sum(numel(s) * b for _, s, b in tensors)
+    by_index = {i: (s, b) for i, s, b in tensors}
+    if op == "cudnn_convolution_backward_input":
+        writes = [(_shape_or(args.opt_value(0), out_dims), by_index.get(1, ((), 0))[1])]
+    elif op == "cudnn_convolution_backward_weight":
+        writes = [(_shape_or(args.opt_value(0), out_dims), by_index.get(2, ((), 0))[1])]
+    else:
+        x_idx, w_idx, mask_idx = (1, 2, 10) if op == "convolution_backward" else (0, 2, 10)
+        mask = args.opt_value(mask_idx)
+        if not isinstance(mask, (list, tuple)) or len(mask) < 2:
+            mask = (True, True, True)
+        writes = []
+        if mask[0] and x_idx in by_index:
+            writes.append(by_index[x_idx])
+        if mask[1] and w_idx in by_index:
+            writes.append(by_index[w_idx])
+            if len(mask) > 2 and mask[2] and op == "convolution_backward":
+                writes.append(((by_index[w_idx][0][0],), by_index[w_idx][1]))
+    return read + sum(numel(s) * b for s, b in writes if s is not None)
+
+
+def _shape_or(value: Any, fallback: Any) -> tuple[int, ...] | None:
+    if _is_shape(value):
+        return tuple(value)
+    return tuple(fallback) if _is_shape(fallback) else None
+
+
+def _attention_bytes(args: OpArgs, tensors: list, out_size: int, backward: bool) -> float:
+    """All tensor args read; forward writes out, backward writes dq, dk, dv."""
+    read = sum(numel(s) * b for _, s, b in tensors)
+    first = 1 if backward else 0
+    q = args.shape(first, "query")
+    k = args.shape(first + 1, "key")
+    v = args.shape(first + 2, "value")
+    if backward:
+        written = numel(q) + numel(k) + numel(v)
+    else:
+        written = numel(q[:-1]) * v[-1]
+    return read + written * out_size
+
+
+def bytes_from_inductor(args: Any) -> float | None:
+    """Bytes from an Inductor kernel's ``kernel_num_gb`` arg (GB of 1e9 bytes), else None."""
+    if not isinstance(args, dict):
+        return None
+    value = args.get("kernel_num_gb")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number * 1e9 if math.isfinite(number) and number >= 0 else None

@@ -1,0 +1,546 @@
+"""Device datasheet and matching of trace devices to it.
+
+The datasheet (``devices.json`` beside this module) has one row per device model with DENSE peaks (no 2:4
+sparsity) in TFLOP/s per dtype (``fp64 fp32 tf32 bf16 fp16 fp8 int8``; int8 in TOPS), DRAM bandwidth in GB/s
+and a cited source. A user file in the same row format (``--devices FILE`` or the ``TB_GPUINSIGHT_DEVICES``
+environment variable) adds rows, or overrides the built-in row with the same ``name``: its top-level keys
+replace the built-in ones, except ``peak_tflops``, which is merged dtype by dtype, so
+``{"name": "NVIDIA H100 SXM5 80GB", "peak_tflops": {"bf16": 800}}`` changes one figure. Rows the user file adds
+come before the built-in rows, so they win ties.
+
+How ``match_device`` picks a row for a Kineto ``deviceProperties`` entry:
+
+1. By name. Every row lists ``match`` patterns: lowercase substrings of the trace name, or ``re:``-prefixed
+   regular expressions searched in the lowercased name. A row matches when any pattern does; its specificity
+   is the length of the longest text a pattern matched ("h100 80gb hbm3" beats "h100").
+2. Properties then weed and rank. A row whose ``num_sms`` or ``compute_major`` differs from the trace's
+   ``numSms``/``computeMajor``, or whose ``memory_gb`` is far (outside 0.75-1.25x) from ``totalGlobalMem`` in
+   GiB, is ruled out. If that rules out every name match (a MIG slice, a partitioned GPU), the name matches
+   are kept and ``how`` warns.
+3. Among the rest the winner has, in order: the highest specificity; the most properties that confirm the
+   row (SM count, compute major, memory within 10%); the memory closest to the trace's; the earliest place in
+   the datasheet. A tie the properties cannot break says so in ``how``.
+4. By properties alone, only when no name pattern matches and the name is a generic one of a known vendor
+   ("AMD Radeon Graphics" is how ROCm named MI250 GCDs): rows flagged ``props_match`` of that vendor whose SM
+   count, compute major and memory all confirm. ``how`` says the match came from properties.
+5. Otherwise, or for an empty name, the spec is None and ``how`` says why and how to add the device.
+
+AMD MI250/MI250X rows are per GCD: ROCm shows each of the card's two dies as its own device, so those rows
+hold half the card's datasheet figures.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from tb_gpuinsight.errors import ConfigError
+
+DTYPES: Tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+ENV_VAR = "TB_GPUINSIGHT_DEVICES"
+BUILTIN_PATH = Path(__file__).with_name("devices.json")
+
+# Reported memory (GiB) / datasheet GB: within CONFIRM it confirms the row, outside CONTRADICT it rules it out.
+# The gap between them keeps e.g. an 80 GB H100 (79.6 GiB) from being ruled out of a 94 GB row, while
+# still ranking the closer row first.
+_MEM_CONFIRM = (0.90, 1.10)
+_MEM_CONTRADICT = (0.75, 1.25)
+
+_ROW_KEYS = {"name", "vendor", "match", "num_sms", "compute_major", "memory_gb", "props_match", "peak_tflops",
+             "dram_gbps", "source", "match_note"}
+_VENDOR_WORDS = {"nvidia": ("nvidia", "geforce", "tesla", "quadro"), "amd": ("amd", "radeon", "instinct")}
+_VENDOR_LABEL = {"nvidia": "NVIDIA", "amd": "AMD"}
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One datasheet row: dense peaks per dtype (TFLOP/s, int8 in TOPS) and DRAM bandwidth (GB/s)."""
+
+    name: str
+    vendor: str
+    peak_tflops: Dict[str, float]
+    dram_gbps: Optional[float]
+    source: str
+    note: str = ""
+    match: Tuple[str, ...] = ()
+    num_sms: Optional[int] = None
+    compute_major: Optional[int] = None
+    memory_gb: Optional[float] = None
+    props_match: bool = False
+    match_note: str = ""
+    origin: str = "built-in"
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready form of the row."""
+        return {"name": self.name, "vendor": self.vendor, "peak_tflops": dict(self.peak_tflops),
+                "dram_gbps": self.dram_gbps, "source": self.source, "note": self.note, "origin": self.origin}
+
+
+@dataclass(frozen=True)
+class DeviceMatch:
+    """What a trace device was taken to be: ``spec`` None means unknown; ``how`` says why, in one line."""
+
+    trace_name: str
+    spec: Optional[DeviceSpec]
+    how: str
+    method: str = "none"  # "name", "properties" or "none"
+
+    @property
+    def matched(self) -> bool:
+        """True when a datasheet row was found."""
+        return self.spec is not None
+
+    def peak_tflops(self, dtype: str) -> Optional[float]:
+        """Dense peak for a datasheet dtype key ("bf16") or a trace dtype string ("c10::BFloat16")."""
+        if self.spec is None:
+            return None
+        key = dtype if dtype in DTYPES else normalize_dtype(dtype)
+        return self.spec.peak_tflops.get(key) if key else None
+
+    @property
+    def dram_gbps(self) -> Optional[float]:
+        """DRAM bandwidth in GB/s, or None when unknown."""
+        return self.spec.dram_gbps if self.spec is not None else None
+
+    def ridge_point(self, dtype: str) -> Optional[float]:
+        """FLOP per DRAM byte where the compute roof meets the memory roof, or None when either is unknown."""
+        peak, bw = self.peak_tflops(dtype), self.dram_gbps
+        if not peak or not bw:
+            return None
+        return peak * 1e12 / (bw * 1e9)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready form, with the ridge point of every dtype the device has."""
+        spec = self.spec
+        out: Dict[str, Any] = {"trace_name": self.trace_name, "matched": spec is not None,
+                               "method": self.method, "how": self.how}
+        if spec is None:
+            out.update(name=None, vendor=None, peak_tflops={}, dram_gbps=None, ridge_points={}, source=None)
+            return out
+        ridges = {d: self.ridge_point(d) for d in spec.peak_tflops}
+        out.update(spec.to_dict())
+        out["ridge_points"] = {d: r for d, r in ridges.items() if r is not None}
+        return out
+
+
+# ---------------------------------------------------------------------------------------------- dtypes
+
+_DTYPE_ALIASES = {
+    "float": "fp32", "float32": "fp32", "fp32": "fp32",
+    "double": "fp64", "float64": "fp64", "fp64": "fp64",
+    "half": "fp16", "float16": "fp16", "fp16": "fp16",
+    "bfloat16": "bf16", "bf16": "bf16",
+    "tf32": "tf32",
+    "fp8": "fp8", "float8": "fp8",
+    "signed char": "int8", "unsigned char": "int8", "char": "int8", "int8": "int8", "uint8": "int8",
+    "int8_t": "int8", "uint8_t": "int8", "qint8": "int8", "quint8": "int8",
+}
+
+
+def normalize_dtype(s: Any) -> Optional[str]:
+    """Map a trace dtype string to a datasheet key, or None.
+
+    "float" maps to fp32, not tf32: whether an fp32 matmul ran on TF32 tensor cores is not in the dtype, so
+    callers that know TF32 was allowed look up "tf32" themselves.
+    """
+    if not isinstance(s, str):
+        return None
+    t = s.strip().lower()
+    for prefix in ("c10::", "at::", "torch."):
+        if t.startswith(prefix):
+            t = t[len(prefix):]
+    if t.startswith("float8"):  # Float8_e4m3fn, Float8_e5m2, their fnuz forms, ...
+        return "fp8"
+    return _DTYPE_ALIASES.get(t)
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+def load_datasheet(extra: "str | os.PathLike[str] | None" = None) -> List[DeviceSpec]:
+    """Built-in rows plus a user file: ``extra`` if given, else the file ``TB_GPUINSIGHT_DEVICES`` names.
+
+    Raises ConfigError with a one-line reason when the user file is missing or malformed.
+    """
+    if extra is not None:
+        return _with_user_file(os.fspath(extra), label="devices file")
+    env = os.environ.get(ENV_VAR, "").strip()
+    if env:
+        return _with_user_file(env, label=f"{ENV_VAR}")
+    return list(_builtin_specs())
+
+
+@lru_cache(maxsize=1)
+def _builtin_raw() -> Tuple[Dict[str, Any], ...]:
+    """The packaged rows as raw dicts (parsed once)."""
+    with open(BUILTIN_PATH, encoding="utf-8") as f:
+        rows = json.load(f)["devices"]
+    return tuple(rows)
+
+
+@lru_cache(maxsize=1)
+def _builtin_specs() -> Tuple[DeviceSpec, ...]:
+    return tuple(_parse_row(r, f"built-in datasheet row {i}", "built-in") for i, r in enumerate(_builtin_raw()))
+
+
+def _with_user_file(path: str, label: str) -> List[DeviceSpec]:
+    """Merge a user file into the built-in rows: new rows first (they win ties), overrides in place."""
+    user = _read_user_rows(path, label)
+    where = f"{label} {path}"
+    by_key = {_key(r["name"]): (i, r) for i, r in enumerate(user)}
+    merged: List[DeviceSpec] = []
+    for i, raw in enumerate(_builtin_raw()):
+        hit = by_key.pop(_key(raw["name"]), None)
+        if hit is None:
+            merged.append(_builtin_specs()[i])
+        else:
+            merged.append(_parse_row(_overlay(raw, hit[1]), f"{where}: row {hit[0]} ({hit[1]['name']!r})", path))
+    added = [_parse_row(r, f"{where}: row {i} ({r['name']!r})", path) for i, r in sorted(by_key.values(),
+                                                                                       key=lambda t: t[0])]
+    return added + merged
+
+
+def _read_user_rows(path: str, label: str) -> List[Dict[str, Any]]:
+    """Rows of a user file: a JSON list of rows or an object with a "devices" list; each row needs a name."""
+    where = f"{label} {path}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{where}: cannot read: {e}") from None
+    rows = data.get("devices") if isinstance(data, dict) else data
+    if not isinstance(rows, list):
+        raise ConfigError(f"{where}: expected a JSON list of device rows or an object with a \"devices\" list")
+    seen = set()
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict) or not isinstance(r.get("name"), str) or not r["name"].strip():
+            raise ConfigError(f"{where}: row {i} must be an object with a non-empty \"name\"")
+        if _key(r["name"]) in seen:
+            raise ConfigError(f"{where}: row {i}: name {r['name']!r} appears twice")
+        seen.add(_key(r["name"]))
+    return rows
+
+
+def _key(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+def _overlay(base: Mapping[str, Any], over: Mapping[str, Any]) -> Dict[str, Any]:
+    """User override on a built-in row: keys replace, peak_tflops merges per dtype."""
+    out = dict(base)
+    out.update(over)
+    if isinstance(over.get("peak_tflops"), dict) and isinstance(base.get("peak_tflops"), dict):
+        out["peak_tflops"] = {**base["peak_tflops"], **over["peak_tflops"]}
+    return out
+
+
+def _parse_row(raw: Mapping[str, Any], where: str, origin: str) -> DeviceSpec:
+    """Validate one raw row into a DeviceSpec; ConfigError names the row and the field."""
+    unknown = sorted(k for k in set(raw) - _ROW_KEYS if not k.startswith("_"))  # "_comment" keys are allowed
+    if unknown:
+        raise ConfigError(f"{where}: unknown field {unknown[0]!r} (fields: {', '.join(sorted(_ROW_KEYS))})")
+    name = _text(raw.get("name"), where, "name")
+    vendor = _text(raw.get("vendor"), where, "vendor").lower()
+    url, note = _source(raw.get("source"), where, origin)
+    return DeviceSpec(
+        name=name, vendor=vendor, peak_tflops=_peaks(raw.get("peak_tflops"), where),
+        dram_gbps=_positive(raw.get("dram_gbps"), where, "dram_gbps", optional=True),
+        source=url, note=note, match=_patterns(raw.get("match", []), where),
+        num_sms=_int_field(raw.get("num_sms"), where, "num_sms"),
+        compute_major=_int_field(raw.get("compute_major"), where, "compute_major"),
+        memory_gb=_positive(raw.get("memory_gb"), where, "memory_gb", optional=True),
+        props_match=_bool(raw.get("props_match", False), where),
+        match_note=_text(raw.get("match_note", ""), where, "match_note", allow_empty=True),
+        origin=origin,
+    )
+
+
+def _text(v: Any, where: str, field_name: str, allow_empty: bool = False) -> str:
+    if not isinstance(v, str) or (not allow_empty and not v.strip()):
+        raise ConfigError(f"{where}: {field_name} must be a non-empty string")
+    return v.strip()
+
+
+def _positive(v: Any, where: str, field_name: str, optional: bool = False) -> Optional[float]:
+    if v is None and optional:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise ConfigError(f"{where}: {field_name} must be a positive number, got {v!r}")
+    return float(v)
+
+
+def _int_field(v: Any, where: str, field_name: str) -> Optional[int]:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ConfigError(f"{where}: {field_name} must be a non-negative integer, got {v!r}")
+    return v
+
+
+def _bool(v: Any, where: str) -> bool:
+    if not isinstance(v, bool):
+        raise ConfigError(f"{where}: props_match must be true or false, got {v!r}")
+    return v
+
+
+def _peaks(v: Any, where: str) -> Dict[str, float]:
+    if not isinstance(v, dict) or not v:
+        raise ConfigError(f"{where}: peak_tflops must be an object such as {{\"bf16\": 312}}")
+    out = {}
+    for dtype, value in v.items():
+        if dtype not in DTYPES:
+            raise ConfigError(f"{where}: peak_tflops has unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
+        out[dtype] = _positive(value, where, f"peak_tflops.{dtype}")
+    return out
+
+
+def _patterns(v: Any, where: str) -> Tuple[str, ...]:
+    if not isinstance(v, list) or not all(isinstance(p, str) and p.strip() for p in v):
+        raise ConfigError(f"{where}: match must be a list of non-empty strings")
+    for p in v:
+        if p.startswith("re:"):
+            try:
+                re.compile(p[3:])
+            except re.error as e:
+                raise ConfigError(f"{where}: match pattern {p!r} is not a valid regular expression: {e}") from None
+    # Names are compared lowercased, so substrings are lowercased too; regexes are kept as written.
+    return tuple(p if p.startswith("re:") else " ".join(p.lower().split()) for p in v)
+
+
+def _source(v: Any, where: str, origin: str) -> Tuple[str, str]:
+    """(url, note) from a {"url", "note"} object or a plain string; user rows may leave it out."""
+    if v is None and origin != "built-in":
+        return f"user file {origin}", ""
+    if isinstance(v, str) and v.strip():
+        return v.strip(), ""
+    if isinstance(v, dict) and isinstance(v.get("url"), str) and v["url"].strip():
+        note = v.get("note", "")
+        return v["url"].strip(), note.strip() if isinstance(note, str) else ""
+    raise ConfigError(f"{where}: source must be a URL string or an object with a \"url\"")
+
+
+# ---------------------------------------------------------------------------------------------- matching
+
+@dataclass(frozen=True)
+class _Facts:
+    """The properties of a trace device that can confirm or rule out a row."""
+
+    num_sms: Optional[int]
+    compute_major: Optional[int]
+    mem_gib: Optional[float]
+
+    @staticmethod
+    def of(props: Mapping[str, Any]) -> "_Facts":
+        mem = _number(props.get("totalGlobalMem"))
+        return _Facts(num_sms=_whole(props.get("numSms")), compute_major=_whole(props.get("computeMajor")),
+                      mem_gib=mem / 2**30 if mem and mem > 0 else None)
+
+
+@dataclass
+class _Check:
+    """How one row fares against the trace's properties."""
+
+    confirmed: List[str] = field(default_factory=list)
+    contradicted: List[str] = field(default_factory=list)
+    mem_distance: float = 0.0
+
+
+@dataclass
+class _Candidate:
+    spec: DeviceSpec
+    order: int
+    pattern: str
+    text: str
+    check: _Check
+
+    @property
+    def specificity(self) -> int:
+        return len(self.text)
+
+    def rank(self) -> Tuple[int, int, float, int]:
+        return (-self.specificity, -len(self.check.confirmed), self.check.mem_distance, self.order)
+
+
+def match_device(props: Mapping[str, Any], datasheet: Optional[Sequence[DeviceSpec]] = None) -> DeviceMatch:
+    """Match a Kineto ``deviceProperties`` entry to a datasheet row (see the module docstring for the rule)."""
+    props = props if isinstance(props, Mapping) else {}
+    raw_name = props.get("name")
+    trace_name = raw_name.replace("\x00", "").strip() if isinstance(raw_name, str) else ""
+    rows = load_datasheet() if datasheet is None else datasheet
+    if not trace_name:
+        return DeviceMatch("", None, "unknown: the trace gives no device name, so no datasheet row can be "
+                                     f"chosen; add one with --devices FILE or {ENV_VAR}")
+    name = " ".join(trace_name.lower().split())
+    facts = _Facts.of(props)
+    candidates = _name_candidates(name, rows, facts)
+    if candidates:
+        return _pick_by_name(trace_name, name, candidates, facts)
+    return _match_by_props(trace_name, name, rows, facts)
+
+
+def _name_candidates(name: str, rows: Sequence[DeviceSpec], facts: _Facts) -> List[_Candidate]:
+    """Rows with a pattern matching the name, each with its most specific match."""
+    out = []
+    for order, spec in enumerate(rows):
+        best: Optional[Tuple[str, str]] = None
+        for pattern in spec.match:
+            text = _search(pattern, name)
+            if text is not None and (best is None or len(text) > len(best[1])):
+                best = (pattern, text)
+        if best is not None:
+            out.append(_Candidate(spec, order, best[0], best[1], _check(spec, facts)))
+    return out
+
+
+def _search(pattern: str, name: str) -> Optional[str]:
+    """The text of ``name`` that ``pattern`` matches, or None."""
+    if pattern.startswith("re:"):
+        m = _compiled(pattern[3:]).search(name)
+        return m.group(0) if m else None
+    return pattern if pattern in name else None
+
+
+@lru_cache(maxsize=512)
+def _compiled(expr: str) -> "re.Pattern[str]":
+    return re.compile(expr)
+
+
+def _check(spec: DeviceSpec, facts: _Facts) -> _Check:
+    """Which of the row's disambiguators the trace's properties confirm or contradict."""
+    c = _Check()
+    unit = "CUs" if spec.vendor == "amd" else "SMs"
+    if spec.num_sms is not None and facts.num_sms is not None:
+        if spec.num_sms == facts.num_sms:
+            c.confirmed.append(f"{facts.num_sms} {unit}")
+        else:
+            c.contradicted.append(f"trace has {facts.num_sms} {unit}, row has {spec.num_sms}")
+    if spec.compute_major is not None and facts.compute_major is not None:
+        if spec.compute_major == facts.compute_major:
+            c.confirmed.append(f"computeMajor {facts.compute_major}")
+        else:
+            c.contradicted.append(f"trace has computeMajor {facts.compute_major}, row has {spec.compute_major}")
+    if spec.memory_gb is not None and facts.mem_gib is not None:
+        ratio = facts.mem_gib / spec.memory_gb
+        c.mem_distance = abs(math.log(ratio))
+        if _MEM_CONFIRM[0] <= ratio <= _MEM_CONFIRM[1]:
+            c.confirmed.append(f"{facts.mem_gib:.1f} GiB")
+        elif not _MEM_CONTRADICT[0] <= ratio <= _MEM_CONTRADICT[1]:
+            c.contradicted.append(f"trace has {facts.mem_gib:.1f} GiB, row has {spec.memory_gb:g} GB")
+    return c
+
+
+def _pick_by_name(trace_name: str, name: str, cands: List[_Candidate], facts: _Facts) -> DeviceMatch:
+    """Best name match after properties weed and rank; ``how`` tells what decided it."""
+    fitting = [c for c in cands if not c.check.contradicted]
+    pool = fitting or cands
+    best = min(pool, key=_Candidate.rank)
+    how = [_by_name_text(trace_name, best)]
+    if best.check.confirmed:
+        verb = "confirms" if len(best.check.confirmed) == 1 else "confirm"
+        how.append(f"{', '.join(best.check.confirmed)} {verb}")
+    ruled_out = [c for c in cands if c.check.contradicted and c.specificity >= best.specificity and fitting]
+    if ruled_out:
+        how.append("ruled out " + "; ".join(f"{c.spec.name} ({c.check.contradicted[0]})" for c in ruled_out))
+    tied = [c for c in pool if c is not best and c.rank()[:3] == best.rank()[:3]]
+    if tied:
+        verb = "matches" if len(tied) == 1 else "match"
+        how.append(f"{', '.join(c.spec.name for c in tied)} {verb} equally and the trace's properties cannot "
+                   "tell them apart, so the first datasheet row was used")
+    if not fitting:
+        why = "a MIG slice" if re.search(r"\bmig\b", name) else "a MIG slice or a partitioned GPU?"
+        how.append(f"warning: the trace's properties disagree with every matching row "
+                   f"({best.check.contradicted[0]}; {why}); peaks are the whole device's")
+    if best.spec.match_note:
+        how.append(best.spec.match_note)
+    return DeviceMatch(trace_name, best.spec, "; ".join(how), method="name")
+
+
+def _by_name_text(trace_name: str, c: _Candidate) -> str:
+    if c.pattern.startswith("re:"):
+        kind = f"pattern {c.pattern[3:]!r} (matched {c.text!r})"
+    else:
+        kind = f"substring {c.pattern!r}"
+    return f"name {trace_name!r} matched {c.spec.name} by {kind}"
+
+
+def _match_by_props(trace_name: str, name: str, rows: Sequence[DeviceSpec], facts: _Facts) -> DeviceMatch:
+    """Generic vendor names only: a props_match row of that vendor whose SMs, compute major and memory confirm."""
+    vendor = _vendor_hint(name)
+    fits = []
+    if vendor is not None:
+        for order, spec in enumerate(rows):
+            if spec.props_match and spec.vendor == vendor and None not in (spec.num_sms, spec.compute_major,
+                                                                           spec.memory_gb):
+                check = _check(spec, facts)
+                if len(check.confirmed) == 3:
+                    fits.append((check.mem_distance, order, spec, check))
+    if not fits:
+        return DeviceMatch(trace_name, None, _unknown_text(trace_name, vendor, facts))
+    fits.sort(key=lambda t: (t[0], t[1]))
+    _, _, spec, check = fits[0]
+    how = [f"name {trace_name!r} is a generic {_VENDOR_LABEL[vendor]} name; "
+           f"matched {spec.name} by properties ({', '.join(check.confirmed)})"]
+    if len(fits) > 1:
+        how.append(f"{', '.join(f[2].name for f in fits[1:])} also fit; the closest memory size won")
+    if spec.match_note:
+        how.append(spec.match_note)
+    return DeviceMatch(trace_name, spec, "; ".join(how), method="properties")
+
+
+def _vendor_hint(name: str) -> Optional[str]:
+    """The vendor a device name names, if any (whole words only)."""
+    words = set(re.findall(r"[a-z0-9]+", name))
+    for vendor, keys in _VENDOR_WORDS.items():
+        if words.intersection(keys):
+            return vendor
+    return None
+
+
+def _unknown_text(trace_name: str, vendor: Optional[str], facts: _Facts) -> str:
+    seen = _describe(facts)
+    tail = f" (and its properties, {seen}, fit no row either)" if vendor and seen else ""
+    return (f"unknown: no datasheet row matches {trace_name!r}{tail}; add it with --devices FILE or "
+            f"{ENV_VAR}")
+
+
+def _describe(facts: _Facts) -> str:
+    parts = []
+    if facts.num_sms is not None:
+        parts.append(f"{facts.num_sms} SMs/CUs")
+    if facts.compute_major is not None:
+        parts.append(f"computeMajor {facts.compute_major}")
+    if facts.mem_gib is not None:
+        parts.append(f"{facts.mem_gib:.1f} GiB")
+    return ", ".join(parts)
+
+
+def _number(v: Any) -> Optional[float]:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v) if math.isfinite(v) else None
+    if isinstance(v, str):
+        try:
+            f = float(v.strip())
+        except ValueError:
+            return None
+        return f if math.isfinite(f) else None
+    return None
+
+
+def _whole(v: Any) -> Optional[int]:
+    f = _number(v)
+    return int(f) if f is not None and f == int(f) and f >= 0 else None
+
+
+def describe_all(rows: Iterable[DeviceSpec]) -> List[Dict[str, Any]]:
+    """JSON-ready list of datasheet rows (for a "devices" listing in the UI or CLI)."""
+    return [r.to_dict() for r in rows]

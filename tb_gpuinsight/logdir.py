@@ -1,0 +1,191 @@
+"""Logdir discovery: runs, workers, spans and their companion files, with file kinds sniffed from content.
+
+A run is a directory (named by its path relative to the logdir, "." for the logdir itself) that holds at least one
+Kineto trace. `tensorboard_trace_handler` names each trace `{worker}.{time_ns}.pt.trace.json[.gz]` (older builds:
+`{worker}.pt.trace.json`); each file is one span of its worker, spans ordered by their stamp. Execution Trace and
+tensor.trace files in the same directory are companions; one whose name carries the same `{worker}.{stamp}` prefix
+belongs to that span, the others to the run.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from .errors import TraceError
+from .trace.source import read_head
+
+KINETO = "kineto"
+ET = "execution_trace"
+TENSOR_TRACE = "tensor_trace"
+OTHER = "other"
+UNREADABLE = "unreadable"
+
+_SNIFF_BYTES = 1 << 16
+_CANDIDATE = re.compile(r"\.(json|json\.gz|gz|trace)$|tensor\.trace", re.IGNORECASE)
+_SPAN_NAME = re.compile(r"^(?P<worker>.+?)\.(?P<stamp>\d{10,})\.(?P<rest>.+)$")
+_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".et.json.gz", ".et.json", ".tensor.trace", ".json.gz",
+             ".json", ".trace", ".gz")
+_TRACE_NAME = re.compile(r"\.pt\.trace\.json(\.gz)?$")
+_KINETO_KEYS = re.compile(rb'"(traceEvents|schemaVersion|deviceProperties|displayTimeUnit)"\s*:')
+_ET_KEY = re.compile(rb'"schema"\s*:\s*"')
+_EVENT_KEYS = re.compile(rb'"ph"\s*:')
+
+
+@dataclass(frozen=True)
+class Sniffed:
+    """What a file is, judged from its first bytes."""
+    kind: str
+    reason: str = ""
+
+
+def sniff(path: "os.PathLike[str] | str") -> Sniffed:
+    """Classify a file as Kineto trace, Execution Trace, tensor.trace, other, or unreadable (with a reason)."""
+    try:
+        head = read_head(path, _SNIFF_BYTES)
+    except PermissionError:
+        return Sniffed(UNREADABLE, "permission denied")
+    except OSError as exc:
+        return Sniffed(UNREADABLE, exc.strerror or str(exc))
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith(b"{"):
+        if _ET_KEY.search(text) and b'"nodes"' in text:
+            return Sniffed(ET)
+        if _KINETO_KEYS.search(text):
+            return Sniffed(KINETO)
+        return Sniffed(OTHER, "a JSON object without traceEvents or nodes")
+    if text.startswith((b"[call]", b"[ret]")):
+        return Sniffed(TENSOR_TRACE)
+    if text.startswith(b"["):
+        return Sniffed(KINETO) if _EVENT_KEYS.search(text) else Sniffed(OTHER, "a JSON array without events")
+    if not text:
+        return Sniffed(OTHER, "empty file" if not head else "unreadable gzip data")
+    return Sniffed(OTHER, "not JSON")
+
+
+def split_name(filename: str) -> Tuple[str, Optional[int]]:
+    """(worker, stamp) from a trace file name; stamp None when the name carries none."""
+    base = filename
+    for suffix in _SUFFIXES:
+        if base.lower().endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    match = _SPAN_NAME.match(filename)
+    if match:
+        return match.group("worker"), int(match.group("stamp"))
+    return base, None
+
+
+@dataclass
+class FileEntry:
+    """One file of a run with its kind, size and mtime (used for cache keys and for 'still being written')."""
+    path: str
+    kind: str
+    size: int
+    mtime_ns: int
+    reason: str = ""
+
+
+@dataclass
+class Span:
+    """One profiler cycle of one worker: a Kineto trace plus companions matched to it by name."""
+    worker: str
+    stamp: Optional[int]
+    trace: FileEntry
+    execution_traces: List[FileEntry] = field(default_factory=list)
+    tensor_traces: List[FileEntry] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.trace.path)
+
+
+@dataclass
+class Run:
+    """A directory of traces: workers, each with its spans ordered by time, and run-level companions."""
+    name: str
+    path: str
+    workers: Dict[str, List[Span]] = field(default_factory=dict)
+    execution_traces: List[FileEntry] = field(default_factory=list)
+    tensor_traces: List[FileEntry] = field(default_factory=list)
+    unreadable: List[FileEntry] = field(default_factory=list)
+
+    def spans(self) -> List[Span]:
+        """Every span of every worker, workers in name order, spans in time order."""
+        return [s for w in sorted(self.workers) for s in self.workers[w]]
+
+
+def discover(logdir: "os.PathLike[str] | str") -> List[Run]:
+    """Every run under `logdir`, sorted by name. Unreadable files are listed on their run, never raised."""
+    root = os.fspath(logdir)
+    if not os.path.isdir(root):
+        raise TraceError(root, "not a directory")
+    runs = []
+    for dirpath, files in _walk(root):
+        run = _scan_dir(root, dirpath, files)
+        if run is not None:
+            runs.append(run)
+    return sorted(runs, key=lambda r: r.name)
+
+
+def _walk(root: str) -> Iterator[Tuple[str, List[str]]]:
+    """os.walk following symlinks, visiting each real directory once (symlink loops end here)."""
+    seen = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=lambda e: None):
+        try:
+            st = os.stat(dirpath)
+        except OSError:
+            dirnames[:] = []
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            dirnames[:] = []
+            continue
+        seen.add(key)
+        dirnames.sort()
+        yield dirpath, sorted(filenames)
+
+
+def _scan_dir(root: str, dirpath: str, filenames: List[str]) -> Optional[Run]:
+    entries = [e for e in (_entry(os.path.join(dirpath, f)) for f in filenames if _CANDIDATE.search(f)) if e]
+    traces = [e for e in entries if e.kind == KINETO]
+    unreadable = [e for e in entries if e.kind == UNREADABLE]
+    if not traces and not unreadable:
+        return None
+    rel = os.path.relpath(dirpath, root)
+    run = Run(name=rel.replace(os.sep, "/"), path=dirpath, unreadable=unreadable)
+    spans: Dict[Tuple[str, Optional[int]], Span] = {}
+    for entry in traces:
+        worker, stamp = split_name(os.path.basename(entry.path))
+        span = Span(worker=worker, stamp=stamp, trace=entry)
+        spans[(worker, stamp)] = span
+        run.workers.setdefault(worker, []).append(span)
+    for spans_of_worker in run.workers.values():
+        spans_of_worker.sort(key=lambda s: (s.stamp if s.stamp is not None else s.trace.mtime_ns, s.name))
+    for entry in entries:
+        if entry.kind in (ET, TENSOR_TRACE):
+            _attach(run, spans, entry)
+    return run
+
+
+def _attach(run: Run, spans: Dict[Tuple[str, Optional[int]], Span], entry: FileEntry) -> None:
+    span = spans.get(split_name(os.path.basename(entry.path)))
+    owner = span if span is not None and span.stamp is not None else run
+    (owner.execution_traces if entry.kind == ET else owner.tensor_traces).append(entry)
+
+
+def _entry(path: str) -> Optional[FileEntry]:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return FileEntry(path, UNREADABLE, 0, 0, exc.strerror or str(exc))
+    if not os.path.isfile(path):
+        return None
+    sniffed = sniff(path)
+    if sniffed.kind == OTHER:
+        if not _TRACE_NAME.search(path):
+            return None
+        # Named like a trace but not one: say so rather than hide it.
+        sniffed = Sniffed(UNREADABLE, f"named like a trace but is {sniffed.reason}")
+    return FileEntry(path, sniffed.kind, st.st_size, st.st_mtime_ns, sniffed.reason)

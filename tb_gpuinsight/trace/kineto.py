@@ -1,0 +1,660 @@
+"""Kineto (Chrome trace JSON) reader for every PyTorch era, producing compact columnar tables.
+
+How it stays fast and lean on gigabyte traces:
+1. The file is read once into one buffer (gzip inflated in place, see `source.py`).
+2. One msgspec pass splits `traceEvents` into `msgspec.Raw` slices: a validating scan that builds no objects per
+   field, only one small slice object per event.
+3. Slices are decoded in chunks into typed structs that name only the fields the tables need (plus the extra args a
+   caller asks for); msgspec skips every other key in C. Each chunk is turned into numpy columns and dropped, so
+   at most one chunk of Python objects is alive at a time.
+A chunk that does not fit the typed schema (a string where an id should be, say) is decoded leniently event by
+event; events that still do not fit are counted in `meta.malformed_events` and skipped, never fatal.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import msgspec
+import numpy as np
+
+from ..errors import TraceError
+from .source import TraceBytes, os_error_reason, read_all
+from .table import Interner, Table
+
+# Raw category -> canonical category. Legacy (2021) names map onto the 2022+ vocabulary.
+CATEGORIES: Dict[str, str] = {
+    "cpu_op": "cpu_op", "operator": "cpu_op",
+    "kernel": "kernel",
+    "gpu_memcpy": "gpu_memcpy", "memcpy": "gpu_memcpy",
+    "gpu_memset": "gpu_memset", "memset": "gpu_memset",
+    "cuda_runtime": "cuda_runtime", "runtime": "cuda_runtime",
+    "cuda_driver": "cuda_driver",
+    "cuda_sync": "cuda_sync",
+    "user_annotation": "user_annotation",
+    "gpu_user_annotation": "gpu_user_annotation",
+    "python_function": "python_function",
+    "cpu_instant_event": "cpu_instant_event",
+    "overhead": "overhead",
+    "trace": "trace",
+    "cuda_profiler_range": "cuda_profiler_range",
+    "ac2g": "flow", "async": "flow", "async_gpu": "flow", "async_cpu_to_gpu": "flow", "fwdbwd": "flow",
+}
+LEGACY_CATEGORIES = {"Operator", "Kernel", "Runtime", "Memcpy", "Memset"}
+
+# Canonical category -> (table, kind within the table).
+TABLE_OF: Dict[str, Tuple[str, str]] = {
+    "cpu_op": ("ops", "cpu_op"),
+    "kernel": ("kernels", "kernel"),
+    "gpu_memcpy": ("memops", "memcpy"),
+    "gpu_memset": ("memops", "memset"),
+    "cuda_runtime": ("launches", "runtime"),
+    "cuda_driver": ("launches", "driver"),
+    "cuda_sync": ("launches", "sync"),
+    "user_annotation": ("annotations", "cpu"),
+    "gpu_user_annotation": ("annotations", "gpu"),
+}
+TABLES = ("ops", "kernels", "memops", "launches", "annotations")
+
+_CHUNK_EVENTS = 4096
+_NO_ID = -1
+
+
+def _raw_field(arg_name: str):
+    return msgspec.field(default=msgspec.Raw(), name=arg_name)
+
+
+def _opt_field(arg_name: str):
+    return msgspec.field(default=None, name=arg_name)
+
+
+# The event args every table may use: (attribute, arg name in the trace, type). Raw values stay undecoded bytes
+# until a table interns them (shapes and grids repeat, so each distinct value is decoded once, later).
+_ARG_FIELDS: Tuple[Tuple[str, str, Any], ...] = (
+    ("ext", "External id", Optional[int]),
+    ("ext_legacy", "external id", Optional[int]),
+    ("correlation", "correlation", Optional[int]),
+    ("rf_id", "Record function id", Optional[int]),
+    ("seq", "Sequence number", Optional[int]),
+    ("fwd_tid", "Fwd thread id", Optional[int]),
+    ("device", "device", Optional[int]),
+    ("stream", "stream", Union[int, str, None]),  # ROCm runtime events write "0x0"
+    ("dims", "Input Dims", msgspec.Raw),
+    ("dims_legacy", "Input dims", msgspec.Raw),
+    ("types", "Input type", msgspec.Raw),
+    ("concrete", "Concrete Inputs", msgspec.Raw),
+    ("grid", "grid", msgspec.Raw),
+    ("block", "block", msgspec.Raw),
+    ("registers", "registers per thread", Optional[int]),
+    ("shared_mem", "shared memory", Optional[int]),
+    ("blocks_per_sm", "blocks per SM", Optional[float]),
+    ("warps_per_sm", "warps per SM", Optional[float]),
+    ("occupancy", "est. achieved occupancy %", Optional[float]),
+    ("occupancy_legacy", "theoretical occupancy %", Optional[float]),
+    ("nbytes", "bytes", Optional[int]),
+    ("bandwidth", "memory bandwidth (GB/s)", Optional[float]),
+    ("kernel_flop", "kernel_flop", Optional[float]),
+    ("kernel_num_gb", "kernel_num_gb", Optional[float]),
+)
+_ARG_NAMES = {name: attr for attr, name, _ in _ARG_FIELDS}
+
+
+def _make_schema(extra_args: Tuple[str, ...]):
+    """Typed event struct for one load: the standard args plus the caller's extra args (as raw JSON)."""
+    fields = []
+    for attr, name, typ in _ARG_FIELDS:
+        default = msgspec.Raw() if typ is msgspec.Raw else None
+        fields.append((attr, typ, msgspec.field(default=default, name=name)))
+    for i, name in enumerate(extra_args):
+        if name not in _ARG_NAMES:
+            fields.append((f"x{i}", msgspec.Raw, msgspec.field(default=msgspec.Raw(), name=name)))
+    args_type = msgspec.defstruct("Args", fields)
+    event_type = msgspec.defstruct("Event", [
+        ("ph", str, ""),
+        ("cat", str, ""),
+        ("name", str, ""),
+        ("pid", Union[int, str, None], None),
+        ("tid", Union[int, str, None], None),
+        ("ts", Optional[float], None),
+        ("dur", float, 0.0),
+        ("args", Optional[args_type], None),
+    ])
+    return args_type, event_type
+
+
+class _Top(msgspec.Struct):
+    """The top-level object: events stay raw slices; metadata keys we report are decoded generically."""
+    traceEvents: Optional[List[msgspec.Raw]] = None
+    schemaVersion: Any = None
+    deviceProperties: Any = None
+    computeProperties: Any = None
+    baseTimeNanoseconds: Any = None
+    displayTimeUnit: Any = None
+    distributedInfo: Any = None
+    traceName: Any = None
+    record_shapes: Any = None
+    profile_memory: Any = None
+    with_stack: Any = None
+    with_flops: Any = None
+    cuda_runtime_version: Any = None
+    cuda_driver_version: Any = None
+    cupti_version: Any = None
+    hip_runtime_version: Any = None
+    roctracer_version: Any = None
+    schema: Any = None  # an Execution Trace's key: lets us say "this is an ET" rather than "no events"
+    nodes: msgspec.Raw = msgspec.Raw()
+
+
+@dataclass
+class TraceMeta:
+    """What a trace says about itself, plus what reading it found."""
+    path: str
+    file_bytes: int
+    json_bytes: int
+    era: str
+    vendor: str
+    schema_version: Any = None
+    base_time_ns: Optional[int] = None
+    display_time_unit: Optional[str] = None
+    trace_name: Optional[str] = None
+    distributed: Optional[dict] = None
+    record_shapes: bool = False
+    has_record_function_ids: bool = False
+    has_external_ids: bool = False
+    versions: Dict[str, Any] = field(default_factory=dict)
+    category_counts: Dict[str, int] = field(default_factory=dict)
+    event_count: int = 0
+    malformed_events: int = 0
+    malformed_args: int = 0
+    start_us: Optional[float] = None
+    end_us: Optional[float] = None
+    extra_args: Tuple[str, ...] = ()
+
+    @property
+    def duration_us(self) -> float:
+        if self.start_us is None or self.end_us is None:
+            return 0.0
+        return self.end_us - self.start_us
+
+
+@dataclass
+class KinetoTrace:
+    """A Kineto trace as tables. Times are microseconds as written in the file (`ts`); for absolute times add
+    `meta.base_time_ns / 1000` when the trace has a base time. Shape signatures (`ops['shape']`) index
+    `shapes`; decode one with `shape(code)`."""
+    meta: TraceMeta
+    devices: List[Dict[str, Any]]
+    ops: Table
+    kernels: Table
+    memops: Table
+    launches: Table
+    annotations: Table
+    shapes: List[Tuple[bytes, bytes, bytes]]
+    _shape_cache: Dict[int, Tuple[Any, Any, Any]] = field(default_factory=dict, repr=False)
+
+    def tables(self) -> Dict[str, Table]:
+        """All event tables by name."""
+        return {name: getattr(self, name) for name in TABLES}
+
+    def shape(self, code: int) -> Tuple[Any, Any, Any]:
+        """(Input Dims, Input type, Concrete Inputs) of a shape code, as Python lists (None where absent)."""
+        hit = self._shape_cache.get(code)
+        if hit is None:
+            hit = self._shape_cache[code] = tuple(_decode_json(b) for b in self.shapes[code])
+        return hit
+
+
+def _decode_json(raw: bytes) -> Any:
+    return msgspec.json.decode(raw) if raw else None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Column builders: one per table, fed chunk by chunk.
+
+class _Columns:
+    """Accumulates numpy column chunks for one table."""
+
+    def __init__(self) -> None:
+        self.chunks: Dict[str, List[np.ndarray]] = {}
+        self.interners: Dict[str, Interner] = {}
+
+    def add(self, col: str, arr: np.ndarray) -> None:
+        self.chunks.setdefault(col, []).append(arr)
+
+    def add_ints(self, col: str, values: Iterable[Optional[int]], n: int, dtype=np.int64) -> None:
+        self.add(col, np.fromiter((_NO_ID if v is None else v for v in values), dtype=dtype, count=n))
+
+    def add_floats(self, col: str, values: Iterable[Optional[float]], n: int) -> None:
+        self.add(col, np.fromiter((np.nan if v is None else v for v in values), dtype=np.float64, count=n))
+
+    def add_strings(self, col: str, values: Iterable, n: int) -> None:
+        interner = self.interners.setdefault(col, Interner())
+        self.add(col, np.fromiter(interner.encode(values), dtype=np.int32, count=n))
+
+    def finish(self, name: str, order: Sequence[str]) -> Table:
+        columns, strings = {}, {}
+        for col in order:
+            # Pop each column's chunks as it is joined so that parts and whole never all coexist.
+            parts = self.chunks.pop(col, None)
+            columns[col] = (np.concatenate(parts[::-1]) if parts else
+                            np.empty(0, dtype=_EMPTY_DTYPE.get(col, np.float64)))
+            del parts
+        for col, interner in self.interners.items():
+            interner.codes.clear()
+            columns[col], strings[col] = _as_text_categories(columns[col], interner.items)
+        for col in order:
+            if col not in strings and col in _STRING_COLUMNS:
+                strings[col] = []
+                columns[col] = columns[col].astype(np.int32)
+        return Table(name, columns, strings)
+
+
+_STRING_COLUMNS = {"name", "kind", "pid", "tid", "grid", "block"}
+_EMPTY_DTYPE = {c: np.int32 for c in _STRING_COLUMNS}
+
+
+def _as_text_categories(codes: np.ndarray, items: List) -> Tuple[np.ndarray, List]:
+    """Interned values become text categories; bytes (raw JSON) and ints are rendered, duplicates merged."""
+    if all(isinstance(x, str) for x in items):
+        return codes, items
+    texts = [x.decode("utf-8", "replace") if isinstance(x, (bytes, bytearray)) else
+             ("" if x is None else str(x)) for x in items]
+    merged = Interner()
+    remap = np.fromiter(merged.encode(texts), dtype=np.int32, count=len(texts))
+    return (remap[codes] if len(codes) else codes), merged.items
+
+
+def _ext_ids(args: List) -> List[Optional[int]]:
+    return [a.ext if a.ext is not None else a.ext_legacy for a in args]
+
+
+def _common(cols: _Columns, evs: List, args: List, n: int) -> None:
+    cols.add_strings("name", (e.name for e in evs), n)
+    cols.add_floats("ts", (e.ts for e in evs), n)
+    cols.add_floats("dur", (e.dur for e in evs), n)
+    cols.add_ints("ext_id", _ext_ids(args), n)
+
+
+def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner) -> None:
+    _common(cols, evs, args, n)
+    cols.add_strings("pid", (e.pid for e in evs), n)
+    cols.add_strings("tid", (e.tid for e in evs), n)
+    cols.add_ints("rf_id", (a.rf_id for a in args), n)
+    cols.add_ints("seq", (a.seq for a in args), n)
+    cols.add_ints("fwd_tid", (a.fwd_tid for a in args), n)
+    cols.add_floats("kernel_flop", (a.kernel_flop for a in args), n)
+    cols.add_floats("kernel_num_gb", (a.kernel_num_gb for a in args), n)
+    cols.add("shape", np.fromiter((_shape_code(a, shapes) for a in args), dtype=np.int32, count=n))
+
+
+def _shape_code(a, shapes: Interner) -> int:
+    dims = a.dims or a.dims_legacy
+    if not dims and not a.types:
+        return _NO_ID
+    return shapes.code((bytes(dims), bytes(a.types), bytes(a.concrete)))
+
+
+def _device_of(e, a) -> Optional[int]:
+    if a.device is not None:
+        return a.device
+    return e.pid if isinstance(e.pid, int) else None
+
+
+def _stream_id(value: Union[int, str, None]) -> Optional[int]:
+    if value is None or isinstance(value, int):
+        return value
+    try:
+        return int(value, 0)
+    except ValueError:
+        return None
+
+
+def _build_kernels(cols: _Columns, evs: List, args: List, n: int, _shapes) -> None:
+    _common(cols, evs, args, n)
+    cols.add_ints("device", (_device_of(e, a) for e, a in zip(evs, args)), n, np.int32)
+    cols.add_ints("stream", (_stream_id(a.stream) for a in args), n)
+    cols.add_ints("correlation", (a.correlation for a in args), n)
+    cols.add_ints("registers", (a.registers for a in args), n, np.int32)
+    cols.add_ints("shared_mem", (a.shared_mem for a in args), n)
+    cols.add_floats("blocks_per_sm", (a.blocks_per_sm for a in args), n)
+    cols.add_floats("warps_per_sm", (a.warps_per_sm for a in args), n)
+    cols.add_floats("occupancy", (a.occupancy if a.occupancy is not None else a.occupancy_legacy for a in args), n)
+    cols.add_strings("grid", (bytes(a.grid) for a in args), n)
+    cols.add_strings("block", (bytes(a.block) for a in args), n)
+
+
+def _build_memops(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: List[str]) -> None:
+    cols.add_strings("kind", kinds, n)
+    _common(cols, evs, args, n)
+    cols.add_ints("device", (_device_of(e, a) for e, a in zip(evs, args)), n, np.int32)
+    cols.add_ints("stream", (_stream_id(a.stream) for a in args), n)
+    cols.add_ints("correlation", (a.correlation for a in args), n)
+    cols.add_floats("bytes", (a.nbytes for a in args), n)
+    cols.add_floats("bandwidth", (a.bandwidth for a in args), n)
+
+
+def _build_launches(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: List[str]) -> None:
+    cols.add_strings("kind", kinds, n)
+    _common(cols, evs, args, n)
+    cols.add_strings("pid", (e.pid for e in evs), n)
+    cols.add_strings("tid", (e.tid for e in evs), n)
+    cols.add_ints("correlation", (a.correlation for a in args), n)
+
+
+def _build_annotations(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: List[str]) -> None:
+    cols.add_strings("kind", kinds, n)
+    _common(cols, evs, args, n)
+    cols.add_strings("pid", (e.pid for e in evs), n)
+    cols.add_strings("tid", (e.tid for e in evs), n)
+
+
+_ORDER = {
+    "ops": ("name", "ts", "dur", "ext_id", "pid", "tid", "rf_id", "seq", "fwd_tid", "kernel_flop", "kernel_num_gb",
+            "shape"),
+    "kernels": ("name", "ts", "dur", "ext_id", "device", "stream", "correlation", "registers", "shared_mem",
+                "blocks_per_sm", "warps_per_sm", "occupancy", "grid", "block"),
+    "memops": ("kind", "name", "ts", "dur", "ext_id", "device", "stream", "correlation", "bytes", "bandwidth"),
+    "launches": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "correlation"),
+    "annotations": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid"),
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+class _Reader:
+    """State of one load: schema, column builders, counters."""
+
+    def __init__(self, path: str, extra_args: Tuple[str, ...]) -> None:
+        self.path = path
+        self.extra_args = extra_args
+        self.args_type, self.event_type = _make_schema(extra_args)
+        self.decoder = msgspec.json.Decoder(List[self.event_type])
+        self.empty_args = self.args_type()
+        self.columns = {t: _Columns() for t in TABLES}
+        self.extras: Dict[str, Dict[str, List[np.ndarray]]] = {t: {} for t in TABLES}
+        self.shapes = Interner()
+        self.counts: Counter = Counter()
+        self.malformed = 0
+        self.malformed_args = 0
+        self.t_min = np.inf
+        self.t_max = -np.inf
+
+    def feed(self, raws: Sequence[msgspec.Raw]) -> None:
+        evs = self._decode(raws)
+        self.counts.update(e.cat for e in evs)
+        buckets: Dict[str, Tuple[List, List[str]]] = {t: ([], []) for t in TABLES}
+        for e in evs:
+            canon = CATEGORIES.get(e.cat) or CATEGORIES.get(e.cat.lower())
+            dest = TABLE_OF.get(canon) if canon else None
+            if dest is not None and e.ph == "X" and e.ts is not None:
+                bucket = buckets[dest[0]]
+                bucket[0].append(e)
+                bucket[1].append(dest[1])
+        for table, (chunk, kinds) in buckets.items():
+            if chunk:
+                self._add(table, chunk, kinds)
+
+    def _decode(self, raws: Sequence[msgspec.Raw]) -> List:
+        buf = b"[" + b",".join(raws) + b"]"
+        try:
+            return self.decoder.decode(buf)
+        except (msgspec.ValidationError, UnicodeDecodeError):
+            return self._decode_leniently(raws)
+
+    def _decode_leniently(self, raws: Sequence[msgspec.Raw]) -> List:
+        """Event by event, coercing what can be coerced; an arg that does not fit is dropped (and counted),
+        an event that does not fit is skipped (and counted)."""
+        out = []
+        for raw in raws:
+            try:
+                out.append(self._convert(_decode_repairing(raw)))
+            except (msgspec.ValidationError, msgspec.DecodeError, TypeError):
+                self.malformed += 1
+        return out
+
+    def _convert(self, obj: Any):
+        try:
+            return msgspec.convert(obj, self.event_type, strict=False)
+        except msgspec.ValidationError:
+            if not isinstance(obj, dict):
+                raise
+        args = obj.pop("args", None)
+        event = msgspec.convert(obj, self.event_type, strict=False)
+        if isinstance(args, dict):
+            event.args = msgspec.convert(self._fitting_args(args), self.args_type, strict=False)
+        return event
+
+    def _fitting_args(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        good = {}
+        for key, value in args.items():
+            try:
+                msgspec.convert({key: value}, self.args_type, strict=False)
+                good[key] = value
+            except msgspec.ValidationError:
+                self.malformed_args += 1
+        return good
+
+    def _add(self, table: str, evs: List, kinds: List[str]) -> None:
+        n = len(evs)
+        empty = self.empty_args
+        args = [e.args or empty for e in evs]
+        cols = self.columns[table]
+        if table == "ops":
+            _build_ops(cols, evs, args, n, self.shapes)
+        else:
+            _BUILDERS[table](cols, evs, args, n, self.shapes, *(() if table == "kernels" else (kinds,)))
+        ts = cols.chunks["ts"][-1]
+        end = ts + cols.chunks["dur"][-1]
+        self.t_min = min(self.t_min, float(np.nanmin(ts)))
+        self.t_max = max(self.t_max, float(np.nanmax(end)))
+        if self.extra_args:
+            self._add_extras(table, args, n)
+
+    def _add_extras(self, table: str, args: List, n: int) -> None:
+        memo: Dict[bytes, Any] = {}
+        for i, name in enumerate(self.extra_args):
+            attr = _ARG_NAMES.get(name, f"x{i}")
+            col = np.empty(n, dtype=object)
+            col[:] = [_extra_value(getattr(a, attr), memo) for a in args]
+            self.extras[table].setdefault(name, []).append(col)
+
+    def finish(self) -> Dict[str, Table]:
+        tables = {}
+        for name in TABLES:
+            table = self.columns.pop(name).finish(name, _ORDER[name])
+            extras = self.extras.pop(name)
+            for arg in list(extras):
+                parts = extras.pop(arg)
+                table.columns[arg] = np.concatenate(parts[::-1]) if parts else np.empty(0, dtype=object)
+            if self.extra_args and not len(table):
+                for arg in self.extra_args:
+                    table.columns.setdefault(arg, np.empty(0, dtype=object))
+            tables[name] = table
+        return tables
+
+
+def _decode_repairing(raw: msgspec.Raw) -> Any:
+    """Decode one event; invalid UTF-8 (a cut-off kernel name, say) becomes U+FFFD rather than a lost event."""
+    try:
+        return msgspec.json.decode(raw)
+    except UnicodeDecodeError:
+        return msgspec.json.decode(bytes(raw).decode("utf-8", "replace").encode("utf-8"))
+
+
+_BUILDERS: Dict[str, Callable] = {
+    "kernels": _build_kernels,
+    "memops": _build_memops,
+    "launches": _build_launches,
+    "annotations": _build_annotations,
+}
+
+
+def _extra_value(value: Any, memo: Dict[bytes, Any]) -> Any:
+    """Raw JSON args are decoded once per distinct value; typed ones pass through."""
+    if not isinstance(value, msgspec.Raw):
+        return value
+    raw = bytes(value)
+    if not raw:
+        return None
+    hit = memo.get(raw, memo)
+    if hit is memo:
+        hit = memo[raw] = msgspec.json.decode(raw)
+    return hit
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+Progress = Callable[[str, int, int], None]
+_BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
+
+
+def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
+                progress: Optional[Progress] = None) -> KinetoTrace:
+    """Read a Kineto trace (`.json` or `.json.gz`) into tables.
+
+    `extra_args` names event args to keep besides the standard ones (for example "Input Strides",
+    "Module Hierarchy", "Collective name"); each becomes an object column in every table, None where absent.
+    `progress(stage, done, total)` is called while reading ("read", bytes) and decoding ("decode", events).
+    Raises `TraceError` with a one-line reason for anything that is not a readable Kineto trace.
+    """
+    path = os.fspath(path)
+    extra = tuple(dict.fromkeys(str(a) for a in extra_args))
+    file_bytes = _file_size(path)
+    buf = read_all(path, (lambda d, t: progress("read", d, t)) if progress else None)
+    top = _decode_top(path, buf)
+    events = top.traceEvents
+    if not events:
+        raise TraceError(path, "the trace has no events")
+    top.traceEvents = None
+    reader = _Reader(path, extra)
+    total = len(events)
+    # Last chunk first, truncating the slice list as we go: its memory shrinks while the tables grow.
+    # The buffer's pages behind a decoded chunk go back to the OS, so memory stays near one copy of the JSON.
+    for start in reversed(range(0, total, _CHUNK_EVENTS)):
+        first = buf.offset_of(events[start])
+        reader.feed(events[start:])
+        del events[start:]
+        buf.release_from(first)
+        if progress:
+            progress("decode", total - start, total)
+    json_bytes = len(buf)
+    del buf, events
+    tables = reader.finish()
+    meta = _meta(path, top, reader, tables, file_bytes, json_bytes, total)
+    return KinetoTrace(meta=meta, devices=_devices(top), shapes=reader.shapes.items, **tables)
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError as exc:
+        raise TraceError(path, os_error_reason(exc)) from None
+
+
+def _decode_top(path: str, content: TraceBytes) -> _Top:
+    buf = content.view()
+    first = _first_byte(buf)
+    try:
+        if first == ord("["):
+            return _Top(traceEvents=msgspec.json.decode(buf, type=List[msgspec.Raw]))
+        if first != ord("{"):
+            what = "empty" if first is None else f"starts with {chr(first)!r}"
+            raise TraceError(path, f"not a JSON trace: the file is {what}", incomplete=first is None)
+        top = msgspec.json.decode(buf, type=_Top)
+    except msgspec.ValidationError as exc:
+        raise TraceError(path, f"unexpected JSON layout: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise _json_error(path, exc, len(buf)) from None
+    except UnicodeDecodeError as exc:
+        raise TraceError(path, "invalid UTF-8 in the trace header", offset=exc.start) from None
+    if top.traceEvents is None and len(top.nodes):
+        raise TraceError(path, f"an Execution Trace (schema {top.schema}), not a Kineto trace")
+    if top.traceEvents is None:
+        raise TraceError(path, "no 'traceEvents' key: not a Kineto trace")
+    return top
+
+
+def _first_byte(buf) -> Optional[int]:
+    for i in range(min(len(buf), 4096)):
+        b = buf[i]
+        if b not in b" \t\r\n\xef\xbb\xbf":
+            return b
+    return None
+
+
+def _json_error(path: str, exc: msgspec.DecodeError, size: int) -> TraceError:
+    msg = str(exc)
+    match = _BYTE_OFFSET.search(msg)
+    offset = int(match.group(1)) if match else None
+    if "truncated" in msg:
+        return TraceError(path, "JSON ends early (file truncated or still being written)", offset=size,
+                          incomplete=True)
+    reason = _BYTE_OFFSET.sub("", msg).strip().rstrip(" -")
+    return TraceError(path, f"invalid JSON: {reason}", offset=offset)
+
+
+def _devices(top: _Top) -> List[Dict[str, Any]]:
+    """deviceProperties (or 2021's computeProperties), normalised to one key set."""
+    props = top.deviceProperties if top.deviceProperties is not None else top.computeProperties
+    if not isinstance(props, list):
+        return []
+    out = []
+    for i, p in enumerate(props):
+        if not isinstance(p, dict):
+            continue
+        d = dict(p)
+        d.setdefault("id", i)
+        d.setdefault("name", "")
+        if "computeMajor" not in d and "major" in d:
+            d["computeMajor"], d["computeMinor"] = d.get("major"), d.get("minor")
+        out.append(d)
+    return out
+
+
+def _meta(path: str, top: _Top, reader: _Reader, tables: Dict[str, Table], file_bytes: int,
+          json_bytes: int, total: int) -> TraceMeta:
+    counts = reader.counts
+    ops = tables["ops"]
+    versions = {k: getattr(top, k) for k in ("cuda_runtime_version", "cuda_driver_version", "cupti_version",
+                                             "hip_runtime_version", "roctracer_version")
+                if getattr(top, k) is not None}
+    return TraceMeta(
+        path=path, file_bytes=file_bytes, json_bytes=json_bytes,
+        era=_era(top, counts), vendor=_vendor(top, versions),
+        schema_version=top.schemaVersion,
+        base_time_ns=top.baseTimeNanoseconds if isinstance(top.baseTimeNanoseconds, int) else None,
+        display_time_unit=top.displayTimeUnit if isinstance(top.displayTimeUnit, str) else None,
+        trace_name=top.traceName if isinstance(top.traceName, str) else None,
+        distributed=top.distributedInfo if isinstance(top.distributedInfo, dict) else None,
+        record_shapes=bool(top.record_shapes) or bool(len(ops) and (ops["shape"] >= 0).any()),
+        has_record_function_ids=bool(len(ops) and (ops["rf_id"] >= 0).any()),
+        has_external_ids=bool(len(ops) and (ops["ext_id"] >= 0).any()),
+        versions=versions,
+        category_counts={(k or "(none)"): v for k, v in counts.most_common()},
+        event_count=total, malformed_events=reader.malformed, malformed_args=reader.malformed_args,
+        start_us=reader.t_min if np.isfinite(reader.t_min) else None,
+        end_us=reader.t_max if np.isfinite(reader.t_max) else None,
+        extra_args=reader.extra_args,
+    )
+
+
+def _era(top: _Top, counts: Counter) -> str:
+    if any(c in LEGACY_CATEGORIES for c in counts):
+        return "2021 (legacy categories)"
+    if top.baseTimeNanoseconds is not None:
+        return "2024+ (relative timestamps)"
+    return "2022-2024 (absolute timestamps)"
+
+
+def _vendor(top: _Top, versions: Dict[str, Any]) -> str:
+    if "hip_runtime_version" in versions or "roctracer_version" in versions:
+        return "amd"
+    names = " ".join(str(d.get("name", "")) for d in _devices(top))
+    if "AMD" in names or "Radeon" in names or "Instinct" in names:
+        return "amd"
+    if names.strip() or "cuda_runtime_version" in versions or "cupti_version" in versions:
+        return "nvidia"
+    return "unknown"

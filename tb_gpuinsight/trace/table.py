@@ -1,0 +1,91 @@
+"""A small columnar table: numpy columns, with string columns stored as int32 codes into a shared list.
+
+String columns repeat a lot (kernel and op names, streams, shape signatures), so codes keep big traces lean and make
+group-bys cheap. `to_pandas()` turns string columns into pandas Categoricals without copying the strings.
+"""
+from __future__ import annotations
+
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+
+class Table:
+    """Columns of equal length. `strings[col]` holds the categories of a coded string column."""
+
+    def __init__(self, name: str, columns: Mapping[str, np.ndarray],
+                 strings: Optional[Mapping[str, List[str]]] = None) -> None:
+        self.name = name
+        self.columns: Dict[str, np.ndarray] = dict(columns)
+        self.strings: Dict[str, List[str]] = dict(strings or {})
+        lengths = {len(c) for c in self.columns.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"table {name}: columns differ in length {sorted(lengths)}")
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values()))) if self.columns else 0
+
+    def __contains__(self, col: str) -> bool:
+        return col in self.columns
+
+    def __getitem__(self, col: str) -> np.ndarray:
+        return self.columns[col]
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r}, rows={len(self)}, columns={list(self.columns)})"
+
+    def values(self, col: str) -> List:
+        """A column as Python values, string columns decoded."""
+        data = self.columns[col]
+        cats = self.strings.get(col)
+        if cats is None:
+            return data.tolist()
+        return [cats[i] if i >= 0 else None for i in data]
+
+    def decode(self, col: str, code: int) -> Optional[str]:
+        """The string behind one code of a string column (None for missing, -1)."""
+        return self.strings[col][code] if code >= 0 else None
+
+    def take(self, index: np.ndarray) -> "Table":
+        """Rows selected by a boolean mask or integer index, sharing the string lists."""
+        return Table(self.name, {k: v[index] for k, v in self.columns.items()}, self.strings)
+
+    def to_pandas(self):
+        """A pandas DataFrame; string columns become Categoricals, missing codes become NaN."""
+        import pandas as pd  # imported here: the reader itself never needs pandas
+
+        data = {}
+        for col, arr in self.columns.items():
+            cats = self.strings.get(col)
+            data[col] = arr if cats is None else pd.Categorical.from_codes(arr, categories=_unique(cats))
+        return pd.DataFrame(data)
+
+
+def _unique(cats: Sequence[str]) -> List[str]:
+    """pandas needs unique categories; coded lists are unique by construction, this guards user-made tables."""
+    if len(set(cats)) == len(cats):
+        return list(cats)
+    raise ValueError("string categories must be unique")
+
+
+class Interner:
+    """Maps strings (or bytes) to stable int codes; `items` lists them in code order."""
+
+    __slots__ = ("codes", "items")
+
+    def __init__(self) -> None:
+        self.codes: Dict = {}
+        self.items: List = []
+
+    def code(self, value) -> int:
+        c = self.codes.get(value)
+        if c is None:
+            c = self.codes[value] = len(self.items)
+            self.items.append(value)
+        return c
+
+    def encode(self, values: Iterable) -> Iterator[int]:
+        codes, code = self.codes, self.code
+        for v in values:
+            c = codes.get(v)
+            yield code(v) if c is None else c

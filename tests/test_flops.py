@@ -1,0 +1,569 @@
+"""FLOP/byte estimates per op, checked against torch's FlopCounterMode on shapes from real traces.
+
+Ground truth: shapes are taken from real Kineto cpu_ops in ``../shared/traces`` (TraceLens H100
+traces for addmm/mm/bmm/linear/matmul/conv/flash attention, the 2021 V100 ResNet50 trace for
+convolution backward), tensors of those shapes are built on the ``meta`` device (FLOPs do not
+depend on dtype or values, and meta tensors need no memory), the corresponding aten op runs
+under ``torch.utils.flop_counter.FlopCounterMode``, and our estimate must equal the count.
+Tests that need the traces skip with a message when the folder is absent (tests/corpus.py;
+``TB_GPUINSIGHT_CORPUS`` points elsewhere).
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import gzip
+import json
+import random
+from typing import Any, Callable
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+from tb_gpuinsight.estimate import flops as flops_mod  # noqa: E402
+from tb_gpuinsight.estimate.bytes import bytes_from_inductor, estimate_bytes  # noqa: E402
+from tb_gpuinsight.estimate.dtypes import (  # noqa: E402
+    is_tensor_type, itemsize, torch_dtype,
+)
+from tb_gpuinsight.estimate.flops import (  # noqa: E402
+    OpEstimate, estimate_op, flops_from_inductor, freeze,
+)
+
+from .corpus import corpus_path  # noqa: E402
+
+aten = torch.ops.aten
+
+BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
+QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+VIT = "tracelens/h100__Falconsai_nsfw_image_detection__1016002.json.gz"
+TIMESFORMER = "tracelens/h100__facebook_timesformer-base-finetuned-k400__1016002.json.gz"
+COMPILE = "tracelens/torch_compile_triton__trace.json.gz"
+RESNET_V100 = "kineto/worker0.1623143089861.pt.trace.json.gz"
+MODERN = (BERT, QWEN, VIT, TIMESFORMER, COMPILE)
+
+
+# --------------------------------------------------------------------------- trace helpers
+
+@functools.lru_cache(maxsize=None)
+def _trace_ops(rel: str) -> dict[str, tuple]:
+    """Distinct (Input Dims, Input type, Concrete Inputs) per cpu_op name in one trace."""
+    path = corpus_path(rel)  # skips the test when the corpus or the file is absent
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        data = json.load(fh)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    found: dict[str, set] = {}
+    for ev in events:
+        if ev.get("cat") not in ("cpu_op", "Operator"):
+            continue
+        args = ev.get("args") or {}
+        dims = args.get("Input Dims", args.get("Input dims"))
+        if not dims:
+            continue
+        key = (freeze(dims), freeze(args.get("Input type")), freeze(args.get("Concrete Inputs")))
+        found.setdefault(ev["name"], set()).add(key)
+    return {name: tuple(sorted(keys, key=repr)) for name, keys in found.items()}
+
+
+def trace_events(name: str, files: tuple[str, ...]) -> list[tuple]:
+    """All distinct shape records of op ``name`` in the given trace files (skip if none)."""
+    records = [rec for rel in files for rec in _trace_ops(rel).get(name, ())]
+    if not records:
+        pytest.skip(f"no {name} events with shapes in {files}")
+    return records
+
+
+def meta(shape) -> Any:
+    return torch.empty(tuple(shape), device="meta")
+
+
+def counted(fn: Callable[[], Any]) -> float:
+    """FLOPs that torch's FlopCounterMode counts while running fn."""
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return float(counter.get_total_flops())
+
+
+def parse(text: str) -> Any:
+    """One Concrete Inputs string -> value (test-side decoding, independent of the module)."""
+    return ast.literal_eval(text) if text not in ("", None) else None
+
+
+def assert_matches(name: str, rec: tuple, expected: float, out_dims=None) -> OpEstimate:
+    est = estimate_op(name, *rec, out_dims) if out_dims is not None else estimate_op(name, *rec)
+    assert est.flops_reason == "", (name, rec, est)
+    assert est.flops == expected, (name, rec, est.flops, expected)
+    assert expected > 0
+    return est
+
+
+# --------------------------------------------------------------------------- GEMM ground truth
+
+def test_addmm_from_h100_traces():
+    records = trace_events("aten::addmm", (BERT, VIT, TIMESFORMER))
+    for dims, types, concrete in records:
+        expected = counted(lambda: torch.addmm(meta(dims[0]), meta(dims[1]), meta(dims[2])))
+        est = assert_matches("aten::addmm", (dims, types, concrete), expected)
+        assert est.dtype == "c10::BFloat16"
+
+
+def test_mm_from_traces_including_out_variant():
+    records = trace_events("aten::mm", (QWEN, COMPILE))
+    assert any(len(dims) == 3 for dims, _, _ in records), "the compile trace records mm.out (3 args)"
+    for dims, types, concrete in records:
+        expected = counted(lambda: torch.mm(meta(dims[0]), meta(dims[1])))
+        assert_matches("aten::mm", (dims, types, concrete), expected)
+
+
+def test_bmm_from_traces():
+    for dims, types, concrete in trace_events("aten::bmm", (QWEN, TIMESFORMER)):
+        expected = counted(lambda: torch.bmm(meta(dims[0]), meta(dims[1])))
+        assert_matches("aten::bmm", (dims, types, concrete), expected)
+
+
+def test_baddbmm_with_bmm_shapes_from_traces():
+    for dims, types, _ in trace_events("aten::bmm", (QWEN, TIMESFORMER)):
+        a, b = dims[0], dims[1]
+        out = (a[0], a[1], b[2])
+        rec = ((out, a, b, (), ()), (types[0],) * 3 + ("Scalar", "Scalar"), ("", "", "", "1", "1"))
+        expected = counted(lambda: torch.baddbmm(meta(out), meta(a), meta(b)))
+        assert_matches("aten::baddbmm", rec, expected)
+
+
+def test_linear_from_traces():
+    for dims, types, concrete in trace_events("aten::linear", MODERN):
+        bias = meta(dims[2]) if dims[2] else None
+        expected = counted(lambda: torch.nn.functional.linear(meta(dims[0]), meta(dims[1]), bias))
+        assert_matches("aten::linear", (dims, types, concrete), expected)
+
+
+def test_linear_equals_its_addmm_child():
+    """aten::linear is the parent of aten::addmm in real traces: both report the same FLOPs."""
+    for rel in (BERT, VIT):
+        linear = {estimate_op("aten::linear", *rec).flops for rec in trace_events("aten::linear", (rel,))}
+        addmm = {estimate_op("aten::addmm", *rec).flops for rec in trace_events("aten::addmm", (rel,))}
+        assert linear == addmm
+
+
+def test_matmul_from_traces():
+    for dims, types, concrete in trace_events("aten::matmul", (QWEN, TIMESFORMER)):
+        expected = counted(lambda: torch.matmul(meta(dims[0]), meta(dims[1])))
+        assert_matches("aten::matmul", (dims, types, concrete), expected)
+
+
+# --------------------------------------------------------------------------- conv ground truth
+
+def _conv_reference(x, w, bias, stride, padding, dilation, transposed=False, output_padding=None,
+                    groups=1) -> float:
+    n = len(x) - 2
+    return counted(lambda: aten.convolution(
+        meta(x), meta(w), meta(bias) if bias else None, list(stride), list(padding),
+        list(dilation), transposed, list(output_padding or [0] * n), groups))
+
+
+def test_cudnn_convolution_from_h100_traces():
+    # cudnn_convolution(self, weight, padding, stride, dilation, groups, benchmark, deterministic, tf32)
+    for dims, types, concrete in trace_events("aten::cudnn_convolution", (VIT, TIMESFORMER)):
+        padding, stride, dilation, groups = (parse(concrete[i]) for i in (2, 3, 4, 5))
+        expected = _conv_reference(dims[0], dims[1], None, stride, padding, dilation, groups=groups)
+        assert_matches("aten::cudnn_convolution", (dims, types, concrete), expected)
+
+
+@pytest.mark.parametrize("name", ["aten::convolution", "aten::_convolution"])
+def test_convolution_from_h100_traces(name):
+    for dims, types, concrete in trace_events(name, (VIT, TIMESFORMER)):
+        stride, padding, dilation, transposed, output_padding, groups = (
+            parse(concrete[i]) for i in (3, 4, 5, 6, 7, 8))
+        expected = _conv_reference(dims[0], dims[1], dims[2], stride, padding, dilation,
+                                   transposed, output_padding, groups)
+        assert_matches(name, (dims, types, concrete), expected)
+
+
+def test_conv2d_from_h100_traces():
+    for dims, types, concrete in trace_events("aten::conv2d", (VIT, TIMESFORMER)):
+        stride, padding, dilation, groups = (parse(concrete[i]) for i in (3, 4, 5, 6))
+        expected = counted(lambda: torch.nn.functional.conv2d(
+            meta(dims[0]), meta(dims[1]), meta(dims[2]), stride, padding, dilation, groups))
+        assert_matches("aten::conv2d", (dims, types, concrete), expected)
+
+
+def _resnet_conv_triples() -> list[tuple]:
+    """(input, grad_output, weight) of the 2021 V100 ResNet50 cudnn_convolution_backward ops.
+
+    The 2021 trace records no stride/padding; ResNet's convs use padding k//2 and the stride
+    that maps the input size onto grad_output's size, which the backward op records."""
+    triples = []
+    for dims, _, _ in trace_events("aten::cudnn_convolution_backward", (RESNET_V100,)):
+        x, grad_out, w = dims[0], dims[1], dims[2]
+        stride = x[2] // grad_out[2]
+        padding = w[2] // 2
+        triples.append((x, grad_out, w, [stride] * 2, [padding] * 2))
+    return triples
+
+
+def _assert_geometry(x, grad_out, w, stride, padding) -> None:
+    out = aten.convolution(meta(x), meta(w), None, stride, padding, [1, 1], False, [0, 0], 1)
+    assert tuple(out.shape) == tuple(grad_out)
+
+
+def test_cudnn_convolution_v100_shapes():
+    """V100 ResNet50 shapes: with stride/padding recorded (modern form) the estimate matches;
+    in the 2021 record itself (no Concrete Inputs) it is unknown unless out_dims is given."""
+    for x, grad_out, w, stride, padding in _resnet_conv_triples():
+        _assert_geometry(x, grad_out, w, stride, padding)
+        expected = _conv_reference(x, w, None, stride, padding, [1, 1])
+        modern = ((x, w, (), (), (), (), (), (), ()),
+                  ("float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar",
+                   "Scalar", "Scalar"),
+                  ("", "", str(padding), str(stride), "[1, 1]", "1", "False", "False", "True"))
+        assert_matches("aten::cudnn_convolution", modern, expected)
+        legacy = ((x, w, (), (), (), (), (), (), ()),
+                  ("float", "float", "GenericList", "GenericList", "GenericList", "Int", "Bool",
+                   "Bool", "Bool"), None)
+        unknown = estimate_op("aten::cudnn_convolution", *legacy)
+        assert unknown.flops is None and "not recorded" in unknown.flops_reason
+        assert_matches("aten::cudnn_convolution", legacy, expected, out_dims=tuple(grad_out))
+
+
+@pytest.mark.parametrize("mask", [(True, True, False), (False, True, False), (True, False, True)])
+def test_convolution_backward_v100_shapes(mask):
+    for x, grad_out, w, stride, padding in _resnet_conv_triples():
+        expected = counted(lambda: aten.convolution_backward(
+            meta(grad_out), meta(x), meta(w), [w[0]] if mask[2] else None, stride, padding,
+            [1, 1], False, [0, 0], 1, list(mask)))
+        rec = ((grad_out, x, w, (), (), (), (), (), (), (), ()),
+               ("float",) * 3 + ("ScalarList",) * 4 + ("Scalar", "ScalarList", "Scalar", "ScalarList"),
+               ("", "", "", "[%d]" % w[0] if mask[2] else "", str(stride), str(padding), "[1, 1]",
+                "False", "[0, 0]", "1", str(list(mask))))
+        assert_matches("aten::convolution_backward", rec, expected)
+
+
+def test_cudnn_convolution_backward_input_and_weight_2021_records():
+    """The 2021 kernels run in cudnn_convolution_backward_input/_weight: their FLOPs are the
+    grad_input / grad_weight halves of convolution_backward's count."""
+    triples = _resnet_conv_triples()
+    for dims, types, concrete in trace_events("aten::cudnn_convolution_backward_input", (RESNET_V100,)):
+        grad_out, w = dims[1], dims[2]
+        # grad_input's FLOPs do not depend on the input size: any matching conv will do
+        x, _, _, stride, padding = next(t for t in triples if t[1] == grad_out and t[2] == w)
+        expected = counted(lambda: aten.convolution_backward(
+            meta(grad_out), meta(x), meta(w), None, stride, padding, [1, 1], False, [0, 0], 1,
+            [True, False, False]))
+        assert_matches("aten::cudnn_convolution_backward_input", (dims, types, concrete), expected)
+    for dims, types, concrete in trace_events("aten::cudnn_convolution_backward_weight", (RESNET_V100,)):
+        grad_out, x = dims[1], dims[2]
+        matches = [t for t in triples if t[1] == grad_out and t[0] == x]
+        assert matches, (grad_out, x)
+        _, _, w, stride, padding = matches[0]
+        expected = counted(lambda: aten.convolution_backward(
+            meta(grad_out), meta(x), meta(w), None, stride, padding, [1, 1], False, [0, 0], 1,
+            [False, True, False]))
+        unknown = estimate_op("aten::cudnn_convolution_backward_weight", dims, types, concrete)
+        assert unknown.flops is None and "weight size not recorded" in unknown.flops_reason
+        assert_matches("aten::cudnn_convolution_backward_weight", (dims, types, concrete), expected,
+                       out_dims=tuple(w))
+
+
+def test_transposed_convolution_inverse_of_vit_patch_embedding():
+    dims, _, _ = trace_events("aten::cudnn_convolution", (VIT,))[0]
+    x, w = dims[0], dims[1]
+    y = (x[0], w[0], x[2] // w[2], x[3] // w[3])
+    stride = [w[2], w[3]]
+    expected = counted(lambda: torch.nn.functional.conv_transpose2d(meta(y), meta(w), None, stride))
+    rec = ((y, w, (), (), (), (), (), ()),
+           ("float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList"),
+           ("", "", "", str(stride), "[0, 0]", "[0, 0]", "1", "[1, 1]"))
+    est = assert_matches("aten::conv_transpose2d", rec, expected)
+    assert est.bytes == 4 * (numel(y) + numel(w) + numel(x))
+
+
+def numel(shape) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out
+
+
+# --------------------------------------------------------------------------- attention ground truth
+
+def _sdpa_fwd_records() -> list[tuple]:
+    return trace_events("aten::_scaled_dot_product_flash_attention", (BERT, VIT, QWEN, COMPILE))
+
+
+def test_flash_attention_forward_from_traces():
+    for dims, types, concrete in _sdpa_fwd_records():
+        dropout, causal = parse(concrete[3]), parse(concrete[4])
+        expected = counted(lambda: aten._scaled_dot_product_flash_attention(
+            meta(dims[0]), meta(dims[1]), meta(dims[2]), dropout, causal))
+        assert_matches("aten::_scaled_dot_product_flash_attention", (dims, types, concrete), expected)
+
+
+def test_flash_attention_kernel_op_uses_bshd_layout():
+    """_flash_attention_forward (the op that launches the kernel) gets (batch, seq, heads, dim);
+    its FLOPs must equal the SDPA op with (batch, heads, seq, dim)."""
+    for dims, types, concrete in trace_events("aten::_flash_attention_forward", (BERT, VIT, QWEN, COMPILE)):
+        q, k, v = ((s[0], s[2], s[1], s[3]) for s in dims[:3])
+        expected = counted(lambda: aten._scaled_dot_product_flash_attention(meta(q), meta(k), meta(v)))
+        assert_matches("aten::_flash_attention_forward", (dims, types, concrete), expected)
+
+
+def test_sdpa_composite_from_traces():
+    for dims, types, concrete in trace_events("aten::scaled_dot_product_attention", (BERT, VIT, QWEN)):
+        causal = parse(concrete[5])
+        expected = counted(lambda: torch.nn.functional.scaled_dot_product_attention(
+            meta(dims[0]), meta(dims[1]), meta(dims[2]), is_causal=causal))
+        assert_matches("aten::scaled_dot_product_attention", (dims, types, concrete), expected)
+
+
+def _flash_backward_record(q, k, v, dtype, layout_bshd=False) -> tuple:
+    b, h, s = (q[0], q[2], q[1]) if layout_bshd else (q[0], q[1], q[2])
+    dims = (q, q, k, v, q, (b, h, s), (), (), (), (), (), (), (), (), ())
+    types = (dtype,) * 5 + ("float", "", "", "Scalar", "Scalar", "Scalar", "Scalar",
+                            "long int", "long int", "Scalar")
+    concrete = ("",) * 8 + (str(s), str(k[1] if layout_bshd else k[2]), "0.", "False", "", "", "0.125")
+    return dims, types, concrete
+
+
+def test_flash_attention_backward_from_forward_shapes():
+    for dims, types, _ in _sdpa_fwd_records():
+        q, k, v = dims[:3]
+        b, h, s = q[0], q[1], q[2]
+        expected = counted(lambda: aten._scaled_dot_product_flash_attention_backward(
+            meta(q), meta(q), meta(k), meta(v), meta(q), meta((b, h, s)), None, None, s, k[2],
+            0.0, False, meta(()), meta(())))
+        rec = _flash_backward_record(q, k, v, types[0])
+        assert_matches("aten::_scaled_dot_product_flash_attention_backward", rec, expected)
+        bshd = tuple((t[0], t[2], t[1], t[3]) for t in (q, k, v))
+        raw = _flash_backward_record(*bshd, types[0], layout_bshd=True)
+        assert_matches("aten::_flash_attention_backward", raw, expected)
+
+
+def test_efficient_attention_with_trace_shapes():
+    for dims, types, _ in _sdpa_fwd_records():
+        q, k, v = dims[:3]
+        expected = counted(lambda: aten._scaled_dot_product_efficient_attention(
+            meta(q), meta(k), meta(v), None, True, 0.0, False))
+        rec = ((q, k, v, (), (), (), (), ()), (types[0],) * 3 + ("", "Scalar", "Scalar", "Scalar", "Scalar"),
+               ("", "", "", "", "True", "0.", "False", "0.125"))
+        assert_matches("aten::_scaled_dot_product_efficient_attention", rec, expected)
+        bshd = tuple((t[0], t[2], t[1], t[3]) for t in (q, k, v))
+        raw = (bshd + ((),) * 11, (types[0],) * 3 + ("",) * 3 + ("Scalar",) * 6 + ("",) * 2,
+               ("",) * 6 + (str(q[2]), str(k[2]), "0.", "0", "True", "0.125", "", ""))
+        assert_matches("aten::_efficient_attention_forward", raw, expected)
+
+        lse = (q[0], q[1], (q[2] + 31) // 32 * 32)
+        expected_bwd = counted(lambda: aten._scaled_dot_product_efficient_attention_backward(
+            meta(q), meta(q), meta(k), meta(v), None, meta(q), meta(lse), meta(()), meta(()), 0.0,
+            [True, True, True, False], False))
+        bwd = ((q, q, k, v, (), q, lse, (), (), (), (), (), ()),
+               (types[0],) * 4 + ("",) + (types[0], "float", "long int", "long int", "Scalar",
+                                          "ScalarList", "Scalar", "Scalar"),
+               ("",) * 9 + ("0.", "[True, True, True, False]", "False", "0.125"))
+        assert_matches("aten::_scaled_dot_product_efficient_attention_backward", bwd, expected_bwd)
+
+
+def test_nested_flash_attention_uses_max_seqlen_upper_bound():
+    # packed (total_tokens, heads, dim) with 4 sequences of at most 141 tokens
+    q = (400, 8, 64)
+    dims = (q, q, q, (5,), (5,), (), (), (), (), (), (), (), (), (), ())
+    types = ("c10::BFloat16",) * 3 + ("int", "int") + ("Scalar",) * 6 + ("",) * 4
+    concrete = ("",) * 5 + ("141", "141", "0.", "False", "False", "0.125", "", "", "", "")
+    expected = counted(lambda: aten._scaled_dot_product_flash_attention(
+        meta((4, 8, 141, 64)), meta((4, 8, 141, 64)), meta((4, 8, 141, 64))))
+    assert_matches("aten::_flash_attention_forward", (dims, types, concrete), expected)
+
+
+# --------------------------------------------------------------------------- unknown reasons
+
+@pytest.mark.parametrize("name,dims,types,concrete,needle", [
+    ("aten::gelu", ((141, 2048), ()), ("c10::BFloat16", ""), ("", ""), "no FLOP formula for aten::gelu"),
+    ("aten::addmm", None, None, None, "no input shapes recorded"),
+    ("aten::addmm", (), (), (), "no input shapes recorded"),
+    ("fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function", ((4,),), ("float",), None,
+     "no FLOP formula for fbgemm::"),
+    ("aten::linear", ((2048, 160, 606), (2048, 3906), (2048, 3906), (2048, 512), (3906, 512), (3906,)),
+     ("float",) * 6, None, "corrupted"),
+    ("aten::linear", ((2048, 160, 72), (2048, 2400), (256, 2400), (256,)), ("float",) * 4, None, "corrupted"),
+    ("aten::matmul", ((3, 4, 5), (5,)), ("float", "float"), None, "vector operand"),
+    ("aten::mv", ((3, 5), (5,)), ("float", "float"), None, "no FLOP formula for aten::mv"),
+    ("aten::convolution_backward",
+     ((32, 64, 56, 56), (32, 64, 56, 56), (64, 64, 3, 3)) + ((),) * 8,
+     ("float",) * 3 + ("GenericList",) * 8, None, "not recorded"),
+    ("aten::addmm", ((), (141, 512), (512, 2048)), ("", "c10::BFloat16", "c10::BFloat16"), None, ""),
+])
+def test_unknown_reasons(name, dims, types, concrete, needle):
+    est = estimate_op(name, dims, types, concrete)
+    if needle == "":
+        assert est.flops == 2 * 141 * 512 * 2048 and est.flops_reason == ""
+        return
+    assert est.flops is None
+    assert needle in est.flops_reason, est.flops_reason
+    assert len(est.flops_reason) <= 200
+
+
+# --------------------------------------------------------------------------- dtypes
+
+@pytest.mark.parametrize("type_str,size,dtype", [
+    ("float", 4, "float32"), ("double", 8, "float64"), ("c10::Half", 2, "float16"),
+    ("c10::BFloat16", 2, "bfloat16"), ("c10::Float8_e4m3fn", 1, "float8_e4m3fn"),
+    ("c10::Float8_e5m2", 1, "float8_e5m2"), ("c10::Float8_e4m3fnuz", 1, "float8_e4m3fnuz"),
+    ("c10::Float8_e5m2fnuz", 1, "float8_e5m2fnuz"), ("long int", 8, "int64"), ("long", 8, "int64"),
+    ("int", 4, "int32"), ("short int", 2, "int16"), ("signed char", 1, "int8"),
+    ("unsigned char", 1, "uint8"), ("bool", 1, "bool"), ("c10::complex<float>", 8, "complex64"),
+    ("c10::complex<double>", 16, "complex128"), ("c10::complex<c10::Half>", 4, "complex32"),
+    ("short unsigned int", 2, "uint16"), ("unsigned int", 4, "uint32"),
+    ("long unsigned int", 8, "uint64"), ("c10::qint8", 1, "qint8"), ("c10::quint8", 1, "quint8"),
+    ("c10::qint32", 4, "qint32"), ("Byte", 1, "uint8"), ("Long", 8, "int64"), ("Float", 4, "float32"),
+    ("Half", 2, "float16"), ("BFloat16", 2, "bfloat16"), ("Tensor(float)", 4, "float32"),
+    ("Tensor(long int)", 8, "int64"),
+])
+@pytest.mark.filterwarnings("ignore::UserWarning")  # complex32/qint8 creation warns; sizes are what we check
+def test_dtype_itemsize_and_torch_dtype(type_str, size, dtype):
+    assert itemsize(type_str) == size
+    expected = getattr(torch, dtype)
+    assert torch_dtype(type_str) is expected
+    assert torch.empty(0, dtype=expected).element_size() == size
+
+
+@pytest.mark.parametrize("type_str", ["Scalar", "ScalarList", "GenericList", "TensorList", "", "Int",
+                                      "Bool", "Double", "Device", "String", "nonsense", None, 3])
+def test_non_tensor_types(type_str):
+    assert not is_tensor_type(type_str)
+    if type_str not in ("Int", "Bool", "Double"):  # ScalarType names: sizes, but not tensors
+        assert itemsize(type_str) is None and torch_dtype(type_str) is None
+
+
+def test_tensor_types():
+    assert all(is_tensor_type(t) for t in ("float", "c10::BFloat16", "long int", "bool", "Tensor(float)"))
+
+
+# --------------------------------------------------------------------------- bytes
+
+def test_bytes_hand_computed_addmm():
+    dims = ((2048,), (141, 512), (512, 2048), (), ())
+    types = ("c10::BFloat16",) * 3 + ("Scalar", "Scalar")
+    concrete = ("", "", "", "1", "1")
+    expected = 2 * (2048 + 141 * 512 + 512 * 2048) + 2 * 141 * 2048
+    assert estimate_bytes("aten::addmm", dims, types, concrete) == (expected, "")
+    est = estimate_op("aten::addmm", dims, types, concrete)
+    assert est.bytes == expected and est.bytes_reason == "" and est.dtype == "c10::BFloat16"
+
+
+def test_bytes_mm_out_variant_counts_out_once():
+    dims = ((32768, 2048), (2048, 2048), (32768, 2048))
+    nbytes, _ = estimate_bytes("aten::mm", dims, ("c10::BFloat16",) * 3, ("", "", ""))
+    assert nbytes == 2 * (32768 * 2048 + 2048 * 2048 + 32768 * 2048)
+
+
+@pytest.mark.parametrize("name,dims,types,expected", [
+    ("aten::add", ((16, 559, 1024), (1024,), ()), ("c10::BFloat16", "c10::BFloat16", "Scalar"),
+     2 * (16 * 559 * 1024 * 2 + 1024)),
+    ("aten::copy_", ((1, 1, 559), (1, 1, 559), ()), ("float", "long int", "Scalar"), 559 * 4 + 559 * 8),
+    ("aten::mean", ((16, 559, 1024), (), (), ()), ("float", "ScalarList", "Scalar", ""), 16 * 559 * 1024 * 4),
+    ("aten::fill_", ((50,), ()), ("float", "Scalar"), 200),
+    ("aten::view", ((16, 559, 1024), ()), ("float", "ScalarList"), 0),
+    ("aten::cat", (((1, 559, 32), (1, 559, 32)), ()), ("TensorList", "Scalar"), 2 * 4 * 2 * 559 * 32),
+    ("aten::embedding", ((151936, 1024), (16, 559), (), (), ()),
+     ("c10::BFloat16", "long int", "Scalar", "Scalar", "Scalar"), 16 * 559 * 8 + 2 * 16 * 559 * 1024 * 2),
+    ("aten::cudnn_batch_norm", ((32, 64, 112, 112), (64,), (64,), (64,), (64,), (), (), ()),
+     ("float",) * 5 + ("Bool", "Double", "Double"), 4 * (2 * 32 * 64 * 112 * 112 + 4 * 64)),
+])
+def test_bytes_model_examples(name, dims, types, expected):
+    assert estimate_bytes(name, dims, types, None) == (expected, "")
+
+
+def test_bytes_unknown_reasons():
+    assert estimate_bytes("aten::add", None, None, None) == (None, "no input shapes recorded")
+    assert estimate_bytes("aten::zeros", ((), (), ()), ("ScalarList", "", ""), None)[0] is None
+    nbytes, reason = estimate_bytes("aten::addmm", ((8,), (4, 8), (8, 8)), (), None)
+    assert nbytes is None and "dtype not recorded" in reason
+
+
+def test_bytes_flash_attention_forward():
+    dims = ((1, 141, 8, 64),) * 3 + ((),) * 12
+    types = ("c10::BFloat16",) * 3 + ("", "") + ("Scalar",) * 6 + ("",) * 4
+    nbytes, _ = estimate_bytes("aten::_flash_attention_forward", dims, types, None)
+    assert nbytes == 4 * 141 * 8 * 64 * 2
+
+
+def test_inductor_args():
+    assert flops_from_inductor({"kernel_flop": 1234}) == 1234.0
+    assert flops_from_inductor({"kernel_flop": "5e9"}) == 5e9
+    assert flops_from_inductor({"kernel_backend": "triton"}) is None
+    assert flops_from_inductor(None) is None
+    assert flops_from_inductor({"kernel_flop": "nan"}) is None
+    assert bytes_from_inductor({"kernel_num_gb": 0.5}) == 5e8
+    assert bytes_from_inductor({"kernel_num_gb": "x"}) is None
+
+
+# --------------------------------------------------------------------------- robustness, memo
+
+def _garbage(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.randrange(10 if depth < 3 else 6)
+    if kind == 0:
+        return rng.randint(-5, 10 ** rng.randint(0, 20))
+    if kind == 1:
+        return rng.choice(["", "float", "c10::BFloat16", "Scalar", "[1, 2]", "False", "0.", "x[", "same",
+                           "TensorList", "[True, False]", "1e400", "-3", "None", "'a'"])
+    if kind == 2:
+        return rng.choice([None, True, 1.5, float("nan"), -1, 0])
+    if kind == 3:
+        return ()
+    if kind == 4:
+        return tuple(rng.randint(0, 64) for _ in range(rng.randint(0, 5)))
+    if kind == 5:
+        return [rng.randint(-2, 8) for _ in range(rng.randint(0, 4))]
+    if kind == 6:
+        return {"a": [1]}
+    return [_garbage(rng, depth + 1) for _ in range(rng.randint(0, 8))]
+
+
+def test_estimate_op_never_raises_on_garbage():
+    rng = random.Random(1234)
+    names = list(flops_mod.COVERED_OPS) + ["aten::gelu", "aten::copy_", "aten::cat", "", "::", "aten::",
+                                           "aten::view", "x" * 300]
+    for _ in range(3000):
+        name = rng.choice(names) if rng.random() < 0.9 else _garbage(rng)
+        args = [_garbage(rng) if rng.random() < 0.8 else None for _ in range(3)]
+        est = estimate_op(name, *args)
+        assert isinstance(est, OpEstimate)
+        assert isinstance(est.flops_reason, str) and isinstance(est.bytes_reason, str)
+        assert (est.flops is None) == (est.flops_reason != "")
+        assert est.flops is None or est.flops >= 0
+        assert est.bytes is None or est.bytes >= 0
+
+
+def test_estimate_op_never_raises_on_trace_like_garbage():
+    """Covered ops with the right arity but wrong kinds of values in each slot."""
+    rng = random.Random(99)
+    for name in flops_mod.COVERED_OPS:
+        for _ in range(40):
+            n = rng.randint(0, 16)
+            dims = tuple(rng.choice([(), (0,), (3, 4), (2, 3, 4), (1, 2, 3, 4), ((1, 2), (3,)), (-1, 2)])
+                         for _ in range(n))
+            types = tuple(rng.choice(["float", "c10::Half", "Scalar", "", "ScalarList", "int"])
+                          for _ in range(n))
+            concrete = tuple(rng.choice(["", "1", "[1, 1]", "False", "True", "[True, False, True]", "0.",
+                                         "same"]) for _ in range(n))
+            est = estimate_op(name, dims, types, concrete)
+            assert isinstance(est, OpEstimate)
+
+
+def test_memoised_and_accepts_lists():
+    dims = ((2048,), (141, 512), (512, 2048), (), ())
+    types = ("c10::BFloat16",) * 3 + ("Scalar", "Scalar")
+    concrete = ("", "", "", "1", "1")
+    before = flops_mod._estimate_cached.cache_info().hits
+    first = estimate_op("aten::addmm", dims, types, concrete)
+    second = estimate_op("aten::addmm", dims, types, concrete)
+    assert first is second
+    assert flops_mod._estimate_cached.cache_info().hits >= before + 1
+    as_lists = estimate_op("aten::addmm", [list(d) for d in dims], list(types), list(concrete))
+    assert as_lists == first
+
+
+def test_freeze():
+    assert freeze([[1, 2], [[3], []], "a", None]) == ((1, 2), ((3,), ()), "a", None)
+    assert hash(freeze([[1, [2, [3]]]])) is not None
