@@ -113,16 +113,16 @@ def _flops(name: Any, args: OpArgs, out_dims: Any) -> tuple[float | None, str]:
         return None, "no input shapes recorded"
     try:
         check_arg_count(op, args)
-        value = adapter(op, args, out_dims)
+        value = float(adapter(op, args, out_dims))
     except UnknownEstimate as exc:
         return None, str(exc)
     except AssertionError as exc:  # torch's formulas assert on inconsistent shapes
         return None, f"inconsistent shapes (corrupted record?): {exc}"[:200]
-    except Exception as exc:  # malformed shapes make torch's formulas assert
+    except Exception as exc:  # e.g. a shape too large for a float
         return None, f"FLOP formula failed: {type(exc).__name__}: {exc}"[:200]
-    if value is None or not math.isfinite(value) or value < 0:
+    if not math.isfinite(value) or value < 0:
         return None, f"FLOP formula returned {value!r}"
-    return float(value), ""
+    return value, ""
 
 
 @functools.lru_cache(maxsize=4096)
