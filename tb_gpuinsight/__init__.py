@@ -15,7 +15,7 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "discover", "sniff", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
+__all__ = ["load", "analyze", "augment", "discover", "sniff", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
 
 def load(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
@@ -32,3 +32,35 @@ def load(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
     if kind == "tensor_trace":
         raise TraceError(path, "a tensor.trace file, not a Kineto trace")
     return load_kineto(path, extra_args=extra_args, progress=progress)
+
+
+def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
+            devices_file: "Optional[os.PathLike[str] | str]" = None, device: Optional[str] = None,
+            extra_args: Iterable[str] = ()) -> "Efficiency":
+    """FLOPs, bytes and efficiency of every kernel, memcpy and memset of a trace (a path or a loaded trace).
+
+    `dtype`: "auto" rates each kernel against its own dtype's peak, or force one of fp64, fp32, tf32, bf16,
+    fp16, fp8, int8. `devices_file` adds or overrides datasheet rows (also read from $TB_GPUINSIGHT_DEVICES);
+    `device` rates every device as the named datasheet row. Tables: `result.by_name().to_pandas()`,
+    `result.by_op().to_pandas()`, `result.activities.to_pandas()`; device reports: `result.summary()`.
+    """
+    from .analysis.efficiency import analyze_trace
+    from .estimate.devices import load_datasheet
+
+    loaded = trace if isinstance(trace, KinetoTrace) else load(trace, extra_args=extra_args)
+    try:
+        return analyze_trace(loaded, dtype=dtype, datasheet=load_datasheet(devices_file), device_name=device)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def augment(src: "os.PathLike[str] | str", dst: "os.PathLike[str] | str", **options) -> int:
+    """Write `src` with kernel_flop / kernel_num_gb / achieved-% args added to `dst` (never over `src`).
+    Options are those of `analyze`. Returns the number of events that got args."""
+    from .analysis.augment import write_augmented
+
+    return write_augmented(src, dst, analyze(src, **options))
+
+
+if False:  # pragma: no cover - for type checkers only
+    from .analysis.efficiency import Efficiency

@@ -188,7 +188,194 @@ def _kind_label(kind: str) -> str:
     return {logdir_mod.ET: "Execution Trace", logdir_mod.TENSOR_TRACE: "tensor.trace"}.get(kind, kind)
 
 
-COMMANDS: List[Callable] = [_register_info, _register_ls]
+# ---------------------------------------------------------------------------------------------- analyze
+
+def _analysis_options(p) -> None:
+    p.add_argument("--dtype", default="auto",
+                   help="rate against this dtype's peak: auto (each kernel's own), fp64, fp32, tf32, bf16, fp16, "
+                        "fp8, int8")
+    p.add_argument("--device", metavar="NAME", help="rate every device as this datasheet row (e.g. 'H100 SXM5')")
+    p.add_argument("--devices", metavar="FILE", help="JSON file adding or overriding datasheet rows "
+                                                     "(also read from $TB_GPUINSIGHT_DEVICES)")
+
+
+def _analyze(path: str, args):
+    from . import analyze, load
+
+    trace = load(path, progress=terminal_progress(os.path.basename(path)))
+    return analyze(trace, dtype=args.dtype, devices_file=args.devices, device=args.device)
+
+
+def _register_analyze(sub) -> None:
+    p = sub.add_parser("analyze", help="efficiency of every kernel: FLOPs, bytes, achieved vs device peak")
+    p.add_argument("path")
+    _analysis_options(p)
+    p.add_argument("--top", type=int, default=20, help="rows to show (0 = all)")
+    p.add_argument("--by", choices=("name", "op"), default="name",
+                   help="group by kernel name, or by launching op and kernel name")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.set_defaults(func=_cmd_analyze)
+
+
+def _cmd_analyze(args) -> int:
+    from .analysis.rows import group_rows, sort_order
+
+    eff = _analyze(args.path, args)
+    table = eff.by_name() if args.by == "name" else eff.by_op()
+    order = sort_order(table, "total_us")
+    rows = group_rows(table, order[: args.top] if args.top > 0 else order)
+    if args.format == "json":
+        import json
+
+        print(json.dumps({"devices": eff.summary(), "dtype": args.dtype, "rows": rows}, indent=1))
+    elif args.format == "csv":
+        _print_csv(rows)
+    else:
+        for line in _device_lines(eff) + [""] + render_table(rows, _ANALYZE_COLUMNS):
+            print(line)
+    return 0
+
+
+_ANALYZE_COLUMNS = (
+    ("kernel", "name", 56), ("op", "op", 28), ("dev", "device", 3), ("calls", "count", 6),
+    ("total ms", "total_us", 9), ("% time", "time_share", 6), ("mean us", "mean_us", 9),
+    ("TFLOP/s", "tflops", 8), ("% peak", "pct_peak", 7), ("GB/s", "gbps", 8), ("% DRAM", "pct_dram", 7),
+    ("FLOP/B", "intensity", 7), ("bound", "bound", 7), ("dtype", "dtype", 5), ("occ %", "occupancy", 5),
+)
+
+
+def _device_lines(eff) -> List[str]:
+    lines = []
+    for d in eff.summary():
+        s = d["summary"]
+        spec = d["spec"]
+        lines.append(f"device {d['id']}: {d['trace_name'] or '(no name)'} -> "
+                     f"{spec['name'] if spec else 'unknown (efficiency unknown)'}")
+        lines.append(f"  {d['how']}")
+        lines.append(f"  GPU busy {_ms(s['gpu_busy_us'])}, kernels {_ms(s['kernel_time_us'])} "
+                     f"({s['kernel_count']:,}), memcpy/memset {_ms(s['memop_time_us'])}; kernel time with FLOPs "
+                     f"{_pct(s['flop_time_share'])}, with bytes {_pct(s['byte_time_share'])}; "
+                     f"time-weighted efficiency {_pct(s['efficiency'])}")
+    if not lines:
+        lines.append("no GPU devices or GPU activity in this trace")
+    return lines
+
+
+def render_table(rows: List[Dict], columns) -> List[str]:
+    """Fixed-width text table; long names are cut in the middle so both ends stay readable."""
+    present = [c for c in columns if any(c[1] in r for r in rows)] or list(columns)
+    head = "  ".join(_cell(title, width, title) for title, _, width in present)
+    out = [head, "-" * len(head)]
+    for r in rows:
+        out.append("  ".join(_cell(_fmt(key, r.get(key)), width, key) for _, key, width in present))
+    if not rows:
+        out.append("(no kernels)")
+    return out
+
+
+def _cell(text: str, width: int, key: str) -> str:
+    if len(text) > width:
+        half = (width - 1) // 2
+        text = text[:half] + "~" + text[len(text) - (width - 1 - half):]
+    return text.ljust(width) if key in ("name", "op", "kernel", "bound", "dtype", "status") else text.rjust(width)
+
+
+def _fmt(key: str, v) -> str:
+    if v is None:
+        return "-"
+    if key in ("total_us", "total_us_a", "total_us_b", "delta_us"):
+        return f"{v / 1000:,.3f}"
+    if key in ("time_share", "pct_peak", "pct_dram", "efficiency", "delta_pct", "pct_peak_a", "pct_peak_b"):
+        return f"{100 * v:.1f}"
+    if isinstance(v, float):
+        return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.2f}"
+    return str(v)
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:,.3f} ms"
+
+
+def _pct(v) -> str:
+    return "unknown" if v is None else f"{100 * v:.1f}%"
+
+
+def _print_csv(rows: List[Dict]) -> None:
+    import csv
+
+    if not rows:
+        return
+    writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+
+
+# ---------------------------------------------------------------------------------------------- augment
+
+def _register_augment(sub) -> None:
+    p = sub.add_parser("augment", help="write a copy of a trace with kernel_flop, kernel_num_gb and achieved-%% args")
+    p.add_argument("src")
+    p.add_argument("dst", help="output path (.json or .json.gz); never the input")
+    _analysis_options(p)
+    p.set_defaults(func=_cmd_augment)
+
+
+def _cmd_augment(args) -> int:
+    from .analysis.augment import write_augmented
+
+    count = write_augmented(args.src, args.dst, _analyze(args.src, args))
+    print(f"wrote {args.dst}: {count:,} events annotated")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- diff
+
+def _register_diff(sub) -> None:
+    p = sub.add_parser("diff", help="two traces side by side per kernel, with deltas")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--names", nargs=2, metavar=("NAME_A", "NAME_B"), help="labels for the two sides")
+    _analysis_options(p)
+    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.set_defaults(func=_cmd_diff)
+
+
+def _cmd_diff(args) -> int:
+    from .analysis.diff import diff_rows, summarize
+
+    names = tuple(args.names) if args.names else (os.path.basename(args.a), os.path.basename(args.b))
+    rows = diff_rows(_analyze(args.a, args), _analyze(args.b, args))
+    summary = summarize(rows, names)
+    shown = rows[: args.top] if args.top > 0 else rows
+    if args.format == "json":
+        import json
+
+        print(json.dumps({"summary": summary, "rows": shown}, indent=1))
+    elif args.format == "csv":
+        _print_csv(shown)
+    else:
+        print(f"A = {names[0]}: {_ms(summary['total_us_a'])} of GPU activity")
+        print(f"B = {names[1]}: {_ms(summary['total_us_b'])} ({_signed_ms(summary['delta_us'])}); "
+              f"{summary['added']} kernels only in B, {summary['removed']} only in A\n")
+        for line in render_table(shown, _DIFF_COLUMNS):
+            print(line)
+    return 0
+
+
+def _signed_ms(us: float) -> str:
+    return f"{'+' if us >= 0 else ''}{us / 1000:,.3f} ms"
+
+
+_DIFF_COLUMNS = (
+    ("kernel", "name", 56), ("status", "status", 7), ("calls A", "count_a", 7), ("calls B", "count_b", 7),
+    ("total A ms", "total_us_a", 10), ("total B ms", "total_us_b", 10), ("delta ms", "delta_us", 9),
+    ("delta %", "delta_pct", 8), ("TFLOP/s A", "tflops_a", 9), ("TFLOP/s B", "tflops_b", 9),
+    ("% peak A", "pct_peak_a", 8), ("% peak B", "pct_peak_b", 8),
+)
+
+
+COMMANDS: List[Callable] = [_register_info, _register_ls, _register_analyze, _register_augment, _register_diff]
 
 if __name__ == "__main__":
     sys.exit(main())

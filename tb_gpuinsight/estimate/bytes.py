@@ -24,7 +24,8 @@ The model (documented here because every number in the UI rests on it):
   - ``copy_``: read ``src`` and write ``self``, in their own dtypes.
   - ``cat``/``stack``: output equals the sum of the inputs.
   - ``embedding``: the gathered rows are read and written (``indices.numel x dim``), plus
-    the indices.
+    the indices. ``index_select``/``gather``/``take``/``index``: likewise, only the selected
+    elements are read (and written), plus the index tensors.
   - Reductions (sum, mean, amax, var, norm, softmax-free losses, ...): inputs only; the output
     is much smaller than the input and is ignored.
   - View and metadata ops (view, transpose, expand, slice, empty...): 0 bytes, they move no data.
@@ -519,6 +520,8 @@ def _special_bytes(op: str, args: OpArgs, tensors: list, out_size: int,
     if op == "embedding" and len(tensors) >= 2:
         (_, weight, wsize), (_, idx, isize) = tensors[0], tensors[1]
         return numel(idx) * isize + 2 * numel(idx) * weight[-1] * wsize
+    if op in GATHER_OPS and len(tensors) >= 2:
+        return _gather_bytes(op, args, tensors)
     if op in GEMM_OPERANDS or op in ("linear", "matmul"):
         return _gemm_bytes(op, args, tensors, out_size)
     if op in CONV_FORWARD_OPS:
@@ -530,6 +533,26 @@ def _special_bytes(op: str, args: OpArgs, tensors: list, out_size: int,
     if op in ATTENTION_BACKWARD_OPS:
         return _attention_bytes(args, tensors, out_size, backward=True)
     return None
+
+
+# Ops that read only the selected part of their source: counting the whole source would claim more traffic than
+# DRAM can carry (an index_select from a 150k-row embedding table reads 141 rows, not the table).
+GATHER_OPS = {"index_select", "gather", "take", "index"}
+
+
+def _gather_bytes(op: str, args: OpArgs, tensors: list) -> float:
+    """Selected elements read and written, plus the indices."""
+    (_, src, size) = tensors[0]
+    index_elems = sum(numel(s) for _, s, _ in tensors[1:])
+    index_bytes = sum(numel(s) * b for _, s, b in tensors[1:])
+    if op == "index_select":
+        dim = int(args.opt_value(1, 0) or 0) % max(len(src), 1)
+        selected = numel(src) // max(src[dim], 1) * index_elems if src else index_elems
+    else:  # gather/take/index: output has the indices' shape (index: the broadcast of its index tensors)
+        selected = max((numel(s) for _, s, _ in tensors[1:]), default=0)
+        if op == "index" and src and len(tensors) == 2:
+            selected *= numel(src[len(tensors[1][1]):]) if len(tensors[1][1]) < len(src) else 1
+    return float(index_bytes + 2 * selected * size)
 
 
 def _gemm_bytes(op: str, args: OpArgs, tensors: list, out_size: int) -> float:

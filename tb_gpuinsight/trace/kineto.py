@@ -253,7 +253,7 @@ class _Columns:
 
 
 _STRING_COLUMNS = {"name", "kind", "pid", "tid", "grid", "block"}
-_EMPTY_DTYPE = {c: np.int32 for c in _STRING_COLUMNS}
+_EMPTY_DTYPE = {**{c: np.int32 for c in _STRING_COLUMNS}, "event": np.int64}
 
 
 def _as_text_categories(codes: np.ndarray, items: List) -> Tuple[np.ndarray, List]:
@@ -351,14 +351,15 @@ def _build_annotations(cols: _Columns, evs: List, args: List, n: int, _shapes, k
     cols.add_strings("tid", (e.tid for e in evs), n)
 
 
+# Every table also has "event": the row's index in traceEvents (to write augmented traces, link back).
 _ORDER = {
     "ops": ("name", "ts", "dur", "ext_id", "pid", "tid", "rf_id", "seq", "fwd_tid", "kernel_flop", "kernel_num_gb",
-            "shape"),
+            "shape", "event"),
     "kernels": ("name", "ts", "dur", "ext_id", "device", "stream", "correlation", "registers", "shared_mem",
-                "blocks_per_sm", "warps_per_sm", "occupancy", "grid", "block"),
-    "memops": ("kind", "name", "ts", "dur", "ext_id", "device", "stream", "correlation", "bytes", "bandwidth"),
-    "launches": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "correlation"),
-    "annotations": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid"),
+                "blocks_per_sm", "warps_per_sm", "occupancy", "grid", "block", "event"),
+    "memops": ("kind", "name", "ts", "dur", "ext_id", "device", "stream", "correlation", "bytes", "bandwidth", "event"),
+    "launches": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "correlation", "event"),
+    "annotations": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "event"),
 }
 
 
@@ -382,20 +383,25 @@ class _Reader:
         self.t_min = np.inf
         self.t_max = -np.inf
 
-    def feed(self, raws: Sequence[msgspec.Raw]) -> None:
+    def feed(self, raws: Sequence[msgspec.Raw], first_index: int) -> None:
+        """Decode events `first_index ...` of traceEvents into the tables."""
         evs = self._decode(raws)
-        self.counts.update(e.cat for e in evs)
-        buckets: Dict[str, Tuple[List, List[str]]] = {t: ([], []) for t in TABLES}
-        for e in evs:
+        self.counts.update(e.cat for e in evs if e is not None)
+        buckets: Dict[str, Tuple[List, List[str], List[int]]] = {t: ([], [], []) for t in TABLES}
+        for i, e in enumerate(evs, first_index):
+            if e is None:
+                continue
             canon = CATEGORIES.get(e.cat) or CATEGORIES.get(e.cat.lower())
             dest = TABLE_OF.get(canon) if canon else None
             if dest is not None and e.ph == "X" and e.ts is not None:
                 bucket = buckets[dest[0]]
                 bucket[0].append(e)
                 bucket[1].append(dest[1])
-        for table, (chunk, kinds) in buckets.items():
+                bucket[2].append(i)
+        for table, (chunk, kinds, index) in buckets.items():
             if chunk:
                 self._add(table, chunk, kinds)
+                self.columns[table].add("event", np.array(index, dtype=np.int64))
 
     def _decode(self, raws: Sequence[msgspec.Raw]) -> List:
         buf = b"[" + b",".join(raws) + b"]"
@@ -413,6 +419,7 @@ class _Reader:
                 out.append(self._convert(_decode_repairing(raw)))
             except (msgspec.ValidationError, msgspec.DecodeError, TypeError):
                 self.malformed += 1
+                out.append(None)  # keeps positions aligned with traceEvents
         return out
 
     def _convert(self, obj: Any):
@@ -535,7 +542,7 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
     # The buffer's pages behind a decoded chunk go back to the OS, so memory stays near one copy of the JSON.
     for start in reversed(range(0, total, _CHUNK_EVENTS)):
         first = buf.offset_of(events[start])
-        reader.feed(events[start:])
+        reader.feed(events[start:], start)
         del events[start:]
         buf.release_from(first)
         if progress:

@@ -1,0 +1,280 @@
+// Typed fetch helpers for the plugin's JSON routes.
+//
+// TensorBoard loads the plugin in an iframe whose document is `<prefix>/data/plugin_entry.html?name=gpuinsight`, and
+// that page carries `<base href="plugin/gpuinsight/">` (tensorboard/backend/application.py, _serve_plugin_entry).
+// Relative URLs therefore resolve against `<prefix>/data/plugin/gpuinsight/`, where the routes are served: "./runs"
+// is `<prefix>/data/plugin/gpuinsight/runs`, whatever `--path_prefix` is. All route URLs are built from this base.
+export const API_BASE = "./";
+
+/** Give up on a request after this long so that no view ever spins forever. */
+const TIMEOUT_MS = 120_000;
+
+export type RunStatus = "ready" | "loading" | "pending" | "error";
+export type Dtype = "auto" | "fp32" | "tf32" | "bf16" | "fp16" | "fp8" | "fp64" | "int8";
+export type Group = "name" | "op";
+export type Order = "asc" | "desc";
+export type Bound = "compute" | "memory" | "unknown";
+
+export const DTYPES: readonly Dtype[] = ["auto", "fp32", "tf32", "bf16", "fp16", "fp8", "fp64", "int8"];
+
+export interface Progress {
+  files_done: number;
+  files_total: number;
+  bytes_done: number;
+  bytes_total: number;
+}
+
+export interface FileError {
+  file: string;
+  reason: string;
+}
+
+export interface SpanInfo {
+  span: string;
+  stamp: number;
+  status: RunStatus;
+}
+
+export interface WorkerInfo {
+  worker: string;
+  spans: SpanInfo[];
+}
+
+export interface RunInfo {
+  run: string;
+  status: RunStatus;
+  progress?: Progress | null;
+  errors?: FileError[] | null;
+  workers: WorkerInfo[];
+}
+
+export interface RunsResponse {
+  runs: RunInfo[];
+  scan_interval_s?: number;
+}
+
+export interface DeviceSpec {
+  name: string;
+  vendor: string;
+  peak_tflops: Partial<Record<Exclude<Dtype, "auto">, number | null>> & Record<string, number | null>;
+  dram_gbps: number | null;
+  /** The datasheet the row comes from: a URL, or an object with a `url`. */
+  source?: string | { url?: string | null; note?: string | null } | null;
+}
+
+export interface DeviceSummary {
+  gpu_busy_us: number | null;
+  kernel_time_us: number | null;
+  memop_time_us: number | null;
+  kernel_count: number | null;
+  flop_time_share: number | null;
+  byte_time_share: number | null;
+  efficiency: number | null;
+}
+
+export interface DeviceInfo {
+  id: number;
+  trace_name: string;
+  matched: boolean;
+  spec: DeviceSpec | null;
+  how: string;
+  summary: DeviceSummary | null;
+}
+
+export interface DevicesResponse {
+  devices: DeviceInfo[];
+}
+
+export interface KernelRow {
+  name: string;
+  op?: string | null;
+  count: number;
+  total_us: number;
+  mean_us: number;
+  min_us: number;
+  max_us: number;
+  time_share: number;
+  flops: number | null;
+  flops_reason?: string | null;
+  bytes: number | null;
+  bytes_reason?: string | null;
+  tflops: number | null;
+  gbps: number | null;
+  dtype: string | null;
+  pct_peak: number | null;
+  pct_dram: number | null;
+  intensity: number | null;
+  bound: Bound;
+  occupancy: number | null;
+  registers: number | null;
+  grid: string | null;
+  block: string | null;
+}
+
+export interface KernelsResponse {
+  total: number;
+  dtype: string;
+  rows: KernelRow[];
+}
+
+export interface RooflinePoint {
+  name: string;
+  intensity: number | null;
+  tflops: number | null;
+  total_us: number;
+  count: number;
+  pct_peak: number | null;
+  gbps?: number | null;
+  bound?: Bound;
+}
+
+export interface RooflineResponse {
+  dtype: string;
+  peak_tflops: number | null;
+  dram_gbps: number | null;
+  ridge: number | null;
+  points: RooflinePoint[];
+}
+
+export interface KernelOp {
+  op: string;
+  count: number;
+  total_us: number;
+  flops: number | null;
+  flops_reason?: string | null;
+  input_dims: unknown[] | null;
+  input_types: string[] | null;
+  concrete_inputs: unknown[] | null;
+}
+
+export interface KernelOpsResponse {
+  name: string;
+  ops: KernelOp[];
+}
+
+/** The trace selection every data route is scoped to. `span` is a span name or "all". */
+export interface Selection {
+  run: string;
+  worker: string;
+  span: string;
+}
+
+export interface KernelQuery {
+  device: number;
+  dtype: Dtype;
+  group: Group;
+  filter: string;
+  op: string;
+  sort: string;
+  order: Order;
+  offset: number;
+  limit: number;
+}
+
+/** An error with a one-line message fit for the UI (the server's `{"error": ...}` text when it sent one). */
+export class ApiError extends Error {
+  constructor(message: string, readonly status: number) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+type Params = Record<string, string | number | undefined | null>;
+
+/** Relative URL of a route with its query string; empty and undefined params are left out. */
+export function routeUrl(route: string, params: Params = {}): string {
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null && value !== "") query.set(key, String(value));
+  }
+  const qs = query.toString();
+  return API_BASE + route + (qs ? "?" + qs : "");
+}
+
+function oneLine(text: string, max = 300): string {
+  const line = text.replace(/\s+/g, " ").trim();
+  return line.length > max ? line.slice(0, max - 1) + "…" : line;
+}
+
+async function getJson<T>(route: string, params: Params = {}, signal?: AbortSignal): Promise<T> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), TIMEOUT_MS);
+  const abort = () => controller.abort();
+  signal?.addEventListener("abort", abort);
+  let response: Response;
+  try {
+    response = await fetch(routeUrl(route, params), {
+      signal: controller.signal,
+      headers: { Accept: "application/json" },
+      credentials: "same-origin",
+    });
+  } catch (err) {
+    if (signal?.aborted) throw err;
+    if (controller.signal.aborted) {
+      throw new ApiError(`${route}: no answer from the server after ${TIMEOUT_MS / 1000} s`, 0);
+    }
+    throw new ApiError(`${route}: cannot reach the TensorBoard server (${oneLine(String(err))})`, 0);
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", abort);
+  }
+  const text = await response.text();
+  let body: unknown = undefined;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    body = undefined;
+  }
+  if (!response.ok) {
+    const serverMessage =
+      body && typeof body === "object" && typeof (body as { error?: unknown }).error === "string"
+        ? (body as { error: string }).error
+        : `HTTP ${response.status} ${response.statusText}`.trim();
+    throw new ApiError(oneLine(serverMessage), response.status);
+  }
+  if (body === undefined) {
+    throw new ApiError(`${route}: the server answered with something that is not JSON`, response.status);
+  }
+  return body as T;
+}
+
+export function isAbort(err: unknown): boolean {
+  return err instanceof DOMException && err.name === "AbortError";
+}
+
+function selParams(sel: Selection): Params {
+  return { run: sel.run, worker: sel.worker, span: sel.span };
+}
+
+export const api = {
+  runs: (signal?: AbortSignal) => getJson<RunsResponse>("runs", {}, signal),
+
+  devices: (sel: Selection, signal?: AbortSignal) => getJson<DevicesResponse>("devices", selParams(sel), signal),
+
+  kernels: (sel: Selection, q: KernelQuery, signal?: AbortSignal) =>
+    getJson<KernelsResponse>(
+      "kernels",
+      {
+        ...selParams(sel),
+        device: q.device,
+        dtype: q.dtype,
+        group: q.group,
+        filter: q.filter,
+        op: q.op,
+        sort: q.sort,
+        order: q.order,
+        offset: q.offset,
+        limit: q.limit,
+      },
+      signal,
+    ),
+
+  roofline: (sel: Selection, device: number, dtype: Dtype, signal?: AbortSignal) =>
+    getJson<RooflineResponse>("roofline", { ...selParams(sel), device, dtype }, signal),
+
+  kernelOps: (sel: Selection, device: number, name: string, signal?: AbortSignal) =>
+    getJson<KernelOpsResponse>("kernel_ops", { ...selParams(sel), device, name }, signal),
+
+  /** URL of the augmented trace of one span (a gzip file), for an `<a download>` link. */
+  traceUrl: (run: string, worker: string, span: string) => routeUrl("trace", { run, worker, span }),
+};

@@ -1,0 +1,149 @@
+// One card per GPU of the trace: the datasheet row it was matched to, the peaks in use, and how it was matched.
+// Plus the summary figures of the chosen device.
+import type { DeviceInfo, DeviceSpec, DeviceSummary, Dtype } from "../api";
+import { h } from "../dom";
+import { count, gbps, pct, sig, time, UNKNOWN } from "../format";
+
+const PEAK_ORDER = ["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"];
+
+function safeHttpUrl(source: DeviceSpec["source"]): string | null {
+  const url = typeof source === "string" ? source : source?.url;
+  if (!url) return null;
+  try {
+    const u = new URL(url);
+    return u.protocol === "https:" || u.protocol === "http:" ? u.href : null;
+  } catch {
+    return null;
+  }
+}
+
+function peakList(peaks: Record<string, number | null | undefined>, dtype: Dtype): HTMLElement {
+  const keys = [...PEAK_ORDER.filter((k) => k in peaks), ...Object.keys(peaks).filter((k) => !PEAK_ORDER.includes(k))];
+  return h(
+    "div",
+    { class: "peaks" },
+    ...keys.map((k) =>
+      h(
+        "span",
+        { class: "peak" + (k === dtype ? " peak-active" : ""), title: `${k} peak from the datasheet` },
+        h("span", { class: "peak-dtype", text: k }),
+        h("span", { class: "peak-value", text: `${sig(peaks[k] ?? null)}` }),
+      ),
+    ),
+  );
+}
+
+export function deviceCard(dev: DeviceInfo, dtype: Dtype, selected: boolean, onSelect?: () => void): HTMLElement {
+  const spec = dev.spec;
+  const head = h(
+    "div",
+    { class: "card-head" },
+    h("span", { class: "badge", text: `GPU ${dev.id}` }),
+    h("span", { class: "card-title", text: dev.trace_name || "(no name in trace)", title: dev.trace_name }),
+  );
+  const body: HTMLElement[] = [];
+  if (dev.matched && spec) {
+    const source = safeHttpUrl(spec.source);
+    body.push(
+      h(
+        "div",
+        { class: "card-row" },
+        h("span", { class: "card-key", text: "Datasheet" }),
+        h("span", { class: "card-val", text: spec.name }),
+        source
+          ? h("a", {
+              class: "card-link",
+              text: "source",
+              title: typeof spec.source === "object" && spec.source?.note ? spec.source.note : source,
+              attrs: { href: source, target: "_blank", rel: "noopener noreferrer" },
+            })
+          : null,
+      ),
+    );
+    const active = dtype === "auto" ? null : spec.peak_tflops[dtype];
+    body.push(
+      h(
+        "div",
+        { class: "card-row" },
+        h("span", { class: "card-key", text: "Peak" }),
+        h(
+          "span",
+          { class: "card-val" },
+          dtype === "auto"
+            ? h("span", { class: "muted", text: "per kernel dtype (auto), TFLOP/s:" })
+            : h("strong", {
+                text: active != null ? `${sig(active)} TFLOP/s ${dtype}` : `no ${dtype} peak on the datasheet`,
+              }),
+        ),
+      ),
+      peakList(spec.peak_tflops, dtype),
+      h(
+        "div",
+        { class: "card-row" },
+        h("span", { class: "card-key", text: "DRAM" }),
+        h("span", { class: "card-val", text: gbps(spec.dram_gbps) }),
+      ),
+    );
+  } else {
+    body.push(h("div", { class: "card-warn", text: "unknown device: efficiency unknown" }));
+  }
+  if (dev.how) body.push(h("div", { class: "card-how", text: dev.how, title: dev.how }));
+
+  const card = h(
+    "div",
+    { class: "card device-card" + (selected ? " selected" : "") + (dev.matched ? "" : " unmatched") },
+    head,
+    ...body,
+  );
+  if (onSelect) {
+    card.classList.add("clickable");
+    card.tabIndex = 0;
+    card.setAttribute("role", "button");
+    card.setAttribute("aria-pressed", String(selected));
+    card.addEventListener("click", onSelect);
+    card.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" || e.key === " ") {
+        e.preventDefault();
+        onSelect();
+      }
+    });
+  }
+  return card;
+}
+
+function figure(label: string, value: string, sub?: string, title?: string): HTMLElement {
+  return h(
+    "div",
+    { class: "figure", title },
+    h("div", { class: "figure-label", text: label }),
+    h("div", { class: "figure-value", text: value }),
+    sub ? h("div", { class: "figure-sub", text: sub }) : null,
+  );
+}
+
+export function summaryFigures(dev: DeviceInfo): HTMLElement {
+  const s: DeviceSummary = dev.summary ?? {
+    gpu_busy_us: null,
+    kernel_time_us: null,
+    memop_time_us: null,
+    kernel_count: null,
+    flop_time_share: null,
+    byte_time_share: null,
+    efficiency: null,
+  };
+  const effReason = !dev.matched
+    ? "unknown device: efficiency unknown"
+    : s.efficiency == null
+      ? "no kernel has both a FLOP or byte estimate and a datasheet peak"
+      : "kernel efficiency against the device's roofline, weighted by kernel time";
+  return h(
+    "div",
+    { class: "figures" },
+    figure("GPU busy", time(s.gpu_busy_us), "union of kernels and memcpy/memset"),
+    figure("Kernel time", time(s.kernel_time_us), s.kernel_count != null ? `${count(s.kernel_count)} kernel calls` : undefined),
+    figure("Memcpy / memset", time(s.memop_time_us)),
+    figure("With a FLOP estimate", pct(s.flop_time_share), "share of kernel time"),
+    figure("With a byte estimate", pct(s.byte_time_share), "share of kernel time"),
+    figure("Efficiency", s.efficiency == null ? UNKNOWN : pct(s.efficiency), "time-weighted, vs. roofline", effReason),
+  );
+}

@@ -1,0 +1,123 @@
+// The header: run / worker / span pickers, a download menu for the augmented traces, and a refresh button.
+import { api, type RunInfo, type SpanInfo } from "../api";
+import { h, replace, setOptions } from "../dom";
+import { ALL_SPANS, type AppState } from "../state";
+
+export interface PickerHandlers {
+  onChange(patch: Partial<AppState>): void;
+  onRefresh(): void;
+}
+
+function statusSuffix(status: string): string {
+  switch (status) {
+    case "ready":
+      return "";
+    case "loading":
+      return " (reading…)";
+    case "pending":
+      return " (queued)";
+    case "error":
+      return " (unreadable)";
+    default:
+      return ` (${status})`;
+  }
+}
+
+/** A profiler time stamp (ns, µs, ms or s since the epoch) as UTC text, or null when it is not a plausible date. */
+export function stampText(stamp: number): string | null {
+  if (!Number.isFinite(stamp) || stamp <= 0) return null;
+  const ms = stamp > 1e17 ? stamp / 1e6 : stamp > 1e14 ? stamp / 1e3 : stamp > 1e11 ? stamp : stamp * 1000;
+  const d = new Date(ms);
+  const year = d.getUTCFullYear();
+  if (year < 2000 || year > 2200) return null;
+  return d.toISOString().slice(0, 19).replace("T", " ") + " UTC";
+}
+
+function spanLabel(span: SpanInfo, index: number): string {
+  const when = stampText(span.stamp);
+  return (when ? `${index + 1}: ${when}` : span.span) + statusSuffix(span.status);
+}
+
+export class Picker {
+  readonly el: HTMLElement;
+  private runSel = h("select", { attrs: { "aria-label": "Run" } });
+  private workerSel = h("select", { attrs: { "aria-label": "Worker" } });
+  private spanSel = h("select", { attrs: { "aria-label": "Span" } });
+  private downloads = h("ul", { class: "menu-list" });
+  private downloadMenu: HTMLDetailsElement;
+
+  constructor(handlers: PickerHandlers) {
+    this.runSel.addEventListener("change", () => handlers.onChange({ run: this.runSel.value }));
+    this.workerSel.addEventListener("change", () => handlers.onChange({ worker: this.workerSel.value }));
+    this.spanSel.addEventListener("change", () => handlers.onChange({ span: this.spanSel.value }));
+    this.downloadMenu = h(
+      "details",
+      { class: "menu" },
+      h("summary", { class: "btn", text: "Download", title: "Augmented traces (gzip), one per span" }),
+      h("div", { class: "menu-panel" }, h("div", { class: "menu-title", text: "Augmented traces (.json.gz)" }), this.downloads),
+    );
+    this.el = h(
+      "div",
+      { class: "pickers" },
+      h("label", { class: "field" }, h("span", { class: "field-label", text: "Run" }), this.runSel),
+      h("label", { class: "field" }, h("span", { class: "field-label", text: "Worker" }), this.workerSel),
+      h("label", { class: "field" }, h("span", { class: "field-label", text: "Span" }), this.spanSel),
+      this.downloadMenu,
+      h("button", {
+        class: "btn btn-icon",
+        text: "↻",
+        title: "Look for new runs and spans now",
+        attrs: { "aria-label": "Refresh" },
+        on: { click: () => handlers.onRefresh() },
+      }),
+    );
+  }
+
+  update(runs: readonly RunInfo[], state: AppState): void {
+    const run = runs.find((r) => r.run === state.run);
+    setOptions(
+      this.runSel,
+      runs.map((r) => [r.run, r.run + statusSuffix(r.status)] as const),
+      state.run ?? "",
+    );
+    this.runSel.disabled = runs.length === 0;
+
+    const workers = run?.workers ?? [];
+    setOptions(
+      this.workerSel,
+      workers.map((w) => [w.worker, w.worker] as const),
+      state.worker ?? "",
+    );
+    this.workerSel.disabled = workers.length <= 1;
+
+    const worker = workers.find((w) => w.worker === state.worker);
+    const spans = worker?.spans ?? [];
+    setOptions(
+      this.spanSel,
+      [
+        [ALL_SPANS, `All spans (${spans.length})`] as const,
+        ...spans.map((s, i) => [s.span, spanLabel(s, i)] as const),
+      ],
+      state.span,
+    );
+    this.spanSel.disabled = !worker;
+    this.spanSel.title = state.span === ALL_SPANS ? "All spans of this worker, together" : state.span;
+
+    replace(
+      this.downloads,
+      ...(run && worker && spans.length
+        ? spans.map((s) =>
+            h(
+              "li",
+              null,
+              h("a", {
+                text: s.span,
+                attrs: { href: api.traceUrl(run.run, worker.worker, s.span), download: "" },
+              }),
+            ),
+          )
+        : [h("li", { class: "muted", text: "No spans" })]),
+    );
+    this.downloadMenu.hidden = !worker;
+  }
+}

@@ -1,0 +1,76 @@
+// Tiny DOM builder. Text always goes in through textContent, never innerHTML: kernel names contain <, > and &.
+
+type Child = Node | string | number | null | undefined | false;
+
+export interface Props {
+  class?: string;
+  title?: string;
+  text?: string;
+  attrs?: Record<string, string>;
+  style?: Partial<Record<"width" | "height" | "background" | "color", string>>;
+  on?: Partial<{ [K in keyof HTMLElementEventMap]: (ev: HTMLElementEventMap[K]) => void }>;
+}
+
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  props: Props | null = null,
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  if (props) {
+    if (props.class) el.className = props.class;
+    if (props.title) el.title = props.title;
+    if (props.text !== undefined) el.textContent = props.text;
+    if (props.attrs) for (const [k, v] of Object.entries(props.attrs)) el.setAttribute(k, v);
+    if (props.style) Object.assign(el.style, props.style);
+    if (props.on) {
+      for (const [type, fn] of Object.entries(props.on)) el.addEventListener(type, fn as EventListener);
+    }
+  }
+  append(el, ...children);
+  return el;
+}
+
+export function append(parent: Node, ...children: Child[]): void {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    parent.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+/** Replace all children of `parent`. */
+export function replace(parent: Node, ...children: Child[]): void {
+  while (parent.firstChild) parent.removeChild(parent.firstChild);
+  append(parent, ...children);
+}
+
+/** A `<select>` whose options are [value, label] pairs. */
+export function select(
+  options: ReadonlyArray<readonly [string, string]>,
+  value: string,
+  onChange: (value: string) => void,
+  props: Props = {},
+): HTMLSelectElement {
+  const el = h("select", props);
+  setOptions(el, options, value);
+  el.addEventListener("change", () => onChange(el.value));
+  return el;
+}
+
+export function setOptions(el: HTMLSelectElement, options: ReadonlyArray<readonly [string, string]>, value: string): void {
+  replace(el, ...options.map(([v, label]) => h("option", { text: label, attrs: { value: v } })));
+  el.value = value;
+}
+
+/** A labelled form control: `<label><span>Text</span>control</label>`. */
+export function field(label: string, control: HTMLElement, cls = "field"): HTMLLabelElement {
+  return h("label", { class: cls }, h("span", { class: "field-label", text: label }), control);
+}
+
+export function debounce<A extends unknown[]>(fn: (...args: A) => void, ms: number): (...args: A) => void {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return (...args: A) => {
+    if (timer !== undefined) clearTimeout(timer);
+    timer = setTimeout(() => fn(...args), ms);
+  };
+}

@@ -1,0 +1,288 @@
+// Entry point. TensorBoard imports this module in the plugin iframe and calls render() with no arguments.
+import tabulatorCss from "tabulator-tables/dist/css/tabulator_simple.min.css";
+import { api, type RunInfo, type RunsResponse, type Selection } from "./api";
+import { Picker } from "./components/picker";
+import {
+  emptyState,
+  errorState,
+  loadingState,
+  partialErrorsBanner,
+  progressState,
+  runErrorState,
+} from "./components/states";
+import { h, replace } from "./dom";
+import { ALL_SPANS, loadPrefs, savePrefs, Store, type AppState } from "./state";
+import appCss from "./styles.css";
+import { TABS, type TabDef, type TabView } from "./tabs";
+
+const STYLE_ID = "tb-gpuinsight-styles";
+const LOADING_POLL_MS = 2000;
+const DEFAULT_SCAN_S = 10;
+
+function injectStyles(): void {
+  if (document.getElementById(STYLE_ID)) return;
+  const style = document.createElement("style");
+  style.id = STYLE_ID;
+  style.textContent = tabulatorCss + "\n" + appCss;
+  document.head.appendChild(style);
+}
+
+function isBusy(status: string | undefined): status is "loading" | "pending" {
+  return status === "loading" || status === "pending";
+}
+
+class App {
+  private store: Store<AppState>;
+  private runs: RunInfo[] = [];
+  private runsLoaded = false;
+  private scanIntervalS = DEFAULT_SCAN_S;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private fetching = false;
+
+  private picker: Picker;
+  private tabBar = h("nav", { class: "tabs", attrs: { role: "tablist", "aria-label": "Views" } });
+  private notice = h("div", { class: "notice-host" });
+  private banner = h("div", { class: "banner-host" });
+  private content = h("div", { class: "content", attrs: { role: "tabpanel" } });
+
+  private mounted: { key: string; tab: TabDef; view: TabView; host: HTMLElement } | null = null;
+  private shownKey = "";
+
+  constructor(private root: HTMLElement) {
+    const prefs = loadPrefs();
+    this.store = new Store<AppState>({
+      run: prefs.run,
+      worker: prefs.worker,
+      span: prefs.span || ALL_SPANS,
+      tab: TABS.some((t) => t.id === prefs.tab) ? prefs.tab : TABS[0].id,
+    });
+    this.picker = new Picker({
+      onChange: (patch) => this.select(patch),
+      onRefresh: () => void this.refresh(),
+    });
+  }
+
+  start(): void {
+    replace(
+      this.root,
+      h(
+        "div",
+        { class: "gi-app" },
+        h(
+          "header",
+          { class: "app-header" },
+          h("div", { class: "brand" }, h("span", { class: "brand-mark", attrs: { "aria-hidden": "true" } }), h("span", { text: "GPU Insight" })),
+          this.picker.el,
+        ),
+        this.tabBar,
+        this.notice,
+        this.banner,
+        this.content,
+      ),
+    );
+    this.renderTabs();
+    replace(this.content, loadingState("Looking for runs…"));
+    this.store.subscribe((state, changed) => {
+      savePrefs({ run: state.run, worker: state.worker, span: state.span, tab: state.tab });
+      if (changed.has("tab")) this.renderTabs();
+      this.picker.update(this.runs, state);
+      this.show();
+    });
+    void this.refresh();
+  }
+
+  /** Apply a picker change, then make the rest of the selection valid for it. */
+  private select(patch: Partial<AppState>): void {
+    const next = { ...this.store.get(), ...patch };
+    if (patch.run !== undefined) {
+      next.worker = null;
+      next.span = ALL_SPANS;
+    }
+    if (patch.worker !== undefined) next.span = ALL_SPANS;
+    this.store.set(this.reconcile(next));
+  }
+
+  /** Fix a selection that names a run, worker or span that is not (or no longer) there. */
+  private reconcile(state: AppState): AppState {
+    const next = { ...state };
+    let run = this.runs.find((r) => r.run === next.run);
+    if (!run) {
+      run = this.runs[0];
+      next.run = run?.run ?? null;
+    }
+    const workers = run?.workers ?? [];
+    let worker = workers.find((w) => w.worker === next.worker);
+    if (!worker) {
+      worker = workers[0];
+      next.worker = worker?.worker ?? null;
+    }
+    if (next.span !== ALL_SPANS && !worker?.spans.some((s) => s.span === next.span)) next.span = ALL_SPANS;
+    return next;
+  }
+
+  private async refresh(): Promise<void> {
+    if (this.fetching) return;
+    this.fetching = true;
+    clearTimeout(this.timer);
+    try {
+      const res: RunsResponse = await api.runs();
+      this.runs = Array.isArray(res.runs) ? res.runs : [];
+      if (typeof res.scan_interval_s === "number" && res.scan_interval_s > 0) this.scanIntervalS = res.scan_interval_s;
+      this.runsLoaded = true;
+      replace(this.notice);
+      const state = this.store.get();
+      const next = this.reconcile(state);
+      this.picker.update(this.runs, next);
+      this.store.set(next); // re-renders through the subscription when the selection changed
+      this.show();
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      if (!this.runsLoaded) {
+        this.shownKey = "";
+        this.unmount();
+        replace(this.content, errorState("Could not list the runs", message, () => void this.refresh()));
+      } else {
+        replace(this.notice, h("div", { class: "banner banner-warn", attrs: { role: "alert" }, text: `Lost contact with the server: ${message}. Retrying…` }));
+      }
+    } finally {
+      this.fetching = false;
+      this.schedule();
+    }
+  }
+
+  /** Poll fast while the shown run is being read, otherwise at the server's scan interval for new runs and spans. */
+  private schedule(): void {
+    clearTimeout(this.timer);
+    const run = this.currentRun();
+    const span = this.currentSpan();
+    const busy = isBusy(run?.status) || isBusy(span?.status) || !this.runsLoaded;
+    const ms = busy ? LOADING_POLL_MS : this.scanIntervalS * 1000;
+    this.timer = setTimeout(() => void this.refresh(), ms);
+  }
+
+  private currentRun(): RunInfo | undefined {
+    return this.runs.find((r) => r.run === this.store.get().run);
+  }
+
+  private currentSpan() {
+    const state = this.store.get();
+    if (state.span === ALL_SPANS) return undefined;
+    return this.currentRun()
+      ?.workers.find((w) => w.worker === state.worker)
+      ?.spans.find((s) => s.span === state.span);
+  }
+
+  private renderTabs(): void {
+    const active = this.store.get().tab;
+    replace(
+      this.tabBar,
+      ...TABS.map((t) =>
+        h("button", {
+          class: "tab" + (t.id === active ? " active" : ""),
+          text: t.label,
+          attrs: { role: "tab", "aria-selected": String(t.id === active), type: "button" },
+          on: { click: () => this.store.set({ tab: t.id }) },
+        }),
+      ),
+    );
+  }
+
+  /** Decide what the content area shows for the current runs and selection; re-render only what changed. */
+  private show(): void {
+    if (!this.runsLoaded) return;
+    const state = this.store.get();
+    const run = this.currentRun();
+    const span = this.currentSpan();
+
+    replace(this.banner, run && run.status === "ready" && run.errors?.length ? partialErrorsBanner(run.errors) : null);
+
+    if (!run) {
+      this.setStatic(
+        "empty",
+        emptyState(
+          "No PyTorch profiler traces found under the logdir",
+          h(
+            "span",
+            null,
+            "Point TensorBoard at a folder holding ",
+            h("code", { text: "*.pt.trace.json" }),
+            " or ",
+            h("code", { text: "*.pt.trace.json.gz" }),
+            " files, as written by ",
+            h("code", { text: "torch.profiler.tensorboard_trace_handler(dir)" }),
+            `, for example `,
+            h("code", { text: "tensorboard --logdir runs" }),
+            `. The logdir is scanned again every ${this.scanIntervalS} s.`,
+          ),
+        ),
+      );
+      return;
+    }
+    if (isBusy(run.status)) {
+      this.setStatic(null, progressState(run.run, run.status, run.progress));
+      return;
+    }
+    if (run.status === "error") {
+      this.setStatic(`error|${run.run}|${JSON.stringify(run.errors ?? [])}`, runErrorState(run.run, run.errors ?? []));
+      return;
+    }
+    if (span && isBusy(span.status)) {
+      this.setStatic(null, progressState(`${run.run} / ${span.span}`, span.status, run.progress));
+      return;
+    }
+    if (span && span.status === "error") {
+      const errs = (run.errors ?? []).filter((e) => e.file === span.span || e.file.endsWith("/" + span.span));
+      this.setStatic(`span-error|${span.span}`, runErrorState(span.span, errs));
+      return;
+    }
+    if (!state.worker) {
+      this.setStatic("no-worker", emptyState("This run has no worker", "No trace file of this run could be attributed to a worker."));
+      return;
+    }
+    this.mountTab({ run: run.run, worker: state.worker, span: state.span }, state.tab);
+  }
+
+  /** Show a non-tab state; `key` (when not null) avoids rebuilding an unchanged one on every poll. */
+  private setStatic(key: string | null, el: HTMLElement): void {
+    if (key !== null && key === this.shownKey) return;
+    this.unmount();
+    this.shownKey = key ?? "";
+    replace(this.content, el);
+  }
+
+  private mountTab(sel: Selection, tabId: string): void {
+    const tab = TABS.find((t) => t.id === tabId) ?? TABS[0];
+    // "All spans" shows new data when a span is added: include the span list in the key.
+    const spans = this.currentRun()?.workers.find((w) => w.worker === sel.worker)?.spans ?? [];
+    const version = sel.span === ALL_SPANS ? spans.map((s) => `${s.span}:${s.status}`).join(",") : "";
+    const key = `tab|${tab.id}|${sel.run}|${sel.worker}|${sel.span}|${version}`;
+    if (this.shownKey === key) return;
+    this.shownKey = key;
+    if (this.mounted && this.mounted.tab === tab && this.content.contains(this.mounted.host)) {
+      this.mounted.view.update(sel);
+      this.mounted.key = key;
+      return;
+    }
+    this.unmount();
+    const host = h("div", { class: "tab-host" });
+    replace(this.content, host);
+    this.mounted = { key, tab, view: tab.mount(host, sel), host };
+  }
+
+  private unmount(): void {
+    if (!this.mounted) return;
+    this.mounted.view.destroy();
+    this.mounted = null;
+  }
+}
+
+let app: App | null = null;
+
+/** Build the plugin UI into document.body. */
+export function render(): void {
+  injectStyles();
+  document.body.classList.add("gi-body");
+  if (app) return;
+  app = new App(document.body);
+  app.start();
+}

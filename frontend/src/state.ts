@@ -1,0 +1,82 @@
+// Application state: a tiny observable store, plus the preferences kept across reloads of the plugin iframe.
+import type { Dtype, Group } from "./api";
+
+export type Listener<T> = (state: T, changed: ReadonlySet<keyof T>) => void;
+
+export class Store<T extends object> {
+  private listeners = new Set<Listener<T>>();
+
+  constructor(private state: T) {}
+
+  get(): Readonly<T> {
+    return this.state;
+  }
+
+  /** Merge `patch`; listeners hear about it only when some value really changed. */
+  set(patch: Partial<T>): void {
+    const changed = new Set<keyof T>();
+    for (const key of Object.keys(patch) as (keyof T)[]) {
+      if (!Object.is(this.state[key], patch[key])) changed.add(key);
+    }
+    if (changed.size === 0) return;
+    this.state = { ...this.state, ...patch };
+    for (const fn of [...this.listeners]) fn(this.state, changed);
+  }
+
+  subscribe(fn: Listener<T>): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+}
+
+/** The header's choice: which run, worker and span (a span name, or "all") every tab looks at. */
+export interface AppState {
+  run: string | null;
+  worker: string | null;
+  span: string; // span name or ALL_SPANS
+  tab: string;
+}
+
+export const ALL_SPANS = "all";
+
+/** Per-user view preferences, remembered in localStorage (best effort: storage may be unavailable). */
+export interface Prefs {
+  run: string | null;
+  worker: string | null;
+  span: string;
+  tab: string;
+  dtype: Dtype;
+  group: Group;
+  topN: number;
+}
+
+const PREFS_KEY = "tb_gpuinsight.prefs.v1";
+
+export const DEFAULT_PREFS: Prefs = {
+  run: null,
+  worker: null,
+  span: ALL_SPANS,
+  tab: "kernels",
+  dtype: "auto",
+  group: "name",
+  topN: 100,
+};
+
+export function loadPrefs(): Prefs {
+  try {
+    const raw = window.localStorage.getItem(PREFS_KEY);
+    if (!raw) return { ...DEFAULT_PREFS };
+    const saved = JSON.parse(raw) as Partial<Prefs>;
+    return { ...DEFAULT_PREFS, ...saved };
+  } catch {
+    return { ...DEFAULT_PREFS };
+  }
+}
+
+export function savePrefs(patch: Partial<Prefs>): void {
+  try {
+    window.localStorage.setItem(PREFS_KEY, JSON.stringify({ ...loadPrefs(), ...patch }));
+  } catch {
+    // Storage blocked (private mode, sandbox): preferences simply are not remembered.
+  }
+}

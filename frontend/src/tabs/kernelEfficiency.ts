@@ -1,0 +1,350 @@
+// Kernel efficiency tab: device cards, summary figures, the kernel table and the roofline of one device.
+import {
+  api,
+  DTYPES,
+  isAbort,
+  type DeviceInfo,
+  type Dtype,
+  type Group,
+  type KernelRow,
+  type Selection,
+} from "../api";
+import { deviceCard, summaryFigures } from "../components/deviceCard";
+import { Details } from "../components/details";
+import { KernelTable } from "../components/kernelTable";
+import { Roofline } from "../components/roofline";
+import { emptyState, errorState, inlineError, loadingState } from "../components/states";
+import { debounce, field, h, replace, select } from "../dom";
+import { count } from "../format";
+import { loadPrefs, savePrefs, Store } from "../state";
+import type { TabDef, TabView } from "./types";
+
+export const TOP_N = [25, 50, 100, 200, 500] as const;
+
+const DTYPE_LABELS: Record<Dtype, string> = {
+  auto: "auto (per kernel)",
+  fp32: "fp32",
+  tf32: "tf32",
+  bf16: "bf16",
+  fp16: "fp16",
+  fp8: "fp8",
+  fp64: "fp64",
+  int8: "int8",
+};
+
+interface ViewState {
+  device: number;
+  dtype: Dtype;
+  group: Group;
+  filter: string;
+  op: string;
+  topN: number;
+  selected: string | null;
+}
+
+function initialView(): ViewState {
+  const prefs = loadPrefs();
+  return {
+    device: 0,
+    dtype: DTYPES.includes(prefs.dtype) ? prefs.dtype : "auto",
+    group: prefs.group === "op" ? "op" : "name",
+    filter: "",
+    op: "",
+    topN: (TOP_N as readonly number[]).includes(prefs.topN) ? prefs.topN : 100,
+    selected: null,
+  };
+}
+
+class KernelEfficiencyView implements TabView {
+  private view = new Store<ViewState>(initialView());
+  private devices: DeviceInfo[] = [];
+  private controller = new AbortController();
+  private rooflineController: AbortController | null = null;
+  private table: KernelTable | null = null;
+  private roofline: Roofline | null = null;
+  private details: Details;
+  private rows = new Map<string, KernelRow>();
+  private unsubscribe: () => void;
+
+  // Parts of the layout that are rebuilt as the state changes.
+  private cardsEl = h("div", { class: "cards" });
+  private figuresEl = h("div", { class: "figures-host" });
+  private tableStatus = h("div", { class: "table-status" });
+  private chartStatus = h("div", { class: "chart-status" });
+  private opChip = h("span", { class: "chips" });
+
+  constructor(
+    private host: HTMLElement,
+    private sel: Selection,
+  ) {
+    this.details = new Details({
+      onFilterOp: (op) => this.view.set({ op }),
+      onClose: () => this.view.set({ selected: null }),
+    });
+    this.unsubscribe = this.view.subscribe((state, changed) => this.onChange(state, changed));
+    void this.load();
+  }
+
+  private async load(): Promise<void> {
+    replace(this.host, loadingState("Loading devices…"));
+    const signal = this.controller.signal;
+    try {
+      const res = await api.devices(this.sel, signal);
+      if (signal.aborted) return;
+      this.devices = res.devices;
+    } catch (err) {
+      if (signal.aborted || isAbort(err)) return;
+      replace(
+        this.host,
+        errorState("Could not load the devices of this selection", err instanceof Error ? err.message : String(err), () =>
+          this.load(),
+        ),
+      );
+      return;
+    }
+    if (!this.devices.length) {
+      replace(
+        this.host,
+        emptyState(
+          "No GPU kernels in this selection",
+          "The trace has no GPU device: was it profiled with ProfilerActivity.CUDA (or a ROCm build), and did the GPU run any kernel?",
+        ),
+      );
+      return;
+    }
+    const state = this.view.get();
+    if (!this.devices.some((d) => d.id === state.device)) this.view.set({ device: this.devices[0].id });
+    this.build();
+  }
+
+  private get device(): DeviceInfo | undefined {
+    return this.devices.find((d) => d.id === this.view.get().device);
+  }
+
+  private build(): void {
+    const state = this.view.get();
+    const filterBox = h("input", {
+      class: "search",
+      attrs: { type: "search", placeholder: "Filter kernel names…", "aria-label": "Filter kernel names", spellcheck: "false" },
+    });
+    filterBox.value = state.filter;
+    const setFilter = debounce((v: string) => this.view.set({ filter: v.trim() }), 300);
+    filterBox.addEventListener("input", () => setFilter(filterBox.value));
+
+    const controls = h(
+      "div",
+      { class: "controls" },
+      field(
+        "dtype",
+        select(
+          DTYPES.map((d) => [d, DTYPE_LABELS[d]] as const),
+          state.dtype,
+          (v) => this.view.set({ dtype: v as Dtype }),
+          { title: "Which datasheet peak each kernel is rated against" },
+        ),
+      ),
+      field(
+        "Group by",
+        select(
+          [
+            ["name", "Kernel name"],
+            ["op", "Launching op + kernel"],
+          ],
+          state.group,
+          (v) => this.view.set({ group: v as Group }),
+        ),
+      ),
+      field("Filter", filterBox),
+      this.opChip,
+      field(
+        "Top",
+        select(
+          TOP_N.map((n) => [String(n), String(n)] as const),
+          String(state.topN),
+          (v) => this.view.set({ topN: Number(v) }),
+          { title: "Kernels per page" },
+        ),
+      ),
+    );
+
+    const tableHost = h("div", { class: "table-host" });
+    this.roofline = new Roofline({ onSelect: (name) => this.view.set({ selected: name }) });
+
+    replace(
+      this.host,
+      h(
+        "div",
+        { class: "ke" },
+        h("section", { class: "ke-top" }, this.cardsEl, this.figuresEl),
+        h(
+          "section",
+          { class: "panel" },
+          h("div", { class: "panel-head" }, h("h2", { class: "panel-title", text: "Kernels" }), controls),
+          this.tableStatus,
+          tableHost,
+        ),
+        h(
+          "section",
+          { class: "panel" },
+          h(
+            "div",
+            { class: "panel-head" },
+            h("h2", { class: "panel-title", text: "Roofline" }),
+            h("span", { class: "muted small", text: "log-log · click a point for details" }),
+          ),
+          this.chartStatus,
+          this.roofline.el,
+        ),
+      ),
+      this.details.el,
+    );
+
+    this.table = new KernelTable(tableHost, {
+      pageSize: state.topN,
+      group: state.group,
+      fetchPage: (req) => {
+        const s = this.view.get();
+        return api.kernels(
+          this.sel,
+          { device: s.device, dtype: s.dtype, group: s.group, filter: s.filter, op: s.op, ...req },
+          this.controller.signal,
+        );
+      },
+      deviceMatched: () => this.device?.matched ?? false,
+      onSelect: (row) => this.view.set({ selected: row.name }),
+      onLoaded: (total, dtype) => this.showTableStatus(total, dtype),
+      onError: (message) => replace(this.tableStatus, inlineError(message)),
+      onRows: (rows) => {
+        this.rows = new Map(rows.map((r) => [r.name, r]));
+      },
+    });
+
+    this.renderDevice();
+    this.renderOpChip();
+    void this.loadRoofline();
+  }
+
+  private showTableStatus(total: number, dtype: string): void {
+    const s = this.view.get();
+    const parts = [`${count(total)} ${s.group === "op" ? "op + kernel pairs" : "kernels"}`];
+    if (s.filter) parts.push(`matching “${s.filter}”`);
+    if (s.op) parts.push(`launched by ${s.op}`);
+    parts.push(s.dtype === "auto" ? "rated against each kernel's own dtype" : `rated against the ${dtype} peak`);
+    replace(this.tableStatus, h("span", { class: "muted", text: parts.join(" · ") }));
+  }
+
+  private renderDevice(): void {
+    const state = this.view.get();
+    const many = this.devices.length > 1;
+    replace(
+      this.cardsEl,
+      ...this.devices.map((d) =>
+        deviceCard(d, state.dtype, many && d.id === state.device, many ? () => this.view.set({ device: d.id }) : undefined),
+      ),
+    );
+    const dev = this.device;
+    replace(this.figuresEl, dev ? summaryFigures(dev) : null);
+  }
+
+  private renderOpChip(): void {
+    const op = this.view.get().op;
+    replace(
+      this.opChip,
+      op
+        ? h(
+            "span",
+            { class: "chip", title: "Only kernels launched by this op" },
+            h("span", { text: `op: ${op}` }),
+            h("button", {
+              class: "chip-x",
+              text: "×",
+              attrs: { "aria-label": "Remove the op filter" },
+              on: { click: () => this.view.set({ op: "" }) },
+            }),
+          )
+        : null,
+    );
+  }
+
+  private async loadRoofline(): Promise<void> {
+    const roofline = this.roofline;
+    if (!roofline) return;
+    this.rooflineController?.abort();
+    const controller = new AbortController();
+    this.rooflineController = controller;
+    const abortAll = () => controller.abort();
+    this.controller.signal.addEventListener("abort", abortAll);
+    replace(this.chartStatus, h("span", { class: "muted small", text: "Loading roofline…" }));
+    const { device, dtype } = this.view.get();
+    try {
+      const res = await api.roofline(this.sel, device, dtype, controller.signal);
+      if (controller.signal.aborted) return;
+      replace(this.chartStatus);
+      roofline.setData(res);
+      roofline.select(this.view.get().selected);
+    } catch (err) {
+      if (controller.signal.aborted || isAbort(err)) return;
+      replace(this.chartStatus, inlineError(err instanceof Error ? err.message : String(err)));
+    } finally {
+      this.controller.signal.removeEventListener("abort", abortAll);
+    }
+  }
+
+  private openDetails(name: string): void {
+    const device = this.view.get().device;
+    this.details.open(name, this.rows.get(name) ?? null, (signal) => api.kernelOps(this.sel, device, name, signal));
+  }
+
+  private onChange(state: ViewState, changed: ReadonlySet<keyof ViewState>): void {
+    const has = (k: keyof ViewState) => changed.has(k);
+    if (has("dtype") || has("group") || has("topN")) savePrefs({ dtype: state.dtype, group: state.group, topN: state.topN });
+    if (!this.table) return; // still loading the devices
+    if (has("device") || has("dtype")) {
+      this.renderDevice();
+      void this.loadRoofline();
+      if (state.selected !== null) this.view.set({ selected: null });
+    }
+    if (has("op")) this.renderOpChip();
+    if (has("topN")) void this.table.setPageSize(state.topN);
+    if (has("group")) void this.table.setGroup(state.group);
+    else if (has("device") || has("dtype") || has("filter") || has("op")) void this.table.reload();
+    if (has("selected")) {
+      this.table.select(state.selected);
+      this.roofline?.select(state.selected);
+      if (state.selected === null) this.details.close();
+      else this.openDetails(state.selected);
+    }
+  }
+
+  update(sel: Selection): void {
+    this.teardown();
+    this.sel = sel;
+    this.controller = new AbortController();
+    this.view.set({ selected: null, op: "" });
+    void this.load();
+  }
+
+  private teardown(): void {
+    this.controller.abort();
+    this.rooflineController?.abort();
+    this.table?.destroy();
+    this.table = null;
+    this.roofline?.destroy();
+    this.roofline = null;
+    this.details.close();
+    this.rows.clear();
+  }
+
+  destroy(): void {
+    this.teardown();
+    this.unsubscribe();
+    this.details.destroy();
+    replace(this.host);
+  }
+}
+
+export const kernelEfficiencyTab: TabDef = {
+  id: "kernels",
+  label: "Kernel efficiency",
+  mount: (host, sel) => new KernelEfficiencyView(host, sel),
+};
