@@ -16,7 +16,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from ..trace.table import Table
+from ..trace.table import Interner, Table
 
 NO_OP = -1
 LINK_NONE, LINK_EXTERNAL_ID, LINK_LAUNCH_ID, LINK_LAUNCH_TIME = 0, 1, 2, 3
@@ -145,11 +145,10 @@ def _enclosing_ops(ops: Table, parents: np.ndarray, launches: Table, rows: np.nd
 
 def _thread_keys(ops: Table, launches: Table) -> Tuple[np.ndarray, np.ndarray]:
     """One integer key per (pid, tid) text, shared by the ops and launches tables."""
-    texts: Dict[Tuple[str, str], int] = {}
+    pids, tids = Interner(), Interner()
     keys = []
     for table in (ops, launches):
-        pids, tids = table.strings["pid"], table.strings["tid"]
-        pairs = zip(table["pid"].tolist(), table["tid"].tolist())
-        keys.append(np.fromiter((texts.setdefault((pids[p], tids[q]), len(texts)) for p, q in pairs),
-                                dtype=np.int64, count=len(table)))
+        pid = np.fromiter(pids.encode(table.strings["pid"]), dtype=np.int64, count=len(table.strings["pid"]))
+        tid = np.fromiter(tids.encode(table.strings["tid"]), dtype=np.int64, count=len(table.strings["tid"]))
+        keys.append((pid[table["pid"]] << 32) | tid[table["tid"]] if len(table) else np.empty(0, np.int64))
     return keys[0], keys[1]

@@ -150,15 +150,14 @@ def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray) -> Dict[int, OpEstima
     """Estimate once per distinct (op name, shape signature) among ops that launched something."""
     ops = trace.ops
     used = np.unique(op_rows[op_rows >= 0])
-    by_signature: Dict[Tuple[int, int], OpEstimate] = {}
     names = ops.strings.get("name", [])
-    out = {}
-    for row in used.tolist():
-        key = (int(ops["name"][row]), int(ops["shape"][row]))
-        est = by_signature.get(key)
-        if est is None:
-            est = by_signature[key] = _estimate(names[key[0]], trace, key[1])
-        out[row] = _with_inductor(est, ops["kernel_flop"][row], ops["kernel_num_gb"][row])
+    signature = np.stack([ops["name"][used], ops["shape"][used]], axis=1)
+    distinct, which = np.unique(signature, axis=0, return_inverse=True)
+    estimates = [_estimate(names[n], trace, s) for n, s in distinct.tolist()]
+    out = dict(zip(used.tolist(), (estimates[i] for i in which.reshape(-1).tolist())))
+    inductor = ~np.isnan(ops["kernel_flop"][used]) | ~np.isnan(ops["kernel_num_gb"][used])
+    for row in used[inductor].tolist():
+        out[row] = _with_inductor(out[row], ops["kernel_flop"][row], ops["kernel_num_gb"][row])
     return out
 
 
@@ -172,8 +171,6 @@ def _estimate(name: str, trace: KinetoTrace, shape: int) -> OpEstimate:
 
 def _with_inductor(est: OpEstimate, kernel_flop: float, kernel_num_gb: float) -> OpEstimate:
     """Inductor's own figures, when the op carries them, win over the shape-based estimate."""
-    if np.isnan(kernel_flop) and np.isnan(kernel_num_gb):
-        return est
     flops, flops_reason = (est.flops, est.flops_reason) if np.isnan(kernel_flop) else (float(kernel_flop), "")
     nbytes, bytes_reason = (est.bytes, est.bytes_reason) if np.isnan(kernel_num_gb) else \
         (float(kernel_num_gb) * 1e9, "")

@@ -125,13 +125,9 @@ def _flops(name: Any, args: OpArgs, out_dims: Any) -> tuple[float | None, str]:
     return value, ""
 
 
-@functools.lru_cache(maxsize=4096)
 def _no_formula_reason(name: Any, op: str) -> str:
+    # Deliberately not a registry lookup: importing torch only to word a reason would cost every trace ~1 s.
     label = name if isinstance(name, str) and name else "<unnamed op>"
-    in_aten = isinstance(name, str) and name.startswith("aten::") and "::" not in op
-    registry = _registry() if in_aten else None
-    if registry is not None and _packet(op) in registry:
-        return f"{label} is in torch's FLOP registry but has no trace-shape adapter"
     return f"no FLOP formula for {label}"[:200]
 
 
