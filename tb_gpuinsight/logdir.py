@@ -186,6 +186,10 @@ def _entry(path: str) -> Optional[FileEntry]:
     if sniffed.kind == OTHER:
         if not _TRACE_NAME.search(path):
             return None
-        # Named like a trace but not one: say so rather than hide it.
-        sniffed = Sniffed(UNREADABLE, f"named like a trace but is {sniffed.reason}")
+        if sniffed.reason.startswith("a JSON"):
+            # Named like a trace and JSON, but its head shows no trace keys yet (a file still being written,
+            # or a long header): the reader gives the verdict.
+            sniffed = Sniffed(KINETO)
+        else:  # named like a trace but not one: say so rather than hide it
+            sniffed = Sniffed(UNREADABLE, f"named like a trace but is {sniffed.reason}")
     return FileEntry(path, sniffed.kind, st.st_size, st.st_mtime_ns, sniffed.reason)

@@ -50,20 +50,39 @@ class DeviceReport:
 
 @dataclass
 class Efficiency:
-    """Per-activity estimates (`activities`) plus per-device reports; aggregate with `by_name()` / `by_op()`."""
-    trace: KinetoTrace
+    """Per-activity estimates (`activities`) plus per-device reports; aggregate with `by_name()` / `by_op()`.
+
+    `trace` and `op_estimates` are None / empty for an analysis restored from the summary cache; everything the
+    tables and views need lives in `activities`, `device_props` and `shapes` (op shape signatures by code).
+    """
+    trace: Optional[KinetoTrace]
     activities: Table
     devices: Dict[int, DeviceReport]
     dtype: str
     op_estimates: Dict[int, OpEstimate]
+    device_props: List[Dict[str, Any]] = field(default_factory=list)
+    shapes: Dict[int, Tuple[Any, Any, Any]] = field(default_factory=dict)
+
+    def rerate(self, dtype: str = AUTO, datasheet: Optional[Sequence[DeviceSpec]] = None,
+               device_name: Optional[str] = None) -> "Efficiency":
+        """The same estimates rated against another dtype, datasheet or forced device (cheap: no re-read)."""
+        return rate(self, dtype, datasheet, device_name)
+
+    _groups: Dict[Tuple, Table] = field(default_factory=dict, repr=False, compare=False)
 
     def by_name(self, device: Optional[int] = None) -> Table:
         """One row per (device, kind, kernel name)."""
-        return aggregate(self._on(device), ("device", "kind", "name"))
+        return self._grouped(device, ("device", "kind", "name"))
 
     def by_op(self, device: Optional[int] = None) -> Table:
         """One row per (device, launching op, kernel name)."""
-        return aggregate(self._on(device), ("device", "op_name", "kind", "name"))
+        return self._grouped(device, ("device", "op_name", "kind", "name"))
+
+    def _grouped(self, device: Optional[int], keys: Tuple[str, ...]) -> Table:
+        hit = self._groups.get((device, keys))
+        if hit is None:  # memoised: the plugin asks for the same grouping on every page, sort and filter
+            hit = self._groups[(device, keys)] = aggregate(self._on(device), keys)
+        return hit
 
     def _on(self, device: Optional[int]) -> Table:
         acts = self.activities
@@ -81,20 +100,38 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
     `dtype`: "auto" (each kernel's own dtype) or a datasheet key (fp32, tf32, bf16, fp16, fp8, fp64, int8).
     `device_name`: rate every device as this datasheet row (a name or a trace-style device name).
     """
-    if dtype != AUTO and dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}: use auto or one of {', '.join(DTYPES)}")
-    rows = list(datasheet) if datasheet is not None else load_datasheet()
+    _check_dtype(dtype)
     parents = op_parents(trace.ops)
     kernel_links = link_activities(trace.kernels, trace.ops, trace.launches, parents)
     memop_links = link_activities(trace.memops, trace.ops, trace.launches, parents)
     acts = _activities(trace, kernel_links, memop_links)
     estimates = _op_estimates(trace, acts["op"])
     _attribute(acts, trace, estimates)
-    devices = _device_reports(trace, acts, rows, device_name)
+    op_shape = np.full(len(acts), -1, dtype=np.int32)
+    linked = acts["op"] >= 0
+    op_shape[linked] = trace.ops["shape"][acts["op"][linked]]
+    acts.columns["op_shape"] = op_shape
+    shapes = {int(c): trace.shape(int(c)) for c in np.unique(op_shape[op_shape >= 0]).tolist()}
+    unrated = Efficiency(trace, acts, {}, AUTO, estimates, list(trace.devices), shapes)
+    return rate(unrated, dtype, datasheet, device_name)
+
+
+def rate(eff: Efficiency, dtype: str = AUTO, datasheet: Optional[Sequence[DeviceSpec]] = None,
+         device_name: Optional[str] = None) -> Efficiency:
+    """Match devices to the datasheet and rate every activity; returns a new Efficiency sharing the estimates."""
+    _check_dtype(dtype)
+    rows = list(datasheet) if datasheet is not None else load_datasheet()
+    acts = Table(eff.activities.name, dict(eff.activities.columns), dict(eff.activities.strings))
+    devices = _device_reports(eff.device_props, acts, rows, device_name)
     _rate(acts, devices, dtype)
     for report in devices.values():
         report.summary = device_summary(acts.take(acts["device"] == report.id))
-    return Efficiency(trace, acts, devices, dtype, estimates)
+    return Efficiency(eff.trace, acts, devices, dtype, eff.op_estimates, eff.device_props, eff.shapes)
+
+
+def _check_dtype(dtype: str) -> None:
+    if dtype != AUTO and dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}: use auto or one of {', '.join(DTYPES)}")
 
 
 # ------------------------------------------------------------------------------------------ activity table
@@ -259,14 +296,14 @@ def _duration_share(op: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------- devices
 
-def _device_reports(trace: KinetoTrace, acts: Table, rows: Sequence[DeviceSpec],
+def _device_reports(listed: List[Dict[str, Any]], acts: Table, rows: Sequence[DeviceSpec],
                     device_name: Optional[str]) -> Dict[int, DeviceReport]:
-    props_by_id = {int(d.get("id", i)): d for i, d in enumerate(trace.devices)}
+    props_by_id = {int(d.get("id", i)): d for i, d in enumerate(listed)}
     # Devices that ran something; all listed devices only when none did (so a CPU-only trace shows its table).
     ids = sorted(set(np.unique(acts["device"]).tolist()) or set(props_by_id))
     reports = {}
     for dev in ids:
-        props = props_by_id.get(dev) or _only_model(trace.devices, dev)
+        props = props_by_id.get(dev) or _only_model(listed, dev)
         if device_name:
             props = {**props, "name": device_name, "numSms": None, "computeMajor": None, "totalGlobalMem": None}
         match = match_device(props, rows)

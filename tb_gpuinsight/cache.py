@@ -1,0 +1,117 @@
+"""Persistent per-trace summaries: what a tab needs from a trace, without re-reading the trace.
+
+A summary is the analysis's activity table before rating (FLOPs, bytes, dtype, op links per kernel/memcpy/memset),
+plus the trace's device properties, the shape signatures of launching ops and the trace metadata. Rating against
+the datasheet is redone on load (cheap), so a changed devices file applies without re-reading traces.
+
+Files live outside the logdir (default: the user's cache directory), named by a hash of the trace's absolute path,
+size, mtime and the engine version; they are numpy `.npz` archives read with `allow_pickle=False` (no code runs
+on load) and written atomically (temporary file, then rename).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import tempfile
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from .analysis.efficiency import AUTO, Efficiency
+from .trace.table import Table
+
+# Bump when estimates, attribution or the stored layout change: old summaries are then ignored.
+ENGINE_VERSION = "1"
+
+# Columns an analysis computes before rating; the rest is recomputed by `rate` on load.
+_STORED = ("kind", "name", "device", "stream", "ts", "dur", "op", "op_name", "link", "occupancy", "registers",
+           "grid", "block", "event", "memop_bytes", "flops", "bytes", "flops_reason", "bytes_reason", "dtype",
+           "op_shape")
+
+
+def default_cache_dir() -> str:
+    """$XDG_CACHE_HOME/tb_gpuinsight, else ~/.cache/tb_gpuinsight."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tb_gpuinsight")
+
+
+def cache_key(path: str, size: int, mtime_ns: int, options: str = "") -> str:
+    """Name of the summary file for one version of one trace file."""
+    text = f"{os.path.abspath(path)}|{size}|{mtime_ns}|{ENGINE_VERSION}|{options}"
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:40] + ".npz"
+
+
+def to_bytes(eff: Efficiency, meta: Dict[str, Any]) -> bytes:
+    """Serialise the unrated part of an analysis."""
+    acts = eff.activities
+    arrays = {f"c_{col}": acts[col] for col in _STORED}
+    header = {
+        "strings": {col: acts.strings[col] for col in _STORED if col in acts.strings},
+        "device_props": _jsonable(eff.device_props),
+        "shapes": {str(k): _jsonable(list(v)) for k, v in eff.shapes.items()},
+        "meta": _jsonable(meta),
+        "engine": ENGINE_VERSION,
+    }
+    arrays["header"] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
+    out = io.BytesIO()
+    np.savez_compressed(out, **arrays)
+    return out.getvalue()
+
+
+def from_bytes(data: bytes) -> Tuple[Efficiency, Dict[str, Any]]:
+    """An unrated Efficiency (call `.rerate()`) and the stored trace metadata."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        header = json.loads(archive["header"].tobytes().decode("utf-8"))
+        if header.get("engine") != ENGINE_VERSION:
+            raise ValueError("summary written by another engine version")
+        columns = {col: archive[f"c_{col}"] for col in _STORED}
+    acts = Table("activities", columns, header["strings"])
+    shapes = {int(k): tuple(v) for k, v in header["shapes"].items()}
+    eff = Efficiency(None, acts, {}, AUTO, {}, header["device_props"], shapes)
+    return eff, header["meta"]
+
+
+def meta_dict(meta) -> Dict[str, Any]:
+    """A TraceMeta (dataclass) as a JSON-ready dict."""
+    return _jsonable(dataclasses.asdict(meta))
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+class SummaryCache:
+    """A directory of summaries. Every failure to read or write is a miss, never an error for the caller."""
+
+    def __init__(self, directory: Optional[str]) -> None:
+        self.directory = directory
+
+    def get(self, key: str) -> Optional[bytes]:
+        if not self.directory:
+            return None
+        try:
+            with open(os.path.join(self.directory, key), "rb") as f:
+                return f.read()
+        except OSError:
+            return None
+
+    def put(self, key: str, data: bytes) -> bool:
+        """Write atomically; False when the directory cannot be written."""
+        if not self.directory:
+            return False
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, os.path.join(self.directory, key))
+            return True
+        except OSError:
+            try:
+                os.unlink(tmp)  # type: ignore[possibly-undefined]
+            except (OSError, UnboundLocalError):
+                pass
+            return False

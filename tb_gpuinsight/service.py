@@ -1,0 +1,341 @@
+"""The plugin's model of a logdir: runs discovered in the background, spans analysed on a bounded pool of worker
+processes, summaries kept in a persistent cache and an LRU in memory.
+
+Span states: "pending" (queued), "loading", "waiting" (the file failed to parse but is still changing, so it is
+probably being written: retried when it changes or settles), "ready", "error" (with a one-line reason).
+Nothing here ever writes into the logdir.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import cache as cache_mod
+from .analysis.efficiency import AUTO, Efficiency
+from .errors import GpuInsightError, TraceError
+from .estimate.devices import DeviceSpec, load_datasheet
+from .logdir import FileEntry, Run, discover
+from .trace.table import Table
+
+ALL_SPANS = "all"
+SETTLE_SECONDS = 30.0  # a failing file unchanged this long is reported broken, not "being written"
+
+
+class NotFound(GpuInsightError):
+    """A run, worker or span the logdir does not have."""
+
+
+class NotReady(GpuInsightError):
+    """A span that is still loading (or failed: the message says which)."""
+
+
+@dataclass
+class SpanState:
+    run: str
+    worker: str
+    span: str
+    entry: FileEntry
+    stamp: Optional[int]
+    key: str
+    status: str = "pending"
+    reason: str = ""
+    future: Any = None
+    failed_at: Tuple[int, int] = (-1, -1)  # (size, mtime) of the version that failed
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"span": self.span, "stamp": self.stamp, "status": self.status, "bytes": self.entry.size,
+                **({"reason": self.reason} if self.reason else {})}
+
+
+@dataclass
+class RunState:
+    name: str
+    spans: Dict[Tuple[str, str], SpanState] = field(default_factory=dict)
+    unreadable: List[FileEntry] = field(default_factory=list)
+
+
+def summarize_file(path: str, extra_args: Tuple[str, ...]) -> Tuple[str, Any, bool]:
+    """Worker-process entry: ("ok", summary bytes, False) or ("error", reason, incomplete)."""
+    from . import load
+    from .analysis.efficiency import analyze_trace
+
+    try:
+        trace = load(path, extra_args=extra_args)
+        eff = analyze_trace(trace)
+        return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta)), False
+    except TraceError as exc:
+        return "error", str(exc.reason) + (f" (at byte {exc.offset})" if exc.offset is not None else ""), \
+            exc.incomplete
+    except GpuInsightError as exc:
+        return "error", str(exc), False
+    except MemoryError:
+        return "error", "out of memory while reading this trace", False
+    except Exception as exc:  # a bug must not take the server down; say what happened in one line
+        return "error", f"internal error: {type(exc).__name__}: {exc}"[:300], False
+
+
+class LogdirService:
+    """Runs of one logdir, their loading state and their analyses."""
+
+    def __init__(self, logdir: str, cache_dir: Optional[str] = None, devices_file: Optional[str] = None,
+                 extra_args: Sequence[str] = (), workers: Optional[int] = None, scan_interval: float = 10.0,
+                 max_loaded: int = 32) -> None:
+        self.logdir = logdir
+        self.cache = cache_mod.SummaryCache(cache_dir if cache_dir is not None else cache_mod.default_cache_dir())
+        self.devices_file = devices_file
+        self.extra_args = tuple(extra_args)
+        self.workers = min(os.cpu_count() or 1, 4) if workers is None else workers
+        self.scan_interval = scan_interval
+        self.max_loaded = max_loaded
+        self.runs: Dict[str, RunState] = {}
+        self.scan_error = ""
+        self.active = False
+        self._lock = threading.RLock()
+        self._loaded: "OrderedDict[str, Efficiency]" = OrderedDict()
+        self._pool: Optional[concurrent.futures.Executor] = None
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._datasheet: Optional[List[DeviceSpec]] = None
+
+    # ------------------------------------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Scan now and then every `scan_interval` seconds, in a daemon thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="gpuinsight-scan", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.scan()
+            self._stop.wait(self.scan_interval)
+
+    def datasheet(self) -> List[DeviceSpec]:
+        if self._datasheet is None:
+            self._datasheet = load_datasheet(self.devices_file)
+        return self._datasheet
+
+    # ------------------------------------------------------------------------------------------- scanning
+
+    def scan(self) -> None:
+        """Discover runs and spans; queue new or changed spans for analysis."""
+        try:
+            found = discover(self.logdir) if self.logdir else []
+            self.scan_error = ""
+        except GpuInsightError as exc:
+            self.scan_error = str(exc)
+            return
+        except OSError as exc:
+            self.scan_error = f"{self.logdir}: {exc.strerror or exc}"
+            return
+        with self._lock:
+            for run in found:
+                self._update_run(run)
+            if self.runs:
+                self.active = True
+            todo = [s for r in self.runs.values() for s in r.spans.values() if s.status == "pending"]
+        for span in todo:
+            self._submit(span)
+
+    def _update_run(self, run: Run) -> None:
+        state = self.runs.setdefault(run.name, RunState(run.name))
+        state.unreadable = run.unreadable
+        for worker, spans in run.workers.items():
+            for span in spans:
+                e = span.trace
+                key = cache_mod.cache_key(e.path, e.size, e.mtime_ns, "|".join(self.extra_args))
+                old = state.spans.get((worker, span.name))
+                if old is not None and old.key == key:
+                    self._maybe_retry(old)
+                    continue
+                new = SpanState(run.name, worker, span.name, e, span.stamp, key)
+                if self.cache.get(key) is not None:
+                    new.status = "ready"
+                state.spans[(worker, span.name)] = new
+
+    def _maybe_retry(self, span: SpanState) -> None:
+        """A span that failed while its file was still changing gets another try once it settles."""
+        if span.status == "waiting" and time.time() - span.entry.mtime_ns / 1e9 > SETTLE_SECONDS:
+            span.status = "pending"
+
+    def _submit(self, span: SpanState) -> None:
+        span.status = "loading"
+        if self.workers <= 0:
+            self._finish(span, summarize_file(span.entry.path, self.extra_args))
+            return
+        if self._pool is None:
+            # spawn, not fork: TensorBoard is multi-threaded and forking it can deadlock.
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+        future = self._pool.submit(summarize_file, span.entry.path, self.extra_args)
+        span.future = future
+        future.add_done_callback(lambda f, s=span: self._finish(s, _result(f)))
+
+    def _finish(self, span: SpanState, result: Tuple[str, Any, bool]) -> None:
+        kind, payload, incomplete = result
+        with self._lock:
+            span.future = None
+            if kind == "ok":
+                if not self.cache.put(span.key, payload):
+                    self._remember(span.key, self._rated(payload))  # cache not writable: keep it in memory
+                span.status, span.reason = "ready", ""
+                return
+            age = time.time() - span.entry.mtime_ns / 1e9
+            if incomplete and age < SETTLE_SECONDS:
+                span.status, span.reason = "waiting", f"still being written? {payload}"
+            else:
+                span.status, span.reason = "error", payload
+
+    # ------------------------------------------------------------------------------------------- queries
+
+    def runs_json(self) -> Dict[str, Any]:
+        with self._lock:
+            runs = [self._run_json(r) for r in sorted(self.runs.values(), key=lambda r: r.name)]
+        return {"runs": runs, "scan_interval_s": self.scan_interval, "logdir_error": self.scan_error or None}
+
+    def _run_json(self, run: RunState) -> Dict[str, Any]:
+        spans = list(run.spans.values())
+        done = [s for s in spans if s.status in ("ready", "error")]
+        workers: Dict[str, List[SpanState]] = {}
+        for s in spans:
+            workers.setdefault(s.worker, []).append(s)
+        statuses = {s.status for s in spans}
+        status = ("ready" if statuses <= {"ready", "error"} and "ready" in statuses else
+                  "error" if statuses == {"error"} or not spans else "loading")
+        errors = [{"file": s.span, "reason": s.reason} for s in spans if s.status == "error"]
+        errors += [{"file": os.path.basename(e.path), "reason": e.reason} for e in run.unreadable]
+        return {
+            "run": run.name, "status": status, "errors": errors,
+            "progress": {"files_done": len(done), "files_total": len(spans),
+                         "bytes_done": sum(s.entry.size for s in done),
+                         "bytes_total": sum(s.entry.size for s in spans)},
+            "workers": [{"worker": w, "spans": [s.to_dict() for s in sorted(
+                ss, key=lambda s: (s.stamp if s.stamp is not None else s.entry.mtime_ns, s.span))]}
+                for w, ss in sorted(workers.items())],
+        }
+
+    def span_states(self, run: str, worker: str, span: str) -> List[SpanState]:
+        """The spans a (run, worker, span) selection names; span may be "all". Raises NotFound."""
+        with self._lock:
+            state = self.runs.get(run)
+            if state is None:
+                raise NotFound(f"unknown run {run!r}")
+            spans = [s for (w, _), s in state.spans.items() if w == worker]
+            if not spans:
+                raise NotFound(f"run {run!r} has no worker {worker!r}")
+            if span != ALL_SPANS:
+                spans = [s for s in spans if s.span == span]
+                if not spans:
+                    raise NotFound(f"worker {worker!r} of run {run!r} has no span {span!r}")
+            return sorted(spans, key=lambda s: (s.stamp if s.stamp is not None else s.entry.mtime_ns, s.span))
+
+    def analysis(self, run: str, worker: str, span: str, dtype: str = AUTO) -> Efficiency:
+        """The rated analysis of one span, or of all ready spans of a worker combined ("all")."""
+        states = self.span_states(run, worker, span)
+        pending = [s for s in states if s.status != "ready"]
+        ready = [s for s in states if s.status == "ready"]
+        if pending and (span != ALL_SPANS or not ready):
+            s = pending[0]
+            raise NotReady(f"{s.span}: {s.reason}" if s.status == "error" else f"{s.span} is {s.status}")
+        key = "+".join(s.key for s in ready) + "|" + dtype
+        with self._lock:
+            hit = self._loaded.get(key)
+            if hit is not None:
+                self._loaded.move_to_end(key)
+                return hit
+        parts = [self._load(s) for s in ready]
+        eff = parts[0] if len(parts) == 1 else combine(parts, self.datasheet())
+        if dtype != AUTO:
+            eff = eff.rerate(dtype, self.datasheet())
+        self._remember(key, eff)
+        return eff
+
+    def _load(self, span: SpanState) -> Efficiency:
+        with self._lock:
+            hit = self._loaded.get(span.key)
+            if hit is not None:
+                self._loaded.move_to_end(span.key)
+                return hit
+        data = self.cache.get(span.key)
+        if data is None:  # evicted from disk meanwhile: analyse again
+            with self._lock:
+                span.status = "pending"
+            raise NotReady(f"{span.span} is being analysed again (its cached summary went missing)")
+        eff = self._rated(data)
+        self._remember(span.key, eff)
+        return eff
+
+    def _rated(self, data: bytes) -> Efficiency:
+        eff, _meta = cache_mod.from_bytes(data)
+        return eff.rerate(AUTO, self.datasheet())
+
+    def _remember(self, key: str, eff: Efficiency) -> None:
+        with self._lock:
+            self._loaded[key] = eff
+            self._loaded.move_to_end(key)
+            while len(self._loaded) > self.max_loaded:
+                self._loaded.popitem(last=False)
+
+    def span_entry(self, run: str, worker: str, span: str) -> FileEntry:
+        """The trace file of one span (never a path taken from a request)."""
+        if span == ALL_SPANS:
+            raise NotFound("choose one span to download its trace")
+        return self.span_states(run, worker, span)[0].entry
+
+
+def _result(future: concurrent.futures.Future) -> Tuple[str, Any, bool]:
+    try:
+        return future.result()
+    except concurrent.futures.CancelledError:
+        return "error", "analysis cancelled", True
+    except Exception as exc:  # a worker process died (killed, out of memory)
+        return "error", f"analysis process failed: {type(exc).__name__}: {exc}"[:300], False
+
+
+def combine(parts: List[Efficiency], datasheet: List[DeviceSpec]) -> Efficiency:
+    """Several spans as one analysis: activities concatenated (with a `span` column), devices merged."""
+    first = parts[0]
+    strings_cols = {c for p in parts for c in p.activities.strings}
+    columns: Dict[str, List[np.ndarray]] = {}
+    strings: Dict[str, List[str]] = {}
+    for col in strings_cols:
+        strings[col] = []
+    merged_codes: Dict[str, Dict[str, int]] = {c: {} for c in strings_cols}
+    shapes: Dict[int, Any] = {}
+    for i, part in enumerate(parts):
+        acts = part.activities
+        for col, arr in acts.columns.items():
+            if col in strings_cols and col in acts.strings:
+                arr = _recode(arr, acts.strings[col], merged_codes[col], strings[col])
+            if col == "op_shape":
+                arr = np.where(arr >= 0, arr + i * (1 << 20), arr)
+            columns.setdefault(col, []).append(arr)
+        columns.setdefault("span", []).append(np.full(len(acts), i, dtype=np.int32))
+        shapes.update({k + i * (1 << 20): v for k, v in part.shapes.items()})
+    table = Table("activities", {c: np.concatenate(v) for c, v in columns.items()}, strings)
+    unrated = Efficiency(None, table, {}, AUTO, {}, first.device_props, shapes)
+    return unrated.rerate(AUTO, datasheet)
+
+
+def _recode(codes: np.ndarray, cats: List[str], merged: Dict[str, int], out: List[str]) -> np.ndarray:
+    lookup = np.empty(len(cats), dtype=np.int32)
+    for i, text in enumerate(cats):
+        code = merged.get(text)
+        if code is None:
+            code = merged[text] = len(out)
+            out.append(text)
+        lookup[i] = code
+    return np.where(codes >= 0, lookup[np.clip(codes, 0, None)], -1).astype(codes.dtype) if len(cats) else codes
