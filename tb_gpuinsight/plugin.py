@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
+from collections import OrderedDict
 from typing import Any, Callable, Dict, Optional
 
 import numpy as np
@@ -49,6 +51,8 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             scan_interval=_flag(flags, "gpuinsight_scan_interval") or 10.0,
         )
         self.service.start()
+        self._lock = threading.Lock()
+        self._answers: "OrderedDict[tuple, str]" = OrderedDict()
 
     def is_active(self) -> bool:
         # Never does I/O: the scanner thread sets the flag, and it stays true once a trace was seen.
@@ -60,7 +64,7 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
     def get_plugin_apps(self) -> Dict[str, Callable]:
         return {
             "/index.js": self._serve_js,
-            "/runs": self._json_route(lambda req: self.service.runs_json()),
+            "/runs": self._json_route(lambda req: self.service.runs_json(), cached=False),
             "/devices": self._json_route(self._devices),
             "/kernels": self._json_route(self._kernels),
             "/roofline": self._json_route(self._roofline),
@@ -75,11 +79,11 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
         with open(os.path.join(_STATIC, "index.js"), "rb") as f:
             return http_util.Respond(request, f.read(), "text/javascript")
 
-    def _json_route(self, handler: Callable[[wrappers.Request], Any]) -> Callable:
+    def _json_route(self, handler: Callable[[wrappers.Request], Any], cached: bool = True) -> Callable:
         @wrappers.Request.application
         def app(request):
             try:
-                return http_util.Respond(request, _dumps(handler(request)), "application/json")
+                return http_util.Respond(request, self._body(request, handler, cached), "application/json")
             except BadRequest as exc:
                 return _error(request, str(exc), 400)
             except NotFound as exc:
@@ -89,6 +93,23 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             except GpuInsightError as exc:
                 return _error(request, str(exc), 400)
         return app
+
+    def _body(self, request, handler: Callable, cached: bool) -> str:
+        """JSON text of a route; answers for analysed data are reused until the logdir's state changes."""
+        if not cached:
+            return _dumps(handler(request))
+        key = (request.path, request.query_string, self.service.generation)
+        with self._lock:
+            hit = self._answers.get(key)
+            if hit is not None:
+                self._answers.move_to_end(key)
+                return hit
+        body = _dumps(handler(request))
+        with self._lock:
+            self._answers[key] = body
+            while len(self._answers) > 512:
+                self._answers.popitem(last=False)
+        return body
 
     def _selection(self, request) -> Efficiency:
         run = _text(request, "run", required=True)
@@ -139,8 +160,8 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
         eff = self._selection(request)
         name = _text(request, "name", required=True)
         acts = eff.activities
-        names = acts.strings["name"]
-        mask = np.array([names[c] == name for c in acts["name"]], dtype=bool) if len(acts) else np.zeros(0, bool)
+        codes = [i for i, text in enumerate(acts.strings["name"]) if text == name]
+        mask = np.isin(acts["name"], codes)
         device = _device(request)
         if device is not None:
             mask &= acts["device"] == device
@@ -179,27 +200,29 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
 def launching_ops(eff: Efficiency, mask: np.ndarray) -> list:
     """The ops that launched the selected activities, grouped by op name and input shapes."""
     acts = eff.activities
-    op_names = acts.strings["op_name"]
-    reasons = acts.strings["flops_reason"]
-    groups: Dict[tuple, Dict[str, Any]] = {}
-    for i in np.flatnonzero(mask).tolist():
-        key = (int(acts["op_name"][i]), int(acts["op_shape"][i]))
-        g = groups.get(key)
-        if g is None:
-            dims, types, concrete = eff.shapes.get(key[1], (None, None, None))
-            g = groups[key] = {"op": op_names[key[0]] if key[0] >= 0 else None, "count": 0, "total_us": 0.0,
-                               "flops": 0.0, "flops_known": False, "flops_reason": reasons[acts["flops_reason"][i]],
-                               "input_dims": dims, "input_types": types, "concrete_inputs": concrete}
-        g["count"] += 1
-        g["total_us"] += float(acts["dur"][i])
-        if not np.isnan(acts["flops"][i]):
-            g["flops"] += float(acts["flops"][i])
-            g["flops_known"] = True
-    out = sorted(groups.values(), key=lambda g: -g["total_us"])
-    for g in out:
-        if not g.pop("flops_known"):
-            g["flops"] = None
-    return out
+    rows = np.flatnonzero(mask)
+    if not len(rows):
+        return []
+    keys = np.stack([acts["op_name"][rows], acts["op_shape"][rows]], axis=1).astype(np.int64)
+    groups, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    flops = acts["flops"][rows]
+    known = ~np.isnan(flops)
+    total = np.bincount(inverse, weights=acts["dur"][rows])
+    count = np.bincount(inverse)
+    flop_sum = np.bincount(inverse, weights=np.where(known, flops, 0.0))
+    has_flops = np.bincount(inverse, weights=known) > 0
+    first = np.full(len(groups), -1)
+    first[inverse[::-1]] = rows[::-1]
+    op_names, reasons = acts.strings["op_name"], acts.strings["flops_reason"]
+    out = []
+    for g, (op, shape) in enumerate(groups.tolist()):
+        dims, types, concrete = eff.shapes.get(shape, (None, None, None))
+        out.append({"op": op_names[op] if op >= 0 else None, "count": int(count[g]), "total_us": float(total[g]),
+                    "flops": float(flop_sum[g]) if has_flops[g] else None,
+                    "flops_reason": reasons[acts["flops_reason"][first[g]]],
+                    "input_dims": dims, "input_types": types, "concrete_inputs": concrete})
+    return sorted(out, key=lambda g: -g["total_us"])
 
 
 def _main_dtype(rows) -> Optional[str]:

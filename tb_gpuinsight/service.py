@@ -98,6 +98,7 @@ class LogdirService:
         self.runs: Dict[str, RunState] = {}
         self.scan_error = ""
         self.active = False
+        self.generation = 0  # bumped whenever a span's state changes: answers computed before are stale
         self._lock = threading.RLock()
         self._loaded: "OrderedDict[str, Efficiency]" = OrderedDict()
         self._pool: Optional[concurrent.futures.Executor] = None
@@ -162,6 +163,7 @@ class LogdirService:
                     self._maybe_retry(old)
                     continue
                 new = SpanState(run.name, worker, span.name, e, span.stamp, key)
+                self.generation += 1
                 if self.cache.get(key) is not None:
                     new.status = "ready"
                 state.spans[(worker, span.name)] = new
@@ -188,6 +190,7 @@ class LogdirService:
         kind, payload, incomplete = result
         with self._lock:
             span.future = None
+            self.generation += 1
             if kind == "ok":
                 if not self.cache.put(span.key, payload):
                     self._remember(span.key, self._rated(payload))  # cache not writable: keep it in memory
