@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from playwright.sync_api import Frame, Page, sync_playwright
@@ -22,6 +23,28 @@ ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--headless", "--disable-gpu"
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 failures: list = []
+
+# Returns [x, y] (canvas CSS pixels) in the middle of a plotted point, or null.
+POINT_FINDER = """() => {
+  const c = document.querySelector('.chart-box canvas');
+  const dpr = c.width / c.clientWidth;
+  const ctx = c.getContext('2d');
+  const img = ctx.getImageData(0, 0, c.width, c.height).data;
+  const at = (x, y) => { const i = (y * c.width + x) * 4; return [img[i], img[i + 1], img[i + 2]]; };
+  const colourful = ([r, g, b]) => Math.max(r, g, b) - Math.min(r, g, b) > 40;
+  const same = (a, b) => Math.abs(a[0] - b[0]) + Math.abs(a[1] - b[1]) + Math.abs(a[2] - b[2]) < 12;
+  const top = Math.round(60 * dpr);
+  for (let y = top; y < c.height - 60 * dpr; y += 2) {
+    for (let x = Math.round(70 * dpr); x < c.width - 30 * dpr; x += 2) {
+      const p = at(x, y);
+      if (!colourful(p)) continue;
+      let ok = true;
+      for (let dy = -3; dy <= 3 && ok; dy++) for (let dx = -3; dx <= 3 && ok; dx++) ok = same(p, at(x + dx, y + dy));
+      if (ok) return [x / dpr, y / dpr];
+    }
+  }
+  return null;
+}"""
 
 
 def expect(cond: bool, what: str) -> None:
@@ -36,7 +59,7 @@ def plugin_frame(page: Page) -> Frame:
         for f in page.frames:
             if "plugin_entry.html?name=gpuinsight" in f.url:
                 return f
-        time.sleep(0.05)
+        page.wait_for_timeout(50)
     raise RuntimeError("plugin iframe not found")
 
 
@@ -86,20 +109,20 @@ def main() -> int:
         expect(frame.locator(".tabulator img, .tabulator script").count() == 0, "no element injected from data")
         page.screenshot(path=str(shots / "kernels.png"), full_page=True)
 
-        # roofline tooltip: sweep the mouse over the plot until a tooltip appears
-        box = frame.locator(".chart-box").bounding_box()
+        # roofline tooltip: find the inside of a plotted point on the canvas (a 7x7 patch of one saturated colour
+        # below the legend), hover it and check the tooltip
+        spot = frame.evaluate(POINT_FINDER)
+        expect(spot is not None, "roofline draws points")
         found = False
-        for y in range(int(box["y"] + 40), int(box["y"] + box["height"] - 50), 10):
-            for x in range(int(box["x"] + 70), int(box["x"] + box["width"] - 30), 10):
-                page.mouse.move(x, y)
-                if frame.locator(".tt-name").count() and frame.locator(".tt-name").first.is_visible():
-                    found = True
-                    break
-            if found:
-                break
+        if spot:
+            frame.locator(".chart-box").scroll_into_view_if_needed()
+            page.wait_for_timeout(200)
+            box = frame.locator(".chart-box canvas").bounding_box()
+            page.mouse.move(box["x"] + spot[0], box["y"] + spot[1])
+            page.wait_for_timeout(400)
+            found = frame.locator(".tt-name").count() > 0 and frame.locator(".tt-name").first.is_visible()
         expect(found, "roofline tooltip appears on hover")
         if found:
-            page.wait_for_timeout(200)
             page.screenshot(path=str(shots / "tooltip.png"))
             expect(frame.locator(".tt table").count() > 0, "tooltip lists time / TFLOP/s / GB/s / % peak")
         page.mouse.move(0, 0)
@@ -114,13 +137,14 @@ def main() -> int:
         frame.locator("input.search").fill("img src")
         page.wait_for_timeout(900)
         expect(frame.locator(".tabulator-row").count() == 1, "name filter leaves the hostile kernel only")
-        frame.locator(".tabulator-row").first.click()
+        frame.locator(".tabulator-row").first.locator(".tabulator-cell").nth(2).click()
         frame.wait_for_selector(".drawer .op-block", timeout=5000)
         expect("<img src=x" in frame.locator(".drawer .kernel-name").inner_text(), "details show the name as text")
         expect(frame.evaluate("() => window.__xss") is None, "still no injected script")
         frame.locator("input.search").fill("")
         page.wait_for_timeout(900)
-        frame.locator(".tabulator-row", has_text="cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128").first.click()
+        frame.locator(".tabulator-row", has_text="cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128").first.locator(
+            ".tabulator-cell").nth(2).click()
         frame.wait_for_selector(".drawer .op-block table.inputs", timeout=5000)
         page.wait_for_timeout(300)
         page.screenshot(path=str(shots / "details.png"))
@@ -174,14 +198,16 @@ def main() -> int:
         expect(frame.locator(".file-errors li").count() == 2, "error run lists each file's reason")
 
         # the loading run: progress, then the table when ready
+        urllib.request.urlopen(url + "data/plugin/gpuinsight/_restart_loading").read()
+        frame.wait_for_selector(".state-error .file-errors", timeout=5000)  # still on "broken"
+        page.wait_for_timeout(2500)  # the next poll of `runs` sees exp/llama_8b loading again
         choose(frame, "Run", "exp/llama_8b")
-        if frame.locator(".state-progress").count():
-            expect(frame.locator(".progress-track").count() == 2, "progress bars for files and bytes")
-            page.screenshot(path=str(shots / "loading.png"))
-            frame.wait_for_selector(".tabulator-row", timeout=20000)
-            expect(True, "loading run becomes ready by polling")
-        else:
-            expect(frame.locator(".tabulator-row").count() > 0, "loading run (already ready)")
+        frame.wait_for_selector(".state-progress", timeout=5000)
+        expect(frame.locator(".progress-track").count() == 2, "progress bars for files and bytes")
+        page.wait_for_timeout(4500)
+        page.screenshot(path=str(shots / "loading.png"))
+        frame.wait_for_selector(".tabulator-row", timeout=20000)
+        expect(True, "loading run becomes ready by polling runs")
 
         # placeholder tabs
         frame.locator(".tab", has_text="Diff").click()

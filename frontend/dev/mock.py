@@ -107,6 +107,10 @@ class Mock:
         self.scenario = scenario
         self.started = time.monotonic()
 
+    def restart_loading(self) -> None:
+        """Start reading "exp/llama_8b" again (the check uses it to see the progress view, then the table)."""
+        self.started = time.monotonic()
+
     # ---- runs -------------------------------------------------------------------------------------------------
     def runs(self) -> Dict[str, Any]:
         if self.scenario == "empty":
@@ -171,6 +175,23 @@ class Mock:
 
     def device(self, run: str, device: int) -> Optional[Dict[str, Any]]:
         return next((d for d in self.devices(run) if d["id"] == device), None)
+
+    def devices_with_summary(self, q: Dict[str, str]) -> List[Dict[str, Any]]:
+        out = []
+        for dev in self.devices(q["run"]):
+            base = self._base_rows(q["run"], q["worker"], q.get("span", "all"), dev["id"])
+            rated = [self._rate(b, dev["spec"], "auto") for b in base]
+            kt = sum(r["total_us"] for r in rated)
+            flop_t = sum(r["total_us"] for r in rated if r["flops"] is not None)
+            byte_t = sum(r["total_us"] for r in rated if r["bytes"] is not None)
+            eff_parts = [(r["total_us"], max(r["pct_peak"] or 0, r["pct_dram"] or 0)) for r in rated
+                         if r["pct_peak"] is not None or r["pct_dram"] is not None]
+            eff = sum(t * min(e, 1) for t, e in eff_parts) / sum(t for t, _ in eff_parts) if eff_parts else None
+            summary = {"gpu_busy_us": kt * 1.04, "kernel_time_us": kt, "memop_time_us": kt * 0.06,
+                       "kernel_count": sum(b["count"] for b in base), "flop_time_share": flop_t / kt,
+                       "byte_time_share": byte_t / kt, "efficiency": eff if dev["matched"] else None}
+            out.append(dict(dev, summary=summary))
+        return out
 
     # ---- kernels ----------------------------------------------------------------------------------------------
     def _base_rows(self, run: str, worker: str, span: str, device: int) -> List[Dict[str, Any]]:

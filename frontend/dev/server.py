@@ -109,6 +109,9 @@ def make_handler(mock: Mock, prefix: str, scenario: str):
             return self._json(code, obj)
 
         def route(self, route: str, q: Dict[str, str]) -> Optional[Tuple[int, object]]:
+            if route == "_restart_loading":  # dev only
+                mock.restart_loading()
+                return 200, {"ok": True}
             if route == "runs":
                 if scenario == "runs-error":
                     return 500, {"error": "logdir scan failed: permission denied: /data/logs"}
@@ -119,7 +122,7 @@ def make_handler(mock: Mock, prefix: str, scenario: str):
             if problem:
                 raise ValueError(problem)
             if route == "devices":
-                return 200, {"devices": mock.devices(q["run"])}
+                return 200, {"devices": mock.devices_with_summary(q)}
             if route == "kernels":
                 return 200, mock.kernels(q)
             if route == "roofline":

@@ -82,9 +82,8 @@ if (process.argv.includes("--check")) {
       return !existsSync(committed) || !readFileSync(path.join(dir, name)).equals(readFileSync(committed));
     });
     if (stale.length) {
-      console.error(
-        `tb_gpuinsight/static/${stale.join(", ")} differ from a fresh build of frontend/src: run \`npm run build\` in frontend/`,
-      );
+      const names = stale.map((name) => `tb_gpuinsight/static/${name}`).join(", ");
+      console.error(`stale bundle: ${names} differs from a fresh build of frontend/src; run \`npm run build\` in frontend/`);
       process.exitCode = 1;
     }
   } finally {

@@ -52,6 +52,10 @@ function inputsTable(op: KernelOp): HTMLElement {
   );
 }
 
+function launch(v: string | null): string {
+  return v ? v.replace(/\s+/g, "").replace(/,/g, ", ") : UNKNOWN;
+}
+
 function stat(label: string, value: string, title?: string): HTMLElement {
   return h("div", { class: "stat", title }, h("span", { class: "stat-label", text: label }), h("span", { class: "stat-value", text: value }));
 }
@@ -74,6 +78,9 @@ function rowStats(r: KernelRow): HTMLElement {
     stat("% of DRAM", pct(r.pct_dram), byteWhy),
     stat("dtype", r.dtype ?? UNKNOWN),
     stat("Bound", r.bound),
+    stat("Occupancy", r.occupancy == null ? UNKNOWN : `${sig(r.occupancy)} %`),
+    stat("Registers", r.registers == null ? UNKNOWN : count(r.registers), "per thread"),
+    stat("Grid × block", r.grid || r.block ? `${launch(r.grid)} × ${launch(r.block)}` : UNKNOWN),
   );
 }
 

@@ -68,6 +68,15 @@ function byteReason(row: KernelRow): string {
   return row.bytes_reason || "no byte estimate for this kernel";
 }
 
+/** Registers and launch configuration, for a tooltip. */
+export function launchText(r: KernelRow): string {
+  const parts = [];
+  if (r.registers != null) parts.push(`${r.registers} registers/thread`);
+  if (r.grid) parts.push(`grid ${r.grid.replace(/\s+/g, "")}`);
+  if (r.block) parts.push(`block ${r.block.replace(/\s+/g, "")}`);
+  return parts.join(" · ");
+}
+
 function pctBar(frac: number, cls: string, title: string): HTMLElement {
   const width = Math.max(0, Math.min(1, frac)) * 100;
   return h(
@@ -76,10 +85,6 @@ function pctBar(frac: number, cls: string, title: string): HTMLElement {
     h("div", { class: "pbar-track" }, h("div", { class: "pbar-fill", style: { width: `${width.toFixed(1)}%` } })),
     h("span", { class: "pbar-text", text: pct(frac) }),
   );
-}
-
-function shapeText(v: string | null): string {
-  return v ? v.replace(/\s+/g, "").replace(/,/g, ", ") : UNKNOWN;
 }
 
 export class KernelTable {
@@ -136,7 +141,7 @@ export class KernelTable {
       {
         title: "Total",
         field: "total_us",
-        width: 90,
+        width: 80,
         hozAlign: "right",
         titleFormatter: header("Total", "Total GPU time of all launches"),
         formatter: fmt((r) => cellText(time(r.total_us))),
@@ -144,7 +149,7 @@ export class KernelTable {
       {
         title: "Mean",
         field: "mean_us",
-        width: 90,
+        width: 80,
         hozAlign: "right",
         titleFormatter: header("Mean", "Mean time per launch (hover a cell for min and max)"),
         formatter: fmt((r) => cellText(time(r.mean_us), `min ${time(r.min_us)} · max ${time(r.max_us)}`)),
@@ -152,7 +157,7 @@ export class KernelTable {
       {
         title: "Share",
         field: "time_share",
-        width: 80,
+        width: 78,
         hozAlign: "right",
         titleFormatter: header("Share", "Share of the device's kernel time"),
         formatter: fmt((r) => cellText(pct(r.time_share))),
@@ -160,7 +165,7 @@ export class KernelTable {
       {
         title: "TFLOP/s",
         field: "tflops",
-        width: 90,
+        width: 92,
         hozAlign: "right",
         titleFormatter: header("TFLOP/s", "Achieved TFLOP/s: estimated FLOPs / kernel time"),
         formatter: fmt((r) => (r.tflops == null ? unknown(flopReason(r)) : cellText(sig(r.tflops)))),
@@ -168,7 +173,7 @@ export class KernelTable {
       {
         title: "% of peak",
         field: "pct_peak",
-        width: 130,
+        width: 116,
         titleFormatter: header("% of peak", "Achieved TFLOP/s as a share of the datasheet peak for the kernel's dtype"),
         formatter: fmt((r) =>
           r.pct_peak == null ? unknown(peakReason(r)) : pctBar(r.pct_peak, "pbar-compute", `${pct(r.pct_peak)} of ${r.dtype ?? ""} peak`),
@@ -177,7 +182,7 @@ export class KernelTable {
       {
         title: "GB/s",
         field: "gbps",
-        width: 85,
+        width: 76,
         hozAlign: "right",
         titleFormatter: header("GB/s", "Achieved DRAM bandwidth: estimated bytes / kernel time"),
         formatter: fmt((r) => (r.gbps == null ? unknown(byteReason(r)) : cellText(sig(r.gbps), gbps(r.gbps)))),
@@ -185,7 +190,7 @@ export class KernelTable {
       {
         title: "% of DRAM",
         field: "pct_dram",
-        width: 130,
+        width: 116,
         titleFormatter: header("% of DRAM", "Achieved GB/s as a share of the datasheet DRAM bandwidth"),
         formatter: fmt((r) =>
           r.pct_dram == null ? unknown(dramReason(r)) : pctBar(r.pct_dram, "pbar-memory", `${pct(r.pct_dram)} of DRAM bandwidth`),
@@ -194,7 +199,7 @@ export class KernelTable {
       {
         title: "FLOP/B",
         field: "intensity",
-        width: 80,
+        width: 86,
         hozAlign: "right",
         titleFormatter: header("FLOP/B", "Arithmetic intensity: FLOPs per DRAM byte"),
         formatter: fmt((r) =>
@@ -204,7 +209,7 @@ export class KernelTable {
       {
         title: "Bound",
         field: "bound",
-        width: 90,
+        width: 84,
         headerSortStartingDir: "asc",
         titleFormatter: header("Bound", "Which roof limits the kernel at its intensity (roofline model)"),
         formatter: fmt((r) => h("span", { class: `tag tag-${r.bound}`, text: r.bound })),
@@ -212,7 +217,7 @@ export class KernelTable {
       {
         title: "dtype",
         field: "dtype",
-        width: 70,
+        width: 76,
         headerSortStartingDir: "asc",
         titleFormatter: header("dtype", "Data type whose peak the kernel is rated against"),
         formatter: fmt((r) => (r.dtype ? cellText(r.dtype) : unknown("dtype unknown"))),
@@ -220,34 +225,21 @@ export class KernelTable {
       {
         title: "Occ.",
         field: "occupancy",
-        width: 70,
+        width: 66,
         hozAlign: "right",
-        titleFormatter: header("Occ.", "Estimated achieved occupancy reported by the profiler (%)"),
-        formatter: fmt((r) => (r.occupancy == null ? unknown("not in trace") : cellText(`${sig(r.occupancy)} %`))),
-      },
-      {
-        title: "Regs",
-        field: "registers",
-        width: 65,
-        hozAlign: "right",
-        titleFormatter: header("Regs", "Registers per thread"),
-        formatter: fmt((r) => (r.registers == null ? unknown("not in trace") : cellText(count(r.registers)))),
-      },
-      {
-        title: "Grid × Block",
-        field: "grid",
-        width: 150,
-        headerSort: false,
-        titleFormatter: header("Grid × Block", "Launch configuration (of the first launch)"),
+        titleFormatter: header("Occ.", "Estimated achieved occupancy reported by the profiler (hover: registers, grid, block)"),
         formatter: fmt((r) =>
-          r.grid == null && r.block == null
+          r.occupancy == null
             ? unknown("not in trace")
-            : cellText(`${shapeText(r.grid)} × ${shapeText(r.block)}`, undefined, "cell-text cell-mono"),
+            : cellText(`${sig(r.occupancy)} %`, launchText(r)),
         ),
       },
     ];
 
-    this.table = new Tabulator(container, {
+    // Tabulator turns the element it is given into the table: give it a child so that styles can scope by host.
+    const el = h("div");
+    container.appendChild(el);
+    this.table = new Tabulator(el, {
       layout: "fitColumns",
       maxHeight: "600px",
       columns,
@@ -268,12 +260,17 @@ export class KernelTable {
         row.getElement().classList.toggle("row-selected", data.name === this.selectedName);
       },
     });
-    this.built = new Promise((resolve) => this.table.on("tableBuilt", () => resolve()));
-    this.table.on("rowClick", (_e: UIEvent, row: RowComponent) => {
-      const data = row.getData() as KernelRow;
-      this.select(data.name);
-      opts.onSelect(data);
-    });
+    this.built = new Promise((resolve) =>
+      this.table.on("tableBuilt", () => {
+        // Interaction events bound before the table is built are not always wired up: bind them here.
+        this.table.on("rowClick", (_e: UIEvent, row: RowComponent) => {
+          const data = row.getData() as KernelRow;
+          this.select(data.name);
+          opts.onSelect(data);
+        });
+        resolve();
+      }),
+    );
   }
 
   private async request(params: TabulatorParams): Promise<RemotePage> {

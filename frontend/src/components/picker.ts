@@ -75,6 +75,7 @@ export class Picker {
 
   update(runs: readonly RunInfo[], state: AppState): void {
     const run = runs.find((r) => r.run === state.run);
+    this.el.hidden = runs.length === 0;
     setOptions(
       this.runSel,
       runs.map((r) => [r.run, r.run + statusSuffix(r.status)] as const),

@@ -67,6 +67,7 @@ class KernelEfficiencyView implements TabView {
   private unsubscribe: () => void;
 
   // Parts of the layout that are rebuilt as the state changes.
+  private topEl = h("section", { class: "ke-top" });
   private cardsEl = h("div", { class: "cards" });
   private figuresEl = h("div", { class: "figures-host" });
   private tableStatus = h("div", { class: "table-status" });
@@ -168,6 +169,7 @@ class KernelEfficiencyView implements TabView {
     );
 
     const tableHost = h("div", { class: "table-host" });
+    replace(this.topEl, this.cardsEl, this.figuresEl);
     this.roofline = new Roofline({ onSelect: (name) => this.view.set({ selected: name }) });
 
     replace(
@@ -175,7 +177,7 @@ class KernelEfficiencyView implements TabView {
       h(
         "div",
         { class: "ke" },
-        h("section", { class: "ke-top" }, this.cardsEl, this.figuresEl),
+        this.topEl,
         h(
           "section",
           { class: "panel" },
@@ -236,6 +238,8 @@ class KernelEfficiencyView implements TabView {
   private renderDevice(): void {
     const state = this.view.get();
     const many = this.devices.length > 1;
+    // One or two GPUs: cards in a column beside the figures; more: a row of cards above them.
+    this.topEl.classList.toggle("ke-top-wide", this.devices.length > 2);
     replace(
       this.cardsEl,
       ...this.devices.map((d) =>
