@@ -46,7 +46,7 @@ def logdir(tmp_path):
 def _client(logdir, tmp_path, **kw):
     service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=0.1, **kw)
     plugin = GpuInsightPlugin(base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)
-    assert _wait(lambda: _ready(service, "bert_h100") and _ready(service, "alexnet_a100"))
+    assert _wait(lambda: _ready(service, "bert_h100") and _ready(service, "vit_h100"))
     return Client(application.TensorBoardWSGI([plugin])), plugin
 
 
@@ -66,7 +66,7 @@ def test_runs_route_lists_runs_and_broken_file(logdir, tmp_path):
     code, body = _get(client, "runs")
     assert code == 200
     runs = {r["run"]: r for r in body["runs"]}
-    assert set(runs) == {"alexnet_a100", "bert_h100", "broken_run"}
+    assert set(runs) == {"bert_h100", "vit_h100", "minitoy_mi250", "cpu_mlp", "broken_run"}
     assert runs["bert_h100"]["status"] == "ready" and runs["bert_h100"]["progress"]["files_done"] == 1
     broken = runs["broken_run"]
     assert broken["status"] == "error" and "ends early" in broken["errors"][0]["reason"]
@@ -106,7 +106,7 @@ ALL_ROUTES = ("kernels", "devices", "roofline", "kernel_ops")
 
 @pytest.mark.parametrize("params,status,routes", [
     ({"run": "../../etc/passwd", "worker": "x"}, 404, ALL_ROUTES),
-    ({"run": "bert_h100", "worker": "../alexnet_a100"}, 404, ALL_ROUTES),
+    ({"run": "bert_h100", "worker": "../vit_h100"}, 404, ALL_ROUTES),
     ({**BERT, "span": "../../../../etc/passwd"}, 404, ALL_ROUTES),
     ({**BERT, "span": "/etc/passwd"}, 404, ALL_ROUTES),
     ({"worker": "h100-node"}, 400, ALL_ROUTES),
@@ -200,7 +200,7 @@ def test_process_pool_loading(logdir, tmp_path):
     service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache2"), workers=2, scan_interval=60)
     try:
         service.scan()
-        assert _wait(lambda: _ready(service, "bert_h100") and _ready(service, "alexnet_a100"), timeout=120)
+        assert _wait(lambda: _ready(service, "bert_h100") and _ready(service, "vit_h100"), timeout=120)
     finally:
         service.stop()
 

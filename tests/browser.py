@@ -1,0 +1,81 @@
+"""Helpers for end-to-end tests: a real `tensorboard` process and headless Debian Chromium via playwright."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator, List
+
+import pytest
+
+CHROMIUM = os.environ.get("TB_GPUINSIGHT_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+def need_browser() -> None:
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+
+
+@contextmanager
+def tensorboard(logdir: str, cache_dir: str, *extra: str) -> Iterator[str]:
+    """Start real TensorBoard on a free port; yields its base URL; drains its output so it never blocks."""
+    exe = shutil.which("tensorboard") or os.path.join(os.path.dirname(sys.executable), "tensorboard")
+    proc = subprocess.Popen([exe, "--logdir", logdir, "--host", "127.0.0.1", "--port", "0", "--load_fast=false",
+                             "--gpuinsight_cache_dir", cache_dir, "--gpuinsight_scan_interval", "1", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: List[str] = []
+    found = threading.Event()
+
+    def drain() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+            if re.search(r"http://127\.0\.0\.1:\d+/", line):
+                found.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    try:
+        if not found.wait(90):
+            raise RuntimeError("TensorBoard did not start:\n" + "".join(lines[-40:]))
+        url = re.search(r"(http://127\.0\.0\.1:\d+/)", "".join(lines)).group(1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextmanager
+def browser_page(console: List[str]):
+    """A fresh headless Chromium page; console errors and page errors are collected into `console`."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type == "error" else None)
+            page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+            yield page
+        finally:
+            browser.close()
+
+
+def plugin_frame(page, timeout: float = 60.0):
+    """The plugin's iframe inside TensorBoard's page."""
+    end = time.time() + timeout
+    while time.time() < end:
+        for frame in page.frames:
+            if "plugin_entry.html?name=gpuinsight" in frame.url:
+                return frame
+        page.wait_for_timeout(100)
+    raise AssertionError("the gpuinsight plugin iframe never appeared")

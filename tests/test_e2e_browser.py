@@ -1,0 +1,46 @@
+"""End to end: real TensorBoard over samples/, headless Chromium, the Kernel efficiency tab of every GPU run."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from .browser import browser_page, need_browser, plugin_frame, tensorboard
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GPU_RUNS = ("bert_h100", "vit_h100", "minitoy_mi250")
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    return tmp_path_factory.mktemp("screenshots")
+
+
+def test_kernel_efficiency_tab_in_tensorboard(tmp_path, shots):
+    need_browser()
+    console: list = []
+    with tensorboard(os.path.join(ROOT, "samples"), str(tmp_path / "cache")) as url, browser_page(console) as page:
+        page.goto(url + "#gpuinsight")
+        frame = plugin_frame(page)
+        for run in GPU_RUNS:
+            frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
+            frame.locator("select[aria-label='Run']").select_option(run)
+            frame.wait_for_function(
+                "() => document.querySelectorAll('.tabulator-row').length > 0", timeout=60000)
+            frame.wait_for_timeout(300)
+            rows = frame.locator(".tabulator-row")
+            assert rows.count() > 0, run
+            first = rows.first.inner_text()
+            assert re.search(r"\d", first), f"{run}: the first row shows no numbers: {first!r}"
+            frame.wait_for_selector(".chart-box canvas", timeout=30000)
+            caption = frame.locator(".chart-caption").inner_text()
+            plotted = int(re.search(r"(\d+) kernels? plotted", caption).group(1))
+            assert plotted > 0, f"{run}: roofline has no points ({caption})"
+            assert frame.locator(".device-card").count() >= 1
+            page.screenshot(path=str(shots / f"{run}.png"), full_page=True)
+        rows = frame.locator(".tabulator-row")
+        rows.first.locator(".tabulator-cell[tabulator-field='name']").click()
+        frame.wait_for_selector(".drawer", timeout=10000)
+        assert frame.locator(".drawer").inner_text().strip()
+    assert not console, console
