@@ -6,6 +6,7 @@ request value is ever used as a path, so no route can read outside the logdir.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -13,25 +14,18 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Dict, Optional
 
-import numpy as np
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from .analysis.efficiency import AUTO, Efficiency
-from .analysis.rows import SORTABLE, group_rows, name_filter, sort_order
 from .errors import GpuInsightError
 from .estimate.devices import DTYPES
-from .service import ALL_SPANS, LogdirService, NotFound, NotReady
+from .routes import ROUTE_MODULES, params
+from .service import LogdirService, NotFound, NotReady
 
 PLUGIN_NAME = "gpuinsight"
 _STATIC = os.path.join(os.path.dirname(__file__), "static")
-_MAX_TEXT = 500
-_MAX_LIMIT = 5000
-
-
-class BadRequest(GpuInsightError):
-    """A route parameter that is missing or malformed."""
 
 
 class GpuInsightPlugin(base_plugin.TBPlugin):
@@ -62,15 +56,16 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="GPU Insight")
 
     def get_plugin_apps(self) -> Dict[str, Callable]:
-        return {
+        apps: Dict[str, Callable] = {
             "/index.js": self._serve_js,
             "/runs": self._json_route(lambda req: self.service.runs_json(), cached=False),
-            "/devices": self._json_route(self._devices),
-            "/kernels": self._json_route(self._kernels),
-            "/roofline": self._json_route(self._roofline),
-            "/kernel_ops": self._json_route(self._kernel_ops),
             "/trace": self._trace,
         }
+        for module_name in ROUTE_MODULES:
+            module = importlib.import_module(module_name)
+            for path, handler in module.routes(self).items():
+                apps[path] = self._json_route(handler)
+        return apps
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -84,7 +79,7 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
         def app(request):
             try:
                 return http_util.Respond(request, self._body(request, handler, cached), "application/json")
-            except BadRequest as exc:
+            except params.BadRequest as exc:
                 return _error(request, str(exc), 400)
             except NotFound as exc:
                 return _error(request, str(exc), 404)
@@ -111,71 +106,19 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
                 self._answers.popitem(last=False)
         return body
 
-    def _selection(self, request) -> Efficiency:
-        run = _text(request, "run", required=True)
-        worker = _text(request, "worker", required=True)
-        span = _text(request, "span", default=ALL_SPANS)
-        dtype = _choice(request, "dtype", (AUTO,) + tuple(DTYPES), AUTO)
+    def analysis(self, request) -> Efficiency:
+        """The analysis a request selects (run, worker, span or "all", dtype)."""
+        run, worker, span = params.selection(request)
+        dtype = params.choice(request, "dtype", (AUTO,) + tuple(DTYPES), AUTO)
         return self.service.analysis(run, worker, span, dtype)
-
-    # ------------------------------------------------------------------------------------------ routes
-
-    def _devices(self, request) -> Dict[str, Any]:
-        eff = self._selection(request)
-        return {"devices": eff.summary(), "dtypes": list(DTYPES)}
-
-    def _kernels(self, request) -> Dict[str, Any]:
-        eff = self._selection(request)
-        device = _device(request)
-        group = _choice(request, "group", ("name", "op"), "name")
-        table = eff.by_name(device) if group == "name" else eff.by_op(device)
-        mask = name_filter(table, _text(request, "filter", default=""))
-        op = _text(request, "op", default="")
-        if op and "op_name" in table:
-            mask &= name_filter(table, op, column="op_name")
-        sort = _choice(request, "sort", tuple(sorted(SORTABLE)), "total_us")
-        descending = _choice(request, "order", ("desc", "asc"), "desc") == "desc"
-        order = sort_order(table, sort, descending)
-        order = order[mask[order]]
-        offset = _int(request, "offset", 0, 0, 10 ** 9)
-        limit = _int(request, "limit", 200, 1, _MAX_LIMIT)
-        return {"total": int(len(order)), "dtype": eff.dtype, "group": group,
-                "rows": group_rows(table, order[offset: offset + limit].tolist())}
-
-    def _roofline(self, request) -> Dict[str, Any]:
-        eff = self._selection(request)
-        device = _device(request)
-        table = eff.by_name(device)
-        rows = [r for r in group_rows(table) if r["intensity"] and r["tflops"]]
-        report = eff.devices.get(device) if device is not None else next(iter(eff.devices.values()), None)
-        dtype = eff.dtype if eff.dtype != AUTO else _main_dtype(rows)
-        peak = report.match.peak_tflops(dtype) if report and dtype else None
-        dram = report.match.dram_gbps if report else None
-        return {"dtype": dtype, "peak_tflops": peak, "dram_gbps": dram,
-                "ridge": report.match.ridge_point(dtype) if report and dtype else None,
-                "points": [{k: r[k] for k in ("name", "intensity", "tflops", "total_us", "count", "pct_peak",
-                                              "dtype", "gbps")} for r in rows]}
-
-    def _kernel_ops(self, request) -> Dict[str, Any]:
-        eff = self._selection(request)
-        name = _text(request, "name", required=True)
-        acts = eff.activities
-        codes = [i for i, text in enumerate(acts.strings["name"]) if text == name]
-        mask = np.isin(acts["name"], codes)
-        device = _device(request)
-        if device is not None:
-            mask &= acts["device"] == device
-        return {"name": name, "ops": launching_ops(eff, mask)}
 
     @wrappers.Request.application
     def _trace(self, request):
         try:
-            run = _text(request, "run", required=True)
-            worker = _text(request, "worker", required=True)
-            span = _text(request, "span", required=True)
+            run, worker, span = params.selection(request)
             entry = self.service.span_entry(run, worker, span)
             eff = self._analysis_for_download(entry.path)
-        except BadRequest as exc:
+        except params.BadRequest as exc:
             return _error(request, str(exc), 400)
         except NotFound as exc:
             return _error(request, str(exc), 404)
@@ -197,79 +140,7 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
         return analyze_trace(load(path, extra_args=self.service.extra_args), datasheet=self.service.datasheet())
 
 
-def launching_ops(eff: Efficiency, mask: np.ndarray) -> list:
-    """The ops that launched the selected activities, grouped by op name and input shapes."""
-    acts = eff.activities
-    rows = np.flatnonzero(mask)
-    if not len(rows):
-        return []
-    keys = np.stack([acts["op_name"][rows], acts["op_shape"][rows]], axis=1).astype(np.int64)
-    groups, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    flops = acts["flops"][rows]
-    known = ~np.isnan(flops)
-    total = np.bincount(inverse, weights=acts["dur"][rows])
-    count = np.bincount(inverse)
-    flop_sum = np.bincount(inverse, weights=np.where(known, flops, 0.0))
-    has_flops = np.bincount(inverse, weights=known) > 0
-    first = np.full(len(groups), -1)
-    first[inverse[::-1]] = rows[::-1]
-    op_names, reasons = acts.strings["op_name"], acts.strings["flops_reason"]
-    out = []
-    for g, (op, shape) in enumerate(groups.tolist()):
-        dims, types, concrete = eff.shapes.get(shape, (None, None, None))
-        out.append({"op": op_names[op] if op >= 0 else None, "count": int(count[g]), "total_us": float(total[g]),
-                    "flops": float(flop_sum[g]) if has_flops[g] else None,
-                    "flops_reason": reasons[acts["flops_reason"][first[g]]],
-                    "input_dims": dims, "input_types": types, "concrete_inputs": concrete})
-    return sorted(out, key=lambda g: -g["total_us"])
-
-
-def _main_dtype(rows) -> Optional[str]:
-    """The dtype with the most kernel time among rated rows (what an "auto" roofline draws roofs for)."""
-    time: Dict[str, float] = {}
-    for r in rows:
-        if r.get("dtype"):
-            time[r["dtype"]] = time.get(r["dtype"], 0.0) + (r["total_us"] or 0.0)
-    return max(time, key=time.get) if time else None
-
-
-# ---------------------------------------------------------------------------------------------- params
-
-def _text(request, name: str, default: Optional[str] = None, required: bool = False) -> str:
-    value = request.args.get(name)
-    if value is None or value == "":
-        if required:
-            raise BadRequest(f"missing parameter {name!r}")
-        return default if default is not None else ""
-    if len(value) > _MAX_TEXT or "\x00" in value:
-        raise BadRequest(f"parameter {name!r} is too long or malformed")
-    return value
-
-
-def _choice(request, name: str, allowed, default: str) -> str:
-    value = _text(request, name, default=default)
-    if value not in allowed:
-        raise BadRequest(f"parameter {name!r} must be one of {', '.join(allowed)}")
-    return value
-
-
-def _int(request, name: str, default: int, lo: int, hi: int) -> int:
-    value = _text(request, name, default=str(default))
-    try:
-        number = int(value)
-    except ValueError:
-        raise BadRequest(f"parameter {name!r} must be an integer") from None
-    if not lo <= number <= hi:
-        raise BadRequest(f"parameter {name!r} must be between {lo} and {hi}")
-    return number
-
-
-def _device(request) -> Optional[int]:
-    if not request.args.get("device"):
-        return None
-    return _int(request, "device", 0, 0, 1 << 16)
-
+# ---------------------------------------------------------------------------------------------- helpers
 
 def _flag(flags, name: str):
     return getattr(flags, name, None) if flags is not None else None

@@ -48,7 +48,8 @@ class SpanState:
     status: str = "pending"
     reason: str = ""
     future: Any = None
-    failed_at: Tuple[int, int] = (-1, -1)  # (size, mtime) of the version that failed
+    execution_traces: List[FileEntry] = field(default_factory=list)  # the span's own, then the run's
+    tensor_traces: List[FileEntry] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"span": self.span, "stamp": self.stamp, "status": self.status, "bytes": self.entry.size,
@@ -159,10 +160,13 @@ class LogdirService:
                 e = span.trace
                 key = cache_mod.cache_key(e.path, e.size, e.mtime_ns, "|".join(self.extra_args))
                 old = state.spans.get((worker, span.name))
+                companions = {"execution_traces": span.execution_traces + run.execution_traces,
+                              "tensor_traces": span.tensor_traces + run.tensor_traces}
                 if old is not None and old.key == key:
                     self._maybe_retry(old)
+                    old.__dict__.update(companions)
                     continue
-                new = SpanState(run.name, worker, span.name, e, span.stamp, key)
+                new = SpanState(run.name, worker, span.name, e, span.stamp, key, **companions)
                 self.generation += 1
                 if self.cache.get(key) is not None:
                     new.status = "ready"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gzip
 import os
 import tempfile
-from typing import Any, BinaryIO, Dict, Iterator, List, Optional
+from typing import Any, BinaryIO, Dict, Iterator, List
 
 import msgspec
 import numpy as np

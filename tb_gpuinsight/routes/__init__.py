@@ -1,0 +1,8 @@
+"""JSON routes of the plugin's tabs, one module per tab.
+
+Each module listed in ROUTE_MODULES defines `routes(plugin) -> Dict[str, Callable[[Request], Any]]`: route path
+("/diff") to a handler that returns a JSON-ready object or raises `params.BadRequest`, `service.NotFound`,
+`service.NotReady` or another `GpuInsightError` (answered as 400 / 404 / 503 / 400 with `{"error": "..."}`).
+Handlers reach the logdir through `plugin.service` only. Answers are reused until the logdir's state changes.
+"""
+ROUTE_MODULES = ("tb_gpuinsight.routes.kernels",)

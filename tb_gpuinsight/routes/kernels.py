@@ -1,0 +1,107 @@
+"""Routes of the Kernel efficiency tab: devices, the kernel table, roofline points, a kernel's launching ops."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+
+from ..analysis.efficiency import AUTO, Efficiency
+from ..analysis.rows import SORTABLE, group_rows, name_filter, sort_order
+from ..estimate.devices import DTYPES
+from . import params
+
+MAX_LIMIT = 5000
+
+
+def routes(plugin) -> Dict[str, Callable]:
+    return {
+        "/devices": lambda req: devices(plugin.analysis(req)),
+        "/kernels": lambda req: kernels(plugin.analysis(req), req),
+        "/roofline": lambda req: roofline(plugin.analysis(req), params.device(req)),
+        "/kernel_ops": lambda req: kernel_ops(plugin.analysis(req), req),
+    }
+
+
+def devices(eff: Efficiency) -> Dict[str, Any]:
+    return {"devices": eff.summary(), "dtypes": list(DTYPES)}
+
+
+def kernels(eff: Efficiency, request) -> Dict[str, Any]:
+    """A page of the grouped kernel table, filtered and sorted on the server."""
+    device = params.device(request)
+    group = params.choice(request, "group", ("name", "op"), "name")
+    table = eff.by_name(device) if group == "name" else eff.by_op(device)
+    mask = name_filter(table, params.text(request, "filter", default=""))
+    op = params.text(request, "op", default="")
+    if op and "op_name" in table:
+        mask &= name_filter(table, op, column="op_name")
+    sort = params.choice(request, "sort", sorted(SORTABLE), "total_us")
+    descending = params.choice(request, "order", ("desc", "asc"), "desc") == "desc"
+    order = sort_order(table, sort, descending)
+    order = order[mask[order]]
+    offset = params.integer(request, "offset", 0, 0, 10 ** 9)
+    limit = params.integer(request, "limit", 200, 1, MAX_LIMIT)
+    return {"total": int(len(order)), "dtype": eff.dtype, "group": group,
+            "rows": group_rows(table, order[offset: offset + limit].tolist())}
+
+
+def roofline(eff: Efficiency, device: Optional[int]) -> Dict[str, Any]:
+    """Roofs for the chosen dtype and one point per kernel name with both a FLOP and a byte estimate."""
+    rows = [r for r in group_rows(eff.by_name(device)) if r["intensity"] and r["tflops"]]
+    report = eff.devices.get(device) if device is not None else next(iter(eff.devices.values()), None)
+    dtype = eff.dtype if eff.dtype != AUTO else _main_dtype(rows)
+    match = report.match if report else None
+    return {"dtype": dtype,
+            "peak_tflops": match.peak_tflops(dtype) if match and dtype else None,
+            "dram_gbps": match.dram_gbps if match else None,
+            "ridge": match.ridge_point(dtype) if match and dtype else None,
+            "points": [{k: r[k] for k in ("name", "intensity", "tflops", "total_us", "count", "pct_peak", "dtype",
+                                          "gbps")} for r in rows]}
+
+
+def kernel_ops(eff: Efficiency, request) -> Dict[str, Any]:
+    name = params.text(request, "name", required=True)
+    acts = eff.activities
+    codes = [i for i, label in enumerate(acts.strings["name"]) if label == name]
+    mask = np.isin(acts["name"], codes)
+    device = params.device(request)
+    if device is not None:
+        mask &= acts["device"] == device
+    return {"name": name, "ops": launching_ops(eff, mask)}
+
+
+def launching_ops(eff: Efficiency, mask: np.ndarray) -> list:
+    """The ops that launched the selected activities, grouped by op name and input shapes."""
+    acts = eff.activities
+    rows = np.flatnonzero(mask)
+    if not len(rows):
+        return []
+    keys = np.stack([acts["op_name"][rows], acts["op_shape"][rows]], axis=1).astype(np.int64)
+    groups, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    flops = acts["flops"][rows]
+    known = ~np.isnan(flops)
+    total = np.bincount(inverse, weights=acts["dur"][rows])
+    count = np.bincount(inverse)
+    flop_sum = np.bincount(inverse, weights=np.where(known, flops, 0.0))
+    has_flops = np.bincount(inverse, weights=known) > 0
+    first = np.full(len(groups), -1)
+    first[inverse[::-1]] = rows[::-1]
+    op_names, reasons = acts.strings["op_name"], acts.strings["flops_reason"]
+    out = []
+    for g, (op, shape) in enumerate(groups.tolist()):
+        dims, types, concrete = eff.shapes.get(shape, (None, None, None))
+        out.append({"op": op_names[op] if op >= 0 else None, "count": int(count[g]), "total_us": float(total[g]),
+                    "flops": float(flop_sum[g]) if has_flops[g] else None,
+                    "flops_reason": reasons[acts["flops_reason"][first[g]]],
+                    "input_dims": dims, "input_types": types, "concrete_inputs": concrete})
+    return sorted(out, key=lambda g: -g["total_us"])
+
+
+def _main_dtype(rows) -> Optional[str]:
+    """The dtype with the most kernel time among rated rows (what an "auto" roofline draws roofs for)."""
+    time: Dict[str, float] = {}
+    for r in rows:
+        if r.get("dtype"):
+            time[r["dtype"]] = time.get(r["dtype"], 0.0) + (r["total_us"] or 0.0)
+    return max(time, key=time.get) if time else None
