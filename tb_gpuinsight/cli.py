@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import os
 import sys
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import logdir as logdir_mod
 from .errors import GpuInsightError
@@ -40,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(title="commands")
     for register in COMMANDS:
         register(sub)
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(sub)
     return parser
 
 
@@ -376,6 +379,9 @@ _DIFF_COLUMNS = (
 
 
 COMMANDS: List[Callable] = [_register_info, _register_ls, _register_analyze, _register_augment, _register_diff]
+
+# Commands of other features live in their own modules, each with `register(subparsers)`.
+COMMAND_MODULES: Tuple[str, ...] = ()
 
 if __name__ == "__main__":
     sys.exit(main())
