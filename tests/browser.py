@@ -44,7 +44,7 @@ def tensorboard(logdir: str, cache_dir: str, *extra: str) -> Iterator[str]:
     try:
         if not found.wait(90):
             raise RuntimeError("TensorBoard did not start:\n" + "".join(lines[-40:]))
-        url = re.search(r"(http://127\.0\.0\.1:\d+/)", "".join(lines)).group(1)
+        url = re.search(r"(http://127\.0\.0\.1:\d+/\S*)", "".join(lines)).group(1)
         yield url
     finally:
         proc.terminate()
@@ -63,8 +63,13 @@ def browser_page(console: List[str]):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1440, "height": 1000})
-            page.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type == "error" else None)
+            # Failed requests are judged by URL below ("Failed to load resource" console lines carry none):
+            # TensorBoard's own font files 404 under --path_prefix, which is not this plugin's doing.
+            page.on("console", lambda m: console.append(f"{m.type}: {m.text}")
+                    if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
             page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+            page.on("response", lambda r: console.append(f"HTTP {r.status}: {r.url}")
+                    if r.status >= 400 and "/font-roboto/" not in r.url else None)
             yield page
         finally:
             browser.close()

@@ -44,3 +44,17 @@ def test_kernel_efficiency_tab_in_tensorboard(tmp_path, shots):
         frame.wait_for_selector(".drawer", timeout=10000)
         assert frame.locator(".drawer").inner_text().strip()
     assert not console, console
+
+
+def test_tab_works_under_path_prefix(tmp_path):
+    need_browser()
+    console: list = []
+    with tensorboard(os.path.join(ROOT, "samples"), str(tmp_path / "cache"), "--path_prefix", "/tb/gpu") as url, \
+            browser_page(console) as page:
+        assert url.rstrip("/").endswith("/tb/gpu")
+        page.goto(url + "#gpuinsight")
+        frame = plugin_frame(page)
+        frame.locator("select[aria-label='Run']").select_option("bert_h100")
+        frame.wait_for_function("() => document.querySelectorAll('.tabulator-row').length > 0", timeout=60000)
+        assert frame.locator("details.menu a[download]").count() >= 1
+    assert not console, console
