@@ -15,7 +15,7 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "analyze", "augment", "discover", "sniff", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
+__all__ = ["load", "analyze", "augment", "diff", "discover", "sniff", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
 
 def load(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
@@ -62,5 +62,41 @@ def augment(src: "os.PathLike[str] | str", dst: "os.PathLike[str] | str", **opti
     return write_augmented(src, dst, analyze(src, **options))
 
 
+def diff(a: "KinetoTrace | os.PathLike[str] | str", b: "KinetoTrace | os.PathLike[str] | str",
+         names: Optional[tuple] = None, match: str = "normalized", by: str = "kernel", **options) -> "DiffResult":
+    """Compare two traces, or two run directories (all their spans, per-span averages), kernel by kernel.
+
+    `match`: "normalized" (template arguments, parameters and launch-specific suffixes removed) or "exact";
+    `by`: "kernel", or "op" (launching op and input shapes). Options are those of `analyze`.
+    `result.to_pandas()` gives the rows; `result.summary` and `result.classes` the totals and the per-class split.
+    """
+    from .analysis.diff import diff as diff_analyses
+
+    labels = names or (_label(a), _label(b))
+    try:
+        return diff_analyses(_analysis_of(a, options), _analysis_of(b, options), tuple(labels), match, by)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _label(x) -> str:
+    return os.path.basename(os.fspath(x).rstrip("/")) if not isinstance(x, KinetoTrace) else x.meta.path
+
+
+def _analysis_of(x, options) -> "Efficiency":
+    """A trace's analysis, or every span of a run directory combined."""
+    if isinstance(x, KinetoTrace) or not os.path.isdir(x):
+        return analyze(x, **options)
+    from .analysis.efficiency import combine
+
+    runs = discover(x)
+    if len(runs) != 1:
+        raise ConfigError(f"{x}: holds {len(runs)} runs; give one run directory or a trace file")
+    spans = runs[0].spans()
+    parts = [analyze(s.trace.path, **options) for s in spans]
+    return parts[0] if len(parts) == 1 else combine(parts).rerate(parts[0].dtype)
+
+
 if False:  # pragma: no cover - for type checkers only
+    from .analysis.diff import DiffResult
     from .analysis.efficiency import Efficiency

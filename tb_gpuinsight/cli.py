@@ -280,16 +280,21 @@ def _cell(text: str, width: int, key: str) -> str:
     if len(text) > width:
         half = (width - 1) // 2
         text = text[:half] + "~" + text[len(text) - (width - 1 - half):]
-    return text.ljust(width) if key in ("name", "op", "kernel", "bound", "dtype", "status") else text.rjust(width)
+    return text.ljust(width) if key in ("name", "op", "kernel", "bound", "dtype", "status", "class") \
+        else text.rjust(width)
 
 
 def _fmt(key: str, v) -> str:
     if v is None:
         return "-"
-    if key in ("total_us", "total_us_a", "total_us_b", "delta_us"):
+    if isinstance(v, bool):
+        return "yes" if v else ""
+    if key in ("total_us", "time_us_a", "time_us_b", "delta_us"):
         return f"{v / 1000:,.3f}"
     if key in ("time_share", "pct_peak", "pct_dram", "efficiency", "delta_pct", "pct_peak_a", "pct_peak_b"):
         return f"{100 * v:.1f}"
+    if isinstance(v, float) and key.startswith("count"):
+        return f"{v:,.0f}" if v == int(v) else f"{v:,.1f}"  # calls per span: whole unless spans differ
     if isinstance(v, float):
         return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.2f}"
     return str(v)
@@ -334,36 +339,53 @@ def _cmd_augment(args) -> int:
 # ---------------------------------------------------------------------------------------------- diff
 
 def _register_diff(sub) -> None:
-    p = sub.add_parser("diff", help="two traces side by side per kernel, with deltas")
-    p.add_argument("a")
+    p = sub.add_parser("diff", help="compare two traces (or run directories: all their spans) kernel by kernel")
+    p.add_argument("a", help="trace file, or a run directory (its spans are averaged)")
     p.add_argument("b")
     p.add_argument("--names", nargs=2, metavar=("NAME_A", "NAME_B"), help="labels for the two sides")
+    p.add_argument("--match", choices=("normalized", "exact"), default="normalized",
+                   help="match kernels by normalised name (default) or exact name")
+    p.add_argument("--by", choices=("kernel", "op"), default="kernel",
+                   help="rows per kernel, or per launching op and input shapes")
     _analysis_options(p)
-    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--top", type=int, default=20, help="rows to show (0 = all)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=_cmd_diff)
 
 
 def _cmd_diff(args) -> int:
-    from .analysis.diff import diff_rows, summarize
+    from . import diff
 
-    names = tuple(args.names) if args.names else (os.path.basename(args.a), os.path.basename(args.b))
-    rows = diff_rows(_analyze(args.a, args), _analyze(args.b, args))
-    summary = summarize(rows, names)
-    shown = rows[: args.top] if args.top > 0 else rows
+    names = tuple(args.names) if args.names else (os.path.basename(args.a.rstrip("/")),
+                                                 os.path.basename(args.b.rstrip("/")))
+    options = dict(dtype=args.dtype, devices_file=args.devices, device=args.device)
+    result = diff(args.a, args.b, names=names, match=args.match, by=args.by, **options)
+    shown = result.rows[: args.top] if args.top > 0 else result.rows
     if args.format == "json":
         import json
 
-        print(json.dumps({"summary": summary, "rows": shown}, indent=1))
+        print(json.dumps({"summary": result.summary, "classes": result.classes, "rows": shown}, indent=1))
     elif args.format == "csv":
-        _print_csv(shown)
+        _print_csv(result.to_pandas().head(len(shown)).to_dict("records"))
     else:
-        print(f"A = {names[0]}: {_ms(summary['total_us_a'])} of GPU activity")
-        print(f"B = {names[1]}: {_ms(summary['total_us_b'])} ({_signed_ms(summary['delta_us'])}); "
-              f"{summary['added']} kernels only in B, {summary['removed']} only in A\n")
-        for line in render_table(shown, _DIFF_COLUMNS):
+        for line in _diff_summary_lines(result.summary, result.classes) + [""] + render_table(shown, _DIFF_COLUMNS):
             print(line)
     return 0
+
+
+def _diff_summary_lines(s: Dict, classes: List[Dict]) -> List[str]:
+    per = lambda n: f" per span ({n} spans)" if n > 1 else ""  # noqa: E731
+    lines = [f"A = {s['name_a']}: {_ms(s['time_us_a'])} of GPU activity{per(s['spans_a'])}"
+             f" on {', '.join(s['devices_a']) or 'no device'}",
+             f"B = {s['name_b']}: {_ms(s['time_us_b'])}{per(s['spans_b'])} on {', '.join(s['devices_b']) or 'no device'}"
+             f" ({_signed_ms(s['delta_us'])}, {_pct(s['delta_pct'])}); {s['added']} kernels only in B, "
+             f"{s['removed']} only in A" + (f", {s['within_noise']} changes within span-to-span noise"
+                                           if s["within_noise"] else ""),
+             "", "by class:      A ms      B ms   delta ms   share of change"]
+    for c in classes:
+        lines.append(f"  {c['class']:<13}{c['time_us_a'] / 1000:>8.3f}{c['time_us_b'] / 1000:>10.3f}"
+                     f"{c['delta_us'] / 1000:>+11.3f}   {_pct(c['share_of_change'])}")
+    return lines
 
 
 def _signed_ms(us: float) -> str:
@@ -371,10 +393,10 @@ def _signed_ms(us: float) -> str:
 
 
 _DIFF_COLUMNS = (
-    ("kernel", "name", 56), ("status", "status", 7), ("calls A", "count_a", 7), ("calls B", "count_b", 7),
-    ("total A ms", "total_us_a", 10), ("total B ms", "total_us_b", 10), ("delta ms", "delta_us", 9),
+    ("kernel", "name", 56), ("class", "class", 13), ("status", "status", 7), ("calls A", "count_a", 7),
+    ("calls B", "count_b", 7), ("A ms", "time_us_a", 9), ("B ms", "time_us_b", 9), ("delta ms", "delta_us", 9),
     ("delta %", "delta_pct", 8), ("TFLOP/s A", "tflops_a", 9), ("TFLOP/s B", "tflops_b", 9),
-    ("% peak A", "pct_peak_a", 8), ("% peak B", "pct_peak_b", 8),
+    ("% peak A", "pct_peak_a", 8), ("% peak B", "pct_peak_b", 8), ("noise", "within_noise", 5),
 )
 
 

@@ -16,14 +16,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
-
 from . import cache as cache_mod
-from .analysis.efficiency import AUTO, Efficiency
+from .analysis.efficiency import AUTO, Efficiency, combine
 from .errors import GpuInsightError, TraceError
 from .estimate.devices import DeviceSpec, load_datasheet
 from .logdir import FileEntry, Run, discover
-from .trace.table import Table
 
 ALL_SPANS = "all"
 SETTLE_SECONDS = 30.0  # a failing file unchanged this long is reported broken, not "being written"
@@ -264,7 +261,7 @@ class LogdirService:
                 self._loaded.move_to_end(key)
                 return hit
         parts = [self._load(s) for s in ready]
-        eff = parts[0] if len(parts) == 1 else combine(parts, self.datasheet())
+        eff = parts[0] if len(parts) == 1 else combine(parts, self.datasheet())  # "all spans"
         if dtype != AUTO:
             eff = eff.rerate(dtype, self.datasheet())
         self._remember(key, eff)
@@ -310,39 +307,3 @@ def _result(future: concurrent.futures.Future) -> Tuple[str, Any, bool]:
         return "error", "analysis cancelled", True
     except Exception as exc:  # a worker process died (killed, out of memory)
         return "error", f"analysis process failed: {type(exc).__name__}: {exc}"[:300], False
-
-
-def combine(parts: List[Efficiency], datasheet: List[DeviceSpec]) -> Efficiency:
-    """Several spans as one analysis: activities concatenated (with a `span` column), devices merged."""
-    first = parts[0]
-    strings_cols = {c for p in parts for c in p.activities.strings}
-    columns: Dict[str, List[np.ndarray]] = {}
-    strings: Dict[str, List[str]] = {}
-    for col in strings_cols:
-        strings[col] = []
-    merged_codes: Dict[str, Dict[str, int]] = {c: {} for c in strings_cols}
-    shapes: Dict[int, Any] = {}
-    for i, part in enumerate(parts):
-        acts = part.activities
-        for col, arr in acts.columns.items():
-            if col in strings_cols and col in acts.strings:
-                arr = _recode(arr, acts.strings[col], merged_codes[col], strings[col])
-            if col == "op_shape":
-                arr = np.where(arr >= 0, arr + i * (1 << 20), arr)
-            columns.setdefault(col, []).append(arr)
-        columns.setdefault("span", []).append(np.full(len(acts), i, dtype=np.int32))
-        shapes.update({k + i * (1 << 20): v for k, v in part.shapes.items()})
-    table = Table("activities", {c: np.concatenate(v) for c, v in columns.items()}, strings)
-    unrated = Efficiency(None, table, {}, AUTO, {}, first.device_props, shapes)
-    return unrated.rerate(AUTO, datasheet)
-
-
-def _recode(codes: np.ndarray, cats: List[str], merged: Dict[str, int], out: List[str]) -> np.ndarray:
-    lookup = np.empty(len(cats), dtype=np.int32)
-    for i, text in enumerate(cats):
-        code = merged.get(text)
-        if code is None:
-            code = merged[text] = len(out)
-            out.append(text)
-        lookup[i] = code
-    return np.where(codes >= 0, lookup[np.clip(codes, 0, None)], -1).astype(codes.dtype) if len(cats) else codes

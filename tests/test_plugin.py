@@ -212,3 +212,22 @@ def test_loader_defines_flags():
     GpuInsightLoader().define_flags(parser)
     flags = parser.parse_args(["--gpuinsight_workers", "2", "--gpuinsight_cache_dir", "/tmp/x"])
     assert flags.gpuinsight_workers == 2 and flags.gpuinsight_cache_dir == "/tmp/x"
+
+
+def test_diff_route(logdir, tmp_path):
+    client, _ = _client(logdir, tmp_path)
+    sides = {"a_run": "bert_h100", "a_worker": "h100-node", "b_run": "vit_h100", "b_worker": "h100-node"}
+    code, body = _get(client, "diff", **sides, limit=5)
+    assert code == 200 and body["total"] > 5 and len(body["rows"]) == 5
+    assert body["summary"]["time_us_a"] > 0 and body["summary"]["time_us_b"] > body["summary"]["time_us_a"]
+    assert {c["class"] for c in body["classes"]} >= {"GEMM", "attention"}
+    code, added = _get(client, "diff", **sides, status="added", sort="time_us_b")
+    assert all(r["status"] == "added" for r in added["rows"])
+    times = [r["time_us_b"] for r in added["rows"]]
+    assert times == sorted(times, reverse=True)
+    code, byop = _get(client, "diff", **sides, by="op", filter="addmm")
+    assert byop["rows"] and all("addmm" in r["name"] for r in byop["rows"])
+    code, err = _get(client, "diff", **{**sides, "b_run": "../etc"})
+    assert code == 404 and "unknown run" in err["error"]
+    code, err = _get(client, "diff", **sides, match="fuzzy")
+    assert code == 400

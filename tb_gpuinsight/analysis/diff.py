@@ -1,58 +1,194 @@
-"""Diff two efficiency analyses kernel by kernel: side by side, aligned by kernel name, with deltas.
+"""Diff two analyses (runs, spans, all spans of a worker, devices) kernel by kernel or op by op.
 
-Rows are sorted by their impact on total GPU time (|delta of total time|). A kernel on one side only is "added"
-(only in B) or "removed" (only in A).
+Rows are matched by normalised kernel name (`kernel_names.normalize`; or the exact name), or, with `by="op"`, by
+launching op name and input shapes. Times are per span: a side that aggregates N spans contributes its total / N,
+so a 3-span run compares fairly with a 1-span run (and single spans compare their plain totals). Rows are sorted by
+their impact on total GPU time (|delta|). With several spans on a side, each row carries the spread of its per-span
+time (min / median / max) and a delta smaller than the spread on either side is flagged `within_noise`.
+The summary splits GPU time into kernel classes and says how much of the change each class explains.
 """
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+import numpy as np
+
+from ..trace.table import Interner, Table
 from .efficiency import Efficiency, aggregate
+from .kernel_names import CLASSES, kernel_class, normalize
 from .rows import group_rows
 
-SIDE_COLUMNS = ("count", "total_us", "mean_us", "tflops", "gbps", "pct_peak", "pct_dram", "efficiency")
+MATCHES = ("normalized", "exact")
+BYS = ("kernel", "op")
+_SIDE = ("count", "time_us", "mean_us", "tflops", "gbps", "pct_peak", "pct_dram", "efficiency", "dtype")
 
 
-def diff_rows(a: Efficiency, b: Efficiency, key: Tuple[str, ...] = ("kind", "name")) -> List[Dict[str, Any]]:
-    """One row per kernel name present on either side, all devices together."""
-    left = _by_key(a, key)
-    right = _by_key(b, key)
-    rows = []
-    for k in list(left) + [k for k in right if k not in left]:
-        la, rb = left.get(k), right.get(k)
-        row: Dict[str, Any] = dict(zip(key, k))
-        row["status"] = "both" if la and rb else ("removed" if la else "added")
-        for col in SIDE_COLUMNS:
-            row[f"{col}_a"] = la.get(col) if la else None
-            row[f"{col}_b"] = rb.get(col) if rb else None
-        ta, tb = row["total_us_a"] or 0.0, row["total_us_b"] or 0.0
-        row["delta_us"] = tb - ta
-        row["delta_pct"] = (tb - ta) / ta if ta > 0 else None
-        rows.append(row)
-    rows.sort(key=lambda r: -abs(r["delta_us"]))
-    return rows
+@dataclass
+class DiffResult:
+    """Rows (JSON-ready dicts), the summary and the per-class breakdown of one comparison."""
+    rows: List[Dict[str, Any]]
+    summary: Dict[str, Any]
+    classes: List[Dict[str, Any]] = field(default_factory=list)
+
+    def to_pandas(self):
+        """The rows as a pandas DataFrame (spreads flattened into *_min / *_median / *_max columns)."""
+        import pandas as pd
+
+        flat = []
+        for row in self.rows:
+            out = {k: v for k, v in row.items() if not k.startswith("spread_")}
+            for side in ("a", "b"):
+                spread = row.get(f"spread_{side}") or {}
+                for stat in ("min", "median", "max"):
+                    out[f"time_{stat}_{side}"] = spread.get(stat)
+            flat.append(out)
+        return pd.DataFrame(flat)
 
 
-def totals(eff: Efficiency) -> Dict[str, float]:
-    """Total kernel and memop time (us) over all devices."""
-    return {"kernel_time_us": sum(d.summary.get("kernel_time_us", 0.0) for d in eff.devices.values()),
-            "memop_time_us": sum(d.summary.get("memop_time_us", 0.0) for d in eff.devices.values())}
+def diff(a: Efficiency, b: Efficiency, names: Tuple[str, str] = ("A", "B"), match: str = "normalized",
+         by: str = "kernel") -> DiffResult:
+    """Compare analysis `a` (before) with `b` (after)."""
+    if match not in MATCHES or by not in BYS:
+        raise ValueError(f"match must be one of {MATCHES} and by one of {BYS}")
+    left, right = _side(a, match, by), _side(b, match, by)
+    rows = [_row(key, left.rows.get(key), right.rows.get(key), by) for key in _keys(left.rows, right.rows)]
+    rows.sort(key=lambda r: (-abs(r["delta_us"]), r["name"] or ""))
+    classes = _classes(left, right)
+    total_a, total_b = left.total, right.total
+    summary = {
+        "name_a": names[0], "name_b": names[1], "match": match, "by": by,
+        "spans_a": left.spans, "spans_b": right.spans,
+        "time_us_a": total_a, "time_us_b": total_b, "delta_us": total_b - total_a,
+        "delta_pct": (total_b - total_a) / total_a if total_a > 0 else None,
+        "devices_a": _device_names(a), "devices_b": _device_names(b),
+        "added": sum(r["status"] == "added" for r in rows), "removed": sum(r["status"] == "removed" for r in rows),
+        "within_noise": sum(bool(r["within_noise"]) for r in rows),
+    }
+    return DiffResult(rows, summary, classes)
 
 
-def _by_key(eff: Efficiency, key: Tuple[str, ...]) -> Dict[Tuple, Dict[str, Any]]:
-    """Grouped rows over all devices, keyed by `key`."""
-    return {tuple(r[k] for k in key): r for r in group_rows(aggregate(eff.activities, key))}
+@dataclass
+class _Side:
+    rows: Dict[Tuple[str, ...], Dict[str, Any]]
+    spans: int
+    total: float
+    class_time: Dict[str, float]
 
 
-def summarize(rows: List[Dict[str, Any]], names: Optional[Tuple[str, str]] = None) -> Dict[str, Any]:
-    """Totals of a diff: time on each side and how many kernels were added or removed."""
-    a, b = names or ("A", "B")
-    total_a = sum(r["total_us_a"] or 0.0 for r in rows)
-    total_b = sum(r["total_us_b"] or 0.0 for r in rows)
-    return {"name_a": a, "name_b": b, "total_us_a": total_a, "total_us_b": total_b,
-            "delta_us": total_b - total_a,
-            "added": sum(r["status"] == "added" for r in rows),
-            "removed": sum(r["status"] == "removed" for r in rows)}
+def _side(eff: Efficiency, match: str, by: str) -> _Side:
+    acts = _keyed(eff.activities, eff, match, by)
+    spans = _span_count(acts)
+    table = aggregate(acts, ("dkey",))
+    classes = _group_classes(acts, table)
+    rows = {}
+    spread = _spreads(acts, table, spans)
+    for i, r in enumerate(group_rows(table)):
+        key = (table.strings["dkey"][table["dkey"][i]],)
+        rows[key] = {
+            "class": classes[i], "count": r["count"] / spans,
+            "time_us": r["total_us"] / spans, "mean_us": r["mean_us"], "tflops": r["tflops"], "gbps": r["gbps"],
+            "pct_peak": r["pct_peak"], "pct_dram": r["pct_dram"], "efficiency": r["efficiency"],
+            "dtype": r["dtype"], "spread": spread[i] if spans > 1 else None,
+        }
+    class_time: Dict[str, float] = {}
+    for r in rows.values():
+        class_time[r["class"]] = class_time.get(r["class"], 0.0) + r["time_us"]
+    return _Side(rows, spans, float(acts["dur"].sum()) / spans, class_time)
 
 
-__all__ = ["diff_rows", "summarize", "totals", "SIDE_COLUMNS"]
+def _keyed(acts: Table, eff: Efficiency, match: str, by: str) -> Table:
+    """The activities with a diff key column (`dkey`) and a class column (`dclass`)."""
+    names, kinds, ops = acts.strings["name"], acts.strings["kind"], acts.strings["op_name"]
+    keys, classes = Interner(), Interner()
+    label = (lambda n: normalize(n)) if match == "normalized" else (lambda n: n)
+    dkey = np.empty(len(acts), dtype=np.int32)
+    dclass = np.empty(len(acts), dtype=np.int32)
+    for i, (n, k, o, s) in enumerate(zip(acts["name"].tolist(), acts["kind"].tolist(), acts["op_name"].tolist(),
+                                         acts["op_shape"].tolist() if "op_shape" in acts else [-1] * len(acts))):
+        op = ops[o] if o >= 0 else None
+        dclass[i] = classes.code(kernel_class(names[n], kinds[k], op))
+        dkey[i] = keys.code(label(names[n]) if by == "kernel" else _op_key(op, eff.shapes.get(s)))
+    columns = dict(acts.columns, dkey=dkey, dclass=dclass)
+    return Table("activities", columns, dict(acts.strings, dkey=keys.items, dclass=classes.items))
+
+
+def _group_classes(acts: Table, table: Table) -> List[str]:
+    """A row's class: the class of most of its time (one kernel name may serve a GEMM op and another op)."""
+    group = {code: i for i, code in enumerate(table["dkey"].tolist())}
+    rows = np.fromiter((group[c] for c in acts["dkey"].tolist()), dtype=np.int64, count=len(acts))
+    n_classes = len(acts.strings["dclass"])
+    time = np.bincount(rows * n_classes + acts["dclass"], weights=acts["dur"], minlength=len(table) * n_classes)
+    best = time.reshape(len(table), n_classes).argmax(axis=1) if n_classes else np.zeros(len(table), int)
+    return [acts.strings["dclass"][c] if n_classes else "other" for c in best.tolist()]
+
+
+def _op_key(op: Optional[str], shape: Optional[tuple]) -> str:
+    if op is None:
+        return "(no launching op)"
+    if not shape:
+        return op
+    dims, types = shape[0], shape[1]
+    return f"{op} {json.dumps(dims, separators=(',', ':'))} {json.dumps(types, separators=(',', ':'))}"
+
+
+def _span_count(acts: Table) -> int:
+    return int(acts["span"].max()) + 1 if "span" in acts and len(acts) else 1
+
+
+def _spreads(acts: Table, table: Table, spans: int) -> List[Dict[str, float]]:
+    """Per group: min / median / max of its time in each span (0 in spans where it did not run)."""
+    if spans <= 1:
+        return [{}] * len(table)
+    group = {code: i for i, code in enumerate(table["dkey"].tolist())}
+    rows = np.fromiter((group.get(c, 0) for c in acts["dkey"].tolist()), dtype=np.int64, count=len(acts))
+    per_span = np.bincount(rows * spans + acts["span"], weights=acts["dur"], minlength=len(table) * spans)
+    matrix = per_span.reshape(len(table), spans)
+    return [{"min": float(m.min()), "median": float(np.median(m)), "max": float(m.max())} for m in matrix]
+
+
+def _keys(left: Dict, right: Dict) -> List:
+    return list(left) + [k for k in right if k not in left]
+
+
+def _row(key: Tuple[str, ...], a: Optional[Dict], b: Optional[Dict], by: str) -> Dict[str, Any]:
+    row: Dict[str, Any] = {"name": key[0], "class": (a or b)["class"],
+                           "status": "both" if a and b else ("removed" if a else "added")}
+    for col in _SIDE:
+        row[f"{col}_a"] = a.get(col) if a else None
+        row[f"{col}_b"] = b.get(col) if b else None
+    ta, tb = (a or {}).get("time_us", 0.0), (b or {}).get("time_us", 0.0)
+    row["delta_us"] = tb - ta
+    row["delta_pct"] = (tb - ta) / ta if ta > 0 else None
+    row["spread_a"] = (a or {}).get("spread")
+    row["spread_b"] = (b or {}).get("spread")
+    row["within_noise"] = _within_noise(row)
+    return row
+
+
+def _within_noise(row: Dict[str, Any]) -> Optional[bool]:
+    """True when the change is smaller than the span-to-span spread on either side (None: no spread known)."""
+    ranges = [s["max"] - s["min"] for s in (row["spread_a"], row["spread_b"]) if s]
+    if not ranges or row["status"] != "both":
+        return None
+    return abs(row["delta_us"]) <= max(ranges)
+
+
+def _classes(left: _Side, right: _Side) -> List[Dict[str, Any]]:
+    change = right.total - left.total
+    out = []
+    for name in CLASSES:
+        ta, tb = left.class_time.get(name, 0.0), right.class_time.get(name, 0.0)
+        if ta or tb:
+            out.append({"class": name, "time_us_a": ta, "time_us_b": tb, "delta_us": tb - ta,
+                        "share_of_change": (tb - ta) / change if change else None})
+    return out
+
+
+def _device_names(eff: Efficiency) -> List[str]:
+    return [d.match.trace_name or (d.match.spec.name if d.match.spec else f"device {d.id}")
+            for d in eff.devices.values()]
+
+
+__all__ = ["diff", "DiffResult", "MATCHES", "BYS"]

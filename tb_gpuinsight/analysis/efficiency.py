@@ -566,5 +566,43 @@ def link_counts(acts: Table) -> Dict[str, int]:
     return {LINK_NAMES[int(v)]: int(c) for v, c in zip(values, counts)}
 
 
-__all__ = ["AUTO", "Efficiency", "DeviceReport", "analyze_trace", "aggregate", "device_summary", "busy_time",
+# ---------------------------------------------------------------------------------------------- combining
+
+def combine(parts: List[Efficiency], datasheet: Optional[Sequence[DeviceSpec]] = None) -> Efficiency:
+    """Several spans as one analysis: activities concatenated (with a `span` column), devices merged."""
+    first = parts[0]
+    strings_cols = {c for p in parts for c in p.activities.strings}
+    columns: Dict[str, List[np.ndarray]] = {}
+    strings: Dict[str, List[str]] = {}
+    for col in strings_cols:
+        strings[col] = []
+    merged_codes: Dict[str, Dict[str, int]] = {c: {} for c in strings_cols}
+    shapes: Dict[int, Any] = {}
+    for i, part in enumerate(parts):
+        acts = part.activities
+        for col, arr in acts.columns.items():
+            if col in strings_cols and col in acts.strings:
+                arr = _recode(arr, acts.strings[col], merged_codes[col], strings[col])
+            if col == "op_shape":
+                arr = np.where(arr >= 0, arr + i * (1 << 20), arr)
+            columns.setdefault(col, []).append(arr)
+        columns.setdefault("span", []).append(np.full(len(acts), i, dtype=np.int32))
+        shapes.update({k + i * (1 << 20): v for k, v in part.shapes.items()})
+    table = Table("activities", {c: np.concatenate(v) for c, v in columns.items()}, strings)
+    unrated = Efficiency(None, table, {}, AUTO, {}, first.device_props, shapes)
+    return unrated.rerate(AUTO, datasheet)
+
+
+def _recode(codes: np.ndarray, cats: List[str], merged: Dict[str, int], out: List[str]) -> np.ndarray:
+    lookup = np.empty(len(cats), dtype=np.int32)
+    for i, text in enumerate(cats):
+        code = merged.get(text)
+        if code is None:
+            code = merged[text] = len(out)
+            out.append(text)
+        lookup[i] = code
+    return np.where(codes >= 0, lookup[np.clip(codes, 0, None)], -1).astype(codes.dtype) if len(cats) else codes
+
+
+__all__ = ["combine", "AUTO", "Efficiency", "DeviceReport", "analyze_trace", "aggregate", "device_summary", "busy_time",
            "link_counts", "NO_OP"]

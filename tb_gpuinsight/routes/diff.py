@@ -1,0 +1,59 @@
+"""Route of the Diff tab: two selections (run / worker / span or "all") compared kernel by kernel or op by op."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict
+
+from ..analysis.diff import BYS, MATCHES, diff
+from ..analysis.efficiency import AUTO
+from ..estimate.devices import DTYPES
+from . import params
+
+MAX_LIMIT = 5000
+_SORTS = ("impact", "delta_us", "delta_pct", "time_us_a", "time_us_b", "name", "class", "status")
+
+
+def routes(plugin) -> Dict[str, Callable]:
+    return {"/diff": lambda req: diff_route(plugin, req)}
+
+
+def diff_route(plugin, request) -> Dict[str, Any]:
+    """`a_run`, `a_worker`, `a_span` and `b_...` select the sides; `match`, `by`, `dtype`, `filter`, `status`,
+    `sort`, `order`, `offset`, `limit` shape the table. The summary and classes always cover every row."""
+    dtype = params.choice(request, "dtype", (AUTO,) + tuple(DTYPES), AUTO)
+    sides = [params.selection(request, prefix) for prefix in ("a_", "b_")]
+    a, b = (plugin.service.analysis(*side, dtype) for side in sides)
+    match = params.choice(request, "match", MATCHES, "normalized")
+    by = params.choice(request, "by", BYS, "kernel")
+    names = tuple(_label(side) for side in sides)
+    result = diff(a, b, names=names, match=match, by=by)
+    rows = _filtered(result.rows, params.text(request, "filter", default=""),
+                     params.choice(request, "status", ("", "both", "added", "removed"), ""))
+    rows = _sorted(rows, params.choice(request, "sort", _SORTS, "impact"),
+                   params.choice(request, "order", ("desc", "asc"), "desc") == "desc")
+    offset = params.integer(request, "offset", 0, 0, 10 ** 9)
+    limit = params.integer(request, "limit", 200, 1, MAX_LIMIT)
+    return {"summary": result.summary, "classes": result.classes, "total": len(rows),
+            "rows": rows[offset: offset + limit]}
+
+
+def _label(side) -> str:
+    run, worker, span = side
+    return f"{run} / {worker} / {'all spans' if span == params.ALL_SPANS else span}"
+
+
+def _filtered(rows, text: str, status: str):
+    needle = text.lower()
+    return [r for r in rows if (not needle or needle in (r["name"] or "").lower()) and
+            (not status or r["status"] == status)]
+
+
+def _sorted(rows, key: str, descending: bool):
+    if key == "impact":
+        ordered = sorted(rows, key=lambda r: abs(r["delta_us"]))
+    else:
+        known = [r for r in rows if r.get(key) is not None]
+        missing = [r for r in rows if r.get(key) is None]
+        ordered = sorted(known, key=lambda r: r[key]) + ([] if descending else missing)
+        if descending:
+            return ordered[::-1] + missing
+    return ordered[::-1] if descending else ordered

@@ -1,0 +1,117 @@
+"""Run diffs: matching by normalised names or ops, per-span averaging, noise from spans, classes, CLI and route."""
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+import tb_gpuinsight
+from tb_gpuinsight.analysis.kernel_names import kernel_class, normalize
+from tb_gpuinsight.cli import main
+
+CONTROL = "hta/trace_diff__control.json.gz"
+TEST = "hta/trace_diff__test.json.gz"
+BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
+
+
+def test_normalized_names():
+    assert normalize("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+                     "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)"
+                     ) == "at::native::vectorized_elementwise_kernel<at::native::FillFunctor, at::detail::Array>"
+    assert normalize("void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, 2, -2, "
+                     "true>(at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>, long)") == \
+        "at::native::indexSelectLargeIndex"
+    assert normalize("triton_poi_fused_add_cos_sin_0") == normalize("triton_poi_fused_add_cos_sin_3")
+    assert normalize("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)") == "ncclKernel_AllReduce_RING_LL_Sum_float"
+    assert normalize("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_kernel__5x_cublas") == \
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
+
+
+@pytest.mark.parametrize("name,kind,op,expected", [
+    ("volta_sgemm_128x32_nt", "kernel", None, "GEMM"),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Flash_fwd_params)", "kernel", None,
+     "attention"),
+    ("void cudnn::engines_precompiled::nchwToNhwcKernel<float>(...)", "kernel", "aten::cudnn_convolution",
+     "convolution"),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "kernel", None, "communication"),
+    ("Memcpy HtoD (Pageable -> Device)", "memcpy", None, "memcpy/memset"),
+    ("void at::native::reduce_kernel<512, 1>(...)", "kernel", "aten::sum", "reduction"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(...)", "kernel",
+     "aten::add", "elementwise"),
+    ("some_custom_kernel", "kernel", "aten::addmm", "GEMM"),
+])
+def test_kernel_classes(name, kind, op, expected):
+    assert kernel_class(name, kind, op) == expected
+
+
+def test_control_vs_test_totals_and_sides(corpus):
+    a, b = corpus / CONTROL, corpus / TEST
+    result = tb_gpuinsight.diff(a, b, names=("A100", "V100"))
+    ea, eb = tb_gpuinsight.analyze(a), tb_gpuinsight.analyze(b)
+    assert result.summary["time_us_a"] == pytest.approx(ea.activities["dur"].sum())
+    assert result.summary["time_us_b"] == pytest.approx(eb.activities["dur"].sum())
+    assert sum(r["time_us_a"] or 0 for r in result.rows) == pytest.approx(ea.activities["dur"].sum())
+    assert sum(c["time_us_b"] for c in result.classes) == pytest.approx(eb.activities["dur"].sum())
+    assert sum(c["share_of_change"] for c in result.classes) == pytest.approx(1.0)
+    statuses = {r["status"] for r in result.rows}
+    assert {"added", "removed", "both"} <= statuses
+    added = next(r for r in result.rows if r["status"] == "added")
+    assert added["time_us_a"] is None and added["time_us_b"] > 0 and added["delta_us"] == added["time_us_b"]
+    assert result.summary["devices_a"] == ["NVIDIA A100-PG509-200"]
+    assert result.summary["devices_b"] == ["Tesla V100-SXM2-16GB"]
+    deltas = [abs(r["delta_us"]) for r in result.rows]
+    assert deltas == sorted(deltas, reverse=True)
+    exact = tb_gpuinsight.diff(a, b, match="exact")
+    assert len(exact.rows) > len(result.rows)  # normalising merges template variants
+    df = result.to_pandas()
+    assert len(df) == len(result.rows) and {"time_min_a", "delta_us", "class"} <= set(df.columns)
+
+
+def test_self_diff_is_all_zero(corpus):
+    result = tb_gpuinsight.diff(corpus / BERT, corpus / BERT, by="op")
+    assert result.rows and all(r["delta_us"] == 0 and r["status"] == "both" for r in result.rows)
+    assert result.summary["delta_us"] == 0 and not result.summary["added"] and not result.summary["removed"]
+    assert any(r["name"].startswith("aten::addmm [[512]") for r in result.rows)
+
+
+def _two_span_run(corpus, tmp_path, slow: float):
+    """A run of two spans of the BERT trace, the second with every kernel `slow` times longer."""
+    run = tmp_path / "two_spans"
+    run.mkdir()
+    src = corpus / BERT
+    shutil.copy(src, run / "w.1700000000000000001.pt.trace.json.gz")
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["dur"] = e["dur"] * slow
+    (run / "w.1700000000000000002.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return run
+
+
+def test_spans_are_averaged_and_noise_flagged(corpus, tmp_path):
+    run = _two_span_run(corpus, tmp_path, slow=1.5)
+    result = tb_gpuinsight.diff(run, corpus / BERT)
+    single = tb_gpuinsight.analyze(corpus / BERT).activities
+    kernels = np.isnan(single["memop_bytes"])
+    expected_a = (single["dur"][kernels].sum() * 2.5 + single["dur"][~kernels].sum() * 2) / 2
+    assert result.summary["spans_a"] == 2 and result.summary["spans_b"] == 1
+    assert result.summary["time_us_a"] == pytest.approx(expected_a)
+    top = result.rows[0]
+    assert top["spread_a"]["max"] == pytest.approx(1.5 * top["spread_a"]["min"])
+    assert top["within_noise"] is True  # B equals A's faster span: inside A's spread
+    assert result.summary["within_noise"] >= 1
+
+
+def test_cli_diff_formats(corpus, capsys):
+    a, b = str(corpus / CONTROL), str(corpus / TEST)
+    assert main(["diff", a, b, "--top", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "by class" in out and "GEMM" in out and "share of change" in out
+    assert main(["diff", a, b, "--format", "json", "--top", "0", "--by", "op"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"]["by"] == "op" and data["rows"] and data["classes"]
+    assert main(["diff", a, b, "--format", "csv", "--top", "3"]) == 0
+    assert capsys.readouterr().out.count("\n") == 4
