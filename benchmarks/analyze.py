@@ -4,6 +4,8 @@ of the same file and, when installed, HTA's load + kernel breakdown and inductor
     python benchmarks/analyze.py TRACE [--repeat N] [--dtype bfloat16]
 
 Targets: at most 1.5x orjson.loads wall time, at least 5x faster than HTA, peak RSS at most 2x the JSON size.
+"tb_gpuinsight analyze" reuses estimates memoised by earlier runs (the best of --repeat runs); the row below it
+is a first analysis, which imports torch for its FLOP formulas when the trace has shapes (about 1 s, 150 MB).
 Each method runs in a fresh process; a method that fails prints its one-line error instead of figures.
 """
 from __future__ import annotations
@@ -41,6 +43,9 @@ def main() -> None:
         rows.append(("orjson.loads", measure("import orjson\n" + _READ + where, "d = orjson.loads(read_all(path))",
                                              args.repeat)))
     rows.append(("tb_gpuinsight analyze", measure(_OURS + where, _OURS_STEP, args.repeat)))
+    # Without the persistent estimate memo: a first analysis of these shapes, which imports torch for its formulas.
+    rows.append(("  (first time: no estimate memo)", measure(_OURS + where, _OURS_STEP, args.repeat,
+                                                        env={"TB_GPUINSIGHT_NO_MEMO": "1"})))
     if has_module("hta"):
         rows.append(("HTA load + kernel breakdown", measure(where + _HTA_SETUP, _HTA_STEP, 1)))
     rows.append(("inductor profile_analysis", measure(where + _INDUCTOR_SETUP, _INDUCTOR_STEP, 1)))

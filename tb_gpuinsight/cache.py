@@ -21,10 +21,9 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from .analysis.efficiency import AUTO, Efficiency
+from .engine_version import ENGINE_VERSION
 from .trace.table import Table
 
-# Bump when estimates, attribution or the stored layout change: old summaries are then ignored.
-ENGINE_VERSION = "1"
 
 # Columns an analysis computes before rating; the rest is recomputed by `rate` on load.
 _STORED = ("kind", "name", "device", "stream", "ts", "dur", "op", "op_name", "link", "occupancy", "registers",

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..estimate.devices import DTYPES, DeviceMatch, DeviceSpec, load_datasheet, match_device, normalize_dtype
 from ..estimate.flops import OpEstimate, estimate_op, freeze
+from ..estimate.memo import default_memo
 from ..trace.kineto import KinetoTrace
 from ..trace.table import Interner, Table
 from .correlate import LINK_NAMES, NO_OP, link_activities, op_parents
@@ -190,7 +191,7 @@ def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray) -> Dict[int, OpEstima
     names = ops.strings.get("name", [])
     signature = np.stack([ops["name"][used], ops["shape"][used]], axis=1)
     distinct, which = np.unique(signature, axis=0, return_inverse=True)
-    estimates = [_estimate(names[n], trace, s) for n, s in distinct.tolist()]
+    estimates = _estimates(trace, [(names[n], s) for n, s in distinct.tolist()])
     out = dict(zip(used.tolist(), (estimates[i] for i in which.reshape(-1).tolist())))
     inductor = ~np.isnan(ops["kernel_flop"][used]) | ~np.isnan(ops["kernel_num_gb"][used])
     for row in used[inductor].tolist():
@@ -198,12 +199,16 @@ def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray) -> Dict[int, OpEstima
     return out
 
 
-def _estimate(name: str, trace: KinetoTrace, shape: int) -> OpEstimate:
-    if shape < 0:
-        dims = types = concrete = None
-    else:
-        dims, types, concrete = (freeze(x) for x in trace.shape(shape))
-    return estimate_op(name, dims, types, concrete)
+def _estimates(trace: KinetoTrace, ops: List[Tuple[str, int]]) -> List[OpEstimate]:
+    """Estimates of (op name, shape code) pairs: from the persistent memo where known, computed otherwise."""
+    sigs = [(name, *((freeze(x) for x in trace.shape(code)) if code >= 0 else (None, None, None)))
+            for name, code in ops]
+    memo = default_memo()
+    known = memo.get_many(set(sigs))
+    missing = {s: estimate_op(*s) for s in set(sigs) - set(known)}
+    memo.put_many(missing)
+    known.update(missing)
+    return [known[s] for s in sigs]
 
 
 def _with_inductor(est: OpEstimate, kernel_flop: float, kernel_num_gb: float) -> OpEstimate:

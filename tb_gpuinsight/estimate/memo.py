@@ -1,0 +1,100 @@
+"""A persistent memo of per-op estimates, keyed by (op name, Input Dims, Input type, Concrete Inputs).
+
+FLOP formulas come from torch, and importing torch costs about a second and 150 MB, more than reading a whole
+mid-size trace. Training runs repeat the same shapes in every span and every run, so estimates are kept in a
+SQLite file in the user's cache directory: a trace whose op signatures were all seen before is analysed without
+importing torch. Keys include the engine version and torch's installed version (read from package metadata, not
+by importing it). Any failure to open, read or write the memo is a miss, never an error.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from importlib import metadata
+from typing import Dict, Iterable, Optional, Tuple
+
+from ..engine_version import ENGINE_VERSION
+from .flops import OpEstimate
+
+Signature = Tuple[str, object, object, object]
+
+_DISABLE = "TB_GPUINSIGHT_NO_MEMO"
+
+
+def _torch_version() -> str:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+class EstimateMemo:
+    """get_many / put_many over a SQLite table; thread-safe; silent on every failure."""
+
+    def __init__(self, path: Optional[str]) -> None:
+        self.path = None if os.environ.get(_DISABLE) else path
+        self._lock = threading.Lock()
+        self._conn: Optional[sqlite3.Connection] = None
+        self._prefix = f"{ENGINE_VERSION}|{_torch_version()}|"
+
+    def _connection(self) -> Optional[sqlite3.Connection]:
+        if self._conn is None and self.path:
+            try:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                conn = sqlite3.connect(self.path, timeout=5, check_same_thread=False)
+                conn.execute("CREATE TABLE IF NOT EXISTS estimate (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                self._conn = conn
+            except (sqlite3.Error, OSError):
+                self.path = None
+        return self._conn
+
+    def key(self, sig: Signature) -> str:
+        return self._prefix + json.dumps(sig, separators=(",", ":"), default=str)
+
+    def get_many(self, sigs: Iterable[Signature]) -> Dict[Signature, OpEstimate]:
+        sigs = list(sigs)
+        with self._lock:
+            conn = self._connection()
+            if conn is None or not sigs:
+                return {}
+            keys = {self.key(s): s for s in sigs}
+            found: Dict[Signature, OpEstimate] = {}
+            try:
+                items = list(keys)
+                for start in range(0, len(items), 500):
+                    part = items[start:start + 500]
+                    rows = conn.execute(f"SELECT key, value FROM estimate WHERE key IN ({','.join('?' * len(part))})",
+                                        part).fetchall()
+                    for key, value in rows:
+                        found[keys[key]] = OpEstimate(*json.loads(value))
+            except (sqlite3.Error, ValueError, TypeError):
+                return {}
+            return found
+
+    def put_many(self, items: Dict[Signature, OpEstimate]) -> None:
+        with self._lock:
+            conn = self._connection()
+            if conn is None or not items:
+                return
+            rows = [(self.key(s), json.dumps([e.flops, e.flops_reason, e.bytes, e.bytes_reason, e.dtype]))
+                    for s, e in items.items()]
+            try:
+                with conn:
+                    conn.executemany("INSERT OR REPLACE INTO estimate (key, value) VALUES (?, ?)", rows)
+            except sqlite3.Error:
+                pass
+
+
+_shared: Dict[Optional[str], EstimateMemo] = {}
+
+
+def default_memo() -> EstimateMemo:
+    """The memo in the default cache directory (one per process)."""
+    from ..cache import default_cache_dir
+
+    path = os.path.join(default_cache_dir(), "estimates.sqlite")
+    if path not in _shared:
+        _shared[path] = EstimateMemo(path)
+    return _shared[path]
