@@ -19,7 +19,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from .analysis.efficiency import AUTO, Efficiency
-from .errors import GpuInsightError
+from .errors import GpuInsightError, TraceError
 from .estimate.devices import DTYPES
 from .routes import ROUTE_MODULES, params
 from .service import LogdirService, NotFound, NotReady
@@ -79,14 +79,8 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
         def app(request):
             try:
                 return http_util.Respond(request, self._body(request, handler, cached), "application/json")
-            except params.BadRequest as exc:
-                return _error(request, str(exc), 400)
-            except NotFound as exc:
-                return _error(request, str(exc), 404)
-            except NotReady as exc:
-                return _error(request, str(exc), 503)
             except GpuInsightError as exc:
-                return _error(request, str(exc), 400)
+                return _error(request, exc)
         return app
 
     def _body(self, request, handler: Callable, cached: bool) -> str:
@@ -118,12 +112,8 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             run, worker, span = params.selection(request)
             entry = self.service.span_entry(run, worker, span)
             eff = self._analysis_for_download(entry.path)
-        except params.BadRequest as exc:
-            return _error(request, str(exc), 400)
-        except NotFound as exc:
-            return _error(request, str(exc), 404)
         except GpuInsightError as exc:
-            return _error(request, str(exc), 422)
+            return _error(request, exc)
         from .analysis.augment import augmented_args, augmented_chunks
 
         chunks = _gzip_stream(augmented_chunks(entry.path, augmented_args(eff)))
@@ -150,8 +140,13 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, allow_nan=False, separators=(",", ":"))
 
 
-def _error(request, message: str, status: int):
-    return http_util.Respond(request, _dumps({"error": message}), "application/json", code=status)
+_STATUS = ((params.BadRequest, 400), (NotFound, 404), (NotReady, 503), (TraceError, 422))
+
+
+def _error(request, exc: GpuInsightError):
+    """`{"error": "one line"}` with the status that fits the error (400 for any other input problem)."""
+    status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 400)
+    return http_util.Respond(request, _dumps({"error": str(exc)}), "application/json", code=status)
 
 
 def _safe_filename(name: str) -> str:
