@@ -1,0 +1,214 @@
+"""Routes of the Execution graph tab: a view of the collapsed graph, search, and one node's details.
+
+The graph of a span (its Execution Trace, linked to its Kineto trace and that trace's kernel analysis, plus the
+display tree and its per-node figures) is built once and kept in a small LRU keyed by both files' path, size and
+mtime; a build runs in the request's own thread, under a per-key lock so that concurrent requests share it.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+import numpy as np
+
+from ..analysis import graph_view as gv
+from ..analysis.graph import ExecutionGraph, build_graph
+from ..errors import GpuInsightError
+from ..service import NotFound
+from ..trace.et import load_et
+from . import params
+
+CACHE_SIZE = 4
+MAX_EXPAND_IDS = 200
+
+
+@dataclass
+class Built:
+    """A span's graph with its display tree and figures, and which files it came from."""
+    graph: ExecutionGraph
+    tree: gv.Tree
+    figs: gv.Figures
+    et_file: str
+    kineto_file: Optional[str]
+    warning: str = ""
+
+
+class GraphCache:
+    """LRU of built graphs; one build per key at a time."""
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size = size
+        self._items: "OrderedDict[tuple, Built]" = OrderedDict()
+        self._lock = threading.Lock()
+        self._building: Dict[tuple, threading.Lock] = {}
+
+    def get(self, key: tuple, make: Callable[[], Built]) -> Built:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                return hit
+            key_lock = self._building.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                hit = self._items.get(key)
+            if hit is None:
+                hit = make()
+                with self._lock:
+                    self._items[key] = hit
+                    while len(self._items) > self.size:
+                        self._items.popitem(last=False)
+            with self._lock:
+                self._building.pop(key, None)
+            return hit
+
+
+def routes(plugin) -> Dict[str, Callable]:
+    cache = GraphCache()
+
+    def built(request) -> Built:
+        return span_graph(plugin.service, cache, *params.selection(request))
+
+    return {
+        "/graph/view": lambda req: view(built(req), req),
+        "/graph/node": lambda req: node(built(req), req),
+        "/graph/search": lambda req: {"matches": gv.search(*_parts(built(req)),
+                                                             params.text(req, "q", required=True))},
+    }
+
+
+def _parts(b: Built):
+    return b.tree, b.graph, b.figs
+
+
+def span_graph(service, cache: GraphCache, run: str, worker: str, span: str) -> Built:
+    """The built graph of a selection: its ET (the span's own, else the run's) linked to the span's Kineto trace
+    (the latest span when "all" is selected)."""
+    states = service.span_states(run, worker, span)
+    state = states[-1]
+    if not state.execution_traces:
+        raise NotFound(f"span {state.span!r} of {run!r} has no Execution Trace: record one with "
+                       "torch.profiler.ExecutionTraceObserver next to the profiler (see the README)")
+    et_entry, kineto = state.execution_traces[0], state.entry
+    key = tuple((e.path, e.size, e.mtime_ns) for e in (et_entry, kineto))
+    return cache.get(key, lambda: _build(service, et_entry.path, kineto.path))
+
+
+def _build(service, et_path: str, kineto_path: str) -> Built:
+    et = load_et(et_path)
+    trace = eff = None
+    warning = ""
+    try:
+        from .. import load
+        from ..analysis.efficiency import analyze_trace
+
+        trace = load(kineto_path, extra_args=service.extra_args)
+        eff = analyze_trace(trace, datasheet=service.datasheet())
+    except GpuInsightError as exc:  # the ET alone still gives a graph, without times
+        warning = f"Kineto trace not usable, graph shown without times: {exc}"
+    graph = build_graph(et, trace, eff)
+    tree = gv.build_tree(graph)
+    return Built(graph, tree, gv.figures(tree, graph), et_path, kineto_path if trace is not None else None, warning)
+
+
+def _ids(request, name: str, tree: gv.Tree) -> Set[int]:
+    text = params.text(request, name, default="")
+    if not text:
+        return set()
+    parts = text.split(",")
+    if len(parts) > MAX_EXPAND_IDS:
+        raise params.BadRequest(f"parameter {name!r} lists too many nodes")
+    try:
+        ids = {int(p) for p in parts}
+    except ValueError:
+        raise params.BadRequest(f"parameter {name!r} must be comma-separated node ids") from None
+    return {i for i in ids if 0 <= i < len(tree.parent)}
+
+
+def _node_id(request, tree: gv.Tree, name: str = "id") -> int:
+    return params.integer(request, name, 0, 0, len(tree.parent) - 1)
+
+
+def view(b: Built, request) -> Dict[str, Any]:
+    """The visible graph for a collapse mode plus the user's opened / closed nodes (and a node to reveal)."""
+    mode = params.choice(request, "collapse", ("annotation", "depth"), "annotation")
+    depth = params.integer(request, "depth", 3, 1, 50)
+    expanded = gv.default_expanded(b.tree, b.graph, mode, depth)
+    expanded |= _ids(request, "open", b.tree)
+    expanded -= _ids(request, "close", b.tree)
+    if request.args.get("focus"):
+        expanded |= set(gv.ancestors(b.tree, _node_id(request, b.tree, "focus")))
+    out = gv.view_json(b.tree, b.graph, b.figs, expanded)
+    out.update(summary(b))
+    return out
+
+
+def summary(b: Built) -> Dict[str, Any]:
+    """What the header of the tab shows: files, sizes, link rate, critical path summary."""
+    g = b.graph
+    path = g.critical.summary() if g.critical else {}
+    path["steps"] = _path_steps(b)
+    return {"et_file": b.et_file, "kineto_file": b.kineto_file, "schema": g.et.schema, "warning": b.warning,
+            "node_count": len(g.et), "op_count": int(g.is_op.sum()), "unit_count": len(g.units),
+            "data_edge_count": len(g.data_edges), "link": g.link.to_dict(), "critical_path": path}
+
+
+def _path_steps(b: Built, limit: int = 12) -> List[Dict[str, Any]]:
+    """The critical path's longest steps (op and cause), for the summary."""
+    g = b.graph
+    steps = sorted(g.critical.steps, key=lambda s: -s.us)[:limit] if g.critical else []
+    rows = g.critical_units
+    return [{"id": int(rows[s.op]), "name": g.et.names[int(rows[s.op])], "cause": s.cause, "us": s.us}
+            for s in steps]
+
+
+def node(b: Built, request) -> Dict[str, Any]:
+    """One display node: its figures, and for an ET node its schema, inputs, outputs, link and kernels."""
+    tree, g = b.tree, b.graph
+    n = _node_id(request, tree)
+    out: Dict[str, Any] = {"summary": gv.node_json(tree, g, b.figs, n),
+                           "path": [gv.label(tree, g, a) for a in reversed(gv.ancestors(tree, n))]}
+    if tree.is_group(n):
+        return out
+    out["et"] = g.et.node(n)
+    out["kineto"] = _kineto(g, n)
+    out["kernels"] = _kernels(g, n)
+    fwd = int(g.forward[n])
+    out["forward"] = {"id": fwd, "name": g.et.names[fwd]} if fwd >= 0 else None
+    return out
+
+
+def _kineto(g: ExecutionGraph, row: int) -> Optional[Dict[str, Any]]:
+    if g.link.op[row] < 0:
+        return None
+    return {"ts": float(g.cpu_ts[row]), "dur": float(g.cpu_dur[row]), "method": g.link.method}
+
+
+def _kernels(g: ExecutionGraph, row: int, limit: int = 200) -> List[Dict[str, Any]]:
+    """The kernels this node's call stack launched (its own and its nested ops'), longest first."""
+    if g.efficiency is None:
+        return []
+    stack = [row] + [int(r) for r in np.flatnonzero(_descendants(g, row))]
+    rows = [a for r in stack for a in g.kernels.rows.get(r, ())]
+    acts = g.efficiency.activities
+    rows.sort(key=lambda a: -acts["dur"][a])
+    return [{"name": acts.strings["name"][acts["name"][a]], "dur": float(acts["dur"][a]),
+             "op": acts.strings["op_name"][acts["op_name"][a]] if acts["op_name"][a] >= 0 else None,
+             **{k: _finite(acts[k][a]) for k in ("flops", "tflops", "gbps", "pct_peak", "pct_dram", "efficiency")}}
+            for a in rows[:limit]]
+
+
+def _descendants(g: ExecutionGraph, row: int) -> np.ndarray:
+    """ET rows strictly under `row` in the control tree."""
+    under = np.zeros(len(g.et), dtype=bool)
+    for r in range(row + 1, len(g.et)):  # children have larger ids, so rows after `row`
+        up = int(g.et.parent[r])
+        under[r] = up == row or (up >= 0 and under[up])
+    return under
+
+
+def _finite(x) -> Optional[float]:
+    x = float(x)
+    return x if np.isfinite(x) else None

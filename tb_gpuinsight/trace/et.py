@@ -1,0 +1,242 @@
+"""PyTorch Execution Trace (Chakra host trace) reader: schemas 1.0.1, 1.0.2, 1.0.3-chakra, 1.1.0 and 1.1.1.
+
+Two node layouts exist (see ../shared/notes/trace-formats.md):
+- 1.0.1: flat nodes with `parent`, `rf_id`, `seq_id`... and `inputs` / `input_shapes` / `input_types` lists;
+- 1.0.2 and later: `ctrl_deps` (the parent), `inputs` / `outputs` objects {values, shapes, types[, strides]} and
+  the per-node fields in an `attrs` list of {name, type, value}.
+Both are decoded by one msgspec schema and normalised into numpy columns (one row per node, in id order) plus the
+per-node argument lists, which the graph and the details panel use.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import msgspec
+import numpy as np
+
+from ..errors import TraceError
+from .source import read_all
+
+SUPPORTED_SCHEMAS = ("1.0.1", "1.0.2", "1.0.3", "1.1.0", "1.1.1")
+ROOT_PREFIXES = ("[pytorch|profiler|execution_graph|", "[pytorch|profiler|execution_trace|")
+# Per-node integer fields: 1.0.1 has them on the node, later schemas in `attrs`.
+INT_FIELDS = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid")
+_MISSING = -1
+
+
+class _Args(msgspec.Struct):
+    values: List[Any] = []
+    shapes: List[Any] = []
+    types: List[Any] = []
+    strides: Optional[List[Any]] = None
+
+
+class _Attr(msgspec.Struct):
+    name: str
+    value: Any = None
+
+
+class _Node(msgspec.Struct):
+    id: int
+    name: str = ""
+    parent: Optional[int] = None
+    ctrl_deps: Union[int, List[int], None] = None
+    rf_id: Optional[int] = None
+    fw_parent: Optional[int] = None
+    seq_id: Optional[int] = None
+    scope: Optional[int] = None
+    tid: Optional[int] = None
+    fw_tid: Optional[int] = None
+    op_schema: Optional[str] = None
+    inputs: Union[_Args, List[Any], None] = None
+    outputs: Union[_Args, List[Any], None] = None
+    input_shapes: Optional[List[Any]] = None
+    input_types: Optional[List[Any]] = None
+    output_shapes: Optional[List[Any]] = None
+    output_types: Optional[List[Any]] = None
+    attrs: List[_Attr] = []
+
+
+class _Top(msgspec.Struct):
+    schema: Any = None
+    pid: Any = None
+    time: Any = None
+    start_ts: Any = None
+    finish_ts: Any = None
+    nodes: Optional[List[_Node]] = None
+
+
+@dataclass
+class Args:
+    """A node's inputs or outputs: values (tensors as [id, storage, offset, numel, itemsize, device]), shapes,
+    types and, from schema 1.1.1, strides."""
+    values: List[Any]
+    shapes: List[Any]
+    types: List[str]
+    strides: Optional[List[Any]] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = {"values": self.values, "shapes": self.shapes, "types": self.types}
+        if self.strides is not None:
+            out["strides"] = self.strides
+        return out
+
+
+@dataclass
+class ExecutionTrace:
+    """One Execution Trace: node columns in id order (`row_of` maps an ET id to its row)."""
+    path: str
+    schema: str
+    pid: Optional[int]
+    start_ts: Optional[int]
+    finish_ts: Optional[int]
+    ids: np.ndarray
+    names: List[str]
+    parent: np.ndarray  # row of the parent node, -1 for roots
+    cols: Dict[str, np.ndarray]  # INT_FIELDS, -1 where absent
+    op_schema: List[str]
+    inputs: List[Args]
+    outputs: List[Args]
+    attrs: List[Dict[str, Any]]  # attrs other than the standard fields (collectives, kernel_backend...)
+    row_of: Dict[int, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def is_root(self, row: int) -> bool:
+        """The profiler's own process / thread nodes, which no Kineto event matches."""
+        return self.names[row].startswith(ROOT_PREFIXES)
+
+    def node(self, row: int) -> Dict[str, Any]:
+        """Everything the trace says about one node, JSON-ready."""
+        parent = int(self.parent[row])
+        return {"id": int(self.ids[row]), "name": self.names[row],
+                "parent": int(self.ids[parent]) if parent >= 0 else None,
+                **{k: int(self.cols[k][row]) for k in INT_FIELDS},
+                "op_schema": self.op_schema[row], "inputs": self.inputs[row].to_dict(),
+                "outputs": self.outputs[row].to_dict(), "attrs": self.attrs[row]}
+
+
+def schema_supported(schema: str) -> bool:
+    """True for the schema versions this reader knows (any `-chakra.x` suffix)."""
+    return any(schema == s or schema.startswith(s + "-") or schema.startswith(s + ".") for s in SUPPORTED_SCHEMAS)
+
+
+def load_et(path: "os.PathLike[str] | str") -> ExecutionTrace:
+    """Read an Execution Trace (`.json` or `.json.gz`); raises TraceError with a one-line reason."""
+    path = os.fspath(path)
+    content = read_all(path)
+    try:
+        top = msgspec.json.decode(content.view(), type=_Top)
+    except msgspec.ValidationError as exc:
+        raise TraceError(path, f"not a valid Execution Trace: {exc}") from None
+    except msgspec.DecodeError as exc:
+        reason = "truncated JSON" if "truncated" in str(exc) else f"malformed JSON: {exc}"
+        raise TraceError(path, reason) from None
+    if top.nodes is None:
+        raise TraceError(path, "not an Execution Trace (no 'nodes' list)")
+    schema = top.schema if isinstance(top.schema, str) else ""
+    if not schema_supported(schema):
+        raise TraceError(path, f"unsupported Execution Trace schema {top.schema!r} "
+                               f"(supported: {', '.join(SUPPORTED_SCHEMAS)})")
+    return _build(path, schema, top)
+
+
+def _int(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _build(path: str, schema: str, top: _Top) -> ExecutionTrace:
+    nodes = sorted(top.nodes, key=lambda n: n.id)
+    ids = np.fromiter((n.id for n in nodes), dtype=np.int64, count=len(nodes))
+    row_of = {int(i): r for r, i in enumerate(ids.tolist())}
+    if len(row_of) != len(nodes):
+        raise TraceError(path, "not a valid Execution Trace: node ids repeat")
+    cols = {k: np.full(len(nodes), _MISSING, dtype=np.int64) for k in INT_FIELDS}
+    parent = np.full(len(nodes), -1, dtype=np.int64)
+    names, schemas, inputs, outputs, extras = [], [], [], [], []
+    for row, n in enumerate(nodes):
+        fields, extra = _fields(n)
+        for k in INT_FIELDS:
+            v = _int(fields.get(k))
+            if v is not None:
+                cols[k][row] = v
+        up = row_of.get(_parent_id(n), -1)
+        parent[row] = up if up != row else -1  # the process node names itself as its parent
+        names.append(n.name)
+        schemas.append(fields.get("op_schema") or "")
+        inputs.append(_args(n.inputs, n.input_shapes, n.input_types))
+        outputs.append(_args(n.outputs, n.output_shapes, n.output_types))
+        extras.append(extra)
+    _break_cycles(parent)
+    return ExecutionTrace(path, schema, _int(top.pid), _int(top.start_ts), _int(top.finish_ts), ids, names,
+                          parent, cols, schemas, inputs, outputs, extras, row_of)
+
+
+def _break_cycles(parent: np.ndarray) -> None:
+    """Make the parent links a forest: a node whose ancestors loop back is cut loose (becomes a root)."""
+    state = np.zeros(len(parent), dtype=np.int8)  # 0 unseen, 1 on the current walk, 2 known good
+    for start in range(len(parent)):
+        walk = []
+        row = start
+        while row >= 0 and state[row] == 0:
+            state[row] = 1
+            walk.append(row)
+            row = int(parent[row])
+        if row >= 0 and state[row] == 1:  # the walk came back to itself
+            parent[walk[-1]] = -1
+        state[walk] = 2
+
+
+def _fields(n: _Node) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """The standard per-node fields (from the node or its attrs) and the remaining attrs."""
+    fields: Dict[str, Any] = {k: getattr(n, k) for k in INT_FIELDS + ("op_schema",)}
+    extra: Dict[str, Any] = {}
+    for a in n.attrs:
+        if a.name in fields:
+            fields[a.name] = a.value
+        elif a.value not in ("", None):
+            extra[a.name] = a.value
+    return fields, extra
+
+
+def _parent_id(n: _Node) -> Optional[int]:
+    if n.parent is not None:
+        return n.parent
+    deps = n.ctrl_deps
+    if isinstance(deps, list):  # some Chakra writers list the control dependencies
+        return deps[0] if deps else None
+    return deps
+
+
+def _args(value: Union[_Args, List[Any], None], shapes: Optional[List[Any]], types: Optional[List[Any]]) -> Args:
+    if isinstance(value, _Args):
+        return Args(value.values, value.shapes, [str(t) for t in value.types], value.strides)
+    return Args(value or [], shapes or [], [str(t) for t in types or []])
+
+
+def tensor_keys(args: Args) -> List[Tuple[int, int]]:
+    """(tensor id, storage id) of every tensor among the args, lists of tensors included."""
+    out: List[Tuple[int, int]] = []
+    for typ, value in zip(args.types, args.values):
+        if "Tensor" in typ:
+            _collect_tensors(value, out)
+    return out
+
+
+def _collect_tensors(value: Any, out: List[Tuple[int, int]]) -> None:
+    if not isinstance(value, list) or not value:
+        return
+    if len(value) >= 5 and isinstance(value[0], int) and isinstance(value[1], int):
+        out.append((value[0], value[1]))
+        return
+    for item in value:
+        _collect_tensors(item, out)
+
+
+def shape_text(args: Args, limit: int = 4) -> str:
+    """A short text of the first shapes, e.g. "[32, 64], [64]" (used in node labels)."""
+    shown: Sequence[Any] = [s for s, t in zip(args.shapes, args.types) if "Tensor" in t][:limit]
+    return ", ".join(str(s) for s in shown)
