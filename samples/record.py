@@ -18,6 +18,9 @@ import torch
 from torch import nn
 from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tb_gpuinsight.capture import TensorTrace, tensor_trace_path  # noqa: E402  (the repo's own capture)
+
 WORKER = "cpu-worker"
 
 
@@ -32,18 +35,28 @@ def main(out_dir: str) -> None:
     with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=1, repeat=2),
                  on_trace_ready=tensorboard_trace_handler(out_dir, worker_name=WORKER), record_shapes=True,
                  execution_trace_observer=observer) as prof:
+        tensor_trace = tensor_trace_path(out_dir, WORKER)  # run-level: cpu-worker.tensor.trace
+        if os.path.exists(tensor_trace):
+            os.remove(tensor_trace)  # TensorTrace appends
         for step in range(6):
             x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
-            with torch.profiler.record_function("forward"):
-                loss = loss_fn(model(x), y)
-            with torch.profiler.record_function("backward"):
-                optimizer.zero_grad()
-                loss.backward()
-            optimizer.step()
+            with TensorTrace(tensor_trace) if step in (2, 5) else _nothing():  # the active steps
+                with torch.profiler.record_function("forward"):
+                    loss = loss_fn(model(x), y)
+                with torch.profiler.record_function("backward"):
+                    optimizer.zero_grad()
+                    loss.backward()
+                optimizer.step()
             prof.step()
     observer.unregister_callback()  # writes the end of the file
     shutil.copyfile(et_path, os.path.join(out_dir, f"{WORKER}.et.json"))
     print(f"wrote {sorted(os.listdir(out_dir))}")
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
 
 
 if __name__ == "__main__":

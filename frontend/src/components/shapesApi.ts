@@ -1,0 +1,106 @@
+// Types and fetchers of the Tensor shapes routes (/op_shapes, /tensors, /shape_distribution).
+import { ApiError, routeUrl, type Order, type Selection } from "../api";
+
+export interface OpShapeRow {
+  op: string;
+  shape: string;
+  input_dims: unknown;
+  input_types: unknown;
+  concrete_inputs: unknown;
+  calls: number;
+  cpu_us: number;
+  mean_cpu_us: number;
+  device_us: number | null;
+  kernels: number;
+  flops: number | null;
+  flops_reason: string;
+  tflops: number | null;
+  pct_peak: number | null;
+  dtype: string | null;
+  peak_tflops: number | null;
+}
+
+export interface TensorRow {
+  kind: "call" | "ret";
+  t_ms: number;
+  ts: number;
+  shape: string;
+  ndim: number;
+  numel: number;
+  bytes: number;
+  ptr: string;
+  name: string;
+  function: string;
+  file: string;
+  line: number | null;
+  op: string;
+  op_shape: string;
+  producer: string;
+}
+
+export interface Page<T> {
+  total: number;
+  rows: T[];
+}
+
+export interface OpShapesResponse extends Page<OpShapeRow> {
+  record_shapes: boolean;
+  message: string | null;
+  spans: number;
+}
+
+export interface TensorsResponse extends Page<TensorRow> {
+  has_tensor_trace: boolean;
+  message: string | null;
+  files: { file: string; records: number; lines: number; errors: number }[];
+  errors: { file: string; line: number; reason: string }[];
+  error_count: number;
+  matched: number;
+}
+
+export interface ShapeShare {
+  shape: string;
+  input_types: unknown;
+  calls: number;
+  share: number;
+  cpu_us: number;
+  device_us: number | null;
+  tflops: number | null;
+  pct_peak: number | null;
+}
+
+export interface DistributionResponse {
+  op: string;
+  total_calls: number;
+  shapes: ShapeShare[];
+}
+
+export interface PageQuery {
+  filter: string;
+  sort: string;
+  order: Order;
+  offset: number;
+  limit: number;
+}
+
+type Query = Record<string, string | number>;
+
+/** GET a shapes route; a failed answer becomes an ApiError carrying the server's one-line reason. */
+async function get<T>(route: string, query: Query, signal?: AbortSignal): Promise<T> {
+  const response = await fetch(routeUrl(route, query), { signal, headers: { Accept: "application/json" } });
+  const body: unknown = await response.json().catch(() => null);
+  if (response.ok && body !== null) return body as T;
+  const reason = (body as { error?: unknown } | null)?.error;
+  throw new ApiError(typeof reason === "string" ? reason : `${route}: HTTP ${response.status}`, response.status);
+}
+
+const sel = (s: Selection): Query => ({ run: s.run, worker: s.worker, span: s.span });
+
+export const shapesApi = {
+  opShapes: (s: Selection, q: PageQuery, signal?: AbortSignal) =>
+    get<OpShapesResponse>("op_shapes", { ...sel(s), ...q }, signal),
+  tensors: (s: Selection, q: PageQuery, signal?: AbortSignal) =>
+    get<TensorsResponse>("tensors", { ...sel(s), ...q }, signal),
+  distribution: (s: Selection, op: string, signal?: AbortSignal) =>
+    get<DistributionResponse>("shape_distribution", { ...sel(s), op }, signal),
+};

@@ -1,0 +1,7 @@
+"""Capture helpers for training loops: `TensorTrace` records the tensor arguments of torch calls (tensor.trace).
+
+Imports torch: `import tb_gpuinsight` does not import this package until `tb_gpuinsight.TensorTrace` is used.
+"""
+from .tensortrace import TensorTrace, format_line, tensor_trace_path
+
+__all__ = ["TensorTrace", "tensor_trace_path", "format_line"]

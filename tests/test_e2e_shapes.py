@@ -1,0 +1,49 @@
+"""End to end: real TensorBoard over samples/, headless Chromium, the Tensor shapes tab on the CPU and GPU samples."""
+from __future__ import annotations
+
+import os
+import re
+
+from .browser import browser_page, need_browser, plugin_frame, tensorboard
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROWS = "() => document.querySelectorAll('.shapes-ops .tabulator-row').length > 0"
+
+
+def test_tensor_shapes_tab(tmp_path):
+    need_browser()
+    console: list = []
+    with tensorboard(os.path.join(ROOT, "samples"), str(tmp_path / "cache")) as url, browser_page(console) as page:
+        page.goto(url + "#gpuinsight")
+        frame = plugin_frame(page)
+        frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
+        frame.locator("select[aria-label='Run']").select_option("cpu_mlp")
+        frame.get_by_role("tab", name="Tensor shapes").click()
+        frame.wait_for_function(ROWS, timeout=60000)
+        assert "aten::" in frame.locator(".shapes-ops .tabulator-row").first.inner_text()
+        frame.wait_for_function(
+            "() => document.querySelectorAll('.shapes-tensors .tabulator-row').length > 0", timeout=60000)
+        tensors = frame.locator(".shapes-tensors .tabulator-row").first.inner_text()
+        assert "[32, 64]" in tensors and "record.py" in tensors
+        status = frame.locator(".table-status").nth(1).inner_text()
+        assert re.search(r"\d+ joined to a profiled op", status), status
+        frame.locator("input[aria-label^='Filter names']").fill("weight")
+        frame.wait_for_function(
+            "() => [...document.querySelectorAll('.shapes-tensors .tabulator-row')]"
+            ".every(r => r.innerText.includes('weight'))", timeout=30000)
+        frame.locator("input[aria-label^='Filter ops']").fill("aten::linear")
+        frame.wait_for_function(
+            "() => [...document.querySelectorAll('.shapes-ops .tabulator-row')]"
+            ".every(r => r.innerText.includes('aten::linear'))", timeout=30000)
+        frame.locator(".shapes-ops .tabulator-row").first.click()
+        frame.wait_for_selector(".shape-distribution canvas", timeout=30000)
+        caption = frame.locator(".shape-distribution .chart-caption").inner_text()
+        assert re.search(r"aten::linear: \d+ input-shape signatures? over \d+ calls", caption), caption
+        page.screenshot(path=str(tmp_path / "shapes_cpu.png"), full_page=True)
+
+        frame.locator("select[aria-label='Run']").select_option("bert_h100")
+        frame.wait_for_function(ROWS, timeout=60000)
+        first = frame.locator(".shapes-ops .tabulator-row").first.inner_text()
+        assert "%" in first, first  # a GPU run: achieved % of peak
+        frame.wait_for_selector("text=no tensor.trace for this span", timeout=30000)
+    assert not console, console
