@@ -15,7 +15,8 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "analyze", "augment", "diff", "discover", "sniff", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
+__all__ = ["load", "analyze", "augment", "diff", "discover", "sniff", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError",
+           "shapes", "read_tensor_trace", "TensorTrace"]
 
 
 def load(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
@@ -97,6 +98,41 @@ def _analysis_of(x, options) -> "Efficiency":
     return parts[0] if len(parts) == 1 else combine(parts).rerate(parts[0].dtype)
 
 
+def shapes(path: "KinetoTrace | os.PathLike[str] | str",
+           tensor_traces: "Optional[Iterable[os.PathLike[str] | str]]" = None) -> "ShapesReport":
+    """The Tensor shapes view of one trace: `report.ops` (DataFrame: op, input dims and types, calls, CPU and device
+    time, FLOPs, TFLOP/s, % of peak), `report.tensors.to_pandas()` (tensor.trace records joined to ops; None
+    without a tensor.trace), `report.distribution("aten::mm")`. `tensor_traces`: files to join; by default the
+    companions logdir discovery pairs with this trace (`{worker}.{stamp}.tensor.trace`, then the run's)."""
+    from .analysis.shapes import companion_tensor_traces, shapes_report
+    from .trace.tensortrace import read_tensor_trace as read_tt
+
+    trace = path if isinstance(path, KinetoTrace) else load(path)
+    paths = companion_tensor_traces(trace.meta.path) if tensor_traces is None else list(tensor_traces)
+    eff = analyze(trace)
+    return shapes_report(trace, eff.activities, [read_tt(p) for p in paths])
+
+
+def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":
+    """Read a tensor.trace file: `.table` (one row per record), `.errors` [(line number, reason)] of skipped
+    malformed lines, `.to_pandas()`."""
+    from .trace.tensortrace import read_tensor_trace as read_tt
+
+    return read_tt(path)
+
+
+def __getattr__(name: str):
+    # TensorTrace needs torch: imported on first use so that `import tb_gpuinsight` stays light.
+    if name == "TensorTrace":
+        from .capture.tensortrace import TensorTrace
+
+        return TensorTrace
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 if False:  # pragma: no cover - for type checkers only
+    from .analysis.shapes import ShapesReport
+    from .capture.tensortrace import TensorTrace
+    from .trace.tensortrace import TensorTraceFile
     from .analysis.diff import DiffResult
     from .analysis.efficiency import Efficiency

@@ -18,6 +18,7 @@ const BUNDLED = [
   { pkg: "echarts", license: "Apache-2.0", files: ["NOTICE", "LICENSE"] },
   { pkg: "zrender", license: "BSD-3-Clause", files: ["LICENSE"] },
   { pkg: "tslib", license: "0BSD", files: ["LICENSE.txt"] },
+  { pkg: "cytoscape", license: "MIT", files: ["LICENSE"] },
 ];
 
 function pkgDir(name) {

@@ -196,7 +196,7 @@ function oneLine(text: string, max = 300): string {
   return line.length > max ? line.slice(0, max - 1) + "…" : line;
 }
 
-async function getJson<T>(route: string, params: Params = {}, signal?: AbortSignal): Promise<T> {
+export async function getJson<T>(route: string, params: Params = {}, signal?: AbortSignal): Promise<T> {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), TIMEOUT_MS);
   const abort = () => controller.abort();
@@ -278,3 +278,129 @@ export const api = {
   /** URL of the augmented trace of one span (a gzip file), for an `<a download>` link. */
   traceUrl: (run: string, worker: string, span: string) => routeUrl("trace", { run, worker, span }),
 };
+
+// ---- Diff tab: the `diff` route (two selections compared kernel by kernel or op by op) ----
+
+export type DiffMatch = "normalized" | "exact";
+export type DiffBy = "kernel" | "op";
+export type DiffStatus = "both" | "added" | "removed";
+export type DiffClass =
+  | "GEMM"
+  | "attention"
+  | "convolution"
+  | "elementwise"
+  | "reduction"
+  | "memcpy/memset"
+  | "communication"
+  | "other";
+
+export interface DiffSummary {
+  name_a: string;
+  name_b: string;
+  match: DiffMatch;
+  by: DiffBy;
+  spans_a: number | null;
+  spans_b: number | null;
+  time_us_a: number | null;
+  time_us_b: number | null;
+  delta_us: number | null;
+  /** A fraction of side A's time (0.1 = +10 %), or null when A has no time. */
+  delta_pct: number | null;
+  devices_a: string[];
+  devices_b: string[];
+  added: number | null;
+  removed: number | null;
+  within_noise: number | null;
+}
+
+export interface DiffClassRow {
+  class: DiffClass | string;
+  time_us_a: number | null;
+  time_us_b: number | null;
+  delta_us: number | null;
+  share_of_change: number | null;
+}
+
+/** Per-span time spread of a row on a side that aggregates several spans. */
+export interface DiffSpread {
+  min: number | null;
+  median: number | null;
+  max: number | null;
+}
+
+export interface DiffRow {
+  /** Kernel name, or "op [dims] [types]" when by=op. */
+  name: string;
+  class: DiffClass | string;
+  status: DiffStatus;
+  count_a: number | null;
+  count_b: number | null;
+  time_us_a: number | null;
+  time_us_b: number | null;
+  mean_us_a: number | null;
+  mean_us_b: number | null;
+  tflops_a: number | null;
+  tflops_b: number | null;
+  gbps_a: number | null;
+  gbps_b: number | null;
+  pct_peak_a: number | null;
+  pct_peak_b: number | null;
+  pct_dram_a: number | null;
+  pct_dram_b: number | null;
+  efficiency_a: number | null;
+  efficiency_b: number | null;
+  dtype_a: string | null;
+  dtype_b: string | null;
+  delta_us: number | null;
+  delta_pct: number | null;
+  spread_a: DiffSpread | null;
+  spread_b: DiffSpread | null;
+  within_noise: boolean | null;
+}
+
+export interface DiffResponse {
+  summary: DiffSummary;
+  classes: DiffClassRow[];
+  total: number;
+  rows: DiffRow[];
+}
+
+export type DiffSort = "impact" | "delta_us" | "delta_pct" | "time_us_a" | "time_us_b" | "name" | "class" | "status";
+
+export interface DiffQuery {
+  match: DiffMatch;
+  by: DiffBy;
+  dtype: Dtype;
+  filter: string;
+  /** "" for every row. */
+  status: DiffStatus | "";
+  sort: DiffSort;
+  order: Order;
+  offset: number;
+  limit: number;
+}
+
+/** One page of the diff of selection `a` (baseline) against `b`; summary and classes always cover every row. */
+export function fetchDiff(a: Selection, b: Selection, q: DiffQuery, signal?: AbortSignal): Promise<DiffResponse> {
+  return getJson<DiffResponse>(
+    "diff",
+    {
+      a_run: a.run,
+      a_worker: a.worker,
+      a_span: a.span,
+      b_run: b.run,
+      b_worker: b.worker,
+      b_span: b.span,
+      match: q.match,
+      by: q.by,
+      dtype: q.dtype,
+      filter: q.filter,
+      status: q.status,
+      sort: q.sort,
+      order: q.order,
+      offset: q.offset,
+      limit: q.limit,
+    },
+    signal,
+  );
+}

@@ -56,7 +56,7 @@ function launch(v: string | null): string {
   return v ? v.replace(/\s+/g, "").replace(/,/g, ", ") : UNKNOWN;
 }
 
-function stat(label: string, value: string, title?: string): HTMLElement {
+export function stat(label: string, value: string, title?: string): HTMLElement {
   return h("div", { class: "stat", title }, h("span", { class: "stat-label", text: label }), h("span", { class: "stat-value", text: value }));
 }
 

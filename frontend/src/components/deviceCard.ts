@@ -111,7 +111,7 @@ export function deviceCard(dev: DeviceInfo, dtype: Dtype, selected: boolean, onS
   return card;
 }
 
-function figure(label: string, value: string, sub?: string, title?: string): HTMLElement {
+export function figure(label: string, value: string, sub?: string, title?: string): HTMLElement {
   return h(
     "div",
     { class: "figure", title },

@@ -52,11 +52,11 @@ export interface KernelTableOptions {
 
 type Formatter = (row: KernelRow) => HTMLElement;
 
-function cellText(text: string, title?: string, cls = "cell-text"): HTMLElement {
+export function cellText(text: string, title?: string, cls = "cell-text"): HTMLElement {
   return h("span", { class: cls, text, title });
 }
 
-function unknown(reason: string): HTMLElement {
+export function unknown(reason: string): HTMLElement {
   return h("span", { class: "cell-unknown", text: UNKNOWN, title: reason });
 }
 
@@ -77,7 +77,7 @@ export function launchText(r: KernelRow): string {
   return parts.join(" · ");
 }
 
-function pctBar(frac: number, cls: string, title: string): HTMLElement {
+export function pctBar(frac: number, cls: string, title: string): HTMLElement {
   const width = Math.max(0, Math.min(1, frac)) * 100;
   return h(
     "div",

@@ -8,7 +8,7 @@ export interface PickerHandlers {
   onRefresh(): void;
 }
 
-function statusSuffix(status: string): string {
+export function statusSuffix(status: string): string {
   switch (status) {
     case "ready":
       return "";
@@ -33,7 +33,7 @@ export function stampText(stamp: number): string | null {
   return d.toISOString().slice(0, 19).replace("T", " ") + " UTC";
 }
 
-function spanLabel(span: SpanInfo, index: number): string {
+export function spanLabel(span: SpanInfo, index: number): string {
   const when = stampText(span.stamp);
   return (when ? `${index + 1}: ${when}` : span.span) + statusSuffix(span.status);
 }

@@ -24,6 +24,15 @@ const SERIES: ReadonlyArray<readonly [Bound, string]> = [
   ["unknown", "Unclassified"],
 ];
 
+/** The look of every chart tooltip (content is built as DOM nodes by each chart's formatter, never as HTML text). */
+export const TOOLTIP_STYLE = {
+  confine: true,
+  backgroundColor: "#ffffff",
+  borderColor: "#cbd2d9",
+  textStyle: { color: "#1f2933", fontSize: 12 },
+  extraCssText: "max-width: 460px; white-space: normal; box-shadow: 0 2px 8px rgba(31,41,51,0.15);",
+} as const;
+
 const MIN_SIZE = 5;
 const MAX_SIZE = 34;
 const MAX_TOOLTIP_NAME = 240;
@@ -208,12 +217,8 @@ export class Roofline {
           textStyle: { color: "#52606d", fontSize: 12 },
         },
         tooltip: {
+          ...TOOLTIP_STYLE,
           trigger: "item",
-          confine: true,
-          backgroundColor: "#ffffff",
-          borderColor: "#cbd2d9",
-          textStyle: { color: "#1f2933", fontSize: 12 },
-          extraCssText: "max-width: 460px; white-space: normal; box-shadow: 0 2px 8px rgba(31,41,51,0.15);",
           formatter: (params: unknown) => {
             const item = (params as { data?: { idx?: number } }).data;
             const pt = item && typeof item.idx === "number" ? this.plotted[item.idx] : undefined;

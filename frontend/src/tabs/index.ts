@@ -1,13 +1,15 @@
 // The tab registry, in display order. Later tabs replace their placeholder with a module of their own.
+import { diffTab } from "./diff";
+import { executionGraphTab } from "./executionGraph";
 import { kernelEfficiencyTab } from "./kernelEfficiency";
-import { placeholderTab } from "./placeholder";
+import { tensorShapesTab } from "./tensorShapes";
 import type { TabDef } from "./types";
 
 export const TABS: readonly TabDef[] = [
   kernelEfficiencyTab,
-  placeholderTab("diff", "Diff", "Comparing two runs or spans kernel by kernel will appear here in a later version."),
-  placeholderTab("shapes", "Tensor shapes", "Per-op tensor shapes and their FLOP estimates will appear here in a later version."),
-  placeholderTab("graph", "Execution graph", "The linked execution graph and its critical path will appear here in a later version."),
+  diffTab,
+  tensorShapesTab,
+  executionGraphTab,
 ];
 
 export type { TabDef, TabView } from "./types";
