@@ -15,8 +15,8 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "analyze", "augment", "diff", "discover", "sniff", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError",
-           "shapes", "read_tensor_trace", "TensorTrace"]
+__all__ = ["load", "analyze", "augment", "diff", "shapes", "discover", "sniff", "read_tensor_trace", "TensorTrace",
+           "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
 
 def load(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
@@ -121,18 +121,23 @@ def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":
     return read_tt(path)
 
 
-def __getattr__(name: str):
-    # TensorTrace needs torch: imported on first use so that `import tb_gpuinsight` stays light.
-    if name == "TensorTrace":
-        from .capture.tensortrace import TensorTrace
+# Capture helpers need torch: imported on first use so that `import tb_gpuinsight` stays light.
+_CAPTURE = {"TensorTrace": "tensortrace", "trace_handler": "profiling", "profile": "profiling"}
 
-        return TensorTrace
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __getattr__(name: str):
+    module = _CAPTURE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".capture.{module}", __name__), name)
 
 
 if False:  # pragma: no cover - for type checkers only
     from .analysis.shapes import ShapesReport
     from .capture.tensortrace import TensorTrace
+    from .capture.profiling import profile, trace_handler
     from .trace.tensortrace import TensorTraceFile
     from .analysis.diff import DiffResult
     from .analysis.efficiency import Efficiency

@@ -42,7 +42,8 @@ def test_bert_linear_groups_have_device_time_flops_and_peak():
 
 def test_cpu_run_groups_and_tensor_join():
     report = tb_gpuinsight.shapes(CPU_SPANS[0])
-    assert report.record_shapes and report.tensor_trace_paths[0].endswith("cpu-worker.tensor.trace")
+    stem = os.path.basename(CPU_SPANS[0]).replace(".pt.trace.json", "")
+    assert report.record_shapes and report.tensor_trace_paths[0].endswith(stem + ".tensor.trace")  # its span's
     ops = report.ops
     assert ops["device_us"].isna().all()  # CPU-only: no kernels, yet every op is there
     lin = ops[(ops["op"] == "aten::linear") & (ops["shape"] == "[32, 64] [128, 64] [128]")].iloc[0]
@@ -123,7 +124,9 @@ def test_routes_op_shapes(client):
 
 def test_routes_tensors_and_distribution(client):
     code, body = _get(client, "tensors", **CPU, filter="weight", sort="bytes", order="desc", limit=3)
-    assert code == 200 and body["has_tensor_trace"] and body["files"][0]["file"] == "cpu-worker.tensor.trace"
+    assert code == 200 and body["has_tensor_trace"]
+    assert [f["file"].endswith(".tensor.trace") and f["file"].startswith("cpu-worker.") for f in body["files"]] == \
+        [True, True]  # all spans: each span's own file
     assert [r["name"] for r in body["rows"]] == ["weight"] * 3 and body["rows"][0]["bytes"] == 128 * 128 * 4
     assert body["matched"] > 0 and body["error_count"] == 0
     code, body = _get(client, "tensors", **GPU)

@@ -26,7 +26,8 @@ How argument names are chosen, in this order:
 3. else `arg<i>`. A tensor inside a list argument gets `[j]` appended (`tensors[1]`); returned tensors are named
    `return` (`return[j]` for tuples).
 The time is `time.time_ns()` when the call starts (or returns, for `[ret]`), the clock Kineto traces use, so records
-can be joined to profiler ops by time. The source location is that same nearest frame outside torch.
+can be joined to profiler ops by time. The source location is that same nearest frame outside torch (relative to
+the working directory when the file is under it).
 
 Scope: only the thread that entered the block is recorded (torch function modes are thread-local; module hooks
 check the thread). Blocks nest: an inner block records into its own sink and the outer one still sees the calls.
@@ -220,7 +221,7 @@ class TensorTrace:
         self._busy.active = True
         try:
             frame = _user_frame(sys._getframe(1))
-            location = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?:0"
+            location = f"{_shown_path(frame.f_code.co_filename)}:{frame.f_lineno}" if frame is not None else "?:0"
             local_names = _local_names(frame) if frame is not None and not returned else {}
             with torch._C.DisableTorchFunction():
                 lines = [format_line(kind, ts, *_describe(t), local_names.get(id(t), param), function, location)
@@ -276,6 +277,16 @@ def _function_name(func: Callable) -> Optional[str]:
     except TypeError:
         pass
     return out
+
+
+def _shown_path(path: str) -> str:
+    """Source files under the working directory are written relative to it: shorter lines, and a trace that does
+    not carry the machine's directory layout."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if rel.startswith("..") else rel
 
 
 def _module_name(module: torch.nn.Module) -> str:
