@@ -143,12 +143,14 @@ def test_cli_graph(tmp_path, capsys):
     assert "not an Execution Trace" in capsys.readouterr().err
 
 
-def test_sample_cpu_run_links_by_offset():
+def test_sample_cpu_run_spans_link_fully():
     run = os.path.join(ROOT, "samples", "cpu_mlp")
     spans = sorted(f for f in os.listdir(run) if f.endswith(".pt.trace.json"))
-    g = build_graph(load_et(os.path.join(run, "cpu-worker.et.json")),
-                    *_loaded(os.path.join(run, spans[-1])))
-    assert g.link.linked > 0 and g.critical.timed and g.critical.by_cause.get("cpu_op", 0) > 0
+    assert len(spans) == 2
+    for span in spans:  # each span has the Execution Trace of its own window (tb_gpuinsight.profile)
+        g = build_graph(load_et(os.path.join(run, span.replace(".pt.trace.json", ".et.json"))),
+                        *_loaded(os.path.join(run, span)))
+        assert g.link.rate == 1.0 and g.critical.timed and g.critical.by_cause.get("cpu_op", 0) > 0
 
 
 def _loaded(path):
