@@ -84,30 +84,36 @@ function rowStats(r: KernelRow): HTMLElement {
   );
 }
 
+/** A details drawer, hidden at first: a head with its title and a close button, then `body`. */
+export function drawer(title: string, body: HTMLElement, onClose: () => void): HTMLElement {
+  const el = h(
+    "aside",
+    { class: "drawer", attrs: { "aria-label": title } },
+    h(
+      "div",
+      { class: "drawer-head" },
+      h("span", { class: "drawer-title", text: title }),
+      h("button", {
+        class: "btn btn-icon",
+        text: "×",
+        title: "Close",
+        attrs: { "aria-label": "Close details" },
+        on: { click: onClose },
+      }),
+    ),
+    body,
+  );
+  el.hidden = true;
+  return el;
+}
+
 export class Details {
   readonly el: HTMLElement;
   private body = h("div", { class: "drawer-body" });
   private controller: AbortController | null = null;
 
   constructor(private opts: DetailsOptions) {
-    this.el = h(
-      "aside",
-      { class: "drawer", attrs: { "aria-label": "Kernel details" } },
-      h(
-        "div",
-        { class: "drawer-head" },
-        h("span", { class: "drawer-title", text: "Kernel details" }),
-        h("button", {
-          class: "btn btn-icon",
-          text: "×",
-          title: "Close",
-          attrs: { "aria-label": "Close details" },
-          on: { click: () => this.opts.onClose() },
-        }),
-      ),
-      this.body,
-    );
-    this.el.hidden = true;
+    this.el = drawer("Kernel details", this.body, () => this.opts.onClose());
   }
 
   /** Show one kernel; `load` fetches its launching ops. */

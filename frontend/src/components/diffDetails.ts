@@ -2,7 +2,7 @@
 import type { DiffRow } from "../api";
 import { h, replace } from "../dom";
 import { gbps, isKnown, pct, sig, time, UNKNOWN } from "../format";
-import { stat } from "./details";
+import { drawer, stat } from "./details";
 import { deltaClass, signedPct, signedTime, spreadText, statusTag } from "./diffFormat";
 
 type Num = number | null;
@@ -22,24 +22,7 @@ export class DiffDetails {
   private body = h("div", { class: "drawer-body" });
 
   constructor(onClose: () => void) {
-    this.el = h(
-      "aside",
-      { class: "drawer", attrs: { "aria-label": "Diff details" } },
-      h(
-        "div",
-        { class: "drawer-head" },
-        h("span", { class: "drawer-title", text: "Diff details" }),
-        h("button", {
-          class: "btn btn-icon",
-          text: "×",
-          title: "Close",
-          attrs: { "aria-label": "Close details" },
-          on: { click: onClose },
-        }),
-      ),
-      this.body,
-    );
-    this.el.hidden = true;
+    this.el = drawer("Diff details", this.body, onClose);
   }
 
   open(r: DiffRow, nameA: string, nameB: string): void {

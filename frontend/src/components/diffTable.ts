@@ -1,13 +1,13 @@
 // The Diff table: one row per kernel (or op + shapes) with both sides' figures and the deltas, in Tabulator with
-// remote (server-side) sorting and pagination. Cells are DOM nodes filled through textContent (see kernelTable.ts).
-// Importing kernelTable.ts also registers the Tabulator modules this table needs.
-import { Tabulator, type CellComponent, type ColumnDefinition, type RowComponent } from "tabulator-tables";
-import type { DiffResponse, DiffRow, DiffSort, Order } from "../api";
+// remote (server-side) sorting and pagination (see remoteTable.ts). Cells are DOM nodes filled through textContent
+// (see kernelTable.ts).
+import type { CellComponent, ColumnDefinition } from "tabulator-tables";
+import { isAbort, type DiffResponse, type DiffRow, type DiffSort, type Order } from "../api";
 import { h } from "../dom";
 import { count, isKnown, pct, sig, time } from "../format";
 import { deltaClass, noiseTitle, signedPct, signedTime, spreadText, statusTag } from "./diffFormat";
 import { cellText, pctBar, unknown } from "./kernelTable";
-import { emptyState } from "./states";
+import { errorMessage, RemoteTable, type RemoteSort } from "./remoteTable";
 
 export interface DiffPageRequest {
   sort: DiffSort;
@@ -35,20 +35,19 @@ function calls(v: number | null): string {
   return Number.isInteger(v) ? count(v) : sig(v);
 }
 
+/** No column sort: by impact on total GPU time (|Δ time|), the most telling order. */
+function diffSort(sorter: RemoteSort | undefined): DiffSort {
+  return sorter && SORTABLE.has(sorter.field) ? (sorter.field as DiffSort) : "impact";
+}
+
 function sideMissing(r: DiffRow, side: "a" | "b"): boolean {
   return (side === "a" && r.status === "added") || (side === "b" && r.status === "removed");
 }
 
 export class DiffTable {
-  private table: Tabulator;
-  private built: Promise<void>;
-  private selectedName: string | null = null;
-  private destroyed = false;
+  private table: RemoteTable<DiffRow, DiffResponse>;
 
-  constructor(
-    container: HTMLElement,
-    private opts: DiffTableOptions,
-  ) {
+  constructor(container: HTMLElement, opts: DiffTableOptions) {
     const fmt = (f: Formatter) => (cell: CellComponent) => f(cell.getRow().getData() as DiffRow);
     const header = (title: string, tip: string) => () => h("span", { text: title, title: tip });
     const absent = (side: "a" | "b") => h("span", { class: "cell-absent", text: "", title: side === "a" ? "not in A" : "not in B" });
@@ -160,100 +159,42 @@ export class DiffTable {
       },
     ];
 
-    const el = h("div");
-    container.appendChild(el);
-    this.table = new Tabulator(el, {
-      layout: "fitColumns",
-      maxHeight: "620px",
+    this.table = new RemoteTable<DiffRow, DiffResponse>(container, {
       columns,
-      columnDefaults: { headerSortStartingDir: "desc", resizable: true, vertAlign: "middle" },
-      sortMode: "remote",
-      pagination: true,
-      paginationMode: "remote",
-      paginationSize: opts.pageSize,
-      paginationCounter: "rows",
-      paginationButtonCount: 5,
-      ajaxURL: "diff",
-      ajaxRequestFunc: (_url: string, _config: unknown, params: TabulatorParams) => this.request(params),
-      placeholder: () => emptyState("No rows", "No kernel matches the current name and status filters."),
-      dataLoaderLoading: h("span", { class: "table-loading", text: "Comparing…" }),
-      rowFormatter: (row: RowComponent) => {
-        const data = row.getData() as DiffRow;
-        row.getElement().classList.toggle("row-selected", data.name === this.selectedName);
+      pageSize: opts.pageSize,
+      route: "diff",
+      fetchPage: ({ sorter, offset, limit }) =>
+        opts.fetchPage({ sort: diffSort(sorter), order: sorter?.dir === "asc" ? "asc" : "desc", offset, limit }),
+      onLoaded: (res, req) => opts.onLoaded(res, diffSort(req.sorter)),
+      onError: (err) => {
+        if (!isAbort(err)) opts.onError(errorMessage(err));
       },
+      placeholder: { title: "No rows", hint: "No kernel matches the current name and status filters." },
+      loading: "Comparing…",
+      maxHeight: "620px",
+      key: (row) => row.name,
+      onRowClick: (row) => opts.onSelect(row),
     });
-    this.built = new Promise((resolve) =>
-      this.table.on("tableBuilt", () => {
-        this.table.on("rowClick", (_e: UIEvent, row: RowComponent) => {
-          const data = row.getData() as DiffRow;
-          this.select(data.name);
-          opts.onSelect(data);
-        });
-        resolve();
-      }),
-    );
-  }
-
-  private async request(params: TabulatorParams): Promise<RemotePage> {
-    const size = params.size ?? this.opts.pageSize;
-    const page = params.page ?? 1;
-    const sorter = params.sort?.[0];
-    // No column sort: by impact on total GPU time (|Δ time|), the most telling order.
-    const sort: DiffSort = sorter && SORTABLE.has(sorter.field) ? (sorter.field as DiffSort) : "impact";
-    try {
-      const res = await this.opts.fetchPage({
-        sort,
-        order: sorter?.dir === "asc" ? "asc" : "desc",
-        offset: (page - 1) * size,
-        limit: size,
-      });
-      if (!this.destroyed) this.opts.onLoaded(res, sort);
-      return { last_page: Math.max(1, Math.ceil(res.total / size)), last_row: res.total, data: res.rows };
-    } catch (err) {
-      if (!this.destroyed && !(err instanceof DOMException && err.name === "AbortError")) {
-        this.opts.onError(err instanceof Error ? err.message : String(err));
-      }
-      return { last_page: 1, last_row: 0, data: [] };
-    }
   }
 
   /** Fetch again from the first page (after a change of a filter). */
-  async reload(): Promise<void> {
-    await this.built;
-    if (this.destroyed) return;
-    await this.table.setData();
+  reload(): Promise<void> {
+    return this.table.reload();
   }
 
   /** Back to the default order (impact), then fetch again. */
-  async sortByImpact(): Promise<void> {
-    await this.built;
-    if (this.destroyed) return;
-    this.table.clearSort();
-    await this.table.setData();
+  sortByImpact(): Promise<void> {
+    return this.table.whenBuilt(async (table) => {
+      table.clearSort();
+      await table.setData();
+    });
   }
 
   select(name: string | null): void {
-    this.selectedName = name;
-    if (this.destroyed) return;
-    for (const row of this.table.getRows()) {
-      row.getElement().classList.toggle("row-selected", (row.getData() as DiffRow).name === name);
-    }
+    this.table.select(name);
   }
 
   destroy(): void {
-    this.destroyed = true;
     this.table.destroy();
   }
-}
-
-interface TabulatorParams {
-  page?: number;
-  size?: number;
-  sort?: { field: string; dir: "asc" | "desc" }[];
-}
-
-interface RemotePage {
-  last_page: number;
-  last_row: number;
-  data: DiffRow[];
 }

@@ -1,33 +1,11 @@
-// The kernel table: Tabulator with remote (server-side) sorting and pagination.
+// The kernel table: Tabulator with remote (server-side) sorting and pagination (see remoteTable.ts).
 // Every cell is built by a formatter that returns a DOM node filled through textContent (Tabulator would otherwise
 // write the raw value with innerHTML).
-import {
-  AjaxModule,
-  FormatModule,
-  InteractionModule,
-  PageModule,
-  ResizeColumnsModule,
-  ResizeTableModule,
-  SortModule,
-  Tabulator,
-  type CellComponent,
-  type ColumnDefinition,
-  type RowComponent,
-} from "tabulator-tables";
+import type { CellComponent, ColumnDefinition } from "tabulator-tables";
 import type { Group, KernelRow, KernelsResponse, Order } from "../api";
 import { h } from "../dom";
 import { count, gbps, pct, sig, time, UNKNOWN } from "../format";
-import { emptyState } from "./states";
-
-Tabulator.registerModule([
-  AjaxModule,
-  FormatModule,
-  InteractionModule,
-  PageModule,
-  ResizeColumnsModule,
-  ResizeTableModule,
-  SortModule,
-]);
+import { errorMessage, RemoteTable } from "./remoteTable";
 
 export interface PageRequest {
   sort: string;
@@ -88,10 +66,7 @@ export function pctBar(frac: number, cls: string, title: string): HTMLElement {
 }
 
 export class KernelTable {
-  private table: Tabulator;
-  private built: Promise<void>;
-  private selectedName: string | null = null;
-  private destroyed = false;
+  private table: RemoteTable<KernelRow, KernelsResponse>;
 
   constructor(
     container: HTMLElement,
@@ -236,112 +211,51 @@ export class KernelTable {
       },
     ];
 
-    // Tabulator turns the element it is given into the table: give it a child so that styles can scope by host.
-    const el = h("div");
-    container.appendChild(el);
-    this.table = new Tabulator(el, {
-      layout: "fitColumns",
-      maxHeight: "600px",
+    this.table = new RemoteTable<KernelRow, KernelsResponse>(container, {
       columns,
-      columnDefaults: { headerSortStartingDir: "desc", resizable: true, vertAlign: "middle" },
-      sortMode: "remote",
-      initialSort: [{ column: "total_us", dir: "desc" }],
-      pagination: true,
-      paginationMode: "remote",
-      paginationSize: opts.pageSize,
-      paginationCounter: "rows",
-      paginationButtonCount: 5,
-      ajaxURL: "kernels",
-      ajaxRequestFunc: (_url: string, _config: unknown, params: TabulatorParams) => this.request(params),
-      placeholder: () => emptyState("No kernels", "No kernel on this device matches the current filters."),
-      dataLoaderLoading: h("span", { class: "table-loading", text: "Loading kernels…" }),
-      rowFormatter: (row: RowComponent) => {
-        const data = row.getData() as KernelRow;
-        row.getElement().classList.toggle("row-selected", data.name === this.selectedName);
+      pageSize: opts.pageSize,
+      route: "kernels",
+      fetchPage: ({ sorter, offset, limit }) =>
+        opts.fetchPage({ sort: sorter?.field ?? "total_us", order: sorter?.dir === "asc" ? "asc" : "desc", offset, limit }),
+      onLoaded: (res) => {
+        opts.onLoaded(res.total, res.dtype);
+        opts.onRows(res.rows);
       },
+      onError: (err) => opts.onError(errorMessage(err)),
+      placeholder: { title: "No kernels", hint: "No kernel on this device matches the current filters." },
+      loading: "Loading kernels…",
+      initialSort: { field: "total_us", dir: "desc" },
+      maxHeight: "600px",
+      key: (row) => row.name,
+      onRowClick: (row) => opts.onSelect(row),
     });
-    this.built = new Promise((resolve) =>
-      this.table.on("tableBuilt", () => {
-        // Interaction events bound before the table is built are not always wired up: bind them here.
-        this.table.on("rowClick", (_e: UIEvent, row: RowComponent) => {
-          const data = row.getData() as KernelRow;
-          this.select(data.name);
-          opts.onSelect(data);
-        });
-        resolve();
-      }),
-    );
-  }
-
-  private async request(params: TabulatorParams): Promise<RemotePage> {
-    const size = params.size ?? this.opts.pageSize;
-    const page = params.page ?? 1;
-    const sorter = params.sort?.[0];
-    try {
-      const res = await this.opts.fetchPage({
-        sort: sorter?.field ?? "total_us",
-        order: sorter?.dir === "asc" ? "asc" : "desc",
-        offset: (page - 1) * size,
-        limit: size,
-      });
-      if (!this.destroyed) {
-        this.opts.onLoaded(res.total, res.dtype);
-        this.opts.onRows(res.rows);
-      }
-      const lastPage = Math.max(1, Math.ceil(res.total / size));
-      return { last_page: lastPage, last_row: res.total, data: res.rows };
-    } catch (err) {
-      if (!this.destroyed) this.opts.onError(err instanceof Error ? err.message : String(err));
-      return { last_page: 1, last_row: 0, data: [] };
-    }
   }
 
   /** Fetch again from the first page (after a change of dtype, group, filter or device). */
-  async reload(): Promise<void> {
-    await this.built;
-    if (this.destroyed) return;
-    await this.table.setData();
+  reload(): Promise<void> {
+    return this.table.reload();
   }
 
-  async setPageSize(size: number): Promise<void> {
+  setPageSize(size: number): Promise<void> {
     this.opts.pageSize = size;
-    await this.built;
-    if (this.destroyed) return;
-    this.table.setPageSize(size);
+    return this.table.setPageSize(size);
   }
 
   async setGroup(group: Group): Promise<void> {
     this.opts.group = group;
-    await this.built;
-    if (this.destroyed) return;
-    if (group === "op") this.table.showColumn("op");
-    else this.table.hideColumn("op");
-    await this.table.setData();
+    await this.table.whenBuilt(async (table) => {
+      if (group === "op") table.showColumn("op");
+      else table.hideColumn("op");
+      await table.setData();
+    });
   }
 
   /** Mark the row of this kernel (null: none). */
   select(name: string | null): void {
-    this.selectedName = name;
-    if (this.destroyed) return;
-    for (const row of this.table.getRows()) {
-      row.getElement().classList.toggle("row-selected", (row.getData() as KernelRow).name === name);
-    }
+    this.table.select(name);
   }
 
   destroy(): void {
-    this.destroyed = true;
     this.table.destroy();
   }
-}
-
-interface TabulatorParams {
-  page?: number;
-  size?: number;
-  sort?: { field: string; dir: "asc" | "desc" }[];
-}
-
-interface RemotePage {
-  last_page: number;
-  last_row: number;
-  data: KernelRow[];
 }

@@ -57,6 +57,23 @@ function axisLabel(v: number): string {
   return String(Number(v.toPrecision(3)));
 }
 
+/** A base-10 log axis of the roofline, named in the middle at `nameGap` px from the axis. */
+function logAxis(name: string, nameGap: number, min: number, max: number) {
+  return {
+    type: "log",
+    logBase: 10,
+    min,
+    max,
+    name,
+    nameLocation: "middle",
+    nameGap,
+    nameTextStyle: { color: "#52606d" },
+    axisLabel: { formatter: axisLabel, color: "#616e7c" },
+    axisLine: { lineStyle: { color: "#9aa5b1" } },
+    splitLine: { show: true, lineStyle: { color: "#eef0f3" } },
+  } as const;
+}
+
 function boundOf(p: RooflinePoint, ridge: number | null): Bound {
   if (p.bound) return p.bound;
   if (ridge == null || p.intensity == null) return "unknown";
@@ -225,32 +242,8 @@ export class Roofline {
             return pt ? tooltipNode(pt.p, dram) : "";
           },
         },
-        xAxis: {
-          type: "log",
-          logBase: 10,
-          min: xMin,
-          max: xMax,
-          name: "Arithmetic intensity (FLOP/byte)",
-          nameLocation: "middle",
-          nameGap: 30,
-          nameTextStyle: { color: "#52606d" },
-          axisLabel: { formatter: axisLabel, color: "#616e7c" },
-          axisLine: { lineStyle: { color: "#9aa5b1" } },
-          splitLine: { show: true, lineStyle: { color: "#eef0f3" } },
-        },
-        yAxis: {
-          type: "log",
-          logBase: 10,
-          min: yMin,
-          max: yMax,
-          name: "Achieved TFLOP/s",
-          nameLocation: "middle",
-          nameGap: 46,
-          nameTextStyle: { color: "#52606d" },
-          axisLabel: { formatter: axisLabel, color: "#616e7c" },
-          axisLine: { lineStyle: { color: "#9aa5b1" } },
-          splitLine: { show: true, lineStyle: { color: "#eef0f3" } },
-        },
+        xAxis: logAxis("Arithmetic intensity (FLOP/byte)", 30, xMin, xMax),
+        yAxis: logAxis("Achieved TFLOP/s", 46, yMin, yMax),
         series,
       },
       { notMerge: true },

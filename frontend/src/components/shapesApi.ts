@@ -1,5 +1,5 @@
 // Types and fetchers of the Tensor shapes routes (/op_shapes, /tensors, /shape_distribution).
-import { ApiError, routeUrl, type Order, type Selection } from "../api";
+import { getJson, type Order, type Selection } from "../api";
 
 export interface OpShapeRow {
   op: string;
@@ -85,22 +85,13 @@ export interface PageQuery {
 
 type Query = Record<string, string | number>;
 
-/** GET a shapes route; a failed answer becomes an ApiError carrying the server's one-line reason. */
-async function get<T>(route: string, query: Query, signal?: AbortSignal): Promise<T> {
-  const response = await fetch(routeUrl(route, query), { signal, headers: { Accept: "application/json" } });
-  const body: unknown = await response.json().catch(() => null);
-  if (response.ok && body !== null) return body as T;
-  const reason = (body as { error?: unknown } | null)?.error;
-  throw new ApiError(typeof reason === "string" ? reason : `${route}: HTTP ${response.status}`, response.status);
-}
-
 const sel = (s: Selection): Query => ({ run: s.run, worker: s.worker, span: s.span });
 
 export const shapesApi = {
   opShapes: (s: Selection, q: PageQuery, signal?: AbortSignal) =>
-    get<OpShapesResponse>("op_shapes", { ...sel(s), ...q }, signal),
+    getJson<OpShapesResponse>("op_shapes", { ...sel(s), ...q }, signal),
   tensors: (s: Selection, q: PageQuery, signal?: AbortSignal) =>
-    get<TensorsResponse>("tensors", { ...sel(s), ...q }, signal),
+    getJson<TensorsResponse>("tensors", { ...sel(s), ...q }, signal),
   distribution: (s: Selection, op: string, signal?: AbortSignal) =>
-    get<DistributionResponse>("shape_distribution", { ...sel(s), op }, signal),
+    getJson<DistributionResponse>("shape_distribution", { ...sel(s), op }, signal),
 };

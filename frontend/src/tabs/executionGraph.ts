@@ -2,6 +2,7 @@
 // CPU time or efficiency, with the critical path in red, search by op name, and node details in a drawer.
 import { isAbort, type Selection } from "../api";
 import { figure } from "../components/deviceCard";
+import { drawer as detailsDrawer } from "../components/details";
 import { graphApi, type Cause, type GraphView, type ViewQuery } from "../components/graphApi";
 import { GraphCanvas, type ColorBy } from "../components/graphCanvas";
 import { nodeDetails } from "../components/graphDetails";
@@ -43,24 +44,13 @@ class ExecutionGraphView implements TabView {
   private resultsEl = h("ul", { class: "graph-results" });
   private canvasEl = h("div", { class: "graph-canvas", style: { height: "68vh" }, attrs: { "aria-label": "Execution graph" } });
   private bodyEl = h("div", { class: "drawer-body" });
-  private drawer = h(
-    "aside",
-    { class: "drawer", attrs: { "aria-label": "Node details" } },
-    h(
-      "div",
-      { class: "drawer-head" },
-      h("span", { class: "drawer-title", text: "Node details" }),
-      h("button", { class: "btn btn-icon", text: "×", title: "Close", attrs: { "aria-label": "Close details" }, on: { click: () => this.closeDetails() } }),
-    ),
-    this.bodyEl,
-  );
+  private drawer = detailsDrawer("Node details", this.bodyEl, () => this.closeDetails());
   private main = h("div", { class: "graph-main" });
 
   constructor(
     private host: HTMLElement,
     private sel: Selection,
   ) {
-    this.drawer.hidden = true;
     replace(this.host, this.main, this.drawer);
     this.load();
   }
