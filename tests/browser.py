@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import pytest
 
@@ -73,6 +73,20 @@ def browser_page(console: List[str]):
             yield page
         finally:
             browser.close()
+
+
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
+
+
+@contextmanager
+def plugin_page(tmp_path, logdir: str = SAMPLES, *tensorboard_args: str, console: Optional[List[str]] = None):
+    """Real TensorBoard over `logdir`, Chromium on its GPU Insight tab: yields (page, plugin frame). Console errors
+    and failed requests are collected into `console` (pass a list and assert it is empty afterwards)."""
+    need_browser()
+    console = console if console is not None else []
+    with tensorboard(logdir, str(tmp_path / "cache"), *tensorboard_args) as url, browser_page(console) as page:
+        page.goto(url + "#gpuinsight")
+        yield page, plugin_frame(page)
 
 
 def plugin_frame(page, timeout: float = 60.0):

@@ -1,14 +1,12 @@
 """End to end: real TensorBoard over samples/, headless Chromium, the Kernel efficiency tab of every GPU run."""
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
 
-from .browser import browser_page, need_browser, plugin_frame, tensorboard
+from .browser import SAMPLES, plugin_page
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU_RUNS = ("bert_h100", "vit_h100", "minitoy_mi250")
 
 
@@ -18,11 +16,8 @@ def shots(tmp_path_factory):
 
 
 def test_kernel_efficiency_tab_in_tensorboard(tmp_path, shots):
-    need_browser()
     console: list = []
-    with tensorboard(os.path.join(ROOT, "samples"), str(tmp_path / "cache")) as url, browser_page(console) as page:
-        page.goto(url + "#gpuinsight")
-        frame = plugin_frame(page)
+    with plugin_page(tmp_path, console=console) as (page, frame):
         for run in GPU_RUNS:
             frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
             frame.locator("select[aria-label='Run']").select_option(run)
@@ -47,13 +42,9 @@ def test_kernel_efficiency_tab_in_tensorboard(tmp_path, shots):
 
 
 def test_tab_works_under_path_prefix(tmp_path):
-    need_browser()
     console: list = []
-    with tensorboard(os.path.join(ROOT, "samples"), str(tmp_path / "cache"), "--path_prefix", "/tb/gpu") as url, \
-            browser_page(console) as page:
-        assert url.rstrip("/").endswith("/tb/gpu")
-        page.goto(url + "#gpuinsight")
-        frame = plugin_frame(page)
+    with plugin_page(tmp_path, SAMPLES, "--path_prefix", "/tb/gpu", console=console) as (page, frame):
+        assert page.url.split("#")[0].rstrip("/").endswith("/tb/gpu")
         frame.locator("select[aria-label='Run']").select_option("bert_h100")
         frame.wait_for_function("() => document.querySelectorAll('.tabulator-row').length > 0", timeout=60000)
         assert frame.locator("details.menu a[download]").count() >= 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .browser import browser_page, need_browser, plugin_frame, tensorboard
+from .browser import plugin_page
 
 torch = pytest.importorskip("torch")
 
@@ -25,12 +25,9 @@ def _tab(frame, label: str) -> None:
 
 
 def test_all_four_tabs_on_a_captured_logdir(tmp_path):
-    need_browser()
     _record(tmp_path / "logdir")
     console: list = []
-    with tensorboard(str(tmp_path / "logdir"), str(tmp_path / "cache")) as url, browser_page(console) as page:
-        page.goto(url + "#gpuinsight")
-        frame = plugin_frame(page)
+    with plugin_page(tmp_path, str(tmp_path / "logdir"), console=console) as (page, frame):
         frame.wait_for_selector("select[aria-label='Run'] option[value='captured']", state="attached",
                                 timeout=60000)
         # Kernel efficiency: a CPU-only capture says so instead of spinning.

@@ -1,21 +1,16 @@
 """End to end: real TensorBoard over samples/, headless Chromium, the Diff tab comparing two H100 sample runs."""
 from __future__ import annotations
 
-import os
 import re
 
-from .browser import browser_page, need_browser, plugin_frame, tensorboard
+from .browser import plugin_page
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIME = r"[−+]?\d[\d,.]*\s*(?:ns|µs|ms|s)\b"
 
 
 def test_diff_tab_in_tensorboard(tmp_path):
-    need_browser()
     console: list = []
-    with tensorboard(os.path.join(ROOT, "samples"), str(tmp_path / "cache")) as url, browser_page(console) as page:
-        page.goto(url + "#gpuinsight")
-        frame = plugin_frame(page)
+    with plugin_page(tmp_path, console=console) as (page, frame):
         frame.wait_for_selector("button.tab:has-text('Diff')", timeout=60000)
         frame.locator("button.tab:has-text('Diff')").click()
         frame.wait_for_selector("select[aria-label='Run A'] option[value='vit_h100']", state="attached", timeout=60000)

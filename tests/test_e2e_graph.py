@@ -2,11 +2,9 @@
 a node click shows its details, and a run without an Execution Trace says how to record one."""
 from __future__ import annotations
 
-import os
 
-from .browser import browser_page, need_browser, plugin_frame, tensorboard
+from .browser import plugin_page
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _open_tab(frame, run: str) -> None:
@@ -16,11 +14,8 @@ def _open_tab(frame, run: str) -> None:
 
 
 def test_graph_renders_and_node_click_shows_details(tmp_path):
-    need_browser()
     console: list = []
-    with tensorboard(os.path.join(ROOT, "samples"), str(tmp_path / "cache")) as url, browser_page(console) as page:
-        page.goto(url + "#gpuinsight")
-        frame = plugin_frame(page)
+    with plugin_page(tmp_path, console=console) as (page, frame):
         _open_tab(frame, "cpu_mlp")
         frame.wait_for_function("() => { const c = document.querySelector('.graph-canvas');"
                                 " return c && c.cy && c.cy.nodes().length > 0; }", timeout=60000)

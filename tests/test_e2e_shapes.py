@@ -1,21 +1,16 @@
 """End to end: real TensorBoard over samples/, headless Chromium, the Tensor shapes tab on the CPU and GPU samples."""
 from __future__ import annotations
 
-import os
 import re
 
-from .browser import browser_page, need_browser, plugin_frame, tensorboard
+from .browser import plugin_page
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROWS = "() => document.querySelectorAll('.shapes-ops .tabulator-row').length > 0"
 
 
 def test_tensor_shapes_tab(tmp_path):
-    need_browser()
     console: list = []
-    with tensorboard(os.path.join(ROOT, "samples"), str(tmp_path / "cache")) as url, browser_page(console) as page:
-        page.goto(url + "#gpuinsight")
-        frame = plugin_frame(page)
+    with plugin_page(tmp_path, console=console) as (page, frame):
         frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
         frame.locator("select[aria-label='Run']").select_option("cpu_mlp")
         frame.get_by_role("tab", name="Tensor shapes").click()

@@ -16,7 +16,7 @@ from tb_gpuinsight.analysis.rows import group_rows
 from tb_gpuinsight.cli import main
 from tb_gpuinsight.errors import GpuInsightError
 
-from .corpus import CORPUS, corpus_files, plain_json
+from .corpus import corpus_files, plain_json
 
 BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 KINETO_FILES = [p for p in corpus_files() if tb_gpuinsight.sniff(p).kind == "kineto"]
