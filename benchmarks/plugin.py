@@ -61,7 +61,6 @@ def _biggest_trace() -> Path:
 
 
 def _json_size(path: Path) -> int:
-    import gzip
     import struct
 
     with open(path, "rb") as f:

@@ -121,24 +121,6 @@ def _edges(times: OpTimes, data_edges: Sequence[Tuple[int, int]], has_gpu: np.nd
     return [e for e in edges if _causal(times, e)] if times.timed else edges
 
 
-def _gpu_edges(times: OpTimes, i: int, cpu_end: float, last_on_stream: Dict[int, int]) -> List[Edge]:
-    """Launch and stream-order edges into op i's GPU part. Both carry the time the stream sat idle before it, once
-    the op had returned and the previous kernel had ended: the GPU waiting on the host."""
-    stream = int(times.stream[i])
-    prev = last_on_stream.get(stream)
-    last_on_stream[stream] = i
-    ready = cpu_end if prev is None else max(cpu_end, times.gpu_end[prev])
-    gap = _positive(times.gpu_ts[i] - ready)
-    out: List[Edge] = [(2 * i, 2 * i + 1, gap, LAUNCH_GAP)]
-    if prev is not None:
-        out.append((2 * prev + 1, 2 * i + 1, gap, LAUNCH_GAP))
-    return out
-
-
-def _positive(x: float) -> float:
-    return float(x) if x == x and x > 0 else 0.0
-
-
 def _causal(times: OpTimes, edge: Edge) -> bool:
     """A timed dependency holds only if its target started after its source ended (else the timings contradict
     it, and following it would count overlapping time twice). A launch edge always holds: the kernel runs while
@@ -152,6 +134,9 @@ def _causal(times: OpTimes, edge: Edge) -> bool:
 
 
 def _gpu_edges(times: OpTimes, i: int, cpu_end: float, last_on_stream: Dict[int, int]) -> List[Edge]:
+    """Launch and stream-order edges into op i's GPU part. The launch edge carries the time the stream sat idle
+    before the kernel, once the op had returned and the previous kernel had ended (the GPU waiting on the host);
+    the stream-order edge carries nothing, so that idle time is counted once."""
     stream = int(times.stream[i])
     prev = last_on_stream.get(stream)
     last_on_stream[stream] = i
