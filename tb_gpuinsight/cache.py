@@ -97,6 +97,10 @@ class SummaryCache:
         except OSError:
             return None
 
+    def has(self, key: str) -> bool:
+        """Whether a summary exists (a stat, not a read: the scanner asks this for every new span)."""
+        return bool(self.directory) and os.path.isfile(os.path.join(self.directory, key))
+
     def put(self, key: str, data: bytes) -> bool:
         """Write atomically; False when the directory cannot be written."""
         if not self.directory:

@@ -165,7 +165,7 @@ class LogdirService:
                     continue
                 new = SpanState(run.name, worker, span.name, e, span.stamp, key, **companions)
                 self.generation += 1
-                if self.cache.get(key) is not None:
+                if self.cache.has(key):
                     new.status = "ready"
                 state.spans[(worker, span.name)] = new
 

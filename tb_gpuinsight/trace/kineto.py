@@ -278,7 +278,7 @@ def _common(cols: _Columns, evs: List, args: List, n: int) -> None:
     cols.add_ints("ext_id", _ext_ids(args), n)
 
 
-def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner) -> None:
+def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, _kinds: List[str]) -> None:
     _common(cols, evs, args, n)
     cols.add_strings("pid", (e.pid for e in evs), n)
     cols.add_strings("tid", (e.tid for e in evs), n)
@@ -312,7 +312,7 @@ def _stream_id(value: Union[int, str, None]) -> Optional[int]:
         return None
 
 
-def _build_kernels(cols: _Columns, evs: List, args: List, n: int, _shapes) -> None:
+def _build_kernels(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str]) -> None:
     _common(cols, evs, args, n)
     cols.add_ints("device", (_device_of(e, a) for e, a in zip(evs, args)), n, np.int32)
     cols.add_ints("stream", (_stream_id(a.stream) for a in args), n)
@@ -449,10 +449,7 @@ class _Reader:
         empty = self.empty_args
         args = [e.args or empty for e in evs]
         cols = self.columns[table]
-        if table == "ops":
-            _build_ops(cols, evs, args, n, self.shapes)
-        else:
-            _BUILDERS[table](cols, evs, args, n, self.shapes, *(() if table == "kernels" else (kinds,)))
+        _BUILDERS[table](cols, evs, args, n, self.shapes, kinds)
         ts = cols.chunks["ts"][-1]
         end = ts + cols.chunks["dur"][-1]
         self.t_min = min(self.t_min, float(np.nanmin(ts)))
@@ -492,6 +489,7 @@ def _decode_repairing(raw: msgspec.Raw) -> Any:
 
 
 _BUILDERS: Dict[str, Callable] = {
+    "ops": _build_ops,
     "kernels": _build_kernels,
     "memops": _build_memops,
     "launches": _build_launches,
