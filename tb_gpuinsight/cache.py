@@ -16,12 +16,13 @@ import io
 import json
 import os
 import tempfile
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
 from .analysis.efficiency import AUTO, Efficiency
 from .engine_version import ENGINE_VERSION
+from .sections import Section
 from .trace.table import Table
 
 
@@ -43,15 +44,29 @@ def cache_key(path: str, size: int, mtime_ns: int, options: str = "") -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:40] + ".npz"
 
 
-def to_bytes(eff: Efficiency, meta: Dict[str, Any]) -> bytes:
-    """Serialise the unrated part of an analysis."""
+@dataclasses.dataclass
+class Summary:
+    """A stored summary: the unrated analysis, the trace metadata and the views' sections."""
+    eff: Efficiency
+    meta: Dict[str, Any]
+    sections: Dict[str, Section]
+
+
+def to_bytes(eff: Efficiency, meta: Dict[str, Any], sections: Optional[Mapping[str, Section]] = None) -> bytes:
+    """Serialise the unrated part of an analysis and the views' sections."""
     acts = eff.activities
     arrays = {f"c_{col}": acts[col] for col in _STORED}
+    stored_sections = {}
+    for name, section in (sections or {}).items():
+        stored_sections[name] = {"info": _jsonable(section.info), "error": section.error,
+                                 "arrays": sorted(section.arrays)}
+        arrays.update({f"s_{name}__{key}": arr for key, arr in section.arrays.items()})
     header = {
         "strings": {col: acts.strings[col] for col in _STORED if col in acts.strings},
         "device_props": _jsonable(eff.device_props),
         "shapes": {str(k): _jsonable(list(v)) for k, v in eff.shapes.items()},
         "meta": _jsonable(meta),
+        "sections": stored_sections,
         "engine": ENGINE_VERSION,
     }
     arrays["header"] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
@@ -62,15 +77,24 @@ def to_bytes(eff: Efficiency, meta: Dict[str, Any]) -> bytes:
 
 def from_bytes(data: bytes) -> Tuple[Efficiency, Dict[str, Any]]:
     """An unrated Efficiency (call `.rerate()`) and the stored trace metadata."""
+    summary = load_summary(data)
+    return summary.eff, summary.meta
+
+
+def load_summary(data: bytes) -> Summary:
+    """Every part of a stored summary (the Efficiency is unrated: call `.rerate()`)."""
     with np.load(io.BytesIO(data), allow_pickle=False) as archive:
         header = json.loads(archive["header"].tobytes().decode("utf-8"))
         if header.get("engine") != ENGINE_VERSION:
             raise ValueError("summary written by another engine version")
         columns = {col: archive[f"c_{col}"] for col in _STORED}
+        sections = {name: Section(name, stored["info"], {k: archive[f"s_{name}__{k}"] for k in stored["arrays"]},
+                                  stored["error"])
+                    for name, stored in header.get("sections", {}).items()}
     acts = Table("activities", columns, header["strings"])
     shapes = {int(k): tuple(v) for k, v in header["shapes"].items()}
     eff = Efficiency(None, acts, {}, AUTO, {}, header["device_props"], shapes)
-    return eff, header["meta"]
+    return Summary(eff, header["meta"], sections)
 
 
 def meta_dict(meta) -> Dict[str, Any]:

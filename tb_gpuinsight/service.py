@@ -21,6 +21,7 @@ from .analysis.efficiency import AUTO, Efficiency, combine
 from .errors import GpuInsightError, TraceError
 from .estimate.devices import DeviceSpec, load_datasheet
 from .logdir import FileEntry, Run, discover
+from .sections import Section, SectionContext, build_all
 
 ALL_SPANS = "all"
 SETTLE_SECONDS = 30.0  # a failing file unchanged this long is reported broken, not "being written"
@@ -60,7 +61,8 @@ class RunState:
     unreadable: List[FileEntry] = field(default_factory=list)
 
 
-def summarize_file(path: str, extra_args: Tuple[str, ...]) -> Tuple[str, Any, bool]:
+def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Sequence[str] = (),
+                   tensor_traces: Sequence[str] = ()) -> Tuple[str, Any, bool]:
     """Worker-process entry: ("ok", summary bytes, False) or ("error", reason, incomplete)."""
     from . import load
     from .analysis.efficiency import analyze_trace
@@ -68,7 +70,8 @@ def summarize_file(path: str, extra_args: Tuple[str, ...]) -> Tuple[str, Any, bo
     try:
         trace = load(path, extra_args=extra_args)
         eff = analyze_trace(trace)
-        return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta)), False
+        sections = build_all(SectionContext(trace, eff, tuple(execution_traces), tuple(tensor_traces)))
+        return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta), sections), False
     except TraceError as exc:
         return "error", str(exc.reason) + (f" (at byte {exc.offset})" if exc.offset is not None else ""), \
             exc.incomplete
@@ -99,6 +102,7 @@ class LogdirService:
         self.generation = 0  # bumped whenever a span's state changes: answers computed before are stale
         self._lock = threading.RLock()
         self._loaded: "OrderedDict[str, Efficiency]" = OrderedDict()
+        self._sections: Dict[str, Dict[str, Section]] = {}  # by summary key, evicted with `_loaded`
         self._pool: Optional[concurrent.futures.Executor] = None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -176,14 +180,16 @@ class LogdirService:
 
     def _submit(self, span: SpanState) -> None:
         span.status = "loading"
+        job = (summarize_file, span.entry.path, self.extra_args, [e.path for e in span.execution_traces],
+               [e.path for e in span.tensor_traces])
         if self.workers <= 0:
-            self._finish(span, summarize_file(span.entry.path, self.extra_args))
+            self._finish(span, job[0](*job[1:]))
             return
         if self._pool is None:
             # spawn, not fork: TensorBoard is multi-threaded and forking it can deadlock.
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
-        future = self._pool.submit(summarize_file, span.entry.path, self.extra_args)
+        future = self._pool.submit(*job)
         span.future = future
         future.add_done_callback(lambda f, s=span: self._finish(s, _result(f)))
 
@@ -194,7 +200,7 @@ class LogdirService:
             self.generation += 1
             if kind == "ok":
                 if not self.cache.put(span.key, payload):
-                    self._remember(span.key, self._rated(payload))  # cache not writable: keep it in memory
+                    self._remember(span.key, self._rated(payload, span.key))  # cache not writable: keep in memory
                 span.status, span.reason = "ready", ""
                 return
             age = time.time() - span.entry.mtime_ns / 1e9
@@ -246,14 +252,20 @@ class LogdirService:
                     raise NotFound(f"worker {worker!r} of run {run!r} has no span {span!r}")
             return sorted(spans, key=lambda s: (s.stamp if s.stamp is not None else s.entry.mtime_ns, s.span))
 
-    def analysis(self, run: str, worker: str, span: str, dtype: str = AUTO) -> Efficiency:
-        """The rated analysis of one span, or of all ready spans of a worker combined ("all")."""
+    def ready_states(self, run: str, worker: str, span: str) -> List[SpanState]:
+        """The analysed spans of a selection: one span, or the ready spans of a worker ("all", at least one).
+        Raises NotFound, or NotReady while a named span (or every span of "all") is not analysed."""
         states = self.span_states(run, worker, span)
         pending = [s for s in states if s.status != "ready"]
         ready = [s for s in states if s.status == "ready"]
         if pending and (span != ALL_SPANS or not ready):
             s = pending[0]
             raise NotReady(f"{s.span}: {s.reason}" if s.status == "error" else f"{s.span} is {s.status}")
+        return ready
+
+    def analysis(self, run: str, worker: str, span: str, dtype: str = AUTO) -> Efficiency:
+        """The rated analysis of one span, or of all ready spans of a worker combined ("all")."""
+        ready = self.ready_states(run, worker, span)
         key = "+".join(s.key for s in ready) + "|" + dtype
         with self._lock:
             hit = self._loaded.get(key)
@@ -267,10 +279,20 @@ class LogdirService:
         self._remember(key, eff)
         return eff
 
+    def sections(self, run: str, worker: str, span: str, name: str) -> List[Tuple[SpanState, Section]]:
+        """One view's stored section for each analysed span of a selection (see `ready_states`)."""
+        out = []
+        for state in self.ready_states(run, worker, span):
+            self._load(state)
+            with self._lock:
+                stored = self._sections.get(state.key, {})
+            out.append((state, stored.get(name) or Section(name, error="not in this summary")))
+        return out
+
     def _load(self, span: SpanState) -> Efficiency:
         with self._lock:
             hit = self._loaded.get(span.key)
-            if hit is not None:
+            if hit is not None and span.key in self._sections:
                 self._loaded.move_to_end(span.key)
                 return hit
         data = self.cache.get(span.key)
@@ -278,20 +300,23 @@ class LogdirService:
             with self._lock:
                 span.status = "pending"
             raise NotReady(f"{span.span} is being analysed again (its cached summary went missing)")
-        eff = self._rated(data)
+        eff = self._rated(data, span.key)
         self._remember(span.key, eff)
         return eff
 
-    def _rated(self, data: bytes) -> Efficiency:
-        eff, _meta = cache_mod.from_bytes(data)
-        return eff.rerate(AUTO, self.datasheet())
+    def _rated(self, data: bytes, key: str) -> Efficiency:
+        summary = cache_mod.load_summary(data)
+        with self._lock:
+            self._sections[key] = summary.sections
+        return summary.eff.rerate(AUTO, self.datasheet())
 
     def _remember(self, key: str, eff: Efficiency) -> None:
         with self._lock:
             self._loaded[key] = eff
             self._loaded.move_to_end(key)
             while len(self._loaded) > self.max_loaded:
-                self._loaded.popitem(last=False)
+                old, _ = self._loaded.popitem(last=False)
+                self._sections.pop(old, None)
 
     def span_entry(self, run: str, worker: str, span: str) -> FileEntry:
         """The trace file of one span (never a path taken from a request)."""
