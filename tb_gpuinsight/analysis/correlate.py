@@ -7,12 +7,13 @@ Traces link a GPU activity to its launching op in three ways, depending on the P
 3. that launch call's time falls inside an op on the same thread: the innermost such op launched it
    (2022-23 files, where activity and launch carry the correlation id as their "External id").
 Activities none of these resolve (GPU-only traces, CUDA/HIP graph replay) keep op -1: they stay in every table
-as "no op" rather than vanishing.
+as "no op" rather than vanishing. Every activity also keeps the row of its launch call (found by `correlation`), so
+that kernels replayed by one `cudaGraphLaunch` / `hipGraphLaunch` are known as graph replays.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -26,9 +27,11 @@ LINK_NAMES = {LINK_NONE: "no op", LINK_EXTERNAL_ID: "External id", LINK_LAUNCH_I
 
 @dataclass
 class Links:
-    """Per activity row: the launching op's row in the ops table (-1 for none) and how it was found."""
+    """Per activity row: the launching op's row in the ops table (-1 for none), how it was found, and the row of
+    its launch call in the launches table (-1 for none)."""
     op: np.ndarray
     how: np.ndarray
+    launch: Optional[np.ndarray] = None
 
     def counts(self) -> Dict[str, int]:
         """How many activities each link method resolved."""
@@ -64,11 +67,13 @@ def link_activities(activities: Table, ops: Table, launches: Table, parents: np.
     n = len(activities)
     op = np.full(n, NO_OP, dtype=np.int64)
     how = np.zeros(n, dtype=np.int8)
-    if not n or not len(ops):
-        return Links(op, how)
+    if not n:
+        return Links(op, how, np.full(n, NO_OP, dtype=np.int64))
+    launch = _lookup(_index_of(launches["correlation"]), activities["correlation"])
+    if not len(ops):
+        return Links(op, how, launch)
     by_ext = _index_of(ops["ext_id"])
     _fill(op, how, _lookup(by_ext, _op_ids(activities)), LINK_EXTERNAL_ID)
-    launch = _lookup(_index_of(launches["correlation"]), activities["correlation"])
     has_launch = launch >= 0
     via_id = np.full(n, NO_OP, dtype=np.int64)
     via_id[has_launch] = _lookup(by_ext, _op_ids(launches)[launch[has_launch]])
@@ -77,7 +82,37 @@ def link_activities(activities: Table, ops: Table, launches: Table, parents: np.
     if todo.any():
         rows = launch[todo]
         _fill_where(op, how, todo, _enclosing_ops(ops, parents, launches, rows), LINK_LAUNCH_TIME)
-    return Links(op, how)
+    return Links(op, how, launch)
+
+
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
+
+
+def graph_replayed(launch: np.ndarray, launches: Table) -> np.ndarray:
+    """Per activity: launched by a CUDA/HIP graph launch call (a replay of captured work)."""
+    names = launches.strings.get("name", [])
+    is_graph = np.fromiter((any(g in n for g in GRAPH_LAUNCHES) for n in names), dtype=bool, count=len(names))
+    out = np.zeros(len(launch), dtype=bool)
+    has = launch >= 0
+    if has.any() and len(names):
+        out[has] = is_graph[launches["name"][launch[has]]]
+    return out
+
+
+COMPILED_REGIONS = ("Torch-Compiled Region", "CompiledFunction")
+
+
+def under_compiled_region(ops: Table, parents: np.ndarray) -> np.ndarray:
+    """Per op: it is, or runs inside, a torch.compile region (`Torch-Compiled Region`, `CompiledFunction*`)."""
+    names = ops.strings.get("name", [])
+    marks = np.fromiter((n.startswith(COMPILED_REGIONS) for n in names), dtype=bool, count=len(names))
+    flag = marks[ops["name"]] if len(ops) and len(names) else np.zeros(len(ops), dtype=bool)
+    up = parents.copy()
+    while (up >= 0).any():  # pointer jumping: log(depth) passes
+        has = up >= 0
+        flag[has] |= flag[up[has]]
+        up[has] = up[up[has]]
+    return flag
 
 
 def _op_ids(table: Table) -> np.ndarray:

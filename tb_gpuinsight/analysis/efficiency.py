@@ -28,7 +28,12 @@ from ..estimate.flops import OpEstimate, estimate_op, freeze
 from ..estimate.memo import default_memo
 from ..trace.kineto import KinetoTrace
 from ..trace.table import Interner, Table
-from .correlate import LINK_NAMES, NO_OP, link_activities, op_parents
+from .correlate import (COMPILED_REGIONS, LINK_NAMES, NO_OP, graph_replayed, link_activities, op_parents,
+                        under_compiled_region)
+from .kernel_roles import (COMPUTE, COPIES, EPILOGUE, LAYOUT, MEMCPY, MEMSET, ROLE_REASONS, ROLES, SPLITK, WORK,
+                           helper_bytes_reason,
+                           kernel_role)
+from .reasons import CODES, reason_rows
 
 AUTO = "auto"
 _US = 1e-6
@@ -106,8 +111,9 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
     kernel_links = link_activities(trace.kernels, trace.ops, trace.launches, parents)
     memop_links = link_activities(trace.memops, trace.ops, trace.launches, parents)
     acts = _activities(trace, kernel_links, memop_links)
-    estimates = _op_estimates(trace, acts["op"])
-    _attribute(acts, trace, estimates)
+    estimates, inductor = _op_estimates(trace, acts["op"])
+    compiled = under_compiled_region(trace.ops, parents)
+    _attribute(acts, _OpFacts(trace, estimates, inductor, compiled))
     op_shape = np.full(len(acts), -1, dtype=np.int32)
     linked = acts["op"] >= 0
     op_shape[linked] = trace.ops["shape"][acts["op"][linked]]
@@ -164,6 +170,8 @@ def _activities(trace: KinetoTrace, kernel_links, memop_links) -> Table:
         "op": op,
         "op_name": op_name,
         "link": np.concatenate([kernel_links.how, memop_links.how]),
+        "graph": np.concatenate([graph_replayed(kernel_links.launch, trace.launches),
+                                 graph_replayed(memop_links.launch, trace.launches)]),
         "occupancy": np.concatenate([k["occupancy"], nan_m]),
         "registers": np.concatenate([k["registers"], np.full(len(m), -1, dtype=np.int32)]),
         "grid": np.concatenate([k["grid"], np.full(len(m), -1, dtype=np.int32)]),
@@ -182,10 +190,18 @@ def _recode_kinds(memops: Table, kinds: Interner) -> np.ndarray:
     return lookup[memops["kind"]] if len(memops) else np.empty(0, dtype=np.int32)
 
 
+def is_copy_event(acts: Table) -> np.ndarray:
+    """Memcpy and memset activities, by their event kind (never by whether they carry a `bytes` arg)."""
+    kinds = acts.strings.get("kind", [])
+    copy = np.fromiter((k in COPIES for k in kinds), dtype=bool, count=len(kinds))
+    return copy[acts["kind"]] if len(acts) and len(kinds) else np.zeros(len(acts), dtype=bool)
+
+
 # ---------------------------------------------------------------------------------------------- estimates
 
-def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray) -> Dict[int, OpEstimate]:
-    """Estimate once per distinct (op name, shape signature) among ops that launched something."""
+def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray) -> Tuple[Dict[int, OpEstimate], set]:
+    """Estimate once per distinct (op name, shape signature) among ops that launched something; also the op rows
+    whose figures are Inductor's."""
     ops = trace.ops
     used = np.unique(op_rows[op_rows >= 0])
     names = ops.strings.get("name", [])
@@ -196,7 +212,11 @@ def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray) -> Dict[int, OpEstima
     inductor = ~np.isnan(ops["kernel_flop"][used]) | ~np.isnan(ops["kernel_num_gb"][used])
     for row in used[inductor].tolist():
         out[row] = _with_inductor(out[row], ops["kernel_flop"][row], ops["kernel_num_gb"][row])
-    return out
+    wrapper = np.fromiter((names[n].startswith(COMPILED_REGIONS) for n in ops["name"][used]), dtype=bool,
+                          count=len(used))
+    for row in used[wrapper & ~inductor].tolist():  # a compiled region's inputs say nothing of its kernels
+        del out[row]
+    return out, set(used[inductor].tolist())
 
 
 def _estimates(trace: KinetoTrace, ops: List[Tuple[str, int]]) -> List[OpEstimate]:
@@ -219,43 +239,164 @@ def _with_inductor(est: OpEstimate, kernel_flop: float, kernel_num_gb: float) ->
     return OpEstimate(flops, flops_reason, nbytes, bytes_reason, est.dtype)
 
 
-def _attribute(acts: Table, trace: KinetoTrace, estimates: Dict[int, OpEstimate]) -> None:
-    """Split each op's FLOPs and bytes over its activities by duration; memops take their own bytes."""
+@dataclass
+class _OpFacts:
+    """What attribution needs to know of the ops: estimates, which are Inductor's, which run compiled."""
+    trace: KinetoTrace
+    estimates: Dict[int, OpEstimate]
+    inductor: set
+    compiled: np.ndarray
+
+
+# Receiving tiers: an op's FLOPs and bytes go to its activities of the lowest tier present (split by duration).
+# Runtime fill/copy kernels take an op's bytes only when nothing else ran; copy events never take an op's figures.
+_TIER = {COMPUTE: 0, WORK: 1, LAYOUT: 2, SPLITK: 2, EPILOGUE: 2, MEMSET: 3, MEMCPY: 3}
+_NEVER = 9
+SOURCES = ["", "formula", "inductor", "twin", "event"]
+
+
+def _attribute(acts: Table, facts: _OpFacts) -> None:
+    """FLOPs and bytes of every activity (rule in the module docstring); sets flops, bytes, their reasons, the
+    dtype, the activity's role, the source of its figures and the reason code of what is missing."""
     n = len(acts)
-    op = acts["op"]
-    is_memop = ~np.isnan(acts["memop_bytes"])
-    share = _duration_share(np.where(is_memop, NO_OP, op), acts["dur"])  # an op's memsets take no FLOPs
-    op_flops = np.full(n, np.nan)
-    op_bytes = np.full(n, np.nan)
-    reasons, dtypes = Interner(), Interner()
+    copy_event = is_copy_event(acts)
+    role = _roles(acts, copy_event)
+    tier = np.array([_TIER[r] for r in ROLES], dtype=np.int64)[role]
+    tier[copy_event] = _NEVER
+    op = np.where(acts["graph"], NO_OP, acts["op"])  # replayed kernels are not their enclosing op's work
+    est = _EstimateArrays(op, facts)
+    op = np.where(est.found, op, NO_OP)
+    best = _best_tier(op, tier)
+    receiver = (op >= 0) & (tier == best) & (tier < _NEVER)
+    helper = (op >= 0) & ~receiver & ~copy_event
+    role[helper & (role == ROLES.index(WORK))] = ROLES.index(EPILOGUE)
+    share = _duration_share(np.where(receiver, op, NO_OP), acts["dur"])
+    flops = np.where(receiver, est.flops * share, np.nan)
+    flops[receiver & (tier == _TIER[MEMSET])] = 0.0  # fill/copy kernels do no arithmetic
+    nbytes = np.where(receiver, est.bytes * share, np.nan)
+    flops[helper | copy_event] = 0.0
+    nbytes[copy_event] = acts["memop_bytes"][copy_event]
+    reasons = Interner()
     reasons.code("")
-    flops_reason = np.zeros(n, dtype=np.int32)
-    bytes_reason = np.zeros(n, dtype=np.int32)
-    dtype = np.full(n, -1, dtype=np.int32)
-    no_op = reasons.code("no launching op in the trace")
-    for i, row in enumerate(op.tolist()):
-        est = estimates.get(row)
-        if est is None:
-            flops_reason[i] = bytes_reason[i] = no_op
-            continue
-        if est.flops is not None:
-            op_flops[i] = est.flops
-        if est.bytes is not None:
-            op_bytes[i] = est.bytes
-        flops_reason[i] = reasons.code(est.flops_reason)
-        bytes_reason[i] = reasons.code(est.bytes_reason)
-        key = normalize_dtype(est.dtype)
-        if key:
-            dtype[i] = dtypes.code(key)
-    flops, nbytes = op_flops * share, op_bytes * share
-    inferred = _infer_from_twins(acts, flops, nbytes, op < 0)
+    flops_reason = np.where(receiver, est.flops_reason, 0).astype(np.int32)
+    bytes_reason = np.where(receiver, est.bytes_reason, 0).astype(np.int32)
+    _remap(flops_reason, est.reasons, reasons)
+    _remap(bytes_reason, est.reasons, reasons)
+    for code in np.unique(role[helper]).tolist():
+        rows = helper & (role == code)
+        flops_reason[rows] = reasons.code(f"{ROLES[code]} kernel: {ROLE_REASONS[ROLES[code]]}")
+        bytes_reason[rows] = reasons.code(helper_bytes_reason(ROLES[code]))
+    no_bytes = copy_event & np.isnan(nbytes)
+    bytes_reason[no_bytes] = reasons.code(helper_bytes_reason(MEMCPY))
+    source = np.where(receiver, np.where(est.inductor, 2, 1), 0).astype(np.int8)
+    source[helper] = 1
+    source[copy_event] = 4
+    orphan = op < 0
+    inferred = _infer_from_twins(acts, flops, nbytes, orphan & ~copy_event)
     flops_reason[inferred] = bytes_reason[inferred] = reasons.code(INFERRED)
-    flops[is_memop] = 0.0
-    nbytes[is_memop] = acts["memop_bytes"][is_memop]
-    flops_reason[is_memop] = bytes_reason[is_memop] = 0
+    source[inferred] = 3
+    no_op = orphan & ~inferred & ~copy_event
+    flops_reason[no_op] = bytes_reason[no_op] = reasons.code("no launching op in the trace")
+    dtype = np.where(receiver | helper, est.dtype, -1).astype(np.int32)
+    gap = _gaps(acts, facts, flops, nbytes, no_op, helper | copy_event, est)
     acts.columns.update(flops=flops, bytes=nbytes, flops_reason=flops_reason, bytes_reason=bytes_reason,
-                        dtype=dtype)
-    acts.strings.update(flops_reason=reasons.items, bytes_reason=reasons.items, dtype=dtypes.items)
+                        dtype=dtype, role=role, source=source, gap=gap)
+    acts.strings.update(flops_reason=reasons.items, bytes_reason=reasons.items, dtype=est.dtypes.items,
+                        role=list(ROLES), source=SOURCES, gap=list(CODES))
+
+
+class _EstimateArrays:
+    """The launching op's estimate spread onto activity rows (NaN / code 0 where the op has none)."""
+
+    def __init__(self, op: np.ndarray, facts: _OpFacts) -> None:
+        n = len(op)
+        used = np.unique(op[op >= 0])
+        self.reasons, self.dtypes = Interner(), Interner()
+        self.reasons.code("")
+        f, b = np.full(len(used) + 1, np.nan), np.full(len(used) + 1, np.nan)  # last slot: no estimate
+        fr, br = np.zeros(len(used) + 1, np.int32), np.zeros(len(used) + 1, np.int32)
+        dt, ind = np.full(len(used) + 1, -1, np.int32), np.zeros(len(used) + 1, bool)
+        ok = np.zeros(len(used) + 1, bool)
+        for i, row in enumerate(used.tolist()):
+            est = facts.estimates.get(row)
+            if est is None:
+                continue
+            ok[i] = True
+            f[i] = np.nan if est.flops is None else est.flops
+            b[i] = np.nan if est.bytes is None else est.bytes
+            fr[i], br[i] = self.reasons.code(est.flops_reason), self.reasons.code(est.bytes_reason)
+            key = normalize_dtype(est.dtype)
+            dt[i] = self.dtypes.code(key) if key else -1
+            ind[i] = row in facts.inductor
+        at = np.where(op >= 0, np.searchsorted(used, np.clip(op, 0, None)), len(used)) if n else \
+            np.zeros(0, np.int64)
+        self.found, self.flops, self.bytes = ok[at], f[at], b[at]
+        self.flops_reason, self.bytes_reason, self.dtype, self.inductor = fr[at], br[at], dt[at], ind[at]
+
+
+def _remap(codes: np.ndarray, src: Interner, dst: Interner) -> None:
+    lookup = np.fromiter((dst.code(t) for t in src.items), dtype=np.int32, count=len(src.items))
+    codes[:] = lookup[codes]
+
+
+def _roles(acts: Table, copy_event: np.ndarray) -> np.ndarray:
+    """Role code (index in ROLES) of every activity from its event kind and name."""
+    names = acts.strings["name"]
+    by_name = np.fromiter((ROLES.index(kernel_role(nm)) for nm in names), dtype=np.int32, count=len(names))
+    role = by_name[acts["name"]] if len(acts) else np.zeros(0, np.int32)
+    kinds = acts.strings.get("kind", [])
+    for i in np.flatnonzero(copy_event).tolist():
+        role[i] = ROLES.index(MEMSET if kinds[acts["kind"][i]] == MEMSET else MEMCPY)
+    return role
+
+
+def _best_tier(op: np.ndarray, tier: np.ndarray) -> np.ndarray:
+    """Per activity, the lowest tier among the activities of its op (_NEVER without an op)."""
+    out = np.full(len(op), _NEVER, dtype=np.int64)
+    has = op >= 0
+    if not has.any():
+        return out
+    groups, inverse = np.unique(op[has], return_inverse=True)
+    low = np.full(len(groups), _NEVER, dtype=np.int64)
+    np.minimum.at(low, inverse.reshape(-1), tier[has])
+    out[has] = low[inverse.reshape(-1)]
+    return out
+
+
+def _gaps(acts: Table, facts: _OpFacts, flops: np.ndarray, nbytes: np.ndarray, no_op: np.ndarray,
+          helper: np.ndarray, est: "_EstimateArrays") -> np.ndarray:
+    """Reason code (index in reasons.CODES) of what keeps each activity from having both estimates."""
+    n = len(acts)
+    code = np.zeros(n, dtype=np.int8)
+    missing = np.isnan(flops) | np.isnan(nbytes)
+    index = {c: i for i, c in enumerate(CODES)}
+    op = acts["op"]
+    ops = facts.trace.ops
+    compiled = np.zeros(n, dtype=bool)
+    has = op >= 0
+    compiled[has] = facts.compiled[op[has]]
+    no_shapes = np.zeros(n, dtype=bool)
+    no_shapes[has] = ops["shape"][op[has]] < 0
+    texts = est.reasons.items
+    no_formula = np.fromiter((t.startswith("no FLOP formula") for t in texts), bool, count=len(texts))
+    said_no_shapes = np.fromiter(("no input shapes" in t for t in texts), bool, count=len(texts))
+    flops_gone, bytes_gone = np.isnan(flops), np.isnan(nbytes)
+    order = (  # first match wins
+        ("graph_replay", no_op & acts["graph"]),
+        ("compiled_region", missing & compiled & ~est.inductor & (no_op | flops_gone)),
+        ("no_op", no_op),
+        ("helper", missing & helper),
+        ("no_shapes", missing & (no_shapes | said_no_shapes[est.flops_reason])),
+        ("no_formula", flops_gone & no_formula[est.flops_reason]),
+        ("failed", flops_gone),
+        ("no_bytes", bytes_gone),
+    )
+    todo = missing.copy()
+    for label, mask in order:
+        hit = todo & mask
+        code[hit] = index[label]
+        todo &= ~hit
+    return code
 
 
 INFERRED = "no launching op: FLOPs and bytes of identical launches (same kernel, grid, block) of this trace"
@@ -353,19 +494,88 @@ def _rate(acts: Table, devices: Dict[int, DeviceReport], dtype: str) -> None:
         ridge = peak * 1e3 / dram
         attainable = np.fmin(peak, intensity * dram / 1e3)
         roofline = tflops / attainable
-    memop = ~np.isnan(acts["memop_bytes"])
-    tflops[memop] = pct_peak[memop] = intensity[memop] = np.nan  # copies do no arithmetic: not rated on FLOPs
-    has_f, has_b = ~np.isnan(acts["flops"]), ~np.isnan(acts["bytes"])
-    efficiency = np.where(has_f & has_b & (acts["flops"] > 0), roofline, np.where(has_b, pct_dram, pct_peak))
+    copy = is_copy_event(acts)
+    tflops[copy] = pct_peak[copy] = intensity[copy] = np.nan  # copies do no arithmetic: not rated on FLOPs
+    flops = acts["flops"]
+    has_f, has_b = ~np.isnan(flops), ~np.isnan(acts["bytes"])
+    with np.errstate(invalid="ignore"):
+        efficiency = np.where(has_f & has_b & (flops > 0), roofline,
+                              np.where(has_b, pct_dram, np.where(flops > 0, pct_peak, np.nan)))
     bound = np.full(n, 2, dtype=np.int32)  # unknown
     known = ~np.isnan(intensity) & ~np.isnan(ridge)
     bound[known] = np.where(intensity[known] >= ridge[known], 0, 1)
-    bound[memop] = 1
+    bound[copy] = 1
+    over, cause = _over_the_roof(acts, devices, pct_peak, pct_dram, rate_dtype, tflops)
+    efficiency = np.where(over, efficiency, np.minimum(efficiency, 1.0))  # within the L2 margin: at the roof
     dtype_codes = Interner()
     acts.columns.update(tflops=tflops, gbps=gbps, intensity=intensity, peak_tflops=peak, dram_gbps=dram,
                         pct_peak=pct_peak, pct_dram=pct_dram, efficiency=efficiency, bound=bound,
-                        rate_dtype=np.fromiter(dtype_codes.encode(rate_dtype.tolist()), np.int32, count=n))
-    acts.strings.update(bound=["compute", "memory", "unknown"], rate_dtype=dtype_codes.items)
+                        rate_dtype=np.fromiter(dtype_codes.encode(rate_dtype.tolist()), np.int32, count=n),
+                        over_roof=over, roof_cause=cause, reason=_reasons(acts, devices, over, efficiency))
+    acts.strings.update(bound=["compute", "memory", "unknown"], rate_dtype=dtype_codes.items,
+                        roof_cause=list(ROOF_CAUSES.values()), reason=list(CODES))
+
+
+# Over the roof. Compute: more than 100 % of the dtype's peak is impossible. DRAM: the bytes model charges every
+# operand to DRAM, but operands a previous kernel just wrote may still sit in L2 (50 MB on H100, 40 MB on A100,
+# 6 MB on V100, 256 MB Infinity Cache on MI300X) and be read from there. For a read-and-write kernel whose reads all
+# hit L2 the modelled traffic is at most about twice what DRAM moved (the writes still go out), so up to 2x the
+# DRAM peak is plausible (efficiency then counts as 100 %); beyond it the byte estimate itself is wrong.
+DRAM_MARGIN = 2.0
+ROOF_CAUSES = {
+    "": "",
+    "tf32": "above the fp32 peak: the kernel probably ran on TF32 tensor cores (its name does not say so)",
+    "inductor": "Inductor's kernel_flop of a fused region charged to one kernel",
+    "twin": "figures copied from an identical launch that did different work",
+    "device": "wrong device row? the datasheet row was matched from properties, not by name",
+    "fused": "FLOPs of a fused op charged to this kernel (or other kernels did part of the op's work)",
+    "inplace": "bytes overestimated: in-place or indexed write into a large buffer",
+    "bytes": "bytes overestimated: more than twice the DRAM peak, beyond what L2-resident operands explain",
+}
+_CAUSE_CODES = {key: i for i, key in enumerate(ROOF_CAUSES)}
+_INPLACE = ("index_put", "index_copy", "index_add", "scatter", "masked_scatter", "cache", "copy_", "fill_")
+
+
+def _over_the_roof(acts: Table, devices: Dict[int, DeviceReport], pct_peak: np.ndarray, pct_dram: np.ndarray,
+                   rate_dtype: np.ndarray, tflops: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(over the roof per activity, index of its likely cause in ROOF_CAUSES)."""
+    with np.errstate(invalid="ignore"):
+        over_compute, over_dram = pct_peak > 1.0, pct_dram > DRAM_MARGIN
+    over = over_compute | over_dram
+    cause = np.zeros(len(acts), dtype=np.int8)
+    ops, sources = acts.strings["op_name"], acts.strings.get("source", SOURCES)
+    for i in np.flatnonzero(over).tolist():
+        report = devices.get(int(acts["device"][i]))
+        if over_compute[i]:
+            key = _compute_cause(report, rate_dtype[i], tflops[i], sources[acts["source"][i]])
+        else:
+            op = ops[acts["op_name"][i]] if acts["op_name"][i] >= 0 else ""
+            key = "inplace" if op.endswith("_") or any(t in op for t in _INPLACE) else "bytes"
+        cause[i] = _CAUSE_CODES[key]
+    return over, cause
+
+
+def _compute_cause(report: Optional[DeviceReport], dtype: str, tflops: float, source: str) -> str:
+    tf32 = report.match.peak_tflops("tf32") if report and report.match.spec else None
+    if dtype == "fp32" and tf32 and tflops <= tf32:
+        return "tf32"
+    if source in ("inductor", "twin"):
+        return source
+    if report and report.match.method != "name":
+        return "device"
+    return "fused"
+
+
+def _reasons(acts: Table, devices: Dict[int, DeviceReport], over: np.ndarray, efficiency: np.ndarray) -> np.ndarray:
+    """The estimate gap of each activity, else why it has no rating (unknown device, no peak, over the roof)."""
+    index = {c: i for i, c in enumerate(CODES)}
+    reason = acts["gap"].astype(np.int8).copy()
+    unmatched = np.isin(acts["device"], [d for d, r in devices.items() if r.match.spec is None])
+    unrated = (reason == 0) & ~np.isfinite(efficiency)
+    reason[unrated & unmatched] = index["unknown_device"]
+    reason[unrated & ~unmatched] = index["no_peak"]
+    reason[over] = index["over_roof"]
+    return reason
 
 
 def _rating_dtypes(acts: Table, dtype: str) -> np.ndarray:
@@ -407,7 +617,7 @@ def _dram_traffic(acts: Table) -> np.ndarray:
     """Bytes through DRAM: kernels' estimate; memset its size; DtoD copies twice; host copies none (NaN)."""
     traffic = acts["bytes"].copy()
     kinds, names = acts.strings["kind"], acts.strings["name"]
-    for i in np.flatnonzero(~np.isnan(acts["memop_bytes"])).tolist():
+    for i in np.flatnonzero(is_copy_event(acts) & ~np.isnan(traffic)).tolist():
         kind, name = kinds[acts["kind"][i]], names[acts["name"][i]]
         if kind == "memcpy":
             traffic[i] = 2 * traffic[i] if "DtoD" in name else np.nan
@@ -417,14 +627,16 @@ def _dram_traffic(acts: Table) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------- summaries
 
 def device_summary(acts: Table) -> Dict[str, Any]:
-    """GPU busy time, kernel and memop time, estimate coverage and time-weighted efficiency of one device."""
-    is_kernel = np.array([acts.strings["kind"][k] == "kernel" for k in acts["kind"]], dtype=bool) \
-        if len(acts) else np.zeros(0, dtype=bool)
+    """GPU busy time, kernel and memop time, estimate coverage, time-weighted efficiency and the share of kernel
+    time per reason code of one device. Kernels over the roof are left out of the efficiency and the totals."""
+    is_kernel = ~is_copy_event(acts)
     dur = acts["dur"]
     kernel_time = float(dur[is_kernel].sum())
+    over = acts["over_roof"] if "over_roof" in acts else np.zeros(len(acts), dtype=bool)
     with_flops = is_kernel & ~np.isnan(acts["flops"])
     with_bytes = is_kernel & ~np.isnan(acts["bytes"])
-    rated = is_kernel & np.isfinite(acts["efficiency"])
+    kept = is_kernel & ~over
+    rated = kept & np.isfinite(acts["efficiency"])
     rated_time = float(dur[rated].sum())
     return {
         "gpu_busy_us": busy_time(acts["ts"], dur),
@@ -433,11 +645,23 @@ def device_summary(acts: Table) -> Dict[str, Any]:
         "kernel_count": int(is_kernel.sum()),
         "flop_time_share": _ratio(float(dur[with_flops].sum()), kernel_time),
         "byte_time_share": _ratio(float(dur[with_bytes].sum()), kernel_time),
+        "covered_time_share": _ratio(float(dur[with_flops & with_bytes & ~over].sum()), kernel_time),
         "rated_time_share": _ratio(rated_time, kernel_time),
+        "over_roof_time_share": _ratio(float(dur[is_kernel & over].sum()), kernel_time),
+        "over_roof_count": int((is_kernel & over).sum()),
         "efficiency": _ratio(float((acts["efficiency"][rated] * dur[rated]).sum()), rated_time),
-        "flops": float(np.nansum(acts["flops"][is_kernel])),
-        "bytes": float(np.nansum(acts["bytes"][is_kernel])),
+        "flops": float(np.nansum(acts["flops"][kept])),
+        "bytes": float(np.nansum(acts["bytes"][kept])),
+        "reasons": reason_rows(_reason_shares(acts, is_kernel, kernel_time)),
     }
+
+
+def _reason_shares(acts: Table, is_kernel: np.ndarray, kernel_time: float) -> Dict[str, float]:
+    if "reason" not in acts or kernel_time <= 0:
+        return {}
+    time = np.bincount(acts["reason"][is_kernel].astype(np.int64), weights=acts["dur"][is_kernel],
+                       minlength=len(CODES))
+    return {CODES[i]: float(t) / kernel_time for i, t in enumerate(time) if i and t > 0}
 
 
 def busy_time(ts: np.ndarray, dur: np.ndarray) -> float:
@@ -460,15 +684,17 @@ def _ratio(a: float, b: float) -> Optional[float]:
 
 # ---------------------------------------------------------------------------------------------- grouping
 
-_CARRY = ("dtype", "rate_dtype", "grid", "block", "registers", "peak_tflops", "dram_gbps", "flops_reason")
+_CARRY = ("dtype", "rate_dtype", "grid", "block", "registers", "peak_tflops", "dram_gbps", "flops_reason", "role",
+          "roof_cause")
 
 
 def aggregate(acts: Table, keys: Tuple[str, ...]) -> Table:
-    """Group activities by `keys`; rates are recomputed from the group's sums (not averaged)."""
+    """Group activities by `keys`; rates are recomputed from the group's sums (not averaged), all over the same
+    calls (see `_basis`)."""
     n = len(acts)
     if not n:
         return Table("groups", _empty_group_columns(keys),
-                     {k: acts.strings[k] for k in (*keys, *_CARRY, "bound") if k in acts.strings})
+                     {k: acts.strings[k] for k in (*keys, *_CARRY, "bound", "reason") if k in acts.strings})
     stacked = np.stack([acts[k].astype(np.int64) for k in keys], axis=1)
     uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
@@ -480,32 +706,52 @@ def aggregate(acts: Table, keys: Tuple[str, ...]) -> Table:
     cols.update(count=count, total_us=total, mean_us=total / count,
                 min_us=_reduce(np.minimum, inverse, dur, g, np.inf),
                 max_us=_reduce(np.maximum, inverse, dur, g, -np.inf))
-    cols.update(_group_rates(acts, inverse, g))
+    cols.update(_group_rates(acts, inverse, g, total))
     first = _representative_rows(acts, inverse, g)
     for col in _CARRY:
         cols[col] = acts[col][first]
+    cols["roof_cause"] = acts["roof_cause"][_first_where(acts["over_roof"], inverse, g, first)]
+    cols["reason"] = _main_reason(acts, inverse, g)
     cols["occupancy"] = _weighted_mean(acts["occupancy"], dur, inverse, g)
     with np.errstate(invalid="ignore", divide="ignore"):
         cols["time_share"] = total / dur.sum() if dur.sum() > 0 else np.full(g, np.nan)
-    strings = {k: acts.strings[k] for k in (*keys, *_CARRY, "bound") if k in acts.strings}
+    strings = {k: acts.strings[k] for k in (*keys, *_CARRY, "bound", "reason") if k in acts.strings}
     return Table("groups", cols, strings)
 
 
-def _group_rates(acts: Table, inverse: np.ndarray, g: int) -> Dict[str, np.ndarray]:
+def _basis(acts: Table, inverse: np.ndarray, g: int) -> Tuple[np.ndarray, np.ndarray]:
+    """The calls a group's figures are computed over, and whether those are over the roof. The first non-empty
+    of: calls with both estimates; with FLOPs only; with bytes only, all under the roof; else the same over the
+    roof (shown, marked). So TFLOP/s, GB/s, FLOP/byte, % of peak and efficiency of a row describe the same calls."""
+    has_f, has_b, over = ~np.isnan(acts["flops"]), ~np.isnan(acts["bytes"]), acts["over_roof"]
+    tiers = [has_f & has_b & ~over, has_f & ~over, has_b & ~over, has_f & has_b, has_f, has_b]
+    chosen = np.full(g, len(tiers), dtype=np.int64)
+    for level in range(len(tiers) - 1, -1, -1):
+        present = np.bincount(inverse, weights=tiers[level], minlength=g) > 0
+        chosen[present] = level
+    stacked = np.stack(tiers + [np.zeros(len(inverse), dtype=bool)])
+    basis = stacked[chosen[inverse], np.arange(len(inverse))]
+    return basis, (chosen >= 3) & (chosen < len(tiers))
+
+
+def _group_rates(acts: Table, inverse: np.ndarray, g: int, total: np.ndarray) -> Dict[str, np.ndarray]:
     dur = acts["dur"]
-    out = {}
+    basis, marked = _basis(acts, inverse, g)
+    out: Dict[str, np.ndarray] = {}
     for col in ("flops", "bytes"):
-        known = ~np.isnan(acts[col])
-        out[col] = np.where(np.bincount(inverse, weights=known, minlength=g) > 0,
-                            np.bincount(inverse, weights=np.where(known, acts[col], 0), minlength=g), np.nan)
-        out[col + "_time"] = np.bincount(inverse, weights=np.where(known, dur, 0), minlength=g)
+        use = basis & ~np.isnan(acts[col])
+        out[col] = np.where(np.bincount(inverse, weights=use, minlength=g) > 0,
+                            np.bincount(inverse, weights=np.where(use, acts[col], 0), minlength=g), np.nan)
+        out[col + "_time"] = np.bincount(inverse, weights=np.where(use, dur, 0), minlength=g)
     traffic = _dram_traffic(acts)
-    has_traffic = ~np.isnan(traffic)
+    has_traffic = basis & ~np.isnan(traffic)
     traffic_sum = np.bincount(inverse, weights=np.where(has_traffic, traffic, 0), minlength=g)
     traffic_time = np.bincount(inverse, weights=np.where(has_traffic, dur, 0), minlength=g)
-    rated = np.isfinite(acts["efficiency"])
+    rated = basis & np.isfinite(acts["efficiency"])
     eff_time = np.bincount(inverse, weights=np.where(rated, dur, 0), minlength=g)
     eff_sum = np.bincount(inverse, weights=np.where(rated, acts["efficiency"] * dur, 0), minlength=g)
+    both = ~np.isnan(acts["flops"]) & ~np.isnan(acts["bytes"]) & ~acts["over_roof"]
+    over_time = np.bincount(inverse, weights=np.where(acts["over_roof"], dur, 0), minlength=g)
     first = _representative_rows(acts, inverse, g)
     peak, dram = acts["peak_tflops"][first], acts["dram_gbps"][first]
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -515,16 +761,35 @@ def _group_rates(acts: Table, inverse: np.ndarray, g: int) -> Dict[str, np.ndarr
         out["pct_peak"] = out["tflops"] / peak
         out["pct_dram"] = np.where(traffic_time > 0, traffic_sum / (traffic_time * _US) / 1e9 / dram, np.nan)
         out["efficiency"] = np.where(eff_time > 0, eff_sum / eff_time, np.nan)
+        out["covered_share"] = np.bincount(inverse, weights=np.where(both, dur, 0), minlength=g) / total
+        out["over_roof_share"] = over_time / total
         ridge = peak * 1e3 / dram
     bound = np.full(g, 2, dtype=np.int32)
     known = ~np.isnan(out["intensity"]) & ~np.isnan(ridge)
     bound[known] = np.where(out["intensity"][known] >= ridge[known], 0, 1)
-    memop = ~np.isnan(acts["memop_bytes"][first])
-    bound[memop] = 1
+    copy = is_copy_event(acts)[first]
+    bound[copy] = 1
+    no_arith = copy | (out["flops"] == 0)
     for col in ("tflops", "pct_peak", "intensity"):
-        out[col][memop] = np.nan
+        out[col][no_arith] = np.nan
     out["bound"] = bound
+    out["over_roof"] = marked
     return out
+
+
+def _first_where(mask: np.ndarray, inverse: np.ndarray, g: int, fallback: np.ndarray) -> np.ndarray:
+    """Per group, its first row where `mask` holds (else `fallback`'s row)."""
+    rows = np.flatnonzero(mask)
+    out = fallback.copy()
+    out[inverse[rows][::-1]] = rows[::-1]
+    return out
+
+
+def _main_reason(acts: Table, inverse: np.ndarray, g: int) -> np.ndarray:
+    """Per group, the reason code with the most time among its calls ("" when most of its time is rated)."""
+    k = len(CODES)
+    time = np.bincount(inverse * k + acts["reason"].astype(np.int64), weights=acts["dur"], minlength=g * k)
+    return time.reshape(g, k).argmax(axis=1).astype(np.int8)
 
 
 def _representative_rows(acts: Table, inverse: np.ndarray, g: int) -> np.ndarray:
@@ -553,14 +818,14 @@ def _weighted_mean(values: np.ndarray, weights: np.ndarray, inverse: np.ndarray,
         return np.where(wsum > 0, vsum / wsum, np.nan)
 
 
-_CODED = {"dtype", "rate_dtype", "grid", "block", "flops_reason", "bound"}
+_CODED = {"dtype", "rate_dtype", "grid", "block", "flops_reason", "bound", "role", "roof_cause", "reason"}
 
 
 def _empty_group_columns(keys: Tuple[str, ...]) -> Dict[str, np.ndarray]:
     cols = {k: np.empty(0, dtype=np.int32) for k in keys}
     for name in ("count", "total_us", "mean_us", "min_us", "max_us", "flops", "bytes", "flops_time",
                  "bytes_time", "tflops", "gbps", "intensity", "pct_peak", "pct_dram", "efficiency", "bound",
-                 "occupancy", "time_share") + _CARRY:
+                 "occupancy", "time_share", "covered_share", "over_roof_share", "over_roof", "reason") + _CARRY:
         cols[name] = np.empty(0, dtype=np.int32 if name in _CODED else np.float64)
     return cols
 

@@ -1,6 +1,9 @@
 """Grouped efficiency tables as plain rows (dicts of str / float / None) for the CLI, JSON routes and CSV.
 
 Unknown numbers are None, never 0 or NaN, so JSON stays valid and a UI can show "unknown" with its reason.
+A row's rates describe the same calls (`efficiency._basis`); `covered_share` is the time share of its calls with
+both estimates, `over_roof` says its figures come from calls over the physical roof (`roof_cause` says why),
+`reason` is the reason code (`reasons.REASONS`) with most of its time ("" when rated).
 """
 from __future__ import annotations
 
@@ -19,7 +22,9 @@ ROW_COLUMNS = (
     ("bytes", "bytes"), ("tflops", "tflops"), ("gbps", "gbps"), ("dtype", "rate_dtype"),
     ("peak_tflops", "peak_tflops"), ("pct_peak", "pct_peak"), ("pct_dram", "pct_dram"),
     ("intensity", "intensity"), ("bound", "bound"), ("efficiency", "efficiency"), ("occupancy", "occupancy"),
-    ("registers", "registers"), ("grid", "grid"), ("block", "block"),
+    ("registers", "registers"), ("grid", "grid"), ("block", "block"), ("role", "role"),
+    ("covered_share", "covered_share"), ("reason", "reason"), ("over_roof", "over_roof"),
+    ("over_roof_share", "over_roof_share"), ("roof_cause", "roof_cause"),
 )
 SORTABLE = {out for out, _ in ROW_COLUMNS} - {"device", "kind"}
 
@@ -39,6 +44,8 @@ def _value(table: Table, col: str, i: int) -> Any:
     if isinstance(v, (float, np.floating)):
         v = float(v)
         return None if math.isnan(v) or math.isinf(v) else v
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
     if isinstance(v, (np.integer,)):
         v = int(v)
         return None if col == "registers" and v < 0 else v
