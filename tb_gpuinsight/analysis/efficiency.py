@@ -827,6 +827,7 @@ def _empty_group_columns(keys: Tuple[str, ...]) -> Dict[str, np.ndarray]:
                  "bytes_time", "tflops", "gbps", "intensity", "pct_peak", "pct_dram", "efficiency", "bound",
                  "occupancy", "time_share", "covered_share", "over_roof_share", "over_roof", "reason") + _CARRY:
         cols[name] = np.empty(0, dtype=np.int32 if name in _CODED else np.float64)
+    cols["over_roof"] = np.empty(0, dtype=bool)
     return cols
 
 
