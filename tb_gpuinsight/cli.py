@@ -240,7 +240,7 @@ def _cmd_analyze(args) -> int:
 
 
 _ANALYZE_COLUMNS = (
-    ("kernel", "name", 56), ("op", "op", 28), ("dev", "device", 3), ("calls", "count", 6),
+    ("!", "over_roof", 1), ("kernel", "name", 56), ("op", "op", 28), ("dev", "device", 3), ("calls", "count", 6),
     ("total ms", "total_us", 9), ("% time", "time_share", 6), ("mean us", "mean_us", 9),
     ("TFLOP/s", "tflops", 8), ("% peak", "pct_peak", 7), ("GB/s", "gbps", 8), ("% DRAM", "pct_dram", 7),
     ("FLOP/B", "intensity", 7), ("bound", "bound", 7), ("dtype", "dtype", 5), ("occ %", "occupancy", 5),
@@ -259,9 +259,19 @@ def _device_lines(eff) -> List[str]:
                      f"({s['kernel_count']:,}), memcpy/memset {_ms(s['memop_time_us'])}; kernel time with FLOPs "
                      f"{_pct(s['flop_time_share'])}, with bytes {_pct(s['byte_time_share'])}; "
                      f"time-weighted efficiency {_pct(s['efficiency'])}")
+        lines += _coverage_lines(s)
     if not lines:
         lines.append("no GPU devices or GPU activity in this trace")
     return lines
+
+
+def _coverage_lines(s: Dict) -> List[str]:
+    """Over-the-roof kernels and kernel time without a rated figure, per reason with its hint."""
+    from .analysis.reasons import reason_lines
+
+    over = [f"  {s['over_roof_count']:,} kernel calls ({_pct(s['over_roof_time_share'])} of kernel time) over the "
+            f"physical roof: marked ! and left out of the efficiency"] if s.get("over_roof_count") else []
+    return over + reason_lines({r["code"]: r["time_share"] for r in s.get("reasons", [])})
 
 
 def render_table(rows: List[Dict], columns) -> List[str]:
@@ -288,7 +298,7 @@ def _fmt(key: str, v) -> str:
     if v is None:
         return "-"
     if isinstance(v, bool):
-        return "yes" if v else ""
+        return ("!" if v else "") if key == "over_roof" else ("yes" if v else "")
     if key in ("total_us", "time_us_a", "time_us_b", "delta_us"):
         return f"{v / 1000:,.3f}"
     if key in ("time_share", "pct_peak", "pct_dram", "efficiency", "delta_pct", "pct_peak_a", "pct_peak_b"):

@@ -70,6 +70,20 @@ export interface DeviceSummary {
   flop_time_share: number | null;
   byte_time_share: number | null;
   efficiency: number | null;
+  /** Time share of kernels with both estimates, under the roof. */
+  covered_time_share?: number | null;
+  /** Time share and count of kernels whose estimate is over the physical roof (left out of the efficiency). */
+  over_roof_time_share?: number | null;
+  over_roof_count?: number | null;
+  /** Why kernels have no rated figure: share of kernel time per reason code, with a hint each. */
+  reasons?: ReasonRow[];
+}
+
+export interface ReasonRow {
+  code: string;
+  label: string;
+  hint: string;
+  time_share: number;
 }
 
 export interface DeviceInfo {
@@ -109,6 +123,17 @@ export interface KernelRow {
   registers: number | null;
   grid: string | null;
   block: string | null;
+  /** compute, work, layout, splitk, epilogue, memset or memcpy: what the kernel does for its op. */
+  role?: string | null;
+  /** Time share of the row's calls with both a FLOP and a byte estimate (its rates describe those calls). */
+  covered_share?: number | null;
+  /** Reason code with most of the row's time ("" when rated). */
+  reason?: string | null;
+  /** The row's figures come from calls over the physical roof (impossible: the estimate is wrong). */
+  over_roof?: boolean;
+  over_roof_share?: number | null;
+  roof_cause?: string | null;
+  efficiency?: number | null;
 }
 
 export interface KernelsResponse {
@@ -126,6 +151,8 @@ export interface RooflinePoint {
   pct_peak: number | null;
   gbps?: number | null;
   bound?: Bound;
+  over_roof?: boolean;
+  roof_cause?: string | null;
 }
 
 export interface RooflineResponse {

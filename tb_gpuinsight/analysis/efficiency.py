@@ -684,8 +684,8 @@ def _ratio(a: float, b: float) -> Optional[float]:
 
 # ---------------------------------------------------------------------------------------------- grouping
 
-_CARRY = ("dtype", "rate_dtype", "grid", "block", "registers", "peak_tflops", "dram_gbps", "flops_reason", "role",
-          "roof_cause")
+_CARRY = ("dtype", "rate_dtype", "grid", "block", "registers", "peak_tflops", "dram_gbps", "flops_reason",
+          "bytes_reason", "role", "roof_cause")
 
 
 def aggregate(acts: Table, keys: Tuple[str, ...]) -> Table:
@@ -818,7 +818,8 @@ def _weighted_mean(values: np.ndarray, weights: np.ndarray, inverse: np.ndarray,
         return np.where(wsum > 0, vsum / wsum, np.nan)
 
 
-_CODED = {"dtype", "rate_dtype", "grid", "block", "flops_reason", "bound", "role", "roof_cause", "reason"}
+_CODED = {"dtype", "rate_dtype", "grid", "block", "flops_reason", "bytes_reason", "bound", "role", "roof_cause",
+          "reason"}
 
 
 def _empty_group_columns(keys: Tuple[str, ...]) -> Dict[str, np.ndarray]:

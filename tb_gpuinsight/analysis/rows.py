@@ -19,7 +19,7 @@ ROW_COLUMNS = (
     ("device", "device"), ("kind", "kind"), ("op", "op_name"), ("name", "name"),
     ("count", "count"), ("total_us", "total_us"), ("mean_us", "mean_us"), ("min_us", "min_us"),
     ("max_us", "max_us"), ("time_share", "time_share"), ("flops", "flops"), ("flops_reason", "flops_reason"),
-    ("bytes", "bytes"), ("tflops", "tflops"), ("gbps", "gbps"), ("dtype", "rate_dtype"),
+    ("bytes", "bytes"), ("bytes_reason", "bytes_reason"), ("tflops", "tflops"), ("gbps", "gbps"), ("dtype", "rate_dtype"),
     ("peak_tflops", "peak_tflops"), ("pct_peak", "pct_peak"), ("pct_dram", "pct_dram"),
     ("intensity", "intensity"), ("bound", "bound"), ("efficiency", "efficiency"), ("occupancy", "occupancy"),
     ("registers", "registers"), ("grid", "grid"), ("block", "block"), ("role", "role"),

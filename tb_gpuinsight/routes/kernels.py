@@ -46,7 +46,8 @@ def kernels(eff: Efficiency, request) -> Dict[str, Any]:
 
 
 def roofline(eff: Efficiency, device: Optional[int]) -> Dict[str, Any]:
-    """Roofs for the chosen dtype and one point per kernel name with both a FLOP and a byte estimate."""
+    """Roofs for the chosen dtype and one point per kernel name with both a FLOP and a byte estimate; a point whose
+    figures are over the physical roof says so (`over_roof`, `roof_cause`) and is drawn as a warning."""
     rows = [r for r in group_rows(eff.by_name(device)) if r["intensity"] and r["tflops"]]
     report = eff.devices.get(device) if device is not None else next(iter(eff.devices.values()), None)
     dtype = eff.dtype if eff.dtype != AUTO else _main_dtype(rows)
@@ -56,7 +57,7 @@ def roofline(eff: Efficiency, device: Optional[int]) -> Dict[str, Any]:
             "dram_gbps": match.dram_gbps if match else None,
             "ridge": match.ridge_point(dtype) if match and dtype else None,
             "points": [{k: r[k] for k in ("name", "intensity", "tflops", "total_us", "count", "pct_peak", "dtype",
-                                          "gbps")} for r in rows]}
+                                          "gbps", "bound", "over_roof", "roof_cause")} for r in rows]}
 
 
 def kernel_ops(eff: Efficiency, request) -> Dict[str, Any]:

@@ -2,6 +2,7 @@
 import { isAbort, type KernelOp, type KernelOpsResponse, type KernelRow } from "../api";
 import { h, replace } from "../dom";
 import { bytes, count, flop, gbps, pct, sig, time, UNKNOWN } from "../format";
+import { roofMark } from "./kernelTable";
 import { inlineError, loadingState } from "./states";
 
 export interface DetailsOptions {
@@ -81,6 +82,21 @@ function rowStats(r: KernelRow): HTMLElement {
     stat("Occupancy", r.occupancy == null ? UNKNOWN : `${sig(r.occupancy)} %`),
     stat("Registers", r.registers == null ? UNKNOWN : count(r.registers), "per thread"),
     stat("Grid × block", r.grid || r.block ? `${launch(r.grid)} × ${launch(r.block)}` : UNKNOWN),
+    stat("Role", r.role ?? UNKNOWN, "what the kernel does for its op: only compute (or its op's own work) kernels take the op's FLOPs"),
+    stat("Covered", pct(r.covered_share ?? null), "share of time in calls with both estimates: the rates describe those calls"),
+  );
+}
+
+/** The over-the-roof warning of a row, with its likely cause; null when the row is plausible. */
+function roofWarning(r: KernelRow): HTMLElement | null {
+  if (!r.over_roof && !(r.over_roof_share && r.over_roof_share > 0)) return null;
+  const share = r.over_roof ? "all its rated calls" : `${pct(r.over_roof_share ?? null)} of its time`;
+  return h(
+    "div",
+    { class: "card-warn roof-warning" },
+    roofMark({ over_roof: true, roof_cause: r.roof_cause }),
+    ` Over the roof in ${share}: the estimate implies more than the device can do, so those calls are left out of the device's efficiency.`,
+    r.roof_cause ? h("div", { class: "muted", text: `Likely cause: ${r.roof_cause}` }) : null,
   );
 }
 
@@ -126,6 +142,7 @@ export class Details {
     replace(
       this.body,
       h("div", { class: "kernel-name", text: name }),
+      row ? roofWarning(row) : null,
       row ? rowStats(row) : null,
       h("h3", { class: "section-title", text: "Launching ops" }),
       ops,

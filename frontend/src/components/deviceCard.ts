@@ -1,6 +1,6 @@
 // One card per GPU of the trace: the datasheet row it was matched to, the peaks in use, and how it was matched.
 // Plus the summary figures of the chosen device.
-import type { DeviceInfo, DeviceSpec, DeviceSummary, Dtype } from "../api";
+import type { DeviceInfo, DeviceSpec, DeviceSummary, Dtype, ReasonRow } from "../api";
 import { h } from "../dom";
 import { count, gbps, pct, sig, time, UNKNOWN } from "../format";
 
@@ -144,6 +144,40 @@ export function summaryFigures(dev: DeviceInfo): HTMLElement {
     figure("Memcpy / memset", time(s.memop_time_us)),
     figure("With a FLOP estimate", pct(s.flop_time_share), "share of kernel time"),
     figure("With a byte estimate", pct(s.byte_time_share), "share of kernel time"),
+    figure("With both", pct(s.covered_time_share ?? null), "share of kernel time, under the roof",
+      "kernels with a FLOP and a byte estimate whose figures are physically possible"),
+    s.over_roof_count
+      ? figure("⚠ Over the roof", pct(s.over_roof_time_share ?? null), `${count(s.over_roof_count)} kernel calls, left out`,
+          "kernels whose estimate implies more than the device can do: left out of the efficiency and totals")
+      : null,
     figure("Efficiency", s.efficiency == null ? UNKNOWN : pct(s.efficiency), "time-weighted, vs. roofline", effReason),
+  );
+}
+
+/** Why kernel time has no rated figure: one line per reason with its share of kernel time and a hint. */
+export function reasonList(dev: DeviceInfo): HTMLElement | null {
+  const rows: ReasonRow[] = dev.summary?.reasons ?? [];
+  if (!rows.length) return null;
+  return h(
+    "div",
+    { class: "reasons" },
+    h("div", { class: "reasons-title", text: "Kernel time without a rated figure, by reason" }),
+    h(
+      "table",
+      { class: "reasons-table" },
+      h(
+        "tbody",
+        null,
+        ...rows.map((r) =>
+          h(
+            "tr",
+            { attrs: { "data-code": r.code } },
+            h("td", { class: "num", text: pct(r.time_share) }),
+            h("td", { class: "reason-label", text: r.label }),
+            h("td", { class: "muted reason-hint", text: r.hint }),
+          ),
+        ),
+      ),
+    ),
   );
 }

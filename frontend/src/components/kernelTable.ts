@@ -55,6 +55,13 @@ export function launchText(r: KernelRow): string {
   return parts.join(" · ");
 }
 
+/** The warning mark of a row whose figures are over the physical roof (the estimate, not the GPU, is wrong). */
+export function roofMark(r: { over_roof?: boolean; roof_cause?: string | null }): HTMLElement | null {
+  if (!r.over_roof) return null;
+  const why = `over the roof: impossible figures, left out of the device's efficiency${r.roof_cause ? ` (likely cause: ${r.roof_cause})` : ""}`;
+  return h("span", { class: "roof-mark", text: "⚠", title: why, attrs: { "aria-label": why } });
+}
+
 export function pctBar(frac: number, cls: string, title: string): HTMLElement {
   const width = Math.max(0, Math.min(1, frac)) * 100;
   return h(
@@ -93,7 +100,11 @@ export class KernelTable {
         widthGrow: 4,
         headerSortStartingDir: "asc",
         titleFormatter: header("Kernel", "Kernel name as recorded in the trace"),
-        formatter: fmt((r) => cellText(r.name, r.name, "cell-text cell-name")),
+        formatter: fmt((r) => {
+          const mark = roofMark(r);
+          const name = cellText(r.name, r.name, "cell-text cell-name");
+          return mark ? h("span", { class: "cell-with-mark" }, mark, name) : name;
+        }),
       },
       {
         title: "Op",
@@ -180,6 +191,14 @@ export class KernelTable {
         formatter: fmt((r) =>
           r.intensity == null ? unknown(r.flops == null ? flopReason(r) : byteReason(r)) : cellText(sig(r.intensity)),
         ),
+      },
+      {
+        title: "Covered",
+        field: "covered_share",
+        width: 84,
+        hozAlign: "right",
+        titleFormatter: header("Covered", "Share of the row's time in calls with both a FLOP and a byte estimate; its rates describe those calls"),
+        formatter: fmt((r) => (r.covered_share == null ? unknown("no call of this row has both estimates") : cellText(pct(r.covered_share)))),
       },
       {
         title: "Bound",

@@ -17,6 +17,8 @@ export const COLORS: Record<Bound | "roof" | "selected", string> = {
   roof: "#52606d",
   selected: "#d9480f",
 };
+/** Points whose estimate is over the physical roof: drawn as warning triangles, in their own legend entry. */
+const OVER_ROOF = { color: "#c92a2a", label: "Over the roof (estimate wrong)" } as const;
 
 const SERIES: ReadonlyArray<readonly [Bound, string]> = [
   ["compute", "Compute-bound"],
@@ -98,6 +100,7 @@ function tooltipNode(p: RooflinePoint, dram: number | null): HTMLElement {
       row("% of peak", pct(p.pct_peak)),
       dram != null && achievedGbps != null ? row("% of DRAM", pct(achievedGbps / dram)) : null,
       row("FLOP/byte", sig(p.intensity)),
+      p.over_roof ? row("⚠ Over the roof", p.roof_cause || "the estimate implies more than the device can do") : null,
     ),
   );
 }
@@ -191,9 +194,20 @@ export class Roofline {
       emphasis: { itemStyle: { opacity: 1, borderColor: "#1f2933", borderWidth: 1 } },
       data: this.plotted
         .map((d, idx) => ({ d, idx }))
-        .filter(({ d }) => d.bound === bound)
+        .filter(({ d }) => d.bound === bound && !d.p.over_roof)
         .map(({ d, idx }) => ({ value: [d.p.intensity, d.p.tflops], symbolSize: d.size, idx })),
     }));
+    series.push({
+      type: "scatter",
+      name: OVER_ROOF.label,
+      color: OVER_ROOF.color,
+      symbol: "triangle",
+      itemStyle: { opacity: 0.85, borderColor: "#ffffff", borderWidth: 0.5 },
+      data: this.plotted
+        .map((d, idx) => ({ d, idx }))
+        .filter(({ d }) => d.p.over_roof)
+        .map(({ d, idx }) => ({ value: [d.p.intensity, d.p.tflops], symbolSize: d.size, idx })),
+    });
     series.push({
       type: "line",
       name: "Roof",
@@ -230,7 +244,7 @@ export class Roofline {
           right: 16,
           itemWidth: 12,
           itemHeight: 12,
-          data: [...SERIES.map(([, label]) => label), "Roof"],
+          data: [...SERIES.map(([, label]) => label), ...(this.plotted.some((d) => d.p.over_roof) ? [OVER_ROOF.label] : []), "Roof"],
           textStyle: { color: "#52606d", fontSize: 12 },
         },
         tooltip: {

@@ -9,7 +9,7 @@ import {
   type KernelRow,
   type Selection,
 } from "../api";
-import { deviceCard, summaryFigures } from "../components/deviceCard";
+import { deviceCard, reasonList, summaryFigures } from "../components/deviceCard";
 import { Details } from "../components/details";
 import { KernelTable } from "../components/kernelTable";
 import { Roofline } from "../components/roofline";
@@ -247,7 +247,7 @@ class KernelEfficiencyView implements TabView {
       ),
     );
     const dev = this.device;
-    replace(this.figuresEl, dev ? summaryFigures(dev) : null);
+    replace(this.figuresEl, dev ? summaryFigures(dev) : null, dev ? reasonList(dev) : null);
   }
 
   private renderOpChip(): void {
