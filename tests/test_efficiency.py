@@ -311,6 +311,7 @@ def test_kernel_roles_registry():
     assert kernel_role("__amd_rocclr_copyBuffer") == "memcpy"
     assert kernel_role("SubTensorOpWithScalar1d") == "epilogue"  # MIOpen helper, though "TensorOp" says GEMM
     assert kernel_role("triton_poi_fused_add_0") == "compute"
+    assert kernel_role("void fbgemm_gpu::permute_2D_data_kernel<int, float>(int, int)") == "work"
     assert kernel_role("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add>") == "work"
 
 

@@ -99,6 +99,14 @@ def test_devices_kernels_roofline_ops_routes(logdir, tmp_path):
     assert code == 200 and ops["ops"][0]["op"] == "aten::addmm" and ops["ops"][0]["input_dims"]
     code, all_spans = _get(client, "kernels", run="bert_h100", worker="h100-node", span="all")
     assert all_spans["total"] == 12
+    # Coverage by reason, covered share and roof marks survive the summary cache.
+    code, body = _get(client, "devices", **BERT)
+    summary = body["devices"][0]["summary"]
+    assert 0 < summary["covered_time_share"] <= 1 and summary["efficiency"] <= 1
+    assert all(r["hint"] and r["label"] and 0 < r["time_share"] <= 1 for r in summary["reasons"])
+    row = next(r for r in all_spans["rows"] if r["role"] == "compute")
+    assert row["covered_share"] == 1 and row["reason"] == "" and row["over_roof"] is False
+    assert all("over_roof" in p and "roof_cause" in p for p in roof["points"])
 
 
 ALL_ROUTES = ("kernels", "devices", "roofline", "kernel_ops")

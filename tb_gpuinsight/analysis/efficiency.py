@@ -4,9 +4,14 @@ Model (documented for users in README "How efficiency is computed"):
 - Every kernel, memcpy and memset is linked to its launching op (`correlate.py`). The op's FLOPs and bytes come from
   its shapes (`estimate/flops.py`, `estimate/bytes.py`) or, for Inductor kernels, from `kernel_flop` /
   `kernel_num_gb`.
-- One op may launch several kernels (a GEMM and its split-K reduction, say). Its FLOPs and bytes are split among
-  them in proportion to their durations, so they sum to the op's totals exactly (nothing is double counted) and
-  each kernel of the op shows the op's achieved rate.
+- One op may launch several kernels. Its FLOPs and bytes go to its receiving activities, split among them by
+  duration so they sum to the op's totals exactly (nothing is double counted): its compute kernels (GEMM, conv,
+  attention, Triton/Inductor, `kernel_roles.py`), else its plain work kernels, else its helpers. Helpers (layout
+  transforms, split-K reductions, bias/epilogue kernels, memsets, memcpys) take no FLOPs and their own bytes,
+  unknown with a reason when the trace does not give their size. Memsets/memcpys are known by their event kind.
+- Kernels replayed by a CUDA/HIP graph launch are not their enclosing op's work; compiled-region ops
+  (`Torch-Compiled Region`, `CompiledFunction`) give no shape estimate. Without an op, a kernel takes the figures
+  of identical launches (same name, grid, block, registers) when there are some.
 - Memcpy and memset do no FLOPs; their bytes are the `bytes` arg. Device-to-device copies move twice that through
   DRAM (read and write); host<->device copies go over the bus and get no % of DRAM peak.
 - The peak a kernel is rated against is its op's dtype (fp32 kernels whose name says tf32 use the TF32 peak); when
@@ -15,6 +20,10 @@ Model (documented for users in README "How efficiency is computed"):
 - Bound: compute when arithmetic intensity (FLOP/byte) reaches the device's ridge point for that dtype, memory
   below it. Efficiency is achieved / attainable, attainable = min(peak, intensity x DRAM bandwidth) when both are
   known; % of DRAM peak when only bytes are known; % of peak when only FLOPs are.
+- Over the roof: more than 100 % of the compute peak, or more than DRAM_MARGIN x the DRAM peak, marks a kernel
+  (`over_roof`, `roof_cause`) and leaves it out of the device's efficiency and totals; below that margin the
+  efficiency is capped at 100 % (L2-resident operands). Grouped rows compute every rate over the same calls.
+- Every activity carries a reason code (`reasons.py`) for what keeps it from a rated figure.
 """
 from __future__ import annotations
 

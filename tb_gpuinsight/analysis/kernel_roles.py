@@ -56,6 +56,7 @@ ROLE_REASONS: Dict[str, str] = {
     **{role: reason for role, _, reason in HELPER_PATTERNS if role not in (MEMSET, MEMCPY, EPILOGUE)},
 }
 _COMPUTE_CLASSES = frozenset({"GEMM", "attention", "convolution"})
+_LIBRARY_NAMES = re.compile(r"fbgemm(?:_gpu)?", re.I)  # library namespaces whose name says gemm for any kernel
 # Compute kernels the `kernel_names` classes miss: cuDNN FFT / Winograd stages, cuDNN's own conv kernels
 # (`volta_scudnn_*`, `cudnn_ampere_hcudnn_*`), Tensile GEMMs of rocBLAS / hipBLASLt (`Cijk_*`), MIOpen / CK convs.
 _COMPUTE_STAGES = re.compile(r"fft\d*d?_|winograd|[shdi]cudnn_|^Cijk_|igemm|naive_conv|gridwise_(?:gemm|conv)|"
@@ -70,7 +71,8 @@ def kernel_role(name: str, kind: str = "kernel") -> str:
     for role, pattern, _ in HELPER_PATTERNS:
         if pattern.search(name):
             return role
-    if name.startswith("triton_") or _COMPUTE_STAGES.search(name) or kernel_class(name) in _COMPUTE_CLASSES:
+    plain = _LIBRARY_NAMES.sub("", name)  # `fbgemm_gpu::permute_...` is not a GEMM
+    if name.startswith("triton_") or _COMPUTE_STAGES.search(plain) or kernel_class(plain) in _COMPUTE_CLASSES:
         return COMPUTE
     return WORK
 
