@@ -537,12 +537,15 @@ ROOF_CAUSES = {
     "inductor": "Inductor's kernel_flop of a fused region charged to one kernel",
     "twin": "figures copied from an identical launch that did different work",
     "device": "wrong device row? the datasheet row was matched from properties, not by name",
+    "fast_conv": "Winograd/FFT convolution: fewer arithmetic operations than the direct-convolution FLOPs counted",
     "fused": "FLOPs of a fused op charged to this kernel (or other kernels did part of the op's work)",
-    "inplace": "bytes overestimated: in-place or indexed write into a large buffer",
+    "inplace": "bytes overestimated: in-place write into, or indexed read from, a large buffer (a slice is touched)",
     "bytes": "bytes overestimated: more than twice the DRAM peak, beyond what L2-resident operands explain",
 }
 _CAUSE_CODES = {key: i for i, key in enumerate(ROOF_CAUSES)}
-_INPLACE = ("index_put", "index_copy", "index_add", "scatter", "masked_scatter", "cache", "copy_", "fill_")
+_INPLACE = ("index_put", "index_copy", "index_add", "scatter", "masked_scatter", "cache", "copy_", "fill_", "embedding",
+            "lookup", "gather", "index_select")
+_FAST_CONV = ("winograd", "fft")
 
 
 def _over_the_roof(acts: Table, devices: Dict[int, DeviceReport], pct_peak: np.ndarray, pct_dram: np.ndarray,
@@ -552,14 +555,16 @@ def _over_the_roof(acts: Table, devices: Dict[int, DeviceReport], pct_peak: np.n
         over_compute, over_dram = pct_peak > 1.0, pct_dram > DRAM_MARGIN
     over = over_compute | over_dram
     cause = np.zeros(len(acts), dtype=np.int8)
-    ops, sources = acts.strings["op_name"], acts.strings.get("source", SOURCES)
+    ops, sources, names = acts.strings["op_name"], acts.strings.get("source", SOURCES), acts.strings["name"]
     for i in np.flatnonzero(over).tolist():
         report = devices.get(int(acts["device"][i]))
         if over_compute[i]:
             key = _compute_cause(report, rate_dtype[i], tflops[i], sources[acts["source"][i]])
+            if key == "fused" and any(t in names[acts["name"][i]].lower() for t in _FAST_CONV):
+                key = "fast_conv"
         else:
             op = ops[acts["op_name"][i]] if acts["op_name"][i] >= 0 else ""
-            key = "inplace" if op.endswith("_") or any(t in op for t in _INPLACE) else "bytes"
+            key = "inplace" if op.endswith("_") or any(t in op.lower() for t in _INPLACE) else "bytes"
         cause[i] = _CAUSE_CODES[key]
     return over, cause
 
