@@ -221,8 +221,8 @@ def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray) -> Tuple[Dict[int, Op
     inductor = ~np.isnan(ops["kernel_flop"][used]) | ~np.isnan(ops["kernel_num_gb"][used])
     for row in used[inductor].tolist():
         out[row] = _with_inductor(out[row], ops["kernel_flop"][row], ops["kernel_num_gb"][row])
-    wrapper = np.fromiter((names[n].startswith(COMPILED_REGIONS) for n in ops["name"][used]), dtype=bool,
-                          count=len(used))
+    is_region = np.fromiter((n.startswith(COMPILED_REGIONS) for n in names), dtype=bool, count=len(names))
+    wrapper = is_region[ops["name"][used]] if len(names) else np.zeros(len(used), dtype=bool)
     for row in used[wrapper & ~inductor].tolist():  # a compiled region's inputs say nothing of its kernels
         del out[row]
     return out, set(used[inductor].tolist())
@@ -315,32 +315,50 @@ def _attribute(acts: Table, facts: _OpFacts) -> None:
 
 
 class _EstimateArrays:
-    """The launching op's estimate spread onto activity rows (NaN / code 0 where the op has none)."""
+    """The launching op's estimate spread onto activity rows (NaN / code 0 where the op has none). Ops of one
+    signature share one OpEstimate object, so the per-estimate work runs once per distinct estimate."""
 
     def __init__(self, op: np.ndarray, facts: _OpFacts) -> None:
-        n = len(op)
         used = np.unique(op[op >= 0])
         self.reasons, self.dtypes = Interner(), Interner()
         self.reasons.code("")
-        f, b = np.full(len(used) + 1, np.nan), np.full(len(used) + 1, np.nan)  # last slot: no estimate
-        fr, br = np.zeros(len(used) + 1, np.int32), np.zeros(len(used) + 1, np.int32)
-        dt, ind = np.full(len(used) + 1, -1, np.int32), np.zeros(len(used) + 1, bool)
-        ok = np.zeros(len(used) + 1, bool)
+        distinct: Dict[int, int] = {}
+        kept: List[OpEstimate] = []
+        which = np.empty(len(used) + 1, dtype=np.int64)  # last slot: rows without an op
         for i, row in enumerate(used.tolist()):
             est = facts.estimates.get(row)
+            key = id(est)
+            if key not in distinct:
+                distinct[key] = len(kept)
+                kept.append(est)
+            which[i] = distinct[key]
+        none = len(kept)
+        which[len(used)] = none
+        kept.append(None)
+        self._fill(kept)
+        at = np.where(op >= 0, np.searchsorted(used, np.clip(op, 0, None)), len(used))
+        per_row = which[at]
+        self.found, self.flops, self.bytes = self._ok[per_row], self._f[per_row], self._b[per_row]
+        self.flops_reason, self.bytes_reason = self._fr[per_row], self._br[per_row]
+        self.dtype = self._dt[per_row]
+        inductor = np.zeros(len(used) + 1, dtype=bool)
+        inductor[:len(used)] = np.isin(used, np.fromiter(facts.inductor, dtype=np.int64, count=len(facts.inductor)))
+        self.inductor = inductor[at]
+
+    def _fill(self, kept: List[Optional[OpEstimate]]) -> None:
+        k = len(kept)
+        self._f, self._b = np.full(k, np.nan), np.full(k, np.nan)
+        self._fr, self._br = np.zeros(k, np.int32), np.zeros(k, np.int32)
+        self._dt, self._ok = np.full(k, -1, np.int32), np.zeros(k, bool)
+        for i, est in enumerate(kept):
             if est is None:
                 continue
-            ok[i] = True
-            f[i] = np.nan if est.flops is None else est.flops
-            b[i] = np.nan if est.bytes is None else est.bytes
-            fr[i], br[i] = self.reasons.code(est.flops_reason), self.reasons.code(est.bytes_reason)
+            self._ok[i] = True
+            self._f[i] = np.nan if est.flops is None else est.flops
+            self._b[i] = np.nan if est.bytes is None else est.bytes
+            self._fr[i], self._br[i] = self.reasons.code(est.flops_reason), self.reasons.code(est.bytes_reason)
             key = normalize_dtype(est.dtype)
-            dt[i] = self.dtypes.code(key) if key else -1
-            ind[i] = row in facts.inductor
-        at = np.where(op >= 0, np.searchsorted(used, np.clip(op, 0, None)), len(used)) if n else \
-            np.zeros(0, np.int64)
-        self.found, self.flops, self.bytes = ok[at], f[at], b[at]
-        self.flops_reason, self.bytes_reason, self.dtype, self.inductor = fr[at], br[at], dt[at], ind[at]
+            self._dt[i] = self.dtypes.code(key) if key else -1
 
 
 def _remap(codes: np.ndarray, src: Interner, dst: Interner) -> None:
