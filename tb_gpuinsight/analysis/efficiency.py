@@ -269,12 +269,13 @@ def _attribute(acts: Table, facts: _OpFacts) -> None:
     dtype, the activity's role, the source of its figures and the reason code of what is missing."""
     n = len(acts)
     copy_event = is_copy_event(acts)
-    role = _roles(acts, copy_event)
-    tier = np.array([_TIER[r] for r in ROLES], dtype=np.int64)[role]
-    tier[copy_event] = _NEVER
     op = np.where(acts["graph"], NO_OP, acts["op"])  # replayed kernels are not their enclosing op's work
     est = _EstimateArrays(op, facts)
     op = np.where(est.found, op, NO_OP)
+    role = _roles(acts, copy_event)
+    role[(role == ROLES.index(WORK)) & est.inductor] = ROLES.index(COMPUTE)  # its op carries Inductor's figures
+    tier = np.array([_TIER[r] for r in ROLES], dtype=np.int64)[role]
+    tier[copy_event] = _NEVER
     best = _best_tier(op, tier)
     receiver = (op >= 0) & (tier == best) & (tier < _NEVER)
     helper = (op >= 0) & ~receiver & ~copy_event
@@ -603,7 +604,7 @@ def _reasons(acts: Table, devices: Dict[int, DeviceReport], over: np.ndarray, ef
     index = {c: i for i, c in enumerate(CODES)}
     reason = acts["gap"].astype(np.int8).copy()
     unmatched = np.isin(acts["device"], [d for d, r in devices.items() if r.match.spec is None])
-    unrated = (reason == 0) & ~np.isfinite(efficiency)
+    unrated = (reason == 0) & ~np.isfinite(efficiency) & ~is_copy_event(acts) & (acts["dur"] > 0)
     reason[unrated & unmatched] = index["unknown_device"]
     reason[unrated & ~unmatched] = index["no_peak"]
     reason[over] = index["over_roof"]

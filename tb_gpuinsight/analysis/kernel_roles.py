@@ -8,6 +8,7 @@ only; a helper moves a tensor and does no arithmetic of the op's formula. The ro
 
 - compute: GEMM, convolution and attention kernels (by `kernel_names` class), the FFT and Winograd stages of
   cuDNN convolutions (`fft2d_r2c`, `winograd`: the algorithm's arithmetic), Triton / Inductor kernels.
+  A kernel whose launching op carries Inductor's `kernel_flop` / `kernel_num_gb` args is compute too.
 - work: any other kernel (elementwise, reduction...): the op's own work when the op launched no compute kernel.
 - layout, splitk, epilogue: helpers recognised by name (registry below, each entry with its reason).
 - memset, memcpy: by event kind (`gpu_memset` / `gpu_memcpy` categories) on every vendor, and ROCm's runtime

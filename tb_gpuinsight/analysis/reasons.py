@@ -26,7 +26,8 @@ REASONS: Dict[str, Tuple[str, str]] = {  # code -> (label, hint)
     "failed": ("estimate failed on the recorded arguments", "see the kernel's FLOP reason in the drawer"),
     "unknown_device": ("device not in the datasheet",
                        "pick the device with --device / the Device menu, or add a row with --devices FILE"),
-    "no_peak": ("no datasheet peak for this dtype", "rate with another dtype (--dtype)"),
+    "no_peak": ("no datasheet peak for the kernel's dtype, or its dtype is unknown",
+                "rate with another dtype (--dtype / the dtype menu); record_shapes=True gives each op's dtype"),
     "over_roof": ("estimate above the physical roof (left out of summaries)",
                   "see the over-the-roof cause on the kernel; the estimate, not the GPU, is wrong"),
 }
