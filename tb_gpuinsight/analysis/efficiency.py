@@ -261,31 +261,58 @@ class _OpFacts:
 # Runtime fill/copy kernels take an op's bytes only when nothing else ran; copy events never take an op's figures.
 _TIER = {COMPUTE: 0, WORK: 1, LAYOUT: 2, SPLITK: 2, EPILOGUE: 2, MEMSET: 3, MEMCPY: 3}
 _NEVER = 9
-SOURCES = ["", "formula", "inductor", "twin", "event"]
+SOURCES = ["", "formula", "inductor", "twin", "event"]  # where an activity's figures come from
+_SOURCE = {name: i for i, name in enumerate(SOURCES)}
 
 
 def _attribute(acts: Table, facts: _OpFacts) -> None:
     """FLOPs and bytes of every activity (rule in the module docstring); sets flops, bytes, their reasons, the
     dtype, the activity's role, the source of its figures and the reason code of what is missing."""
-    n = len(acts)
     copy_event = is_copy_event(acts)
     op = np.where(acts["graph"], NO_OP, acts["op"])  # replayed kernels are not their enclosing op's work
     est = _EstimateArrays(op, facts)
     op = np.where(est.found, op, NO_OP)
+    role, receiver, helper = _receivers(acts, op, est, copy_event)
+    share = _duration_share(np.where(receiver, op, NO_OP), acts["dur"])
+    flops = np.where(receiver, est.flops * share, np.nan)
+    flops[receiver & np.isin(role, [ROLES.index(MEMSET), ROLES.index(MEMCPY)])] = 0.0  # fills do no arithmetic
+    nbytes = np.where(receiver, est.bytes * share, np.nan)
+    flops[helper | copy_event] = 0.0
+    nbytes[copy_event] = acts["memop_bytes"][copy_event]
+    source = np.where(receiver, np.where(est.inductor, _SOURCE["inductor"], _SOURCE["formula"]), 0).astype(np.int8)
+    source[helper] = _SOURCE["formula"]
+    source[copy_event] = _SOURCE["event"]
+    inferred = _infer_from_twins(acts, flops, nbytes, (op < 0) & ~copy_event)
+    source[inferred] = _SOURCE["twin"]
+    no_op = (op < 0) & ~inferred & ~copy_event
+    flops_reason, bytes_reason, reasons = _reason_texts(est, receiver, helper, role, copy_event & np.isnan(nbytes))
+    flops_reason[inferred] = bytes_reason[inferred] = reasons.code(INFERRED)
+    flops_reason[no_op] = bytes_reason[no_op] = reasons.code("no launching op in the trace")
+    dtype = np.where(receiver | helper, est.dtype, -1).astype(np.int32)
+    gap = _gaps(acts, facts, flops, nbytes, no_op, helper | copy_event, est)
+    acts.columns.update(flops=flops, bytes=nbytes, flops_reason=flops_reason, bytes_reason=bytes_reason,
+                        dtype=dtype, role=role, source=source, gap=gap)
+    acts.strings.update(flops_reason=reasons.items, bytes_reason=reasons.items, dtype=est.dtypes.items,
+                        role=list(ROLES), source=SOURCES, gap=list(CODES))
+
+
+def _receivers(acts: Table, op: np.ndarray, est: "_EstimateArrays",
+               copy_event: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(role code, takes its op's figures, helper of its op) per activity: an op's figures go to its activities of
+    the lowest tier present; its other kernels are helpers (plain ones beside a compute kernel become epilogues)."""
     role = _roles(acts, copy_event)
     role[(role == ROLES.index(WORK)) & est.inductor] = ROLES.index(COMPUTE)  # its op carries Inductor's figures
     tier = np.array([_TIER[r] for r in ROLES], dtype=np.int64)[role]
     tier[copy_event] = _NEVER
-    best = _best_tier(op, tier)
-    receiver = (op >= 0) & (tier == best) & (tier < _NEVER)
+    receiver = (op >= 0) & (tier == _best_tier(op, tier)) & (tier < _NEVER)
     helper = (op >= 0) & ~receiver & ~copy_event
     role[helper & (role == ROLES.index(WORK))] = ROLES.index(EPILOGUE)
-    share = _duration_share(np.where(receiver, op, NO_OP), acts["dur"])
-    flops = np.where(receiver, est.flops * share, np.nan)
-    flops[receiver & (tier == _TIER[MEMSET])] = 0.0  # fill/copy kernels do no arithmetic
-    nbytes = np.where(receiver, est.bytes * share, np.nan)
-    flops[helper | copy_event] = 0.0
-    nbytes[copy_event] = acts["memop_bytes"][copy_event]
+    return role, receiver, helper
+
+
+def _reason_texts(est: "_EstimateArrays", receiver: np.ndarray, helper: np.ndarray, role: np.ndarray,
+                  sizeless_copy: np.ndarray) -> Tuple[np.ndarray, np.ndarray, Interner]:
+    """FLOP and byte reason codes per activity: the op's for receivers, the role's for helpers."""
     reasons = Interner()
     reasons.code("")
     flops_reason = np.where(receiver, est.flops_reason, 0).astype(np.int32)
@@ -296,23 +323,8 @@ def _attribute(acts: Table, facts: _OpFacts) -> None:
         rows = helper & (role == code)
         flops_reason[rows] = reasons.code(f"{ROLES[code]} kernel: {ROLE_REASONS[ROLES[code]]}")
         bytes_reason[rows] = reasons.code(helper_bytes_reason(ROLES[code]))
-    no_bytes = copy_event & np.isnan(nbytes)
-    bytes_reason[no_bytes] = reasons.code(helper_bytes_reason(MEMCPY))
-    source = np.where(receiver, np.where(est.inductor, 2, 1), 0).astype(np.int8)
-    source[helper] = 1
-    source[copy_event] = 4
-    orphan = op < 0
-    inferred = _infer_from_twins(acts, flops, nbytes, orphan & ~copy_event)
-    flops_reason[inferred] = bytes_reason[inferred] = reasons.code(INFERRED)
-    source[inferred] = 3
-    no_op = orphan & ~inferred & ~copy_event
-    flops_reason[no_op] = bytes_reason[no_op] = reasons.code("no launching op in the trace")
-    dtype = np.where(receiver | helper, est.dtype, -1).astype(np.int32)
-    gap = _gaps(acts, facts, flops, nbytes, no_op, helper | copy_event, est)
-    acts.columns.update(flops=flops, bytes=nbytes, flops_reason=flops_reason, bytes_reason=bytes_reason,
-                        dtype=dtype, role=role, source=source, gap=gap)
-    acts.strings.update(flops_reason=reasons.items, bytes_reason=reasons.items, dtype=est.dtypes.items,
-                        role=list(ROLES), source=SOURCES, gap=list(CODES))
+    bytes_reason[sizeless_copy] = reasons.code(helper_bytes_reason(MEMCPY))
+    return flops_reason, bytes_reason, reasons
 
 
 class _EstimateArrays:
