@@ -16,8 +16,9 @@ raw-JSON (Input Dims, Input type, Concrete Inputs) triple) so that the estimate 
    any consistent solution gives the same estimate; uniqueness guards against a wrong output shape.
    `cudnn_convolution_backward_weight` gets its weight size from a backward or forward op with the same shapes.
 
-Every op's shape provenance is the coded string column `trace.ops["shape_source"]`: "recorded", "ET shapes",
-"inferred" (conv parameters), or -1 where the op has no shapes; `trace.ops["shape_note"]` says why an op's
+Every op's shape provenance is the coded string column `trace.ops["shape_source"]`: "recorded", "ET shapes"
+(dims from the ET), "recorded + ET values" (recorded dims, Concrete Inputs from the ET), "inferred" (conv
+parameters), or -1 where the op has no shapes; `trace.ops["shape_note"]` says why an op's
 parameters stay unknown (AMBIGUOUS) or is -1.
 """
 from __future__ import annotations
@@ -36,9 +37,10 @@ from ..estimate.bytes import CONV_FORWARD_OPS, OpArgs, UnknownEstimate, _CONV_SP
 from ..trace.et import ExecutionTrace, load_et
 from .et_link import link_et
 
-RECORDED, ET_SHAPES, INFERRED = "recorded", "ET shapes", "inferred"
-SOURCES = [RECORDED, ET_SHAPES, INFERRED]
+RECORDED, ET_SHAPES, INFERRED, ET_VALUES = "recorded", "ET shapes", "inferred", "recorded + ET values"
+SOURCES = [RECORDED, ET_SHAPES, INFERRED, ET_VALUES]
 AMBIGUOUS = "stride/padding unknown: ambiguous"
+MIN_LINK_RATE = 0.5  # the paired corpus ETs link 68-83 % of their nodes; an unrelated one links few
 _STRIDES = (1, 2, 3, 4)
 _DILATIONS = (2, 3, 4)
 _BACKWARD_OPS = ("aten::cudnn_convolution_backward", "aten::convolution_backward")
@@ -61,9 +63,14 @@ class EnrichReport:
 def enrich(trace, execution_traces: Sequence["os.PathLike[str] | str"] = ()) -> EnrichReport:
     """Fill missing shapes of `trace` in place from its Execution Traces, then infer convolution parameters.
 
-    An ET that cannot be read or links to nothing is reported in `execution_traces` and skipped; never raises for
-    bad companions (the Kineto analysis must still work)."""
+    ETs are tried in order (the span's own first, then the run's); the first recorded by the trace's process that
+    links at least MIN_LINK_RATE of its nodes is used, since a run-level ET may belong to another trace. An ET that cannot be read or links too
+    little is reported in `execution_traces` with the reason and skipped: bad companions never fail the analysis.
+    The report is also kept on `trace.enrichment`; a trace is enriched once (later calls return that report)."""
+    if getattr(trace, "enrichment", None) is not None:
+        return trace.enrichment
     report = EnrichReport()
+    trace.enrichment = report
     ops = trace.ops
     source = np.where(ops["shape"] >= 0, 0, -1).astype(np.int32) if len(ops) else np.empty(0, np.int32)
     ops.columns["shape_source"] = source
@@ -72,22 +79,61 @@ def enrich(trace, execution_traces: Sequence["os.PathLike[str] | str"] = ()) -> 
     ops.strings["shape_note"] = [AMBIGUOUS]
     et_outputs: Dict[int, Tuple[int, ...]] = {}
     for path in execution_traces:
-        _fill_from_et(trace, os.fspath(path), report, et_outputs)
+        if _fill_from_et(trace, os.fspath(path), report, et_outputs):
+            break
     if len(ops):
         _infer_convs(trace, report, et_outputs)
     return report
 
 
+def shape_sources(trace, activities) -> Dict[str, Any]:
+    """Where the shapes behind a trace's kernel time came from: the share of kernel time per source ("recorded",
+    "ET shapes", "inferred", "no shapes", "no op"), plus the enrichment report."""
+    kinds = activities.strings.get("kind", [])
+    is_kernel = activities["kind"] == kinds.index("kernel") if "kernel" in kinds else \
+        np.zeros(len(activities), dtype=bool)
+    dur, op = activities["dur"][is_kernel], activities["op"][is_kernel]
+    total = float(dur.sum())
+    labels = SOURCES + ["no shapes", "no op"]
+    source = np.full(len(op), len(labels) - 1, dtype=np.int64)
+    linked = op >= 0
+    if "shape_source" in trace.ops:
+        code = trace.ops["shape_source"][op[linked]]
+    else:  # not enriched: recorded or nothing
+        code = np.where(trace.ops["shape"][op[linked]] >= 0, 0, -1)
+    source[linked] = np.where(code >= 0, code, len(SOURCES))
+    shares = np.bincount(source, weights=dur, minlength=len(labels)) / total if total > 0 else \
+        np.zeros(len(labels))
+    report = trace.enrichment.to_dict() if getattr(trace, "enrichment", None) is not None else EnrichReport().to_dict()
+    return {"kernel_time_share": dict(zip(labels, (float(x) for x in shares))), **report}
+
+
+def shape_sources_section(ctx) -> "Section":
+    """Summary section builder: `shape_sources` of the span (see `shape_sources`)."""
+    from ..sections import Section
+
+    return Section("shape_sources", info=shape_sources(ctx.trace, ctx.eff.activities))
+
+
 # ------------------------------------------------------------------------------------------------ ET shapes
 
-def _fill_from_et(trace, path: str, report: EnrichReport, et_outputs: Dict[int, Tuple[int, ...]]) -> None:
+def _fill_from_et(trace, path: str, report: EnrichReport, et_outputs: Dict[int, Tuple[int, ...]]) -> bool:
+    """Fill from one ET; False when it cannot be read or does not belong to this trace."""
     try:
         et = load_et(path)
     except GpuInsightError as exc:
-        report.execution_traces.append({"path": path, "error": str(exc)})
-        return
+        report.execution_traces.append({"path": path, "used": False, "reason": str(exc)})
+        return False
+    if not _same_process(et, trace):
+        report.execution_traces.append({"path": path, "used": False,
+                                        "reason": f"recorded by another process (pid {et.pid})"})
+        return False
     link = link_et(et, trace.ops)
-    report.execution_traces.append({"path": path, **link.to_dict()})
+    if link.rate < MIN_LINK_RATE:
+        report.execution_traces.append({"path": path, "used": False, **link.to_dict(),
+                                        "reason": f"links only {100 * link.rate:.0f}% of its nodes to this trace"})
+        return False
+    report.execution_traces.append({"path": path, "used": True, **link.to_dict()})
     ops = trace.ops
     n_ops = len(ops)
     for row in np.flatnonzero((link.op >= 0) & (link.op < n_ops)).tolist():
@@ -105,8 +151,18 @@ def _fill_from_et(trace, path: str, report: EnrichReport, et_outputs: Dict[int, 
         elif not trace.shapes[code][2] and concrete is not None and _any_value(concrete):
             rec_dims, rec_types, _ = trace.shape(code)
             if isinstance(rec_dims, list) and len(rec_dims) == len(concrete):
-                _set_shape(trace, op_row, (rec_dims, rec_types, concrete), ET_SHAPES)
+                _set_shape(trace, op_row, (rec_dims, rec_types, concrete), ET_VALUES)
                 report.et_concrete += 1
+    return True
+
+
+def _same_process(et: ExecutionTrace, trace) -> bool:
+    """False when both record a process id and the ET's is not among the trace's cpu op processes: a small ET of
+    common ops (empty, add...) otherwise links by name to any trace."""
+    pids = {str(p) for p in trace.ops.strings.get("pid", [])}
+    if et.pid is None or not any(p.isdigit() for p in pids):
+        return True
+    return str(et.pid) in pids
 
 
 def _kineto_args(et: ExecutionTrace, row: int) -> Tuple[Optional[list], Optional[list], Optional[list]]:
@@ -381,5 +437,6 @@ def _fill_weight_size(trace, row: int, hints: _OutputHints) -> bool:
     return True
 
 
-__all__ = ["enrich", "EnrichReport", "solve_conv_params", "RECORDED", "ET_SHAPES", "INFERRED", "SOURCES",
+__all__ = ["enrich", "EnrichReport", "shape_sources", "shape_sources_section", "solve_conv_params", "RECORDED",
+           "ET_SHAPES", "ET_VALUES", "INFERRED", "SOURCES",
            "AMBIGUOUS"]
