@@ -690,3 +690,82 @@ def test_memoised_and_accepts_lists():
 def test_freeze():
     assert freeze([[1, 2], [[3], []], "a", None]) == ((1, 2), ((3,), ()), "a", None)
     assert hash(freeze([[1, [2, [3]]]])) is not None
+
+
+# --------------------------------------------------------------------------- grouped / depthwise conv backward
+
+def _conv_bwd_record(grad_out, x, w, groups: int, mask: str, stride="[1, 1]", padding="[1, 1]") -> tuple:
+    dims = (grad_out, x, w) + ((),) * 8
+    types = ("c10::BFloat16",) * 3 + ("ScalarList",) * 4 + ("Scalar", "ScalarList", "Scalar", "ScalarList")
+    concrete = ("", "", "", "[%d]" % w[0], stride, padding, "[1, 1]", "False", "[0, 0]", str(groups), mask)
+    return dims, types, concrete
+
+
+def _registry_conv_backward(grad_out, x, w, groups, mask) -> float:
+    """What torch.utils.flop_counter counts for the same call (run on meta tensors)."""
+    return counted(lambda: aten.convolution_backward(
+        meta(grad_out), meta(x), meta(w), [w[0]], [1, 1], [w[2] // 2] * 2, [1, 1], False, [0, 0], groups, mask))
+
+
+@pytest.mark.parametrize("label,n,cin,cout,hw,k,groups", [
+    ("groups=32 (ResNeXt 3x3)", 8, 256, 256, 28, 3, 32),
+    ("depthwise 7x7 (ConvNeXt)", 8, 96, 96, 56, 7, 96),
+])
+@pytest.mark.parametrize("mask", [[True, True, False], [False, True, False], [True, False, False],
+                                  [True, True, True]])
+def test_grouped_conv_backward_first_principles(label, n, cin, cout, hw, k, groups, mask):
+    x, grad_out, w = (n, cin, hw, hw), (n, cout, hw, hw), (cout, cin // groups, k, k)
+    per_gradient = 2 * n * cout * hw * hw * (cin // groups) * k * k  # each output MAC once, per gradient
+    expected = per_gradient * (int(mask[0]) + int(mask[1]))
+    rec = _conv_bwd_record(grad_out, x, w, groups, str(mask), padding=f"[{k // 2}, {k // 2}]")
+    assert_matches("aten::convolution_backward", rec, expected)
+
+    # torch's registry: right for grad_input, but its grad_weight term ignores groups. If torch fixes it,
+    # this fails loudly; our figure does not use the registry here, so nothing is corrected twice.
+    registry = _registry_conv_backward(grad_out, x, w, groups, mask)
+    registry_expected = per_gradient * (int(mask[0]) + groups * int(mask[1]))
+    assert registry == registry_expected, (
+        f"torch.utils.flop_counter's conv backward changed ({label}): registry {registry}, "
+        f"first principles {expected}; check whether it now divides grad_weight by groups")
+    if mask[1]:
+        assert registry > expected
+
+
+def test_conv_backward_groups_1_still_equals_registry():
+    x, grad_out, w = (4, 64, 14, 14), (4, 128, 14, 14), (128, 64, 3, 3)
+    for mask in ([True, True, False], [False, True, False], [True, False, False]):
+        rec = _conv_bwd_record(grad_out, x, w, 1, str(mask))
+        assert_matches("aten::convolution_backward", rec, _registry_conv_backward(grad_out, x, w, 1, mask))
+
+
+# --------------------------------------------------------------------------- pointwise FLOPs
+
+@pytest.mark.parametrize("name,dims,types,expected", [
+    ("aten::layer_norm", ((1, 141, 512), (), (512,), (512,), (), ()),
+     ("c10::BFloat16", "ScalarList", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"), 5 * 141 * 512),
+    ("aten::_softmax", ((8, 12, 197, 197), (), ()), ("c10::BFloat16", "Scalar", "Scalar"), 5 * 8 * 12 * 197 * 197),
+    ("aten::gelu", ((4, 197, 3072), ()), ("c10::BFloat16", ""), 4 * 197 * 3072),
+    ("aten::mul", ((16, 559, 1024), (16, 559, 1)), ("float", "float"), 16 * 559 * 1024),
+    ("aten::mean", ((16, 559, 1024), (), (), ()), ("float", "ScalarList", "Scalar", ""), 16 * 559 * 1024),
+    ("aten::addcmul_", ((10, 10), (10, 10), (10, 10), ()), ("float",) * 3 + ("Scalar",), 2 * 100),
+    ("aten::native_batch_norm", ((32, 64, 56, 56), (64,), (64,), (64,), (64,), (), (), ()),
+     ("float",) * 5 + ("Scalar",) * 3, 5 * 32 * 64 * 56 * 56),
+])
+def test_pointwise_flops_per_element(name, dims, types, expected):
+    est = estimate_op(name, dims, types, None)
+    assert (est.flops, est.flops_reason) == (expected, "")
+
+
+@pytest.mark.parametrize("name", ["aten::copy_", "aten::cat", "aten::view", "aten::to", "aten::_to_copy",
+                                  "aten::contiguous", "aten::clone", "aten::index_select", "aten::embedding",
+                                  "aten::fill_", "aten::upsample_nearest2d"])
+def test_data_movement_gets_no_flops(name):
+    from tb_gpuinsight.estimate.pointwise import POINTWISE_FLOPS
+    assert name[6:] not in POINTWISE_FLOPS
+    assert estimate_op(name, ((4, 4), (4, 4)), ("float", "float"), None).flops is None
+
+
+def test_pointwise_registry_documents_every_entry():
+    from tb_gpuinsight.estimate.pointwise import POINTWISE_FLOPS
+    for op, (per_element, basis, reason) in POINTWISE_FLOPS.items():
+        assert per_element in (1, 2, 5) and basis in ("input", "output") and "FLOP" in reason, op
