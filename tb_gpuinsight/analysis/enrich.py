@@ -263,9 +263,8 @@ def _infer_convs(trace, report: EnrichReport, et_outputs: Dict[int, Tuple[int, .
             continue  # Concrete Inputs recorded
         op = names[name_col[row]][6:]
         dims, types, _ = trace.shape(code)
-        try:
-            geo = conv_geometry(op, OpArgs(dims, types, None))
-        except UnknownEstimate:
+        geo = _untransposed_geometry(op, dims, types)
+        if geo is None:
             continue
         out = hints.output(row, geo.x, geo.w)
         if out is None:
@@ -394,15 +393,33 @@ def solve_conv_params(size: int, kernel: int, out: int) -> Optional[Tuple[int, i
     return None
 
 
+def _untransposed_geometry(op: str, dims: Any, types: Any):
+    """The conv's geometry read as a forward (not transposed) convolution; None for transposed ops or bad shapes.
+    Ops whose `transposed` flag is an argument (convolution, _convolution) are read with it False; the caller
+    accepts them only when the output is not larger than the input, which a transposed conv's would be."""
+    spec = _CONV_SPECS[op]
+    if spec.transposed is True or not isinstance(dims, list):
+        return None
+    concrete = [""] * len(dims)
+    if not isinstance(spec.transposed, bool) and spec.transposed < len(dims):
+        concrete[spec.transposed] = "False"
+    try:
+        return conv_geometry(op, OpArgs(dims, types, concrete))
+    except UnknownEstimate:
+        return None
+
+
 def _conv_concrete(op: str, dims: list, types: Any, geo, out: Tuple[int, ...]) -> Optional[list]:
     """Concrete Inputs for a forward conv that give `out`, or None when ambiguous or inconsistent."""
     if geo.transposed:
         return None
     n = len(geo.x) - 2
+    spec = _CONV_SPECS[op]
+    if not isinstance(spec.transposed, bool) and any(out[2 + i] > geo.x[2 + i] for i in range(n)):
+        return None  # could be a transposed conv: its flag is not recorded
     per_dim = [solve_conv_params(geo.x[2 + i], geo.w[2 + i], out[2 + i]) for i in range(n)]
     if any(p is None for p in per_dim) or geo.x[1] % geo.w[1]:
         return None
-    spec = _CONV_SPECS[op]
     values = {spec.stride: [p[0] for p in per_dim], spec.padding: [p[1] for p in per_dim],
               spec.dilation: [p[2] for p in per_dim], spec.groups: geo.x[1] // geo.w[1],
               spec.output_padding: [0] * n}
