@@ -675,7 +675,7 @@ def _indexed_write_bytes(op: str, args: OpArgs, tensors: list) -> float:
         if op in ("scatter_", "scatter_add_", "scatter_reduce_", "put_"):
             written = max((numel(s) for i, s, _ in others if _is_index_arg(op, i)), default=0)
         elif op == "masked_scatter_":  # the mask is read whole; at most numel(source) elements are written
-            written = min(numel(dest_shape), max((numel(s) for s, _ in sources[1:]), default=0))
+            written = min(numel(dest_shape), max((numel(s) for s, _ in sources), default=0))
         else:  # index_copy_/index_add_/index_reduce_: the source has the slice's shape
             written = max((numel(s) for s, _ in sources), default=0)
         accumulate = op in _ACCUMULATING
