@@ -27,7 +27,7 @@ def main() -> None:
     if "-v" in sys.argv[1:]:
         for c in checks:
             if c.outcome != AGREE:
-                print(f"  [{c.outcome}{', pending' if c.pending else ''}] {c.describe()}")
+                print(f"  [{c.outcome}] {c.describe()}")
         for m in unjoined:
             print(f"  [unjoined] {m}")
 

