@@ -769,3 +769,9 @@ def test_pointwise_registry_documents_every_entry():
     from tb_gpuinsight.estimate.pointwise import POINTWISE_FLOPS
     for op, (per_element, basis, reason) in POINTWISE_FLOPS.items():
         assert per_element in (1, 2, 5) and basis in ("input", "output") and "FLOP" in reason, op
+
+
+def test_pointwise_on_integers_is_not_floating_point_work():
+    est = estimate_op("aten::eq", ((16, 559), ()), ("long int", "Scalar"), ("", "1"))
+    assert est.flops is None and "no floating-point work" in est.flops_reason
+    assert estimate_op("aten::eq", ((16, 559), ()), ("float", "Scalar"), ("", "1")).flops == 16 * 559
