@@ -68,6 +68,11 @@ def test_custom_op_without_rule_is_partial():
     nbytes, reason = estimate_bytes("mylib::update_cache", dims, types, None)
     assert nbytes == 64 * 128 * 2 + 64 * 8
     assert reason.startswith("partial: custom op without a byte rule") and "[2]" in reason
+    # a GEMM's weight is far larger than its input too, but the op does not say it updates anything: read
+    # (the real vLLM decode trace: vllm::rocm_unquantized_gemm(x[32, 2880], weight[201088, 2880], bias=None))
+    gemm = ((32, 2880), (201088, 2880), ())
+    nbytes, reason = estimate_bytes("vllm::rocm_unquantized_gemm", gemm, (BF16, BF16, ""), None)
+    assert nbytes == (32 + 201088) * 2880 * 2 and reason.startswith("partial:") and "presumed" not in reason
     # no presumed buffer: every input read, outputs not recorded
     nbytes, reason = estimate_bytes("mylib::fused", ((64, 128), (128, 128)), (BF16, BF16), None)
     assert nbytes == (64 * 128 + 128 * 128) * 2 and reason.startswith("partial:") and "outputs not recorded" in reason
@@ -148,3 +153,13 @@ def test_cast_writes_target_dtype():
     dims = ((1024, 1024), (), (), (), (), (), ())
     assert estimate_bytes("aten::_to_copy", dims, (F32, "Scalar", "", "", "", "Scalar", ""),
                           ("", "15", "", "", "", "False", ""))[0] == 1024 * 1024 * (4 + 2)
+
+
+def test_custom_op_mutated_argument_from_its_schema():
+    torch = pytest.importorskip("torch")
+    lib = torch.library.Library("tbgi_bytes_test", "DEF")  # noqa: F841  (kept alive for the lookup)
+    lib.define("scatter_rows(Tensor(a!) table, Tensor rows, Tensor src) -> ()")
+    dims = ((1000, 64), (10,), (10, 64))
+    nbytes, reason = estimate_bytes("tbgi_bytes_test::scatter_rows", dims, (F32, I64, F32), None)
+    assert nbytes == 10 * 8 + 10 * 64 * 4  # the table (mutated per its schema) is not charged as read
+    assert reason.startswith("partial:") and "[0] are mutated (schema)" in reason

@@ -646,14 +646,19 @@ def _garbage(rng: random.Random, depth: int = 0) -> Any:
 def test_estimate_op_never_raises_on_garbage():
     rng = random.Random(1234)
     names = list(flops_mod.COVERED_OPS) + ["aten::gelu", "aten::copy_", "aten::cat", "", "::", "aten::",
-                                           "aten::view", "x" * 300]
+                                           "aten::view", "x" * 300, "aten::index_put_", "aten::upsample_bilinear2d",
+                                           "_C_cache_ops::reshape_and_cache_flash", "mylib::update_cache_"]
     for _ in range(3000):
         name = rng.choice(names) if rng.random() < 0.9 else _garbage(rng)
         args = [_garbage(rng) if rng.random() < 0.8 else None for _ in range(3)]
         est = estimate_op(name, *args)
         assert isinstance(est, OpEstimate)
         assert isinstance(est.flops_reason, str) and isinstance(est.bytes_reason, str)
-        assert (est.flops is None) == (est.flops_reason != "")
+        # a known figure has no reason, or a note saying it is a bound / partial
+        assert est.flops is None or est.flops_reason == "" or est.flops_reason.startswith("upper bound:")
+        assert est.flops is not None or est.flops_reason != ""
+        assert est.bytes is None or est.bytes_reason == "" or est.bytes_reason.startswith("partial:")
+        assert est.bytes is not None or est.bytes_reason != ""
         assert est.flops is None or est.flops >= 0
         assert est.bytes is None or est.bytes >= 0
 
@@ -769,3 +774,9 @@ def test_pointwise_registry_documents_every_entry():
     from tb_gpuinsight.estimate.pointwise import POINTWISE_FLOPS
     for op, (per_element, basis, reason) in POINTWISE_FLOPS.items():
         assert per_element in (1, 2, 5) and basis in ("input", "output") and "FLOP" in reason, op
+
+
+def test_pointwise_on_integers_is_not_floating_point_work():
+    est = estimate_op("aten::eq", ((16, 559), ()), ("long int", "Scalar"), ("", "1"))
+    assert est.flops is None and "no floating-point work" in est.flops_reason
+    assert estimate_op("aten::eq", ((16, 559), ()), ("float", "Scalar"), ("", "1")).flops == 16 * 559

@@ -7,6 +7,9 @@ reduction ops, about 5 per element for norms and softmax) rather than a per-inst
 activation such as GELU costs more instructions, but being a few times off changes nothing about
 where a memory-bound op sits, and the convention keeps the figures comparable with that peer.
 
+Only floating-point work counts: on integer or bool tensors these ops have no FLOPs (unknown, with
+that reason), as they have no floating-point peak to be rated against.
+
 Every entry is data: (FLOPs per element, which elements are counted, why). "output" counts the
 broadcast shape of the tensor arguments (the elements written); "input" counts the first tensor
 argument (the elements read: reductions and row-wise norms read every element once).
@@ -18,6 +21,7 @@ Pure data movement gets no entry and so no FLOPs: copies, casts (``copy_``, ``to
 from __future__ import annotations
 
 from .bytes import OpArgs, UnknownEstimate, broadcast_shapes, numel
+from .dtypes import is_floating_type
 
 _ARITH = "1 FLOP per output element (one arithmetic operation)"
 _UNARY = "1 FLOP per output element (one math-library call, TraceLens convention)"
@@ -72,6 +76,9 @@ def estimate(op: str, args: OpArgs) -> tuple[float, str]:
     shapes = [shape for _, shape, _ in args.tensor_items()]
     if not shapes:
         raise UnknownEstimate("no tensor inputs recorded")
+    dtype = args.compute_dtype()
+    if dtype is not None and not is_floating_type(dtype):
+        raise UnknownEstimate(f"no floating-point work: {op} on {dtype} tensors")
     if basis == "input":
         return per_element * numel(shapes[0]), ""
     out = broadcast_shapes(*shapes)
