@@ -14,7 +14,6 @@ import ast
 import csv
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .corpus import CORPUS

@@ -13,13 +13,15 @@ raw-JSON (Input Dims, Input type, Concrete Inputs) triple) so that the estimate 
    dim we enumerate stride 1..4 and padding 0..kernel-1 with dilation 1, and dilation 2..4 only when no undilated
    conv explains the output; a unique solution is written as Concrete Inputs, otherwise the conv stays unknown
    ("stride/padding unknown: ambiguous"). FLOPs and bytes depend only on the output shape, which is observed, so
-   any consistent solution gives the same estimate; uniqueness guards against a wrong output shape.
-   `cudnn_convolution_backward_weight` gets its weight size from a backward or forward op with the same shapes.
+   any consistent solution gives the same estimate; uniqueness guards against a wrong output shape. Ops whose
+   `transposed` flag is itself unrecorded (convolution, _convolution) are inferred only when the output does not
+   grow. `cudnn_convolution_backward_weight` gets its weight size from the conv backward op enclosing it, else from
+   one with the same input and grad_output shapes.
 
 Every op's shape provenance is the coded string column `trace.ops["shape_source"]`: "recorded", "ET shapes"
 (dims from the ET), "recorded + ET values" (recorded dims, Concrete Inputs from the ET), "inferred" (conv
-parameters), or -1 where the op has no shapes; `trace.ops["shape_note"]` says why an op's
-parameters stay unknown (AMBIGUOUS) or is -1.
+parameters), or -1 where the op has no shapes; `trace.ops["shape_note"]` is AMBIGUOUS where a conv's parameters
+stay unknown, else -1.
 """
 from __future__ import annotations
 
@@ -55,17 +57,19 @@ class EnrichReport:
     et_concrete: int = 0  # ops that had dims and got Concrete Inputs from an ET
     inferred: int = 0  # convolution ops whose parameters were inferred
     ambiguous: int = 0  # convolution ops left unknown (no unique solution)
+    shape_codes: Dict[Tuple[bytes, bytes, bytes], int] = field(default_factory=dict, repr=False)  # trace.shapes
 
     def to_dict(self) -> Dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "shape_codes"}
 
 
 def enrich(trace, execution_traces: Sequence["os.PathLike[str] | str"] = ()) -> EnrichReport:
     """Fill missing shapes of `trace` in place from its Execution Traces, then infer convolution parameters.
 
     ETs are tried in order (the span's own first, then the run's); the first recorded by the trace's process that
-    links at least MIN_LINK_RATE of its nodes is used, since a run-level ET may belong to another trace. An ET that cannot be read or links too
-    little is reported in `execution_traces` with the reason and skipped: bad companions never fail the analysis.
+    links at least MIN_LINK_RATE of its nodes is used, since a run-level ET may belong to another trace. An ET that
+    cannot be read or links too little is reported in `execution_traces` with the reason and skipped: bad
+    companions never fail the analysis.
     The report is also kept on `trace.enrichment`; a trace is enriched once (later calls return that report)."""
     if getattr(trace, "enrichment", None) is not None:
         return trace.enrichment
@@ -228,21 +232,15 @@ def _first_output(et: ExecutionTrace, row: int) -> Optional[Tuple[int, ...]]:
 def _set_shape(trace, op_row: int, triple: Tuple[Any, Any, Any], source: str) -> None:
     """Point one op at the shape code of `triple` (interned into trace.shapes) and record its source."""
     raw = tuple(msgspec.json.encode(x) if x is not None else b"" for x in triple)
-    codes = _shape_codes(trace)
+    codes = trace.enrichment.shape_codes
+    if not codes:
+        codes.update((r, i) for i, r in enumerate(trace.shapes))
     code = codes.get(raw)
     if code is None:
         code = codes[raw] = len(trace.shapes)
         trace.shapes.append(raw)
     trace.ops["shape"][op_row] = code
     trace.ops["shape_source"][op_row] = SOURCES.index(source)
-
-
-def _shape_codes(trace) -> Dict[Tuple[bytes, bytes, bytes], int]:
-    codes = getattr(trace, "_enrich_codes", None)
-    if codes is None or len(codes) > len(trace.shapes):
-        codes = {raw: i for i, raw in enumerate(trace.shapes)}
-        trace._enrich_codes = codes
-    return codes
 
 
 # ------------------------------------------------------------------------------------ convolution parameters
