@@ -32,7 +32,9 @@ The model (documented here because every number in the UI rests on it):
     ``scatter_add_``, ``scatter_reduce_``, ``masked_scatter_``, ``put_``): the source and the
     indices are read and only the written slice of ``self`` is written (read too when the op
     accumulates), never the whole destination: a KV-cache update writes a few hundred KB into a
-    multi-GB cache. ``masked_scatter_`` reads its whole mask.
+    multi-GB cache. ``scatter*`` read one source element per index; ``masked_scatter_`` reads its
+    whole mask; ``index_put_``'s index list is recorded without shapes, so its indices count only
+    when a trace has them.
   - ``upsample_*``/interpolate: input read, output written with the spatial size taken from
     ``output_size``, else from the scale factors (``floor(in x scale)``).
   - ``cat``/``stack``: output equals the sum of the inputs.
@@ -662,25 +664,28 @@ _ACCUMULATING = frozenset({"index_add_", "index_reduce_", "scatter_add_", "scatt
 def _indexed_write_bytes(op: str, args: OpArgs, tensors: list) -> float:
     """Source and index read, the written slice written (and read when the op accumulates)."""
     dest_shape, dest_size = tensors[0][1], tensors[0][2]
-    others = [(i, s, b) for i, s, b in tensors[1:]]
+    others = tensors[1:]
     if op in ("index_put_", "_index_put_impl_"):
+        # Kineto records the index list without shapes (Input Dims []): indices count only when recorded
         index_shapes = _index_list_shapes(args)
-        index_bytes = sum(numel(s) * 8 for s in index_shapes)  # long indices (bool masks are rarer)
+        index_bytes = sum(numel(s) * 8 for s in index_shapes)  # long indices
         values = args.opt_shape(2)
         written = _index_put_slice(dest_shape, index_shapes, values)
         source = numel(values) * (itemsize(args.type_at(2)) or dest_size) if values is not None else 0
         accumulate = bool(args.opt_value(3, False))
+        return float(source + index_bytes + written * dest_size * (2 if accumulate else 1))
+    index_bytes = sum(numel(s) * b for i, s, b in others if _is_index_arg(op, i))
+    sources = [(s, b) for i, s, b in others if not _is_index_arg(op, i)]
+    if op in ("scatter_", "scatter_add_", "scatter_reduce_", "put_"):
+        # one element per index: that many of src are read (src may be larger than index) and written
+        written = max((numel(s) for i, s, _ in others if _is_index_arg(op, i)), default=0)
+        source = sum(min(numel(s), written) * b for s, b in sources)
     else:
-        index_bytes = sum(numel(s) * b for i, s, b in others if _is_index_arg(op, i))
-        sources = [(s, b) for i, s, b in others if not _is_index_arg(op, i)]
         source = sum(numel(s) * b for s, b in sources)
-        if op in ("scatter_", "scatter_add_", "scatter_reduce_", "put_"):
-            written = max((numel(s) for i, s, _ in others if _is_index_arg(op, i)), default=0)
-        elif op == "masked_scatter_":  # the mask is read whole; at most numel(source) elements are written
-            written = min(numel(dest_shape), max((numel(s) for s, _ in sources), default=0))
-        else:  # index_copy_/index_add_/index_reduce_: the source has the slice's shape
-            written = max((numel(s) for s, _ in sources), default=0)
-        accumulate = op in _ACCUMULATING
+        written = max((numel(s) for s, _ in sources), default=0)  # index_copy_/index_add_: the slice's shape
+        if op == "masked_scatter_":  # the mask is read whole (as index_bytes); at most numel(source) written
+            written = min(numel(dest_shape), written)
+    accumulate = op in _ACCUMULATING
     return float(source + index_bytes + written * dest_size * (2 if accumulate else 1))
 
 
