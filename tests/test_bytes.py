@@ -71,6 +71,13 @@ def test_custom_op_without_rule_is_partial():
     nbytes, reason = estimate_bytes("mylib::update_cache", dims, types, None)
     assert nbytes == 64 * 128 * 2 + 64 * 8
     assert reason.startswith("partial: custom op without a byte rule") and "[2]" in reason
+    # fbgemm's fused embedding lookup + adagrad (real DLRM record, trimmed): two 640M-element tables (weights and
+    # momentum) beside a few KB of indices and offsets; only the indexed rows are touched
+    table = (640279200,)
+    dims = ((0,), table, (0,), (3,), (2304,), (385,), table)
+    types = (F32, F32, F32, "int", I64, I64, F32)
+    nbytes, reason = estimate_bytes("fbgemm::split_embedding_codegen_lookup_adagrad_function", dims, types, None)
+    assert nbytes == 3 * 4 + (2304 + 385) * 8 and "[1, 6]" in reason and reason.startswith("partial:")
     # a GEMM's weight is far larger than its input too, but the op does not say it updates anything: read
     # (the real vLLM decode trace: vllm::rocm_unquantized_gemm(x[32, 2880], weight[201088, 2880], bias=None))
     gemm = ((32, 2880), (201088, 2880), ())
