@@ -13,18 +13,21 @@ BF16, F32, I64 = "c10::BFloat16", "float", "long int"
 
 
 def test_index_put_into_a_large_cache_charges_the_slice():
-    # cache[(slots,)] = values: a 16 GiB-class cache (4096 x 16 x 8 x 128 bf16 = 128 MiB here) updated at 32 slots
-    cache, slots, values = (4096, 16, 8, 128), (32,), (32, 16, 8, 128)
-    dims = (cache, (slots,), values, ())
-    types = (BF16, "GenericList", BF16, "Scalar")
+    # cache[slots] = values, as torch 2.13's profiler records it: the index list has no shapes ([] / "")
+    cache, values = (4096, 16, 8, 128), (32, 16, 8, 128)  # a 128 MiB bf16 cache, 32 rows written
+    dims, types = (cache, (), values, ()), (BF16, "", BF16, "Scalar")
     nbytes, reason = estimate_bytes("aten::index_put_", dims, types, ("", "", "", "False"))
     slice_elems = 32 * 16 * 8 * 128
-    assert (nbytes, reason) == (slice_elems * 2 + 32 * 8 + slice_elems * 2, "")  # values + index + slice written
-    whole = 4096 * 16 * 8 * 128 * 2
-    assert nbytes < whole / 50
+    assert (nbytes, reason) == (slice_elems * 2 + slice_elems * 2, "")  # values read + slice written
+    assert nbytes < 4096 * 16 * 8 * 128 * 2 / 50  # not the whole cache
     # accumulate=True reads the slice as well
     acc, _ = estimate_bytes("aten::index_put_", dims, types, ("", "", "", "True"))
     assert acc == nbytes + slice_elems * 2
+    # when a trace does carry the index shapes: the indices are read, the slice is index x trailing dims
+    with_index = (cache, ((32,),), values, ())
+    nbytes, _ = estimate_bytes("aten::index_put_", with_index, (BF16, "GenericList", BF16, "Scalar"),
+                               ("", "", "", "False"))
+    assert nbytes == slice_elems * 2 + 32 * 8 + slice_elems * 2
 
 
 @pytest.mark.parametrize("name,dims,types,expected", [
@@ -33,8 +36,8 @@ def test_index_put_into_a_large_cache_charges_the_slice():
     # index_add_: read-modify-write of the slice
     ("aten::index_add_", ((10000, 64), (), (50,), (50, 64), ()), (F32, "Scalar", I64, F32, "Scalar"),
      50 * 64 * 4 + 50 * 8 + 2 * 50 * 64 * 4),
-    # scatter_(self, dim, index, src): index-sized write
-    ("aten::scatter_", ((1000, 1000), (), (1000, 3), (1000, 3)), (F32, "Scalar", I64, F32),
+    # scatter_(self, dim, index, src): one src element read and one written per index (src may be larger)
+    ("aten::scatter_", ((1000, 1000), (), (1000, 3), (1000, 5)), (F32, "Scalar", I64, F32),
      3000 * 4 + 3000 * 8 + 3000 * 4),
     ("aten::scatter_add_", ((1000, 1000), (), (1000, 3), (1000, 3)), (F32, "Scalar", I64, F32),
      3000 * 4 + 3000 * 8 + 2 * 3000 * 4),
@@ -68,6 +71,13 @@ def test_custom_op_without_rule_is_partial():
     nbytes, reason = estimate_bytes("mylib::update_cache", dims, types, None)
     assert nbytes == 64 * 128 * 2 + 64 * 8
     assert reason.startswith("partial: custom op without a byte rule") and "[2]" in reason
+    # fbgemm's fused embedding lookup + adagrad (real DLRM record, trimmed): two 640M-element tables (weights and
+    # momentum) beside a few KB of indices and offsets; only the indexed rows are touched
+    table = (640279200,)
+    dims = ((0,), table, (0,), (3,), (2304,), (385,), table)
+    types = (F32, F32, F32, "int", I64, I64, F32)
+    nbytes, reason = estimate_bytes("fbgemm::split_embedding_codegen_lookup_adagrad_function", dims, types, None)
+    assert nbytes == 3 * 4 + (2304 + 385) * 8 and "[1, 6]" in reason and reason.startswith("partial:")
     # a GEMM's weight is far larger than its input too, but the op does not say it updates anything: read
     # (the real vLLM decode trace: vllm::rocm_unquantized_gemm(x[32, 2880], weight[201088, 2880], bias=None))
     gemm = ((32, 2880), (201088, 2880), ())
@@ -163,3 +173,28 @@ def test_custom_op_mutated_argument_from_its_schema():
     nbytes, reason = estimate_bytes("tbgi_bytes_test::scatter_rows", dims, (F32, I64, F32), None)
     assert nbytes == 10 * 8 + 10 * 64 * 4  # the table (mutated per its schema) is not charged as read
     assert reason.startswith("partial:") and "[0] are mutated (schema)" in reason
+
+
+def test_recorded_index_put_and_mul_out(tmp_path):
+    """Records from torch's own profiler (CPU): the shapes and types as a real trace carries them."""
+    import json
+
+    torch = pytest.importorskip("torch")
+    from torch.profiler import profile
+
+    cache, values, idx = torch.zeros(2048, 8, 64), torch.ones(16, 8, 64), torch.arange(16) * 3
+    a, b, out = torch.ones(256, 64, dtype=torch.bfloat16), torch.ones(256, 64, dtype=torch.bfloat16), \
+        torch.empty(256, 64, dtype=torch.bfloat16)
+    with profile(record_shapes=True) as prof:
+        cache.index_put_((idx,), values)
+        torch.mul(a, b, out=out)
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    ops = {e["name"]: e["args"] for e in json.loads(path.read_text())["traceEvents"]
+           if e.get("cat") == "cpu_op" and e["name"] in ("aten::index_put_", "aten::mul")}
+    rec = ops["aten::index_put_"]
+    nbytes, _ = estimate_bytes("aten::index_put_", rec["Input Dims"], rec["Input type"], rec.get("Concrete Inputs"))
+    assert nbytes == 2 * 16 * 8 * 64 * 4  # values read + 16 rows written, not the 4 MiB cache
+    rec = ops["aten::mul"]
+    nbytes, _ = estimate_bytes("aten::mul", rec["Input Dims"], rec["Input type"], rec.get("Concrete Inputs"))
+    assert len(rec["Input Dims"]) == 3 and nbytes == 3 * 256 * 64 * 2  # out written once, not read

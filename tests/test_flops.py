@@ -780,3 +780,21 @@ def test_pointwise_on_integers_is_not_floating_point_work():
     est = estimate_op("aten::eq", ((16, 559), ()), ("long int", "Scalar"), ("", "1"))
     assert est.flops is None and "no floating-point work" in est.flops_reason
     assert estimate_op("aten::eq", ((16, 559), ()), ("float", "Scalar"), ("", "1")).flops == 16 * 559
+
+
+def test_recorded_causal_sdpa_on_cpu(tmp_path):
+    """torch's profiler records SDPA's CPU flash kernel op with is_causal in Concrete Inputs."""
+    from torch.profiler import profile
+
+    b, h, s, d = 1, 2, 33, 16
+    q = torch.randn(b, h, s, d)
+    with profile(record_shapes=True) as prof:
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    ops = {e["name"]: e["args"] for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "cpu_op"}
+    expected = 4 * b * h * d * s * (s + 1) // 2
+    for name in ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention_for_cpu"):
+        rec = ops[name]
+        est = estimate_op(name, rec["Input Dims"], rec["Input type"], rec.get("Concrete Inputs"))
+        assert (est.flops, est.flops_reason) == (expected, ""), name

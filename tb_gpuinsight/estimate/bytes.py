@@ -32,7 +32,9 @@ The model (documented here because every number in the UI rests on it):
     ``scatter_add_``, ``scatter_reduce_``, ``masked_scatter_``, ``put_``): the source and the
     indices are read and only the written slice of ``self`` is written (read too when the op
     accumulates), never the whole destination: a KV-cache update writes a few hundred KB into a
-    multi-GB cache. ``masked_scatter_`` reads its whole mask.
+    multi-GB cache. ``scatter*`` read one source element per index; ``masked_scatter_`` reads its
+    whole mask; ``index_put_``'s index list is recorded without shapes, so its indices count only
+    when a trace has them.
   - ``upsample_*``/interpolate: input read, output written with the spatial size taken from
     ``output_size``, else from the scale factors (``floor(in x scale)``).
   - ``cat``/``stack``: output equals the sum of the inputs.
@@ -52,9 +54,10 @@ The model (documented here because every number in the UI rests on it):
   (``reshape_and_cache``, ``reshape_and_cache_flash``, ``concat_and_cache_mla``) read key/value and
   the slot mapping and write each token once into the cache, in the cache's dtype. Any other custom
   op has no byte rule: its inputs except the ones it mutates (from its schema when torch has it
-  loaded; else, for an op whose name says it updates in place (``cache``, ``update``, ``write``, a
-  trailing ``_``), any tensor over 16x larger than all other inputs together, presumed a buffer
-  updated in place) plus its outputs when their shape is known, and the reason says "partial:".
+  loaded; else, for an op whose name says it updates or looks up into something (``cache``,
+  ``update``, ``write``, ``embedding``, ``lookup``, a trailing ``_``), the tensors over 16x larger than
+  all the smaller inputs together: caches, embedding tables and their optimizer state, touched only
+  where indexed) plus its outputs when their shape is known, and the reason says "partial:".
 * Caches are ignored: every operand is assumed to come from and go to DRAM once, so the number
   is a lower bound for ops that re-read operands (large GEMM tiles) and an upper bound when the
   inputs are still in L2 from the previous kernel.
@@ -662,25 +665,28 @@ _ACCUMULATING = frozenset({"index_add_", "index_reduce_", "scatter_add_", "scatt
 def _indexed_write_bytes(op: str, args: OpArgs, tensors: list) -> float:
     """Source and index read, the written slice written (and read when the op accumulates)."""
     dest_shape, dest_size = tensors[0][1], tensors[0][2]
-    others = [(i, s, b) for i, s, b in tensors[1:]]
+    others = tensors[1:]
     if op in ("index_put_", "_index_put_impl_"):
+        # Kineto records the index list without shapes (Input Dims []): indices count only when recorded
         index_shapes = _index_list_shapes(args)
-        index_bytes = sum(numel(s) * 8 for s in index_shapes)  # long indices (bool masks are rarer)
+        index_bytes = sum(numel(s) * 8 for s in index_shapes)  # long indices
         values = args.opt_shape(2)
         written = _index_put_slice(dest_shape, index_shapes, values)
         source = numel(values) * (itemsize(args.type_at(2)) or dest_size) if values is not None else 0
         accumulate = bool(args.opt_value(3, False))
+        return float(source + index_bytes + written * dest_size * (2 if accumulate else 1))
+    index_bytes = sum(numel(s) * b for i, s, b in others if _is_index_arg(op, i))
+    sources = [(s, b) for i, s, b in others if not _is_index_arg(op, i)]
+    if op in ("scatter_", "scatter_add_", "scatter_reduce_", "put_"):
+        # one element per index: that many of src are read (src may be larger than index) and written
+        written = max((numel(s) for i, s, _ in others if _is_index_arg(op, i)), default=0)
+        source = sum(min(numel(s), written) * b for s, b in sources)
     else:
-        index_bytes = sum(numel(s) * b for i, s, b in others if _is_index_arg(op, i))
-        sources = [(s, b) for i, s, b in others if not _is_index_arg(op, i)]
         source = sum(numel(s) * b for s, b in sources)
-        if op in ("scatter_", "scatter_add_", "scatter_reduce_", "put_"):
-            written = max((numel(s) for i, s, _ in others if _is_index_arg(op, i)), default=0)
-        elif op == "masked_scatter_":  # the mask is read whole; at most numel(source) elements are written
-            written = min(numel(dest_shape), max((numel(s) for s, _ in sources), default=0))
-        else:  # index_copy_/index_add_/index_reduce_: the source has the slice's shape
-            written = max((numel(s) for s, _ in sources), default=0)
-        accumulate = op in _ACCUMULATING
+        written = max((numel(s) for s, _ in sources), default=0)  # index_copy_/index_add_: the slice's shape
+        if op == "masked_scatter_":  # the mask is read whole (as index_bytes); at most numel(source) written
+            written = min(numel(dest_shape), written)
+    accumulate = op in _ACCUMULATING
     return float(source + index_bytes + written * dest_size * (2 if accumulate else 1))
 
 
@@ -799,22 +805,33 @@ def _cache_write_bytes(base: str, args: OpArgs, tensors: list) -> float:
 
 
 def _mutated_args(op: str, base: str, tensors: list) -> tuple[frozenset[int], str]:
-    """Arguments a custom op writes in place: from its schema when torch knows it; else, when its name
-    says it updates something in place (``cache``, ``update``, ``write``, a trailing ``_``), a tensor far
-    larger than all the others together; else none. The name condition keeps a GEMM's weight (also far
-    larger than its input, e.g. vllm::rocm_unquantized_gemm at decode) counted as read."""
+    """Arguments not to charge as read: those a custom op mutates per its schema when torch knows it;
+    else, when its name says it updates or looks up into something (``cache``, ``update``, ``write``,
+    ``embedding``, ``lookup``, a trailing ``_``), the tensors far larger than all the smaller ones together
+    (caches, embedding tables and their optimizer state: touched only where indexed). The name condition
+    keeps a GEMM's weight (also far larger than its input, e.g. vllm::rocm_unquantized_gemm at decode,
+    which does read all of it) counted as read."""
     schema_mutated = _schema_mutated(op)
     if schema_mutated is not None:
         return schema_mutated, "are mutated (schema)"
-    if not (base.endswith("_") or any(hint in base.lower() for hint in _IN_PLACE_HINTS)):
+    if not (base.endswith("_") or any(hint in base.lower() for hint in _SPARSE_ACCESS_HINTS)):
         return frozenset(), ""
-    sizes = {i: numel(s) * b for i, s, b in tensors}
-    total = sum(sizes.values())
-    big = frozenset(i for i, size in sizes.items() if size > _PRESUMED_BUFFER_RATIO * (total - size) > 0)
-    return big, f"are over {_PRESUMED_BUFFER_RATIO}x the other inputs, presumed buffers written in place"
+    return _far_larger(tensors), (f"are over {_PRESUMED_BUFFER_RATIO}x the other inputs, presumed tables or "
+                                  "buffers touched only where indexed")
 
 
-_IN_PLACE_HINTS = ("cache", "update", "write", "inplace", "in_place")
+_SPARSE_ACCESS_HINTS = ("cache", "update", "write", "inplace", "in_place", "embedding", "lookup")
+
+
+def _far_larger(tensors: list) -> frozenset[int]:
+    """Indices of the tensors above the last size gap: a tensor over 16x the sum of all smaller ones."""
+    sized = sorted((numel(s) * b, i) for i, s, b in tensors)
+    smaller, gap = 0, len(sized)
+    for rank, (size, _) in enumerate(sized):
+        if smaller > 0 and size > _PRESUMED_BUFFER_RATIO * smaller:
+            gap = rank
+        smaller += size
+    return frozenset(i for _, i in sized[gap:])
 
 
 @functools.lru_cache(maxsize=1024)
