@@ -418,7 +418,7 @@ def _gaps(acts: Table, facts: _OpFacts, flops: np.ndarray, nbytes: np.ndarray, n
     no_shapes = np.zeros(n, dtype=bool)
     no_shapes[has] = ops["shape"][op[has]] < 0
     texts = est.reasons.items
-    no_formula = np.fromiter((t.startswith("no FLOP formula") for t in texts), bool, count=len(texts))
+    no_formula = np.fromiter(("no FLOP formula" in t for t in texts), bool, count=len(texts))
     said_no_shapes = np.fromiter(("no input shapes" in t for t in texts), bool, count=len(texts))
     flops_gone, bytes_gone = np.isnan(flops), np.isnan(nbytes)
     order = (  # first match wins
