@@ -120,15 +120,14 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
     kernel_links = link_activities(trace.kernels, trace.ops, trace.launches, parents)
     memop_links = link_activities(trace.memops, trace.ops, trace.launches, parents)
     acts = _activities(trace, kernel_links, memop_links)
-    estimates, inductor = _op_estimates(trace, acts["op"])
-    compiled = under_compiled_region(trace.ops, parents)
-    _attribute(acts, _OpFacts(trace, estimates, inductor, compiled))
+    estimates = _op_estimates(trace, acts["op"])
+    _attribute(acts, _OpFacts(trace, estimates, under_compiled_region(trace.ops, parents)))
     op_shape = np.full(len(acts), -1, dtype=np.int32)
     linked = acts["op"] >= 0
     op_shape[linked] = trace.ops["shape"][acts["op"][linked]]
     acts.columns["op_shape"] = op_shape
     shapes = {int(c): trace.shape(int(c)) for c in np.unique(op_shape[op_shape >= 0]).tolist()}
-    unrated = Efficiency(trace, acts, {}, AUTO, estimates, list(trace.devices), shapes)
+    unrated = Efficiency(trace, acts, {}, AUTO, estimates.by_row(), list(trace.devices), shapes)
     return rate(unrated, dtype, datasheet, device_name)
 
 
@@ -208,24 +207,38 @@ def is_copy_event(acts: Table) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------- estimates
 
-def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray) -> Tuple[Dict[int, OpEstimate], set]:
-    """Estimate once per distinct (op name, shape signature) among ops that launched something; also the op rows
-    whose figures are Inductor's."""
+@dataclass
+class _OpEstimates:
+    """Estimates of the ops that launched something: `used` op rows (sorted), per used op the index of its
+    estimate in `table` (-1: none, as for compiled-region wrappers) and whether it is Inductor's."""
+    used: np.ndarray
+    index: np.ndarray
+    table: List[OpEstimate]
+    inductor: np.ndarray
+
+    def by_row(self) -> Dict[int, OpEstimate]:
+        return {row: self.table[i] for row, i in zip(self.used.tolist(), self.index.tolist()) if i >= 0}
+
+
+def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray) -> _OpEstimates:
+    """Estimate once per distinct (op name, shape signature) among ops that launched something; Inductor's figures
+    where the op carries them; none for compiled-region wrappers."""
     ops = trace.ops
     used = np.unique(op_rows[op_rows >= 0])
     names = ops.strings.get("name", [])
     signature = np.stack([ops["name"][used], ops["shape"][used]], axis=1)
     distinct, which = np.unique(signature, axis=0, return_inverse=True)
-    estimates = _estimates(trace, [(names[n], s) for n, s in distinct.tolist()])
-    out = dict(zip(used.tolist(), (estimates[i] for i in which.reshape(-1).tolist())))
+    table = _estimates(trace, [(names[n], s) for n, s in distinct.tolist()])
+    index = which.reshape(-1).astype(np.int64)
     inductor = ~np.isnan(ops["kernel_flop"][used]) | ~np.isnan(ops["kernel_num_gb"][used])
-    for row in used[inductor].tolist():
-        out[row] = _with_inductor(out[row], ops["kernel_flop"][row], ops["kernel_num_gb"][row])
+    for i in np.flatnonzero(inductor).tolist():
+        row = used[i]
+        table.append(_with_inductor(table[index[i]], ops["kernel_flop"][row], ops["kernel_num_gb"][row]))
+        index[i] = len(table) - 1
     is_region = np.fromiter((n.startswith(COMPILED_REGIONS) for n in names), dtype=bool, count=len(names))
     wrapper = is_region[ops["name"][used]] if len(names) else np.zeros(len(used), dtype=bool)
-    for row in used[wrapper & ~inductor].tolist():  # a compiled region's inputs say nothing of its kernels
-        del out[row]
-    return out, set(used[inductor].tolist())
+    index[wrapper & ~inductor] = -1  # a compiled region's inputs say nothing of its kernels
+    return _OpEstimates(used, index, table, inductor)
 
 
 def _estimates(trace: KinetoTrace, ops: List[Tuple[str, int]]) -> List[OpEstimate]:
@@ -250,10 +263,9 @@ def _with_inductor(est: OpEstimate, kernel_flop: float, kernel_num_gb: float) ->
 
 @dataclass
 class _OpFacts:
-    """What attribution needs to know of the ops: estimates, which are Inductor's, which run compiled."""
+    """What attribution needs to know of the ops: their estimates, and which run in a compiled region."""
     trace: KinetoTrace
-    estimates: Dict[int, OpEstimate]
-    inductor: set
+    estimates: _OpEstimates
     compiled: np.ndarray
 
 
@@ -328,35 +340,24 @@ def _reason_texts(est: "_EstimateArrays", receiver: np.ndarray, helper: np.ndarr
 
 
 class _EstimateArrays:
-    """The launching op's estimate spread onto activity rows (NaN / code 0 where the op has none). Ops of one
-    signature share one OpEstimate object, so the per-estimate work runs once per distinct estimate."""
+    """The launching op's estimate spread onto activity rows (NaN / code 0 where the op has none); the work per
+    estimate runs once per distinct estimate, not once per op."""
 
     def __init__(self, op: np.ndarray, facts: _OpFacts) -> None:
-        used = np.unique(op[op >= 0])
+        ests = facts.estimates
         self.reasons, self.dtypes = Interner(), Interner()
         self.reasons.code("")
-        distinct: Dict[int, int] = {}
-        kept: List[OpEstimate] = []
-        which = np.empty(len(used) + 1, dtype=np.int64)  # last slot: rows without an op
-        for i, row in enumerate(used.tolist()):
-            est = facts.estimates.get(row)
-            key = id(est)
-            if key not in distinct:
-                distinct[key] = len(kept)
-                kept.append(est)
-            which[i] = distinct[key]
-        none = len(kept)
-        which[len(used)] = none
-        kept.append(None)
-        self._fill(kept)
-        at = np.where(op >= 0, np.searchsorted(used, np.clip(op, 0, None)), len(used))
-        per_row = which[at]
+        self._fill(ests.table + [None])
+        used = np.append(ests.used, -1)  # a sentinel slot: rows without an estimated op land on it
+        pos = np.clip(np.searchsorted(ests.used, op), 0, len(ests.used))
+        linked = (op >= 0) & (used[pos] == op)
+        pos = np.where(linked, pos, len(ests.used))
+        index = np.append(ests.index, -1)[pos]
+        per_row = np.where(index >= 0, index, len(ests.table))  # the appended None: no estimate
         self.found, self.flops, self.bytes = self._ok[per_row], self._f[per_row], self._b[per_row]
         self.flops_reason, self.bytes_reason = self._fr[per_row], self._br[per_row]
         self.dtype = self._dt[per_row]
-        inductor = np.zeros(len(used) + 1, dtype=bool)
-        inductor[:len(used)] = np.isin(used, np.fromiter(facts.inductor, dtype=np.int64, count=len(facts.inductor)))
-        self.inductor = inductor[at]
+        self.inductor = np.append(ests.inductor, False)[pos]
 
     def _fill(self, kept: List[Optional[OpEstimate]]) -> None:
         k = len(kept)
