@@ -57,7 +57,10 @@ TABLE_OF: Dict[str, Tuple[str, str]] = {
     "user_annotation": ("annotations", "cpu"),
     "gpu_user_annotation": ("annotations", "gpu"),
 }
-TABLES = ("ops", "kernels", "memops", "launches", "annotations")
+TABLES = ("ops", "kernels", "memops", "launches", "annotations", "memory")
+# Allocation events (profile_memory=True): instant events named "[memory]", cat "cpu_instant_event" (2022+) or none
+# (2021), whatever their category says.
+MEMORY_EVENT = "[memory]"
 
 _CHUNK_EVENTS = 4096
 _NO_ID = -1
@@ -98,6 +101,12 @@ _ARG_FIELDS: Tuple[Tuple[str, str, Any], ...] = (
     ("bandwidth", "memory bandwidth (GB/s)", Optional[float]),
     ("kernel_flop", "kernel_flop", Optional[float]),
     ("kernel_num_gb", "kernel_num_gb", Optional[float]),
+    ("addr", "Addr", Optional[int]),
+    ("alloc_bytes", "Bytes", Optional[int]),
+    ("total_allocated", "Total Allocated", Optional[int]),
+    ("total_reserved", "Total Reserved", Optional[int]),
+    ("device_type", "Device Type", Optional[int]),
+    ("device_id", "Device Id", Optional[int]),
 )
 _ARG_NAMES = {name: attr for attr, name, _ in _ARG_FIELDS}
 
@@ -193,6 +202,7 @@ class KinetoTrace:
     launches: Table
     annotations: Table
     shapes: List[Tuple[bytes, bytes, bytes]]
+    memory: Table = field(default_factory=lambda: _Columns().finish("memory", _ORDER["memory"]))
     _shape_cache: Dict[int, Tuple[Any, Any, Any]] = field(default_factory=dict, repr=False)
 
     def tables(self) -> Dict[str, Table]:
@@ -253,7 +263,8 @@ class _Columns:
 
 
 _STRING_COLUMNS = {"name", "kind", "pid", "tid", "grid", "block"}
-_EMPTY_DTYPE = {**{c: np.int32 for c in _STRING_COLUMNS}, "event": np.int64}
+_EMPTY_DTYPE = {**{c: np.int32 for c in _STRING_COLUMNS}, "event": np.int64, "device_type": np.int32,
+                "device_id": np.int32, "addr": np.int64, "bytes": np.int64}
 
 
 def _as_text_categories(codes: np.ndarray, items: List) -> Tuple[np.ndarray, List]:
@@ -351,6 +362,20 @@ def _build_annotations(cols: _Columns, evs: List, args: List, n: int, _shapes, k
     cols.add_strings("tid", (e.tid for e in evs), n)
 
 
+def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str]) -> None:
+    """[memory] events: Bytes > 0 allocates, < 0 frees; the totals are absent before torch 1.10 (NaN)."""
+    cols.add_floats("ts", (e.ts for e in evs), n)
+    cols.add("dur", np.zeros(n))
+    cols.add_strings("pid", (e.pid for e in evs), n)
+    cols.add_strings("tid", (e.tid for e in evs), n)
+    cols.add_ints("device_type", (a.device_type for a in args), n, np.int32)
+    cols.add_ints("device_id", (a.device_id for a in args), n, np.int32)
+    cols.add_ints("addr", (a.addr for a in args), n)
+    cols.add_ints("bytes", (a.alloc_bytes for a in args), n)
+    cols.add_floats("total_allocated", (a.total_allocated for a in args), n)
+    cols.add_floats("total_reserved", (a.total_reserved for a in args), n)
+
+
 # Every table also has "event": the row's index in traceEvents (to write augmented traces, link back).
 _ORDER = {
     "ops": ("name", "ts", "dur", "ext_id", "pid", "tid", "rf_id", "seq", "fwd_tid", "kernel_flop", "kernel_num_gb",
@@ -360,6 +385,8 @@ _ORDER = {
     "memops": ("kind", "name", "ts", "dur", "ext_id", "device", "stream", "correlation", "bytes", "bandwidth", "event"),
     "launches": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "correlation", "event"),
     "annotations": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "event"),
+    "memory": ("ts", "dur", "pid", "tid", "device_type", "device_id", "addr", "bytes", "total_allocated",
+               "total_reserved", "event"),
 }
 
 
@@ -393,7 +420,11 @@ class _Reader:
                 continue
             canon = CATEGORIES.get(e.cat) or CATEGORIES.get(e.cat.lower())
             dest = TABLE_OF.get(canon) if canon else None
-            if dest is not None and e.ph == "X" and e.ts is not None:
+            if dest is None and e.name == MEMORY_EVENT and e.ph in ("i", "I") and e.ts is not None:
+                dest = ("memory", "")
+            elif dest is not None and (e.ph != "X" or e.ts is None):
+                dest = None
+            if dest is not None:
                 bucket = buckets[dest[0]]
                 bucket[0].append(e)
                 bucket[1].append(dest[1])
@@ -450,12 +481,14 @@ class _Reader:
         args = [e.args or empty for e in evs]
         cols = self.columns[table]
         _BUILDERS[table](cols, evs, args, n, self.shapes, kinds)
+        if self.extra_args:
+            self._add_extras(table, args, n)
+        if table == "memory":  # instants inside the activity window: the trace's time range stays that of activities
+            return
         ts = cols.chunks["ts"][-1]
         end = ts + cols.chunks["dur"][-1]
         self.t_min = min(self.t_min, float(np.nanmin(ts)))
         self.t_max = max(self.t_max, float(np.nanmax(end)))
-        if self.extra_args:
-            self._add_extras(table, args, n)
 
     def _add_extras(self, table: str, args: List, n: int) -> None:
         memo: Dict[bytes, Any] = {}
@@ -494,6 +527,7 @@ _BUILDERS: Dict[str, Callable] = {
     "memops": _build_memops,
     "launches": _build_launches,
     "annotations": _build_annotations,
+    "memory": _build_memory,
 }
 
 
