@@ -15,7 +15,7 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "analyze", "augment", "diff", "shapes", "discover", "sniff", "read_tensor_trace", "TensorTrace",
+__all__ = ["load", "analyze", "augment", "diff", "shapes", "memory", "discover", "sniff", "read_tensor_trace", "TensorTrace",
            "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
 
@@ -113,6 +113,16 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
     return shapes_report(trace, eff.activities, [read_tt(p) for p in paths])
 
 
+def memory(path: "KinetoTrace | os.PathLike[str] | str") -> "MemoryReport":
+    """The Memory view of one trace recorded with `profile_memory=True`, per device: `report.events` (every
+    allocation and free with the allocated / reserved / fragmentation curves), `report.by_op`, `report.live_at_peak`,
+    `report.never_freed` (DataFrames), `report.summary` (peaks, counts, where each figure comes from) and
+    `report.steps`. A trace without memory events gives empty frames and `summary["message"]` says why."""
+    from .analysis.memory import memory_events, report
+
+    return report(memory_events(path if isinstance(path, KinetoTrace) else load(path)))
+
+
 def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":
     """Read a tensor.trace file: `.table` (one row per record), `.errors` [(line number, reason)] of skipped
     malformed lines, `.to_pandas()`."""
@@ -140,4 +150,5 @@ if False:  # pragma: no cover - for type checkers only
     from .capture.profiling import profile, trace_handler
     from .trace.tensortrace import TensorTraceFile
     from .analysis.diff import DiffResult
+    from .analysis.memory import MemoryReport
     from .analysis.efficiency import Efficiency

@@ -101,6 +101,7 @@ _ARG_FIELDS: Tuple[Tuple[str, str, Any], ...] = (
     ("bandwidth", "memory bandwidth (GB/s)", Optional[float]),
     ("kernel_flop", "kernel_flop", Optional[float]),
     ("kernel_num_gb", "kernel_num_gb", Optional[float]),
+    ("module", "Module Hierarchy", Optional[str]),
     ("addr", "Addr", Optional[int]),
     ("alloc_bytes", "Bytes", Optional[int]),
     ("total_allocated", "Total Allocated", Optional[int]),
@@ -262,7 +263,7 @@ class _Columns:
         return Table(name, columns, strings)
 
 
-_STRING_COLUMNS = {"name", "kind", "pid", "tid", "grid", "block"}
+_STRING_COLUMNS = {"name", "kind", "pid", "tid", "grid", "block", "module"}
 _EMPTY_DTYPE = {**{c: np.int32 for c in _STRING_COLUMNS}, "event": np.int64, "device_type": np.int32,
                 "device_id": np.int32, "addr": np.int64, "bytes": np.int64}
 
@@ -299,6 +300,7 @@ def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, 
     cols.add_floats("kernel_flop", (a.kernel_flop for a in args), n)
     cols.add_floats("kernel_num_gb", (a.kernel_num_gb for a in args), n)
     cols.add("shape", np.fromiter((_shape_code(a, shapes) for a in args), dtype=np.int32, count=n))
+    cols.add_strings("module", (a.module for a in args), n)
 
 
 def _shape_code(a, shapes: Interner) -> int:
@@ -379,7 +381,7 @@ def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds
 # Every table also has "event": the row's index in traceEvents (to write augmented traces, link back).
 _ORDER = {
     "ops": ("name", "ts", "dur", "ext_id", "pid", "tid", "rf_id", "seq", "fwd_tid", "kernel_flop", "kernel_num_gb",
-            "shape", "event"),
+            "shape", "module", "event"),
     "kernels": ("name", "ts", "dur", "ext_id", "device", "stream", "correlation", "registers", "shared_mem",
                 "blocks_per_sm", "warps_per_sm", "occupancy", "grid", "block", "event"),
     "memops": ("kind", "name", "ts", "dur", "ext_id", "device", "stream", "correlation", "bytes", "bandwidth", "event"),
