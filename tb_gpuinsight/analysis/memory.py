@@ -109,6 +109,10 @@ def memory_events(trace: KinetoTrace) -> MemoryEvents:
     if not totals:  # torch < 1.10: no totals, the running sum of Bytes from the span start
         allocated = _running_sums(nbytes, dev_codes, len(devices))
         reserved = np.full(len(ts), np.nan)
+    for d in range(len(devices)):  # the CPU allocator reports 0 reserved: it keeps no reserve, nothing to show
+        idx = np.flatnonzero(dev_codes == d)
+        if not np.any(reserved[idx]):
+            reserved[idx] = np.nan
     addresses = bool(len(ts)) and bool((addr >= 0).all())
     pair = _match_frees(nbytes, addr, dev_codes) if addresses else np.full(len(ts), -1, dtype=np.int64)
     threads = [f"{p}/{t}" for p, t in zip(mem.values("pid"), mem.values("tid"))]
@@ -396,9 +400,17 @@ def device_summary(ev: MemoryEvents) -> Dict[str, Any]:
             "end_allocated": float(ev.allocated[-1]) if len(ev) else None,
             "allocated_source": "Total Allocated" if ev.totals_recorded else
             "running sum of Bytes from the span start (the trace has no Total Allocated: torch < 1.10)",
-            "reserved_source": "Total Reserved" if ev.totals_recorded else "unknown (the trace has no Total Reserved)",
+            "reserved_source": _reserved_source(ev),
             "live_source": "allocations matched to frees by address" if ev.addresses_recorded else
             "unknown (the trace has no Addr: allocations cannot be matched to frees)"}
+
+
+def _reserved_source(ev: MemoryEvents) -> str:
+    if not ev.totals_recorded:
+        return "unknown (the trace has no Total Reserved)"
+    if len(ev) and np.isnan(ev.reserved).all():
+        return "none (Total Reserved is 0 throughout: this allocator keeps no reserve)"
+    return "Total Reserved"
 
 
 def _max(values: np.ndarray) -> Optional[float]:
