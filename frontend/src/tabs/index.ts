@@ -2,6 +2,7 @@
 import { diffTab } from "./diff";
 import { executionGraphTab } from "./executionGraph";
 import { kernelEfficiencyTab } from "./kernelEfficiency";
+import { memoryTab } from "./memory";
 import { tensorShapesTab } from "./tensorShapes";
 import type { TabDef } from "./types";
 
@@ -10,6 +11,7 @@ export const TABS: readonly TabDef[] = [
   diffTab,
   tensorShapesTab,
   executionGraphTab,
+  memoryTab,
 ];
 
 export type { TabDef, TabView } from "./types";
