@@ -265,7 +265,7 @@ def curve(ev: MemoryEvents, width: int, start: Optional[float] = None, end: Opti
             out[name] = {"first": [], "min": [], "max": [], "last": []}
         return out
     heads = np.flatnonzero(np.r_[True, pixel[1:] != pixel[:-1]])
-    out["t_us"] = (lo + pixel[heads] * (hi - lo) / width).tolist()
+    out["t_us"] = np.round(lo + pixel[heads] * (hi - lo) / width, 3).tolist()
     series = {"allocated": ev.allocated, "reserved": ev.reserved, "fragmentation": ev.reserved - ev.allocated}
     for name, values in series.items():
         out[name] = _pixel_values(values, first, last, heads)
@@ -279,11 +279,12 @@ def _pixel_values(values: np.ndarray, first: int, last: int, heads: np.ndarray) 
     highs = np.fmax(np.maximum.reduceat(window, heads), carried)
     tails = window[np.r_[heads[1:], len(window)] - 1]
     first_vals = np.where(np.isnan(carried), window[heads], carried)
-    return {k: _floats(v) for k, v in (("first", first_vals), ("min", lows), ("max", highs), ("last", tails))}
+    return {k: _byte_counts(v) for k, v in (("first", first_vals), ("min", lows), ("max", highs), ("last", tails))}
 
 
-def _floats(arr: np.ndarray) -> List[Optional[float]]:
-    return [None if v != v else v for v in arr.tolist()]
+def _byte_counts(arr: np.ndarray) -> List[Optional[int]]:
+    """Whole bytes (None where unknown): exact, and shorter in JSON than floats."""
+    return [None if v != v else int(v) for v in arr.tolist()]
 
 
 @dataclass
