@@ -1,6 +1,6 @@
 // Types and fetchers of the Memory routes (/memory, /memory_curve, /memory_allocations, /memory_ops).
-import { getJson, type Order, type Selection } from "../api";
-import type { Page } from "./shapesApi";
+import { getJson, type Selection } from "../api";
+import type { Page, PageQuery } from "./shapesApi";
 
 export interface MemoryPeak {
   index: number;
@@ -104,16 +104,10 @@ export interface AllocationsPage extends Page<AllocationRow> {
   bytes: number;
 }
 
-export interface TablePage {
-  sort: string;
-  order: Order;
-  offset: number;
-  limit: number;
-}
+/** A page of a server-sorted table. */
+export type TablePage = Omit<PageQuery, "filter">;
 
-type Query = Record<string, string | number>;
-
-const sel = (s: Selection): Query => ({ run: s.run, worker: s.worker, span: s.span });
+const sel = (s: Selection) => ({ run: s.run, worker: s.worker, span: s.span });
 
 export const memoryApi = {
   summary: (s: Selection, signal?: AbortSignal) => getJson<MemorySummary>("memory", sel(s), signal),
