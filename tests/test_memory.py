@@ -201,6 +201,8 @@ def test_memory_routes(client):
     code, live = _get(client, "memory_allocations", device="cuda:0")
     assert code == 200 and live["bytes"] == gpu["peak"]["allocated"]
     assert live["rows"][0]["op"] == mem.BEFORE_SPAN  # the largest part, sorted by bytes
+    head = next(r for r in live["rows"] if r["op"] == "aten::addmm")  # the LM head's projection, with shapes and module
+    assert head["shape"].startswith("[30522], [141, 512]") and head["module"].endswith("BertLMPredictionHead_0/Linear_25")
     code, ops = _get(client, "memory_ops", device="cuda:0", sort="allocations", order="asc")
     assert code == 200 and ops["total"] == len(ops["rows"]) > 1
     assert [r["allocations"] for r in ops["rows"]] == sorted(r["allocations"] for r in ops["rows"])

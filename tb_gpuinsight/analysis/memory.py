@@ -166,37 +166,48 @@ def _match_frees(nbytes: np.ndarray, addr: np.ndarray, device: np.ndarray) -> np
 
 
 def _enclosing_ops(trace: KinetoTrace, ts: np.ndarray, threads: Sequence[str]) -> Tuple[np.ndarray, List[Dict]]:
-    """For each event, the innermost cpu_op of its thread whose [ts, ts + dur] holds it (-1 when none), and the
-    distinct (op, input shapes, module) rows those indices point to."""
-    ops = trace.ops
+    """For each event, the innermost cpu_op of its thread whose [ts, ts + dur] holds it, as an index into distinct
+    (op, input shapes, module) rows (-1 when no op holds it). The module is the op's `Module Hierarchy` when
+    recorded, else the nn.Module calls (with_stack) that hold the event on its thread, outermost first."""
+    ops, modules = trace.ops, trace.modules
     result = np.full(len(ts), -1, dtype=np.int32)
     if not len(ops) or not len(ts):
         return result, []
-    op_threads = np.array([f"{p}/{t}" for p, t in zip(ops.values("pid"), ops.values("tid"))], dtype=object)
+    op_threads, mod_threads = _threads(ops), _threads(modules)
     ev_threads = np.array(list(threads), dtype=object)
-    keys: Dict[Tuple[int, int, int], int] = {}
+    rows: Dict[Tuple[str, str, str], int] = {}
+    shape_text: Dict[int, str] = {}
     for thread in set(threads):
-        rows = np.flatnonzero(op_threads == thread)
         events = np.flatnonzero(ev_threads == thread)
-        found = _innermost(ops["ts"][rows], ops["dur"][rows], ts[events])
-        for e, r in zip(events.tolist(), found.tolist()):
-            if r >= 0:
-                row = int(rows[r])
-                key = (int(ops["name"][row]), int(ops["shape"][row]),
-                       int(ops["module"][row]) if "module" in ops else -1)
-                result[e] = keys.setdefault(key, len(keys))
-    # Codes that read the same (shapes differing only in dtypes or scalars) become one row.
-    rows: Dict[Tuple[str, ...], int] = {}
-    texts = [_op_row(trace, key) for key in keys]
-    remap = np.array([rows.setdefault(tuple(t.values()), len(rows)) for t in texts] + [-1], dtype=np.int32)
-    return remap[result], [dict(zip(("op", "shape", "module"), k)) for k in rows]
+        on_ops = np.flatnonzero(op_threads == thread)
+        on_mods = np.flatnonzero(mod_threads == thread)
+        op_stacks = _enclosing(ops["ts"][on_ops], ops["dur"][on_ops], ts[events])
+        mod_stacks = _enclosing(modules["ts"][on_mods], modules["dur"][on_mods], ts[events])
+        for e, op_stack, mod_stack in zip(events.tolist(), op_stacks, mod_stacks):
+            if not op_stack:
+                continue
+            row = int(on_ops[op_stack[-1]])
+            code = int(ops["shape"][row])
+            if code not in shape_text:
+                shape_text[code] = _dims_text(trace.shape(code)[0]) if code >= 0 else ""
+            module = ops.decode("module", int(ops["module"][row])) if "module" in ops else None
+            if not module and mod_stack:
+                module = "/".join(modules.decode("name", int(modules["name"][on_mods[m]])) or "" for m in mod_stack)
+            key = (ops.decode("name", int(ops["name"][row])) or "", shape_text[code], module or "")
+            result[e] = rows.setdefault(key, len(rows))
+    return result, [dict(zip(("op", "shape", "module"), k)) for k in rows]
 
 
-def _innermost(start: np.ndarray, dur: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """Sweep over ops (parents before children) and event times together, keeping a stack of open ops."""
+def _threads(table) -> np.ndarray:
+    return np.array([f"{p}/{t}" for p, t in zip(table.values("pid"), table.values("tid"))], dtype=object)
+
+
+def _enclosing(start: np.ndarray, dur: np.ndarray, times: np.ndarray) -> List[Tuple[int, ...]]:
+    """For each time, the intervals that hold it, outermost first (indices into start / dur). One sweep over the
+    intervals (parents before children) and the times together, keeping the stack of open intervals."""
     order = np.lexsort((-dur, start))
-    starts, ends = start[order].tolist(), (start + dur)[order].tolist()
-    out = np.full(len(times), -1, dtype=np.int64)
+    starts, ends, rows = start[order].tolist(), (start + dur)[order].tolist(), order.tolist()
+    out: List[Tuple[int, ...]] = [()] * len(times)
     stack: List[int] = []
     k = 0
     for i in np.argsort(times, kind="stable").tolist():
@@ -208,17 +219,8 @@ def _innermost(start: np.ndarray, dur: np.ndarray, times: np.ndarray) -> np.ndar
             k += 1
         while stack and ends[stack[-1]] < t:
             stack.pop()
-        if stack:
-            out[i] = int(order[stack[-1]])
+        out[i] = tuple(rows[j] for j in stack)
     return out
-
-
-def _op_row(trace: KinetoTrace, key: Tuple[int, int, int]) -> Dict[str, str]:
-    name, shape, module = key
-    ops = trace.ops
-    dims = trace.shape(shape)[0] if shape >= 0 else None
-    return {"op": ops.decode("name", name) or "", "shape": _dims_text(dims),
-            "module": (ops.decode("module", module) or "") if module >= 0 else ""}
 
 
 def _dims_text(dims: Any) -> str:
@@ -335,7 +337,19 @@ def allocations(ev: MemoryEvents, which: str = "all", op: Optional[int] = None) 
         idx = np.flatnonzero(ev.bytes > 0)
         if which == "never_freed":
             idx = idx[ev.pair[idx] < 0]
-    return idx[ev.op[idx] == op] if op is not None else idx
+    if op is None:
+        return idx
+    groups = op_groups(ev)
+    codes = ev.op[idx]
+    return idx[(codes >= 0) & (groups[np.maximum(codes, 0)] == groups[op])] if op >= 0 else idx[codes < 0]
+
+
+def op_groups(ev: MemoryEvents) -> np.ndarray:
+    """For each op row, the first row with the same op and input shapes (the by-op table's grouping: one row per
+    op and shapes whatever module called it)."""
+    first: Dict[Tuple[str, str], int] = {}
+    return np.array([first.setdefault((o["op"], o["shape"]), i) for i, o in enumerate(ev.ops)] + [-1],
+                    dtype=np.int64)
 
 
 def allocation_rows(ev: MemoryEvents, idx: np.ndarray) -> List[Dict[str, Any]]:
@@ -352,11 +366,13 @@ def allocation_rows(ev: MemoryEvents, idx: np.ndarray) -> List[Dict[str, Any]]:
 
 
 def by_op(ev: MemoryEvents) -> List[Dict[str, Any]]:
-    """Allocations grouped by the op (and input shapes, module) that made them."""
+    """Allocations grouped by the op and input shapes that made them; `module` is the module that called it, or
+    the common part of the modules that did. `op_index` identifies the group for `allocations(..., op=)`."""
     allocs = np.flatnonzero(ev.bytes > 0)
     if not len(allocs):
         return []
-    ops = ev.op[allocs]
+    groups = op_groups(ev)
+    ops = groups[ev.op[allocs]]
     pk = peak(ev)
     at_peak = np.zeros(len(ev), dtype=bool)
     at_peak[pk.live] = True
@@ -369,6 +385,8 @@ def by_op(ev: MemoryEvents) -> List[Dict[str, Any]]:
         b = ev.bytes[allocs[m]]
         lt = life[m]
         op = ev.ops[code] if code >= 0 else {"op": "(no enclosing op)", "shape": "", "module": ""}
+        op = {**op, "module": _common_module([ev.ops[c]["module"] for c in np.unique(ev.op[allocs[m]]).tolist()
+                                              if c >= 0])}
         row = {"op_index": code, **op, "allocations": int(m.sum()), "bytes": int(b.sum()), "max_bytes": int(b.max()),
                "freed": None, "never_freed": None, "never_freed_bytes": None, "mean_lifetime_us": None,
                "max_lifetime_us": None, "live_at_peak_bytes": None}
@@ -380,6 +398,20 @@ def by_op(ev: MemoryEvents) -> List[Dict[str, Any]]:
                         "live_at_peak_bytes": int(ev.bytes[allocs[m][at_peak[allocs[m]]]].sum())})
         rows.append(row)
     return rows
+
+
+def _common_module(paths: List[str]) -> str:
+    """One module path, or the part all paths share followed by how many modules there were."""
+    distinct = sorted(set(paths))
+    if len(distinct) <= 1:
+        return distinct[0] if distinct else ""
+    parts = [p.split("/") for p in distinct]
+    common = []
+    for level in zip(*parts):
+        if len(set(level)) > 1:
+            break
+        common.append(level[0])
+    return "/".join(common + [f"… ({len(distinct)} modules)"])
 
 
 def device_summary(ev: MemoryEvents) -> Dict[str, Any]:

@@ -57,10 +57,13 @@ TABLE_OF: Dict[str, Tuple[str, str]] = {
     "user_annotation": ("annotations", "cpu"),
     "gpu_user_annotation": ("annotations", "gpu"),
 }
-TABLES = ("ops", "kernels", "memops", "launches", "annotations", "memory")
+TABLES = ("ops", "kernels", "memops", "launches", "annotations", "memory", "modules")
 # Allocation events (profile_memory=True): instant events named "[memory]", cat "cpu_instant_event" (2022+) or none
 # (2021), whatever their category says.
 MEMORY_EVENT = "[memory]"
+# nn.Module calls (with_stack=True): python_function events named "nn.Module: Linear_0"; other Python frames are
+# not kept.
+MODULE_PREFIX = "nn.Module: "
 
 _CHUNK_EVENTS = 4096
 _NO_ID = -1
@@ -204,6 +207,7 @@ class KinetoTrace:
     annotations: Table
     shapes: List[Tuple[bytes, bytes, bytes]]
     memory: Table = field(default_factory=lambda: _Columns().finish("memory", _ORDER["memory"]))
+    modules: Table = field(default_factory=lambda: _Columns().finish("modules", _ORDER["modules"]))
     _shape_cache: Dict[int, Tuple[Any, Any, Any]] = field(default_factory=dict, repr=False)
 
     def tables(self) -> Dict[str, Table]:
@@ -378,6 +382,14 @@ def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds
     cols.add_floats("total_reserved", (a.total_reserved for a in args), n)
 
 
+def _build_modules(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str]) -> None:
+    cols.add_strings("name", (e.name[len(MODULE_PREFIX):] for e in evs), n)
+    cols.add_floats("ts", (e.ts for e in evs), n)
+    cols.add_floats("dur", (e.dur for e in evs), n)
+    cols.add_strings("pid", (e.pid for e in evs), n)
+    cols.add_strings("tid", (e.tid for e in evs), n)
+
+
 # Every table also has "event": the row's index in traceEvents (to write augmented traces, link back).
 _ORDER = {
     "ops": ("name", "ts", "dur", "ext_id", "pid", "tid", "rf_id", "seq", "fwd_tid", "kernel_flop", "kernel_num_gb",
@@ -389,10 +401,24 @@ _ORDER = {
     "annotations": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "event"),
     "memory": ("ts", "dur", "pid", "tid", "device_type", "device_id", "addr", "bytes", "total_allocated",
                "total_reserved", "event"),
+    "modules": ("name", "ts", "dur", "pid", "tid", "event"),
 }
 
 
 # ---------------------------------------------------------------------------------------------------------------
+
+def _destination(e, canon: Optional[str]) -> Optional[Tuple[str, str]]:
+    """(table, kind) of an event, None for events no table keeps."""
+    if e.ts is None:
+        return None
+    if e.ph in ("i", "I"):
+        return ("memory", "") if e.name == MEMORY_EVENT else None
+    if e.ph != "X":
+        return None
+    if canon == "python_function":
+        return ("modules", "") if e.name.startswith(MODULE_PREFIX) else None
+    return TABLE_OF.get(canon) if canon else None
+
 
 class _Reader:
     """State of one load: schema, column builders, counters."""
@@ -421,11 +447,7 @@ class _Reader:
             if e is None:
                 continue
             canon = CATEGORIES.get(e.cat) or CATEGORIES.get(e.cat.lower())
-            dest = TABLE_OF.get(canon) if canon else None
-            if dest is None and e.name == MEMORY_EVENT and e.ph in ("i", "I") and e.ts is not None:
-                dest = ("memory", "")
-            elif dest is not None and (e.ph != "X" or e.ts is None):
-                dest = None
+            dest = _destination(e, canon)
             if dest is not None:
                 bucket = buckets[dest[0]]
                 bucket[0].append(e)
@@ -485,7 +507,7 @@ class _Reader:
         _BUILDERS[table](cols, evs, args, n, self.shapes, kinds)
         if self.extra_args:
             self._add_extras(table, args, n)
-        if table == "memory":  # instants inside the activity window: the trace's time range stays that of activities
+        if table in ("memory", "modules"):  # the trace's time range stays that of its activities
             return
         ts = cols.chunks["ts"][-1]
         end = ts + cols.chunks["dur"][-1]
@@ -530,6 +552,7 @@ _BUILDERS: Dict[str, Callable] = {
     "launches": _build_launches,
     "annotations": _build_annotations,
     "memory": _build_memory,
+    "modules": _build_modules,
 }
 
 

@@ -18,6 +18,11 @@ function opCell(r: { op: string; module: string }): HTMLElement {
   return cellText(r.op, r.module ? `${r.op}\nmodule: ${r.module}` : r.op, "cell-text cell-name");
 }
 
+/** The last two levels of a module path (the whole path on hover). */
+function moduleCell(r: { module: string }): HTMLElement {
+  return cellText(r.module ? r.module.split("/").slice(-2).join("/") : "—", r.module);
+}
+
 const size = (v: number | null, why: string) => (v == null ? unknown(why) : cellText(bytes(v), `${count(v)} B`));
 
 const ALLOC_COLUMNS: ShapesColumn<AllocationRow>[] = [
@@ -25,6 +30,7 @@ const ALLOC_COLUMNS: ShapesColumn<AllocationRow>[] = [
   { field: "bytes", title: "Size", tip: "Bytes allocated", right: true, width: 96, render: (r) => size(r.bytes, "") },
   { field: "op", title: "Allocated by", tip: "The innermost op running on the allocating thread then (hover: module)", text: true, grow: 2, render: opCell },
   { field: "shape", title: "Input shapes", tip: "Input Dims of that op (record_shapes=True)", text: true, grow: 2, render: (r) => cellText(r.shape || "—", r.shape) },
+  { field: "module", title: "Module", tip: "The nn.Module calls holding the op (with_stack=True) or its Module Hierarchy; hover for the whole path", text: true, grow: 2, render: moduleCell },
   { field: "lifetime_us", title: "Lifetime", tip: "Time until its free (— : not freed inside the span)", right: true, width: 96, render: (r) => (r.lifetime_us == null ? unknown(r.index < 0 ? "allocated before the span" : "not freed inside the span") : cellText(time(r.lifetime_us))) },
   { field: "addr", title: "Address", tip: "Address reported by the allocator", text: true, width: 130, render: (r) => cellText(r.addr || "—") },
 ];
@@ -32,6 +38,7 @@ const ALLOC_COLUMNS: ShapesColumn<AllocationRow>[] = [
 const OP_COLUMNS: ShapesColumn<OpMemoryRow>[] = [
   { field: "op", title: "Op", tip: "The op that allocated (innermost op on the thread; hover: module)", text: true, grow: 2, render: opCell },
   { field: "shape", title: "Input shapes", tip: "Input Dims of the op", text: true, grow: 2, render: (r) => cellText(r.shape || "—", r.shape) },
+  { field: "module", title: "Module", tip: "The module that called the op, or the part its callers share", text: true, grow: 1, render: moduleCell },
   { field: "allocations", title: "Allocs", tip: "Number of allocations", right: true, width: 70, render: (r) => cellText(count(r.allocations)) },
   { field: "bytes", title: "Bytes", tip: "Bytes allocated in all (hover: largest)", right: true, width: 96, render: (r) => cellText(bytes(r.bytes), `largest ${bytes(r.max_bytes)}`) },
   { field: "live_at_peak_bytes", title: "At peak", tip: "Bytes of its allocations live at the peak", right: true, width: 90, render: (r) => size(r.live_at_peak_bytes, "the trace has no addresses") },
