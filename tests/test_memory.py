@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -145,7 +146,7 @@ def test_cpu_run_recorded_with_profile_memory(tmp_path):
     events = mem.memory_events(trace)
     assert "cpu" in events.devices
     cpu = events.on("cpu")
-    ref = _reference(__import__("pathlib").Path(path))["cpu"]
+    ref = _reference(Path(path))["cpu"]
     assert cpu.allocated.tolist() == [float(a["Total Allocated"]) for _, _, a in ref]
     pk = _check_peak(cpu)
     # torch's CPU allocator reports no free of a block allocated before profiling started (it warns so): all
