@@ -85,7 +85,8 @@ def low_efficiency(rule: Rule, d: SpanData) -> Optional[Dict[str, Any]]:
     if kernel_us <= 0:
         return None
     slow = [r for r in _kernel_groups(d) if r["efficiency"] is not None and r["efficiency"] < LOW_EFFICIENCY
-            and r["total_us"] >= rule.threshold * kernel_us]
+            and r["total_us"] >= rule.threshold * kernel_us
+            and kernel_class(r["name"]) != "communication"]  # rated by exposed_comm, not by a roofline
     if not slow:
         return None
     slow.sort(key=lambda r: -r["total_us"])
@@ -303,6 +304,8 @@ def recommend(spans: List[SpanData]) -> List[Dict[str, Any]]:
     it fired weighted by their steps, and its evidence is from the span where it recovers most."""
     found: Dict[str, List[tuple]] = {}
     for d in spans:
+        if not d.section.info.get("gpu_activities"):
+            continue  # no GPU work: every rule would be judging idle time of a CPU-only run
         for rule in RULES:
             hit = rule.check(rule, d)
             if hit is not None:
