@@ -64,12 +64,12 @@ def build_overview(parts: Sequence[Tuple[str, Section, Efficiency]]) -> Overview
         if section.error:
             missing.append(f"{name}: {section.error}")
             continue
-        rows = step_rows(section, name)
-        data.append(SpanData(name, section, eff, rows))
-        spans.append({"span": name, **headline(rows, [eff.activities])})
+        d = SpanData(name, section, eff, step_rows(section, name))
+        data.append(d)
+        spans.append({"span": name, **headline(d.rows, [d.view])})
         missing.extend(m for m in section.info.get("missing", []) if m not in missing)
     steps = [r for d in data for r in d.rows]
-    head = headline(steps, [d.eff.activities for d in data]) if data else {}
+    head = headline(steps, [d.view for d in data]) if data else {}
     sources = {d.section.info.get("source") for d in data}
     return Overview(steps, spans, head, recommend(data) if data else [], missing,
                     sources.pop() if len(sources) == 1 else "mixed")

@@ -13,6 +13,7 @@ its rated analysis.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -20,7 +21,7 @@ import numpy as np
 from ...sections import Section
 from ...trace.table import Table
 from ..kernel_names import kernel_class, uses_tensor_cores
-from .breakdown import BUSY, CATEGORIES, COMPUTE, IDLE
+from .breakdown import BUSY, CATEGORIES, COMPUTE, IDLE, activity_categories, unique_keys
 
 
 def step_rows(section: Section, span: str = "") -> List[Dict[str, Any]]:
@@ -55,38 +56,57 @@ def _ratio(a: float, b: float) -> Optional[float]:
     return a / b if b > 0 else None
 
 
-def _kernels(acts: Table) -> np.ndarray:
-    kinds = acts.strings.get("kind", [])
-    return np.array([kinds[k] == "kernel" for k in acts["kind"]], dtype=bool) if len(acts) else \
-        np.zeros(0, dtype=bool)
+@dataclass
+class ActivityView:
+    """Per-activity flags of one span's rated analysis, computed once: kernel or copy, breakdown category
+    (index into CATEGORIES), Tensor Core use."""
+    acts: Table
+    is_kernel: np.ndarray
+    category: np.ndarray
+    tensor_core: np.ndarray
+
+    @classmethod
+    def of(cls, acts: Table) -> "ActivityView":
+        kinds = acts.strings.get("kind", [])
+        is_kernel = np.array([k == "kernel" for k in kinds] + [False], dtype=bool)[acts["kind"]] if len(acts) \
+            else np.zeros(0, dtype=bool)
+        return cls(acts, is_kernel, activity_categories(acts), _tensor_core(acts) & is_kernel)
+
+    @property
+    def kernel_us(self) -> float:
+        return float(self.acts["dur"][self.is_kernel].sum())
 
 
-def dominant_dtype(acts: Table) -> Dict[str, Any]:
+def _tensor_core(acts: Table) -> np.ndarray:
+    if not len(acts):
+        return np.zeros(0, dtype=bool)
+    names, ops, dtypes = acts.strings["name"], acts.strings["op_name"], acts.strings["rate_dtype"]
+    uniq, inverse = unique_keys(acts, ("name", "op_name", "rate_dtype"))
+    tc = np.array([uses_tensor_cores(names[n], dtypes[d] if d >= 0 else "",
+                                     kernel_class(names[n], "kernel", ops[o] if o >= 0 else None))
+                   for n, o, d in uniq.tolist()], dtype=bool)
+    return tc[inverse]
+
+
+def dominant_dtype(view: ActivityView) -> Dict[str, Any]:
     """The rating dtype with the most kernel time among kernels with a FLOP estimate, and its peak."""
-    mask = _kernels(acts) & ~np.isnan(acts["flops"]) & (acts["rate_dtype"] >= 0)
+    acts = view.acts
+    mask = view.is_kernel & ~np.isnan(acts["flops"]) & (acts["rate_dtype"] >= 0)
     if not mask.any():
-        return {"dtype": None, "peak_tflops": None}
+        return {"dtype": None, "peak_tflops": None, "time_us": 0.0}
     time = np.bincount(acts["rate_dtype"][mask], weights=acts["dur"][mask])
     code = int(np.argmax(time))
     dtype = acts.strings["rate_dtype"][code] or None
     peaks = acts["peak_tflops"][mask & (acts["rate_dtype"] == code)]
     peaks = peaks[~np.isnan(peaks)]
-    return {"dtype": dtype, "peak_tflops": float(np.median(peaks)) if len(peaks) and dtype else None}
+    return {"dtype": dtype, "peak_tflops": float(np.median(peaks)) if len(peaks) and dtype else None,
+            "time_us": float(time[code])}
 
 
-def tensor_core_share(acts: Table, kernel_mask: Optional[np.ndarray] = None) -> Optional[float]:
+def tensor_core_share(view: ActivityView) -> Optional[float]:
     """Share of kernel time on Tensor Cores (see module doc)."""
-    mask = _kernels(acts) if kernel_mask is None else kernel_mask
-    total = float(acts["dur"][mask].sum())
-    if total <= 0:
-        return None
-    names, ops, dtypes = acts.strings["name"], acts.strings["op_name"], acts.strings["rate_dtype"]
-    keys = np.stack([acts["name"][mask], acts["op_name"][mask], acts["rate_dtype"][mask]], axis=1).astype(np.int64)
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    tc = np.array([uses_tensor_cores(names[n], dtypes[d] if d >= 0 else "",
-                                     kernel_class(names[n], "kernel", ops[o] if o >= 0 else None))
-                   for n, o, d in uniq.tolist()], dtype=bool)
-    return float(acts["dur"][mask][tc[inverse.reshape(-1)]].sum()) / total
+    total = view.kernel_us
+    return float(view.acts["dur"][view.tensor_core].sum()) / total if total > 0 else None
 
 
 def _stats(values: List[float]) -> Dict[str, Optional[float]]:
@@ -98,18 +118,19 @@ def _stats(values: List[float]) -> Dict[str, Optional[float]]:
             "max": float(v.max()), "spread": float(v.max() - v.min()), "cv": float(v.std() / mean) if mean else None}
 
 
-def headline(rows: List[Dict[str, Any]], acts_list: List[Table]) -> Dict[str, Any]:
-    """Headline figures over the steps `rows` of the spans whose rated activities are `acts_list`."""
+def headline(rows: List[Dict[str, Any]], views: List[ActivityView]) -> Dict[str, Any]:
+    """Headline figures over the steps `rows` of the spans whose rated activities are `views`."""
     walls = [r["wall_us"] for r in rows]
     wall = float(sum(walls))
     busy = sum(r["gpu_busy_us"] for r in rows)
     flops = sum(r["flops"] for r in rows)
     kernel_us = sum(r["kernel_us"] for r in rows)
     covered_us = sum((r["flops_covered"] or 0.0) * r["kernel_us"] for r in rows)
-    dom = _merged_dominant(acts_list)
+    dom = max((dominant_dtype(v) for v in views), key=lambda d: d["time_us"],
+              default={"dtype": None, "peak_tflops": None})
     tflops = flops / (wall * 1e-6) / 1e12 if wall > 0 and flops > 0 else None
     medians = [r["kernel_median_us"] for r in rows if r["kernel_median_us"] is not None]
-    shares = [(tensor_core_share(a), float(a["dur"][_kernels(a)].sum())) for a in acts_list]
+    shares = [(tensor_core_share(v), v.kernel_us) for v in views]
     tc_time = sum(s * t for s, t in shares if s is not None)
     tc_total = sum(t for s, t in shares if s is not None)
     return {
@@ -126,18 +147,3 @@ def headline(rows: List[Dict[str, Any]], acts_list: List[Table]) -> Dict[str, An
         "compute_us": float(sum(r[f"{k}_us"] for r in rows for k in COMPUTE)),
         "idle_us": float(sum(r[f"{k}_us"] for r in rows for k, _ in IDLE)),
     }
-
-
-def _merged_dominant(acts_list: List[Table]) -> Dict[str, Any]:
-    """Dominant dtype over several spans: the one with the most time among the spans' own dominant dtypes."""
-    best: Dict[str, Any] = {"dtype": None, "peak_tflops": None}
-    best_time = -1.0
-    for acts in acts_list:
-        dom = dominant_dtype(acts)
-        if dom["dtype"] is None:
-            continue
-        code = acts.strings["rate_dtype"].index(dom["dtype"])
-        time = float(acts["dur"][acts["rate_dtype"] == code].sum())
-        if time > best_time:
-            best, best_time = dom, time
-    return best

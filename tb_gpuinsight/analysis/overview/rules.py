@@ -7,15 +7,15 @@ Recoverable time is an estimate, documented per rule; "up to" rules give an uppe
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
 from ...sections import Section
 from ..efficiency import Efficiency
-from ..kernel_names import kernel_class
-from ..rows import group_rows
+from .breakdown import CATEGORIES
+from .figures import ActivityView
 
 TOP = 5
 
@@ -27,6 +27,11 @@ class SpanData:
     section: Section
     eff: Efficiency
     rows: List[Dict[str, Any]]
+    view: ActivityView = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.view is None:
+            self.view = ActivityView.of(self.eff.activities)
 
     @property
     def steps(self) -> int:
@@ -40,8 +45,11 @@ class SpanData:
         return float(sum(r[key] for r in self.rows))
 
     def kernel_time(self) -> float:
-        acts = self.eff.activities
-        return float(acts["dur"][_is_kernel(acts)].sum())
+        return self.view.kernel_us
+
+    def kernels_of(self, *keys: str) -> np.ndarray:
+        """Mask of the kernels whose breakdown category is one of `keys`."""
+        return self.view.is_kernel & np.isin(self.view.category, [CATEGORIES.index(k) for k in keys])
 
 
 @dataclass
@@ -51,12 +59,6 @@ class Rule:
     threshold: float
     why: str  # the threshold's justification, shown with the recommendation
     check: Callable[["Rule", SpanData], Optional[Dict[str, Any]]]
-
-
-def _is_kernel(acts) -> np.ndarray:
-    kinds = acts.strings.get("kind", [])
-    return np.array([kinds[k] == "kernel" for k in acts["kind"]], dtype=bool) if len(acts) else \
-        np.zeros(0, dtype=bool)
 
 
 def _found(rule: Rule, d: SpanData, recoverable_total: float, advice: str, figures: Dict[str, Any],
@@ -71,25 +73,37 @@ def _link(d: SpanData, name: str, op: str = "") -> Dict[str, Any]:
     return {"label": name, "tab": "kernels", "filter": name, "op": op, "span": d.span}
 
 
-def _kernel_groups(d: SpanData) -> List[Dict[str, Any]]:
-    table = d.eff.by_name()
-    return [r for r in group_rows(table) if r["kind"] == "kernel"]
+def _top_by_name(d: SpanData, rows: np.ndarray) -> List[Dict[str, Any]]:
+    """The selected activities grouped by kernel name, most time first (TOP of them): name, time and count per
+    step, and the op that launched the first of them."""
+    acts = d.eff.activities
+    rows = np.flatnonzero(rows) if rows.dtype == bool else np.asarray(rows, dtype=np.int64)
+    if not len(rows):
+        return []
+    codes, first, inverse = np.unique(acts["name"][rows], return_index=True, return_inverse=True)
+    time = np.bincount(inverse, weights=acts["dur"][rows])
+    count = np.bincount(inverse)
+    names, ops = acts.strings["name"], acts.strings["op_name"]
+    out = []
+    for g in np.argsort(-time, kind="stable")[:TOP].tolist():
+        op = int(acts["op_name"][rows[first[g]]])
+        out.append({"name": names[int(codes[g])], "time_us": float(time[g]) / d.steps,
+                    "count_per_step": float(count[g]) / d.steps, "op": ops[op] if op >= 0 else None})
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ rules
 
 def low_efficiency(rule: Rule, d: SpanData) -> Optional[Dict[str, Any]]:
     """Kernels below 30 % of their roof that each take >= 5 % of kernel time; recoverable: reaching a modest
-    50 % of the roof, time x (1 - efficiency / 0.5)."""
+    50 % of the roof, time x (1 - efficiency / 0.5). Communication kernels are left to `exposed_comm`."""
     kernel_us = d.kernel_time()
     if kernel_us <= 0:
         return None
-    slow = [r for r in _kernel_groups(d) if r["efficiency"] is not None and r["efficiency"] < LOW_EFFICIENCY
-            and r["total_us"] >= rule.threshold * kernel_us
-            and kernel_class(r["name"]) != "communication"]  # rated by exposed_comm, not by a roofline
+    slow = [r for r in _kernel_efficiency(d) if r["efficiency"] < LOW_EFFICIENCY
+            and r["total_us"] >= rule.threshold * kernel_us]
     if not slow:
         return None
-    slow.sort(key=lambda r: -r["total_us"])
     gain = sum(r["total_us"] * (1 - r["efficiency"] / TARGET_EFFICIENCY) for r in slow)
     items = [{"name": r["name"], "time_us": r["total_us"] / d.steps, "share": r["total_us"] / kernel_us,
               "efficiency": r["efficiency"], "bound": r["bound"], "dtype": r["dtype"]} for r in slow[:TOP]]
@@ -98,6 +112,33 @@ def low_efficiency(rule: Rule, d: SpanData) -> Optional[Dict[str, Any]]:
                   "convolutions), batch size and dtype; consider torch.compile or a better library kernel.",
                   {"kernels": len(slow), "time_share": sum(r["total_us"] for r in slow) / kernel_us},
                   items, [_link(d, r["name"]) for r in slow[:TOP]])
+
+
+def _kernel_efficiency(d: SpanData) -> List[Dict[str, Any]]:
+    """Per kernel name (communication left out), most time first: total time and time-weighted efficiency over
+    its rated launches (as the kernel table computes it), with the bound and dtype of a rated launch."""
+    acts = d.eff.activities
+    rows = np.flatnonzero(d.view.is_kernel & ~d.kernels_of("communication"))
+    if not len(rows):
+        return []
+    codes, inverse = np.unique(acts["name"][rows], return_inverse=True)
+    dur, eff = acts["dur"][rows], acts["efficiency"][rows]
+    rated = np.isfinite(eff)
+    total = np.bincount(inverse, weights=dur)
+    rated_time = np.bincount(inverse, weights=np.where(rated, dur, 0))
+    weighted = np.bincount(inverse, weights=np.where(rated, eff * dur, 0))
+    first = np.full(len(codes), -1)
+    first[inverse[rated][::-1]] = rows[rated][::-1]
+    names, bounds, dtypes = acts.strings["name"], acts.strings["bound"], acts.strings["rate_dtype"]
+    out = []
+    for g in np.argsort(-total, kind="stable").tolist():
+        if rated_time[g] <= 0:
+            continue
+        row = int(first[g])
+        out.append({"name": names[int(codes[g])], "total_us": float(total[g]),
+                    "efficiency": float(weighted[g] / rated_time[g]), "bound": bounds[int(acts["bound"][row])],
+                    "dtype": dtypes[int(acts["rate_dtype"][row])] or None})
+    return out
 
 
 LOW_EFFICIENCY = 0.30
@@ -111,26 +152,16 @@ def fp32_matmul(rule: Rule, d: SpanData) -> Optional[Dict[str, Any]]:
     kernel_us = d.kernel_time()
     if kernel_us <= 0:
         return None
-    names, ops, dtypes = acts.strings["name"], acts.strings["op_name"], acts.strings["rate_dtype"]
+    dtypes = acts.strings["rate_dtype"]
     fp32 = dtypes.index("fp32") if "fp32" in dtypes else -2
-    mask = _is_kernel(acts) & (acts["rate_dtype"] == fp32)
-    rows = np.flatnonzero(mask)
-    matrix = [i for i in rows.tolist() if kernel_class(names[acts["name"][i]], "kernel",
-                                                       ops[acts["op_name"][i]] if acts["op_name"][i] >= 0 else None)
-              in ("GEMM", "convolution")]
+    matrix = np.flatnonzero(d.kernels_of("gemm", "convolution") & (acts["rate_dtype"] == fp32)).tolist()
     time = float(acts["dur"][matrix].sum()) if matrix else 0.0
     if time < rule.threshold * kernel_us:
         return None
     target, ratio = _faster_dtype(d.eff, acts["device"][matrix[0]])
     if target is None:
         return None
-    by_name: Dict[str, List[float]] = {}
-    for i in matrix:
-        key = names[acts["name"][i]]
-        by_name.setdefault(key, [0.0, 0, ops[acts["op_name"][i]] if acts["op_name"][i] >= 0 else ""])
-        by_name[key][0] += float(acts["dur"][i])
-        by_name[key][1] += 1
-    top = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:TOP]
+    top = _top_by_name(d, np.asarray(matrix, dtype=np.int64))
     advice = ("Allow TF32 for fp32 matmuls and convolutions (torch.backends.cuda.matmul.allow_tf32 = True, "
               "torch.backends.cudnn.allow_tf32 = True, or torch.set_float32_matmul_precision('high')) or train "
               "under torch.autocast(dtype=torch.bfloat16)." if target == "tf32" else
@@ -138,8 +169,7 @@ def fp32_matmul(rule: Rule, d: SpanData) -> Optional[Dict[str, Any]]:
               f"GradScaler so matmuls and convolutions use its {target} Tensor Cores.")
     return _found(rule, d, time * (1 - 1 / min(ratio, 2.0)), advice,
                   {"time_share": time / kernel_us, "target_dtype": target, "peak_ratio": ratio},
-                  [{"name": n, "time_us": v[0] / d.steps, "count": int(v[1]), "op": v[2] or None} for n, v in top],
-                  [_link(d, n, v[2]) for n, v in top])
+                  top, [_link(d, t["name"], t["op"] or "") for t in top])
 
 
 def _faster_dtype(eff: Efficiency, device: int):
@@ -174,34 +204,19 @@ def tiny_elementwise(rule: Rule, d: SpanData) -> Optional[Dict[str, Any]]:
     """>= 100 elementwise/reduction kernels under 10 us per step; recoverable: half their time (fusion removes
     most of their memory passes) plus the launch-bound idle in proportion to the launches fused away."""
     acts = d.eff.activities
-    names, ops = acts.strings["name"], acts.strings["op_name"]
-    short = np.flatnonzero(_is_kernel(acts) & (acts["dur"] < TINY_US))
-    classes = {}
-    tiny = []
-    for i in short.tolist():
-        key = (int(acts["name"][i]), int(acts["op_name"][i]))
-        if key not in classes:
-            classes[key] = kernel_class(names[key[0]], "kernel", ops[key[1]] if key[1] >= 0 else None)
-        if classes[key] in ("elementwise", "reduction"):
-            tiny.append(i)
+    tiny = np.flatnonzero(d.kernels_of("elementwise", "reduction") & (acts["dur"] < TINY_US)).tolist()
     per_step = len(tiny) / d.steps
     if per_step < rule.threshold:
         return None
     kernels = max(d.total("kernel_count"), 1.0)
     time = float(acts["dur"][tiny].sum())
     gain = 0.5 * time + d.total("launch_bound_us") * min(1.0, len(tiny) / kernels)
-    counts: Dict[int, List[float]] = {}
-    for i in tiny:
-        acc = counts.setdefault(int(acts["name"][i]), [0, 0.0])
-        acc[0] += 1
-        acc[1] += float(acts["dur"][i])
-    top = sorted(counts.items(), key=lambda kv: -kv[1][0])[:TOP]
+    top = _top_by_name(d, np.asarray(tiny, dtype=np.int64))
     return _found(rule, d, gain, "Many tiny elementwise kernels: fuse them with torch.compile (Inductor fuses "
                   "pointwise chains into one kernel), use fused optimizers (foreach=True / fused=True) and fused "
                   "layers (e.g. fused LayerNorm / bias+activation).",
                   {"tiny_kernels_per_step": per_step, "tiny_time_us": time / d.steps, "under_us": TINY_US},
-                  [{"name": names[n], "count_per_step": c / d.steps, "time_us": t / d.steps} for n, (c, t) in top],
-                  [_link(d, names[n]) for n, _ in top])
+                  top, [_link(d, t["name"]) for t in top])
 
 
 def pageable_memcpy(rule: Rule, d: SpanData) -> Optional[Dict[str, Any]]:
@@ -252,22 +267,14 @@ def exposed_comm(rule: Rule, d: SpanData) -> Optional[Dict[str, Any]]:
     exposed, overlapped = d.total("communication_us"), d.total("comm_overlapped_us")
     if not d.wall_us or exposed < rule.threshold * d.wall_us:
         return None
-    acts = d.eff.activities
-    names, ops = acts.strings["name"], acts.strings["op_name"]
-    comm: Dict[int, float] = {}
-    for i in np.flatnonzero(_is_kernel(acts)).tolist():
-        n = int(acts["name"][i])
-        if kernel_class(names[n], "kernel", ops[acts["op_name"][i]] if acts["op_name"][i] >= 0 else None) \
-                == "communication":
-            comm[n] = comm.get(n, 0.0) + float(acts["dur"][i])
-    top = sorted(comm.items(), key=lambda kv: -kv[1])[:TOP]
+    top = _top_by_name(d, d.kernels_of("communication"))
     return _found(rule, d, exposed, "Communication runs while no compute does. With DDP, tune bucket_cap_mb and "
                   "gradient_as_bucket_view so all-reduces start during backward; with FSDP enable backward/forward "
                   "prefetch; check for load imbalance between ranks (the Distributed view).",
                   {"exposed_us": exposed / d.steps, "overlapped_us": overlapped / d.steps,
                    "exposed_share": exposed / d.wall_us,
                    "overlap_ratio": overlapped / (overlapped + exposed) if overlapped + exposed else None},
-                  [{"name": names[n], "time_us": t / d.steps} for n, t in top], [_link(d, names[n]) for n, _ in top])
+                  top, [_link(d, t["name"]) for t in top])
 
 
 RULES: List[Rule] = [
