@@ -233,3 +233,22 @@ def test_overview_route_and_step_window(logdir, tmp_path):
     status, cpu = _get(client, "overview", run="cpu_mlp", worker="cpu-worker")
     assert status == 200 and len(cpu["spans"]) == 2 and cpu["missing"] and not cpu["recommendations"]
     assert _get(client, "overview", run="nope", worker="x")[0] == 404
+
+
+def test_tensor_core_classification():
+    from tb_gpuinsight.analysis.kernel_names import uses_tensor_cores
+
+    assert uses_tensor_cores("volta_h884gemm_64x64_ldg8_nn", "", "GEMM")
+    assert uses_tensor_cores("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32", "", "GEMM")
+    assert uses_tensor_cores("cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4", "fp32", "GEMM")
+    assert uses_tensor_cores("flash_fwd_kernel", "bf16", "attention")  # matrix work in a Tensor Core dtype
+    assert not uses_tensor_cores("volta_sgemm_128x64_nn", "fp32", "GEMM")
+    assert not uses_tensor_cores("vectorized_elementwise_kernel", "bf16", "elementwise")
+
+
+def test_api_frames(hand_made):
+    spans = hand_made.spans_frame()
+    assert list(spans["span"]) == ["w.1.pt.trace.json"] and spans["steps"].iloc[0] == 1
+    steps = hand_made.steps_frame()
+    assert {"wall_us", "gemm_us", "sync_us", "comm_overlapped_us", "kernel_count"} <= set(steps.columns)
+    assert hand_made.headline["gpu_busy_pct"] == pytest.approx(0.345)
