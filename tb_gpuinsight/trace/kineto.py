@@ -208,6 +208,7 @@ class KinetoTrace:
     shapes: List[Tuple[bytes, bytes, bytes]]
     memory: Table = field(default_factory=lambda: _Columns().finish("memory", _ORDER["memory"]))
     modules: Table = field(default_factory=lambda: _Columns().finish("modules", _ORDER["modules"]))
+    enrichment: Any = None  # analysis/enrich.py's report once shapes were filled from companions
     _shape_cache: Dict[int, Tuple[Any, Any, Any]] = field(default_factory=dict, repr=False)
 
     def tables(self) -> Dict[str, Table]:
