@@ -15,7 +15,8 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "discover", "sniff", "read_tensor_trace", "TensorTrace",
+__all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory",
+           "discover", "sniff", "read_tensor_trace", "TensorTrace",
            "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
 
@@ -133,6 +134,51 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
     return shapes_report(trace, eff.activities, [read_tt(p) for p in paths])
 
 
+def memory(path: "KinetoTrace | os.PathLike[str] | str") -> "MemoryReport":
+    """The Memory view of one trace recorded with `profile_memory=True`, per device: `report.events` (every
+    allocation and free with the allocated / reserved / fragmentation curves), `report.by_op`, `report.live_at_peak`,
+    `report.never_freed` (DataFrames), `report.summary` (peaks, counts, where each figure comes from) and
+    `report.steps`. A trace without memory events gives empty frames and `summary["message"]` says why."""
+    from .analysis.memory import memory_events, report
+
+    return report(memory_events(path if isinstance(path, KinetoTrace) else load(path)))
+
+
+def overview(path: "KinetoTrace | os.PathLike[str] | str", worker: Optional[str] = None,
+             **options) -> "Overview":
+    """The Overview of one trace, or of one worker's spans in a run directory (`worker`: which one, default the
+    first): `result.steps_frame()` (one row per step: wall time, the time split, kernel figures),
+    `result.breakdown_frame()` (steps x categories summing to each step's wall time), `result.spans_frame()`,
+    `result.headline` (step time stats, GPU busy %, TFLOP/s, MFU, Tensor Core share) and
+    `result.recommendations` (sorted by recoverable time per step). Options are those of `analyze`."""
+    from .analysis.overview import build_overview
+    from .sections import SectionContext, build_section
+
+    parts = []
+    for label, trace in _overview_traces(path, worker):
+        eff = analyze(trace, **options)
+        parts.append((label, build_section("overview", SectionContext(trace, eff)), eff))
+    return build_overview(parts)
+
+
+def _overview_traces(path, worker: Optional[str]):
+    """(span label, loaded trace) pairs of a trace file or of one worker of a run directory."""
+    if isinstance(path, KinetoTrace):
+        return [(os.path.basename(path.meta.path), path)]
+    if not os.path.isdir(path):
+        return [(os.path.basename(os.fspath(path)), load(path))]
+    runs = discover(path)
+    if len(runs) != 1:
+        raise ConfigError(f"{path}: holds {len(runs)} runs; give one run directory or a trace file")
+    workers = runs[0].workers
+    if not workers:
+        raise ConfigError(f"{path}: no trace files")
+    name = worker if worker is not None else sorted(workers)[0]
+    if name not in workers:
+        raise ConfigError(f"{path}: no worker {name!r} (workers: {', '.join(sorted(workers))})")
+    return [(span.name, load(span.trace.path)) for span in workers[name]]
+
+
 def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":
     """Read a tensor.trace file: `.table` (one row per record), `.errors` [(line number, reason)] of skipped
     malformed lines, `.to_pandas()`."""
@@ -160,4 +206,6 @@ if False:  # pragma: no cover - for type checkers only
     from .capture.profiling import profile, trace_handler
     from .trace.tensortrace import TensorTraceFile
     from .analysis.diff import DiffResult
+    from .analysis.memory import MemoryReport
+    from .analysis.overview import Overview
     from .analysis.efficiency import Efficiency

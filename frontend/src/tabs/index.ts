@@ -2,14 +2,18 @@
 import { diffTab } from "./diff";
 import { executionGraphTab } from "./executionGraph";
 import { kernelEfficiencyTab } from "./kernelEfficiency";
+import { memoryTab } from "./memory";
+import { overviewTab } from "./overview";
 import { tensorShapesTab } from "./tensorShapes";
 import type { TabDef } from "./types";
 
 export const TABS: readonly TabDef[] = [
+  overviewTab,
   kernelEfficiencyTab,
   diffTab,
   tensorShapesTab,
   executionGraphTab,
+  memoryTab,
 ];
 
 export type { TabDef, TabView } from "./types";
