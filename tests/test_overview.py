@@ -138,7 +138,9 @@ def _rule(ov, rule_id):
 
 # rule id -> (trace where it fires, trace where it must not)
 RULE_CASES = {
-    "low_efficiency": ("hta/negative_queue_length_values_check__rank0.json.gz", "hta/df_index_resolver.json.gz"),
+    # BERT's small GEMMs and flash attention reach a few % of their roof (the A100 rank's slow GEMMs are CUDA-graph
+    # replays whose figures are unknown, not low)
+    "low_efficiency": ("samples/bert_h100", "hta/df_index_resolver.json.gz"),
     "fp32_matmul": ("kineto/worker0.1623143089861.pt.trace.json.gz", "samples/bert_h100"),
     "host_launch_bound": ("samples/vit_h100", "kineto/worker0.1623143089861.pt.trace.json.gz"),
     "tiny_elementwise": ("kineto/worker0.1623143089861.pt.trace.json.gz", "samples/bert_h100"),

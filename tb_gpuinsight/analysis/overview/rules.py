@@ -123,7 +123,7 @@ def _kernel_efficiency(d: SpanData) -> List[Dict[str, Any]]:
         return []
     codes, inverse = np.unique(acts["name"][rows], return_inverse=True)
     dur, eff = acts["dur"][rows], acts["efficiency"][rows]
-    rated = np.isfinite(eff)
+    rated = np.isfinite(eff) & ~acts["over_roof"][rows]  # over the roof: an impossible figure, not a rating
     total = np.bincount(inverse, weights=dur)
     rated_time = np.bincount(inverse, weights=np.where(rated, dur, 0))
     weighted = np.bincount(inverse, weights=np.where(rated, eff * dur, 0))
