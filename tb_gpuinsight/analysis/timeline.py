@@ -440,3 +440,27 @@ def meta(index: TimelineIndex) -> Dict[str, Any]:
     return {"origin_us": index.origin_us, "duration_us": index.duration_us, "lanes": lanes, "names": index.names,
             "classes": list(CLASSES), "events": index.event_count, "steps": len(index.steps),
             "max_width": MAX_WIDTH, "max_events": MAX_EVENTS}
+
+
+ROW_FIELDS = ("lane", "lane_label", "item", "start_us", "end_us", "busy_us", "name", "class", "pct_of_roof")
+
+
+def rows(index: TimelineIndex, view: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """A viewport flattened to one row per item (for CSV and DataFrames): `item` is "event" (one event) or "bins"
+    (a run of pixels aggregated: its busy time and dominant class)."""
+    out: List[Dict[str, Any]] = []
+    t0, px = view["t0"], view["px_us"]
+    for lane in view["lanes"]:
+        label = index.lanes[lane["id"]]["label"]
+        ev = lane["events"]
+        effs = ev.get("eff") or [None] * len(ev["start"])
+        for s, d, c, n, e in zip(ev["start"], ev["dur"], ev["cls"], ev["name"], effs):
+            out.append({"lane": lane["id"], "lane_label": label, "item": "event", "start_us": s, "end_us": s + d,
+                        "busy_us": d, "name": index.names[n], "class": CLASSES[c], "pct_of_roof":
+                        None if e is None else e * 100})
+        b = lane["bins"]
+        for p0, p1, busy, c in zip(b["px0"], b["px1"], b["busy_us"], b["cls"]):
+            out.append({"lane": lane["id"], "lane_label": label, "item": "bins", "start_us": t0 + p0 * px,
+                        "end_us": t0 + (p1 + 1) * px, "busy_us": busy, "name": None, "class": CLASSES[c],
+                        "pct_of_roof": None})
+    return out
