@@ -11,6 +11,7 @@ import {
   runErrorState,
 } from "./components/states";
 import { h, replace } from "./dom";
+import { NAVIGATE_EVENT } from "./nav";
 import { ALL_SPANS, loadPrefs, savePrefs, Store, type AppState } from "./state";
 import appCss from "./styles.css";
 import { TABS, type TabDef, type TabView } from "./tabs";
@@ -87,6 +88,11 @@ class App {
       if (changed.has("tab")) this.renderTabs();
       this.picker.update(this.runs, state);
       this.show();
+    });
+    // Cross-tab links ("show on timeline") ask for another tab; see nav.ts.
+    window.addEventListener(NAVIGATE_EVENT, (ev) => {
+      const tab = (ev as CustomEvent<{ tab: string }>).detail?.tab;
+      if (TABS.some((t) => t.id === tab)) this.store.set({ tab });
     });
     void this.refresh();
   }

@@ -3,6 +3,7 @@ import { diffTab } from "./diff";
 import { executionGraphTab } from "./executionGraph";
 import { kernelEfficiencyTab } from "./kernelEfficiency";
 import { tensorShapesTab } from "./tensorShapes";
+import { timelineTab } from "./timeline";
 import type { TabDef } from "./types";
 
 export const TABS: readonly TabDef[] = [
@@ -10,6 +11,7 @@ export const TABS: readonly TabDef[] = [
   diffTab,
   tensorShapesTab,
   executionGraphTab,
+  timelineTab,
 ];
 
 export type { TabDef, TabView } from "./types";
