@@ -15,8 +15,9 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "analyze", "augment", "diff", "shapes", "discover", "sniff", "read_tensor_trace", "TensorTrace",
-           "timeline", "timeline_index", "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
+__all__ = ["load", "analyze", "augment", "diff", "shapes", "overview", "discover", "sniff", "read_tensor_trace",
+           "TensorTrace", "timeline", "timeline_index", "profile", "trace_handler", "KinetoTrace",
+           "GpuInsightError", "TraceError", "ConfigError"]
 
 
 def load(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
@@ -113,6 +114,41 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
     return shapes_report(trace, eff.activities, [read_tt(p) for p in paths])
 
 
+def overview(path: "KinetoTrace | os.PathLike[str] | str", worker: Optional[str] = None,
+             **options) -> "Overview":
+    """The Overview of one trace, or of one worker's spans in a run directory (`worker`: which one, default the
+    first): `result.steps_frame()` (one row per step: wall time, the time split, kernel figures),
+    `result.breakdown_frame()` (steps x categories summing to each step's wall time), `result.spans_frame()`,
+    `result.headline` (step time stats, GPU busy %, TFLOP/s, MFU, Tensor Core share) and
+    `result.recommendations` (sorted by recoverable time per step). Options are those of `analyze`."""
+    from .analysis.overview import build_overview
+    from .sections import SectionContext, build_section
+
+    parts = []
+    for label, trace in _overview_traces(path, worker):
+        eff = analyze(trace, **options)
+        parts.append((label, build_section("overview", SectionContext(trace, eff)), eff))
+    return build_overview(parts)
+
+
+def _overview_traces(path, worker: Optional[str]):
+    """(span label, loaded trace) pairs of a trace file or of one worker of a run directory."""
+    if isinstance(path, KinetoTrace):
+        return [(os.path.basename(path.meta.path), path)]
+    if not os.path.isdir(path):
+        return [(os.path.basename(os.fspath(path)), load(path))]
+    runs = discover(path)
+    if len(runs) != 1:
+        raise ConfigError(f"{path}: holds {len(runs)} runs; give one run directory or a trace file")
+    workers = runs[0].workers
+    if not workers:
+        raise ConfigError(f"{path}: no trace files")
+    name = worker if worker is not None else sorted(workers)[0]
+    if name not in workers:
+        raise ConfigError(f"{path}: no worker {name!r} (workers: {', '.join(sorted(workers))})")
+    return [(span.name, load(span.trace.path)) for span in workers[name]]
+
+
 def timeline_index(trace: "KinetoTrace | os.PathLike[str] | str") -> "TimelineIndex":
     """The Timeline tab's index of one trace (lanes per GPU stream and CPU thread/depth, events, busy segments):
     query it with `tb_gpuinsight.analysis.timeline.viewport / breakdown / find`."""
@@ -167,6 +203,7 @@ if False:  # pragma: no cover - for type checkers only
     from .capture.profiling import profile, trace_handler
     from .trace.tensortrace import TensorTraceFile
     from .analysis.diff import DiffResult
+    from .analysis.overview import Overview
     from .analysis.efficiency import Efficiency
     from .analysis.timeline import TimelineIndex
     import pandas

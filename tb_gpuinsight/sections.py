@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # name -> "module:function". Adding a view's data to every summary = one line here (and an ENGINE_VERSION bump).
 SECTION_BUILDERS: Dict[str, str] = {
     "timeline": "tb_gpuinsight.analysis.timeline:build_section",
+    "overview": "tb_gpuinsight.analysis.overview.breakdown:build_section",
 }
 
 

@@ -12,6 +12,7 @@ import pytest
 
 import tb_gpuinsight as gi
 from tb_gpuinsight.analysis import timeline as tl
+from tb_gpuinsight.analysis.overview.breakdown import LAUNCH_GAP_US
 
 from .corpus import corpus_path
 
@@ -105,6 +106,23 @@ def test_range_breakdown_and_find(bert):
     assert tl.event(index, longest["index"])["name"] == name
     assert tl.find(index, "no such kernel")["count"] == 0
     assert len(m) and index.steps == ["ProfilerStep#6"]
+
+
+def test_idle_gaps_carry_the_overview_cause(bert):
+    _, index = bert
+    view = tl.viewport(index, 0, index.duration_us, 4000)
+    [gaps] = view["idle"]
+    assert gaps["start"] and len(gaps["cause"]) == len(gaps["start"])
+    launch_bound = tl.IDLE_CAUSES.index("launch-bound")
+    for s, e, cause in zip(gaps["start"], gaps["end"], gaps["cause"]):
+        assert 0 <= cause < len(tl.IDLE_CAUSES)
+        # The Overview's rule: an idle run shorter than LAUNCH_GAP_US (with no other evidence) is launch-bound;
+        # a longer one never is.
+        if e - s >= LAUNCH_GAP_US:
+            assert cause != launch_bound
+    assert launch_bound in gaps["cause"]
+    # Bands are the Overview's step windows.
+    assert [s["name"] for s in view["steps"]] == ["ProfilerStep#6"]
 
 
 def test_cpu_lanes_nest_ops_by_depth(bert):

@@ -28,6 +28,9 @@ from ..sections import Section, SectionContext
 from ..trace.table import Interner
 from .correlate import op_parents
 from .kernel_names import CLASSES as KERNEL_CLASSES, kernel_class
+from .overview import host
+from .overview.breakdown import CATEGORIES, IDLE, activity_categories, split_steps
+from .overview.steps import SOURCE_STEPS, step_windows
 
 SECTION = "timeline"
 CPU_OP, RUNTIME = "CPU op", "runtime"
@@ -40,7 +43,9 @@ MAX_DEPTH = 12  # deeper CPU ops share the last depth lane
 MAX_EVENTS = 4000
 MAX_WIDTH = 8192
 _CPU_COMM = re.compile(r"nccl|rccl|gloo|c10d|all_?reduce|all_?gather|reduce_?scatter|alltoall|broadcast_", re.I)
-_STEP = re.compile(r"^ProfilerStep#\d+$")
+_STEP = re.compile(r"^ProfilerStep#\d+$")  # drawn as bands, not as ops of the CPU lanes
+IDLE_CAUSES: Tuple[str, ...] = tuple(label.replace("idle: ", "") for _, label in IDLE)
+_IDLE_COLS = [CATEGORIES.index(key) for key, _ in IDLE]
 
 
 class TimelineError(GpuInsightError):
@@ -115,8 +120,12 @@ def build_index(trace, eff) -> TimelineIndex:
     _cpu_lanes(trace.ops, origin, names, lanes, parts)
     _device_lanes(lanes, parts)
     arrays = _events_and_segments(parts)
-    steps_start, steps_end, step_names = _steps(trace, origin)
-    arrays.update(step_start=steps_start, step_end=steps_end)
+    arrays["gap_cause"] = _gap_causes(trace, eff.activities, origin, lanes, arrays)
+    steps = step_windows(trace)
+    has_steps = steps.source == SOURCE_STEPS
+    arrays.update(step_start=steps.start - origin if has_steps else np.empty(0),
+                  step_end=steps.end - origin if has_steps else np.empty(0))
+    step_names = [f"ProfilerStep#{n}" for n in steps.number.tolist()] if has_steps else []
     return TimelineIndex(origin, float(trace.meta.duration_us), lanes, list(names.items), step_names, arrays)
 
 
@@ -249,23 +258,32 @@ def _running_max_per_lane(end: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return out
 
 
-def _steps(trace, origin: float) -> Tuple[np.ndarray, np.ndarray, List[str]]:
-    """ProfilerStep#N ranges, from CPU user annotations (2022+) or from ops (older traces)."""
-    found: Dict[Tuple[str, float], float] = {}  # (name, start) -> end: a trace may both annotate and op-record
-    for table in (trace.annotations, trace.ops):
-        if not len(table):
+def _gap_causes(trace, acts, origin: float, lanes: List[Dict[str, Any]], arr: Dict[str, np.ndarray]) -> np.ndarray:
+    """Why each GPU was idle, per gap between its busy intervals (the Overview's rules: data loading,
+    synchronisation, launch-bound, host-bound, other), as an index into IDLE_CAUSES on the segment before the gap
+    (-1 elsewhere)."""
+    cause = np.full(len(arr["seg_start"]), -1, dtype=np.int8)
+    if not len(acts):
+        return cause
+    correlation = np.concatenate([trace.kernels["correlation"], trace.memops["correlation"]])
+    if len(correlation) != len(acts):
+        correlation = np.full(len(acts), -1, dtype=np.int64)
+    _, launch_end = host.launch_times(trace, correlation)
+    category = activity_categories(acts)
+    hosts = (host.dataloader_intervals(trace), host.sync_intervals(trace), host.cpu_op_intervals(trace))
+    start, end = acts["ts"], acts["ts"] + acts["dur"]
+    for lane in lanes:
+        if lane["kind"] != "device":
             continue
-        cats = table.strings["name"]
-        codes = [i for i, n in enumerate(cats) if _STEP.match(n)]
-        cpu = np.ones(len(table), bool)
-        if "kind" in table:
-            cpu = table["kind"] == (table.strings["kind"].index("cpu") if "cpu" in table.strings["kind"] else -1)
-        for row in np.flatnonzero(np.isin(table["name"], codes) & cpu).tolist():
-            start = float(table["ts"][row] - origin)
-            found.setdefault((cats[table["name"][row]], start), start + float(table["dur"][row]))
-    ordered = sorted(found.items(), key=lambda kv: kv[0][1])
-    return (np.array([k[1] for k, _ in ordered], dtype=np.float64),
-            np.array([v for _, v in ordered], dtype=np.float64), [k[0] for k, _ in ordered])
+        group = lane["id"] * _GROUPS + _ALL
+        a, b = int(arr["seg_off"][group]), int(arr["seg_off"][group + 1])
+        if b - a < 2:
+            continue
+        gaps = (arr["seg_end"][a:b - 1] + origin, arr["seg_start"][a + 1:b] + origin)
+        on = acts["device"] == lane["device"]
+        split, _ = split_steps(gaps, start[on], end[on], category[on], launch_end[on], *hosts)
+        cause[a:b - 1] = np.argmax(split[:, _IDLE_COLS], axis=1)
+    return cause
 
 
 # ------------------------------------------------------------------------------------------------------- query
@@ -385,7 +403,8 @@ def _idle_gaps(index: TimelineIndex, t0: float, t1: float, px: float, width: int
         on = np.flatnonzero((gap_e - gap_s >= px) & (gap_e > t0) & (gap_s < t1))
         if len(on) > width:
             on = np.sort(on[np.argsort(-(gap_e[on] - gap_s[on]))[:width]])
-        out.append({"device": lane["device"], "start": _round(gap_s[on]), "end": _round(gap_e[on])})
+        out.append({"device": lane["device"], "start": _round(gap_s[on]), "end": _round(gap_e[on]),
+                    "cause": index.gap_cause[a + lo + on].tolist()})
     return out
 
 
@@ -438,7 +457,7 @@ def meta(index: TimelineIndex) -> Dict[str, Any]:
     counts = np.diff(index.lane_off)
     lanes = [{**lane, "events": int(counts[lane["id"]])} for lane in index.lanes]
     return {"origin_us": index.origin_us, "duration_us": index.duration_us, "lanes": lanes, "names": index.names,
-            "classes": list(CLASSES), "events": index.event_count, "steps": len(index.steps),
+            "classes": list(CLASSES), "idle_causes": list(IDLE_CAUSES), "events": index.event_count, "steps": len(index.steps),
             "max_width": MAX_WIDTH, "max_events": MAX_EVENTS}
 
 

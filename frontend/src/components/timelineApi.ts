@@ -21,6 +21,7 @@ export interface TimelineMeta {
   lanes: TimelineLane[];
   names: string[];
   classes: string[];
+  idle_causes: string[];
   events: number;
   steps: number;
   max_width: number;
@@ -58,7 +59,8 @@ export interface TimelineView {
   items: number;
   lanes: LaneView[];
   steps: { name: string; start: number; end: number }[];
-  idle: { device: number; start: number[]; end: number[] }[];
+  /** GPU idle gaps of at least a pixel; `cause` indexes TimelineMeta.idle_causes. */
+  idle: { device: number; start: number[]; end: number[]; cause: number[] }[];
   over_roof_column: boolean;
 }
 

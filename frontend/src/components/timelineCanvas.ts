@@ -42,6 +42,15 @@ export const CLASS_COLORS: Record<string, string> = {
   "CPU op": "#74a9cf",
 };
 
+/** GPU idle shading by cause (the Overview's rules), by index in TimelineMeta.idle_causes order. */
+export const IDLE_COLORS: Record<string, string> = {
+  "data loading": "rgba(42, 157, 143, 0.18)",
+  synchronisation: "rgba(194, 24, 91, 0.16)",
+  "launch-bound": "rgba(233, 162, 59, 0.20)",
+  "host-bound": "rgba(209, 73, 91, 0.16)",
+  other: "rgba(97, 110, 124, 0.14)",
+};
+
 /** Colour of a fraction of the roof: red (0) through amber to green (1); over the roof is flagged apart. */
 export function efficiencyColor(eff: number | null | undefined): string {
   if (eff == null || !Number.isFinite(eff)) return "#c0c6cc";
@@ -71,6 +80,7 @@ export class TimelineCanvas {
   private lanes: TimelineLane[] = [];
   private names: string[] = [];
   private classes: string[] = [];
+  private idleCauses: string[] = [];
   private data: TimelineView | null = null;
   private byLane = new Map<number, LaneView>();
   private t0 = 0;
@@ -114,8 +124,9 @@ export class TimelineCanvas {
     return [this.t0, this.t1];
   }
 
-  setLanes(lanes: TimelineLane[], names: string[], classes: string[], duration: number): void {
+  setLanes(lanes: TimelineLane[], names: string[], classes: string[], idleCauses: string[], duration: number): void {
     this.lanes = lanes;
+    this.idleCauses = idleCauses;
     this.names = names;
     this.classes = classes;
     this.duration = Math.max(duration, MIN_SPAN_US);
@@ -340,16 +351,16 @@ export class TimelineCanvas {
     }
   }
 
-  /** Idle gaps of each GPU, shaded across its stream lanes. */
+  /** Idle gaps of each GPU, shaded across its stream lanes in the colour of their cause. */
   private drawIdle(): void {
     const c = this.ctx;
-    c.fillStyle = "rgba(209, 73, 91, 0.10)";
     for (const gap of this.data?.idle ?? []) {
       this.lanes.forEach((lane, row) => {
         if (lane.kind !== "gpu" || lane.device !== gap.device) return;
         const y = RULER_H + STEP_H + row * LANE_H;
         for (let i = 0; i < gap.start.length; i++) {
           const x0 = this.xOf(gap.start[i]);
+          c.fillStyle = IDLE_COLORS[this.idleCauses[gap.cause[i]]] ?? IDLE_COLORS.other;
           c.fillRect(x0, y, Math.max(1, this.xOf(gap.end[i]) - x0), LANE_H);
         }
       });

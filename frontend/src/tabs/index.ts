@@ -2,11 +2,13 @@
 import { diffTab } from "./diff";
 import { executionGraphTab } from "./executionGraph";
 import { kernelEfficiencyTab } from "./kernelEfficiency";
+import { overviewTab } from "./overview";
 import { tensorShapesTab } from "./tensorShapes";
 import { timelineTab } from "./timeline";
 import type { TabDef } from "./types";
 
 export const TABS: readonly TabDef[] = [
+  overviewTab,
   kernelEfficiencyTab,
   diffTab,
   tensorShapesTab,

@@ -6,11 +6,12 @@ import { api, isAbort, type KernelRow, type Selection } from "../api";
 import { Details, drawer, stat } from "../components/details";
 import { openInPerfetto } from "../components/perfetto";
 import { emptyState, errorState, inlineError, loadingState } from "../components/states";
-import { CLASS_COLORS, TimelineCanvas, efficiencyColor, type ColorMode, type PickedEvent } from "../components/timelineCanvas";
+import { CLASS_COLORS, IDLE_COLORS, TimelineCanvas, efficiencyColor, type ColorMode, type PickedEvent } from "../components/timelineCanvas";
 import { timelineApi, type RangeBreakdown, type TimelineLane, type TimelineMeta } from "../components/timelineApi";
 import { field, h, replace, select } from "../dom";
 import { count, pct, time } from "../format";
 import { takeTimelineTarget, type TimelineTarget } from "../nav";
+import { nav, scopeFor } from "../state";
 import type { TabDef, TabView } from "./types";
 
 const FETCH_DELAY_MS = 40;
@@ -51,7 +52,14 @@ class TimelineTabView implements TabView {
   ) {
     this.details = new Details({ onFilterOp: () => undefined, onClose: () => this.pick(null), onShowOnTimeline: (name) => void this.find({ name }) });
     this.cpuDrawer = drawer("Op details", this.cpuBody, () => this.pick(null));
-    void this.load(readHash().tspan ?? "", takeTimelineTarget());
+    void this.load(this.initialSpan(), takeTimelineTarget());
+  }
+
+  /** The span to draw first: the Overview's scoped step's span, else the one in the frame's hash, else the first. */
+  private initialSpan(): string {
+    const scope = nav.get().scope;
+    if (scope && scope.run === this.sel.run && scope.worker === this.sel.worker) return scope.span;
+    return readHash().tspan ?? "";
   }
 
   private get spanSel(): Selection {
@@ -76,7 +84,9 @@ class TimelineTabView implements TabView {
     }
     this.build();
     const hash = readHash();
+    const scope = scopeFor(this.sel) ?? scopeFor({ ...this.sel, span: this.tspan });
     if (target) void this.find(target);
+    else if (scope && scope.span === this.tspan) this.canvas?.setViewport(scope.t0 - this.meta.origin_us, scope.t1 - this.meta.origin_us);
     else if (hash.t0 !== undefined && hash.t1 !== undefined && hash.t1 > hash.t0 && hash.tspan === this.tspan) this.canvas?.setViewport(hash.t0, hash.t1);
     else this.canvas?.fit();
   }
@@ -154,7 +164,7 @@ class TimelineTabView implements TabView {
     const meta = this.meta as TimelineMeta;
     const swatch = (color: string, label: string) => h("span", { class: "tl-key" }, h("span", { class: "tl-swatch", style: { background: color } }), label);
     const classes = this.mode === "class" ? meta.classes.map((c) => swatch(CLASS_COLORS[c] ?? "#8d99ae", c)) : [swatch(efficiencyColor(0.05), "< 10 % of roof"), swatch(efficiencyColor(0.5), "50 %"), swatch(efficiencyColor(1), "at the roof"), swatch(efficiencyColor(null), "unknown"), swatch("#1f2933", "◤ over the roof (estimate above the device's peak)"), swatch(CLASS_COLORS.communication, "communication")];
-    return h("div", { class: "tl-legend small" }, ...classes, swatch("rgba(209, 73, 91, 0.25)", "GPU idle"), swatch("#dfe8f3", "ProfilerStep"), swatch("#f59f00", "found"));
+    return h("div", { class: "tl-legend small" }, ...classes, ...meta.idle_causes.map((cause) => swatch(IDLE_COLORS[cause] ?? IDLE_COLORS.other, `idle: ${cause}`)), swatch("#dfe8f3", "ProfilerStep"), swatch("#f59f00", "found"));
   }
 
   private setMode(mode: ColorMode): void {
@@ -179,7 +189,7 @@ class TimelineTabView implements TabView {
     if (depth === this.depth) return;
     this.depth = depth;
     const lanes = meta.lanes.filter((l) => l.kind === "gpu" || (l.kind === "cpu" && (l.depth ?? 0) <= depth));
-    this.canvas.setLanes(lanes, meta.names, meta.classes, meta.duration_us);
+    this.canvas.setLanes(lanes, meta.names, meta.classes, meta.idle_causes, meta.duration_us);
   }
 
   private visibleLanes(): TimelineLane[] {
@@ -299,7 +309,7 @@ class TimelineTabView implements TabView {
     this.teardown();
     this.sel = sel;
     this.controller = new AbortController();
-    void this.load("", takeTimelineTarget());
+    void this.load(this.initialSpan(), takeTimelineTarget());
   }
 
   private teardown(): void {
