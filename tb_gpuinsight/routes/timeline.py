@@ -91,7 +91,7 @@ def _efficiency(plugin, request, span: str) -> Tuple[np.ndarray, bool]:
     acts = plugin.service.analysis(run, worker, span).activities
     eff = acts["efficiency"].astype(np.float64)
     if "over_roof" in acts:
-        eff = np.where(acts["over_roof"].astype(bool), np.maximum(eff, 1.0 + 1e-6), eff)
+        eff = np.where(acts["over_roof"].astype(bool), np.fmax(eff, 1.0 + 1e-6), eff)  # NaN when left unrated
         return eff, True
     return eff, False
 

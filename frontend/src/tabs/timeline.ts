@@ -163,7 +163,7 @@ class TimelineTabView implements TabView {
   private legend(): HTMLElement {
     const meta = this.meta as TimelineMeta;
     const swatch = (color: string, label: string) => h("span", { class: "tl-key" }, h("span", { class: "tl-swatch", style: { background: color } }), label);
-    const classes = this.mode === "class" ? meta.classes.map((c) => swatch(CLASS_COLORS[c] ?? "#8d99ae", c)) : [swatch(efficiencyColor(0.05), "< 10 % of roof"), swatch(efficiencyColor(0.5), "50 %"), swatch(efficiencyColor(1), "at the roof"), swatch(efficiencyColor(null), "unknown"), swatch("#1f2933", "◤ over the roof (estimate above the device's peak)"), swatch(CLASS_COLORS.communication, "communication")];
+    const classes = this.mode === "class" ? meta.classes.map((c) => swatch(CLASS_COLORS[c] ?? "#8d99ae", c)) : [swatch(efficiencyColor(0.05), "< 10 % of roof"), swatch(efficiencyColor(0.5), "50 %"), swatch(efficiencyColor(1), "at the roof"), swatch(efficiencyColor(null), "unknown"), swatch("#1f2933", "dark corner: over the roof (an estimate above the device's peak)"), swatch(CLASS_COLORS.communication, "communication")];
     return h("div", { class: "tl-legend small" }, ...classes, ...meta.idle_causes.map((cause) => swatch(IDLE_COLORS[cause] ?? IDLE_COLORS.other, `idle: ${cause}`)), swatch("#dfe8f3", "ProfilerStep"), swatch("#f59f00", "found"));
   }
 
