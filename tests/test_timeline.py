@@ -213,3 +213,26 @@ def test_routes_on_a_scaled_trace_are_bounded_and_exact(scaled, tmp_path):
     assert code == 404 and body["error"]
     code, body = get("timeline/event", index="999999999")
     assert code == 400 and body["error"]
+
+
+def test_command_exports_and_api_frame(tmp_path, capsys):
+    from tb_gpuinsight import cli
+
+    out_csv, out_json = tmp_path / "view.csv", tmp_path / "view.json"
+    code = cli.main(["timeline", BERT, "--t0", "0", "--t1", "3000", "--width", "400", "--csv", str(out_csv),
+                     "--json", str(out_json)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "GPU 0 (all streams)" in text and "busy" in text and "GEMM" in text
+    view = json.loads(out_json.read_text())
+    assert view["width"] == 400 and view["lanes"] and len(view["names"]) > 10
+    lines = out_csv.read_text().splitlines()
+    assert lines[0] == ",".join(tl.ROW_FIELDS) and len(lines) > 10
+    frame = gi.timeline(BERT, t0=0, t1=3000, width=400)
+    assert list(frame.columns) == list(tl.ROW_FIELDS) and len(frame) == len(lines) - 1
+    gpu = frame[frame["lane_label"].str.startswith("GPU")]
+    busy = gpu[gpu["item"] == "bins"]["busy_us"].sum()
+    trace = gi.load(BERT)
+    exact = _union_in(_gpu_intervals(trace, trace.meta.start_us, 0, 7), 0, 3000)
+    assert busy == pytest.approx(exact, rel=5e-3)
+    assert gpu[gpu["item"] == "event"]["pct_of_roof"].notna().any()
