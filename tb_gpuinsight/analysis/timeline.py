@@ -87,15 +87,22 @@ class TimelineIndex:
                    section.arrays)
 
     def busy_upto(self, group: int, x: np.ndarray) -> np.ndarray:
-        """Busy time of one segment group from the start of the trace up to each time in `x` (vectorised)."""
+        """Busy time of one segment group from the start of the trace up to each time in `x` (sorted,
+        vectorised). The search runs over the segments between x's ends only: small and cache-friendly when
+        zoomed in on a big trace."""
         a, b = int(self.seg_off[group]), int(self.seg_off[group + 1])
         if a == b:
             return np.zeros(len(x))
-        s, e, cum = self.seg_start[a:b], self.seg_end[a:b], self.seg_cum[a:b]
+        s_all = self.seg_start[a:b]
+        lo = max(int(np.searchsorted(s_all, x[0], side="right")) - 1, 0)
+        hi = int(np.searchsorted(s_all, x[-1], side="right"))
+        s, e, cum = s_all[lo:hi], self.seg_end[a + lo:a + hi], self.seg_cum[a + lo:a + hi]
+        if not len(s):
+            return np.zeros(len(x))
         j = np.searchsorted(s, x, side="right") - 1
         jc = np.maximum(j, 0)
         inside = np.clip(x - s[jc], 0.0, e[jc] - s[jc])
-        return np.where(j >= 0, cum[jc] + inside, 0.0)
+        return np.where(j >= 0, cum[jc] + inside, 0.0)  # j < 0 only before the group's first segment
 
     def busy(self, lane: int, t0: float, t1: float, cls: Optional[int] = None) -> float:
         """Exact busy time of a lane (one class, or any) within [t0, t1]."""
@@ -366,7 +373,7 @@ def _bins(index: TimelineIndex, lane: int, edges: np.ndarray, px: float) -> Dict
     empty = {"px0": [], "px1": [], "busy_us": [], "cls": []}
     if not busy.any():
         return empty
-    present = [c for c in range(_ALL) if index.seg_off[base + c + 1] > index.seg_off[base + c]]
+    present = [c for c in range(_ALL) if _has_segments_in(index, base + c, edges[0], edges[-1])]
     if len(present) == 1:
         dominant = np.full(len(busy), present[0])
     else:
@@ -380,6 +387,14 @@ def _bins(index: TimelineIndex, lane: int, edges: np.ndarray, px: float) -> Dict
     keep = key[starts] > 0
     return {"px0": starts[keep].tolist(), "px1": ends[keep].tolist(), "busy_us": _round(run_busy[keep]),
             "cls": dominant[starts[keep]].tolist()}
+
+
+def _has_segments_in(index: TimelineIndex, group: int, t0: float, t1: float) -> bool:
+    a, b = int(index.seg_off[group]), int(index.seg_off[group + 1])
+    if a == b:
+        return False
+    first_after = a + int(np.searchsorted(index.seg_end[a:b], t0, side="right"))
+    return first_after < b and index.seg_start[first_after] < t1
 
 
 def _steps_in(index: TimelineIndex, t0: float, t1: float, width: int) -> List[Dict[str, Any]]:
