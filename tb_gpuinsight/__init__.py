@@ -15,9 +15,9 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "analyze", "augment", "diff", "shapes", "overview", "discover", "sniff", "read_tensor_trace",
-           "TensorTrace", "timeline", "timeline_index", "profile", "trace_handler", "KinetoTrace",
-           "GpuInsightError", "TraceError", "ConfigError"]
+__all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "discover",
+           "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index", "profile", "trace_handler",
+           "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
 
 def load(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
@@ -38,22 +38,42 @@ def load(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
 
 def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
             devices_file: "Optional[os.PathLike[str] | str]" = None, device: Optional[str] = None,
-            extra_args: Iterable[str] = ()) -> "Efficiency":
+            extra_args: Iterable[str] = (),
+            execution_traces: "Optional[Iterable[os.PathLike[str] | str]]" = None) -> "Efficiency":
     """FLOPs, bytes and efficiency of every kernel, memcpy and memset of a trace (a path or a loaded trace).
 
     `dtype`: "auto" rates each kernel against its own dtype's peak, or force one of fp64, fp32, tf32, bf16,
     fp16, fp8, int8. `devices_file` adds or overrides datasheet rows (also read from $TB_GPUINSIGHT_DEVICES);
     `device` rates every device as the named datasheet row. Tables: `result.by_name().to_pandas()`,
     `result.by_op().to_pandas()`, `result.activities.to_pandas()`; device reports: `result.summary()`.
+    `execution_traces`: Execution Traces whose linked nodes supply shapes the trace lacks; by default the
+    companions logdir discovery pairs with this trace (`{worker}.{stamp}.et.json[.gz]`, then the run's); [] for
+    none. Convolution parameters missing from 2021-23 traces are inferred either way. A loaded trace is filled in
+    place; `trace.ops["shape_source"]` and `shape_sources(trace, result.activities)` say where shapes came from.
     """
     from .analysis.efficiency import analyze_trace
+    from .analysis.enrich import enrich
     from .estimate.devices import load_datasheet
 
     loaded = trace if isinstance(trace, KinetoTrace) else load(trace, extra_args=extra_args)
+    if execution_traces is None:
+        execution_traces = companion_execution_traces(loaded.meta.path)
+    enrich(loaded, list(execution_traces))
     try:
         return analyze_trace(loaded, dtype=dtype, datasheet=load_datasheet(devices_file), device_name=device)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def companion_execution_traces(trace_path: "os.PathLike[str] | str") -> list:
+    """The Execution Traces logdir discovery pairs with a trace: its own, then its directory's run-level ones
+    (none when the trace's directory cannot be listed)."""
+    from .logdir import ET, companions
+
+    try:
+        return companions(trace_path, ET)
+    except OSError:
+        return []
 
 
 def augment(src: "os.PathLike[str] | str", dst: "os.PathLike[str] | str", **options) -> int:

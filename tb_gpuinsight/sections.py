@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 SECTION_BUILDERS: Dict[str, str] = {
     "timeline": "tb_gpuinsight.analysis.timeline:build_section",
     "overview": "tb_gpuinsight.analysis.overview.breakdown:build_section",
+    "shape_sources": "tb_gpuinsight.analysis.enrich:shape_sources_section",
 }
 
 
