@@ -472,8 +472,8 @@ def meta(index: TimelineIndex) -> Dict[str, Any]:
     counts = np.diff(index.lane_off)
     lanes = [{**lane, "events": int(counts[lane["id"]])} for lane in index.lanes]
     return {"origin_us": index.origin_us, "duration_us": index.duration_us, "lanes": lanes, "names": index.names,
-            "classes": list(CLASSES), "idle_causes": list(IDLE_CAUSES), "events": index.event_count, "steps": len(index.steps),
-            "max_width": MAX_WIDTH, "max_events": MAX_EVENTS}
+            "classes": list(CLASSES), "idle_causes": list(IDLE_CAUSES), "events": index.event_count,
+            "steps": len(index.steps), "max_width": MAX_WIDTH, "max_events": MAX_EVENTS}
 
 
 ROW_FIELDS = ("lane", "lane_label", "item", "start_us", "end_us", "busy_us", "name", "class", "pct_of_roof")
