@@ -24,9 +24,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # name -> "module:function". Adding a view's data to every summary = one line here (and an ENGINE_VERSION bump).
 SECTION_BUILDERS: Dict[str, str] = {
-    "timeline": "tb_gpuinsight.analysis.timeline:build_section",
-    "overview": "tb_gpuinsight.analysis.overview.breakdown:build_section",
     "shape_sources": "tb_gpuinsight.analysis.enrich:shape_sources_section",
+    "overview": "tb_gpuinsight.analysis.overview.breakdown:build_section",
+    "memory": "tb_gpuinsight.analysis.memory:build_section",
+    "timeline": "tb_gpuinsight.analysis.timeline:build_section",
 }
 
 

@@ -13,7 +13,6 @@ from typing import Any, Dict, List
 
 from ..analysis.overview import CATEGORIES, LABELS, Overview
 from ..cli import _print_csv
-from ..routes.overview import _json_safe
 
 
 def register(sub) -> None:
@@ -31,7 +30,7 @@ def run(args) -> int:
 
     result = overview(args.path, worker=args.worker)
     if args.format == "json":
-        print(json.dumps(_json_safe(result.to_json()), indent=1))
+        print(json.dumps(result.to_json(), indent=1))
     elif args.format == "csv":
         _print_csv(result.steps)
     else:

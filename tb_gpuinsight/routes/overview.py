@@ -24,15 +24,5 @@ def overview(plugin, request) -> Dict[str, Any]:
              for state, section in service.sections(run, worker, span, "overview")]
     if parts and all(section.error for _, section, _ in parts):
         raise SectionError(f"overview: {parts[0][1].error}")
-    return _json_safe(build_overview(parts).to_json())
+    return build_overview(parts).to_json()
 
-
-def _json_safe(value: Any) -> Any:
-    """NaN and infinities become None (JSON has neither)."""
-    if isinstance(value, float):
-        return value if value == value and abs(value) != float("inf") else None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value

@@ -2,6 +2,7 @@
 import { diffTab } from "./diff";
 import { executionGraphTab } from "./executionGraph";
 import { kernelEfficiencyTab } from "./kernelEfficiency";
+import { memoryTab } from "./memory";
 import { overviewTab } from "./overview";
 import { tensorShapesTab } from "./tensorShapes";
 import { timelineTab } from "./timeline";
@@ -13,6 +14,7 @@ export const TABS: readonly TabDef[] = [
   diffTab,
   tensorShapesTab,
   executionGraphTab,
+  memoryTab,
   timelineTab,
 ];
 
