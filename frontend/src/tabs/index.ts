@@ -5,6 +5,7 @@ import { kernelEfficiencyTab } from "./kernelEfficiency";
 import { memoryTab } from "./memory";
 import { overviewTab } from "./overview";
 import { tensorShapesTab } from "./tensorShapes";
+import { timelineTab } from "./timeline";
 import type { TabDef } from "./types";
 
 export const TABS: readonly TabDef[] = [
@@ -14,6 +15,7 @@ export const TABS: readonly TabDef[] = [
   tensorShapesTab,
   executionGraphTab,
   memoryTab,
+  timelineTab,
 ];
 
 export type { TabDef, TabView } from "./types";
