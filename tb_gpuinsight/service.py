@@ -8,8 +8,12 @@ Nothing here ever writes into the logdir.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import multiprocessing
 import os
+import shutil
+import signal
+import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -25,6 +29,10 @@ from .sections import Section, SectionContext, build_all
 
 ALL_SPANS = "all"
 SETTLE_SECONDS = 30.0  # a failing file unchanged this long is reported broken, not "being written"
+MAX_WORKER_DEATHS = 2  # a span whose analysis killed its process this often waits for its file to change
+_TEST_HOLD_ENV = "TB_GPUINSIGHT_TEST_HOLD"  # tests only: workers stall on paths containing this text
+
+log = logging.getLogger(__name__)
 
 
 class NotFound(GpuInsightError):
@@ -46,6 +54,7 @@ class SpanState:
     status: str = "pending"
     reason: str = ""
     future: Any = None
+    deaths: int = 0  # analysis processes that died while analysing this version of the file
     execution_traces: List[FileEntry] = field(default_factory=list)  # the span's own, then the run's
     tensor_traces: List[FileEntry] = field(default_factory=list)
 
@@ -83,6 +92,24 @@ def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Seq
         return "error", f"internal error: {type(exc).__name__}: {exc}"[:300], False
 
 
+def supervised_job(marker_dir: str, key: str, *job: Any) -> Tuple[str, Any, bool]:
+    """Worker-process entry: `summarize_file(*job)`, leaving a marker (file named by this process id, holding
+    the span's key) while it runs, so that the server knows which span a process was analysing if it dies."""
+    marker = os.path.join(marker_dir, str(os.getpid()))
+    with open(marker, "w", encoding="utf-8") as f:
+        f.write(key)
+    try:
+        hold = os.environ.get(_TEST_HOLD_ENV)
+        if hold and hold in job[0]:
+            time.sleep(600)
+        return summarize_file(*job)
+    finally:
+        try:
+            os.unlink(marker)
+        except OSError:
+            pass
+
+
 class LogdirService:
     """Runs of one logdir, their loading state and their analyses."""
 
@@ -103,8 +130,11 @@ class LogdirService:
         self._lock = threading.RLock()
         self._loaded: "OrderedDict[str, Efficiency]" = OrderedDict()
         self._sections: Dict[str, Dict[str, Section]] = {}  # by summary key, evicted with `_loaded`
-        self._pool: Optional[concurrent.futures.Executor] = None
+        self._pool: Optional[concurrent.futures.ProcessPoolExecutor] = None
+        self._marker_dir = ""
+        self._culprits: Dict[int, set] = {}  # by id(broken pool): keys of the spans whose process died
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._datasheet: Optional[List[DeviceSpec]] = None
 
@@ -118,13 +148,20 @@ class LogdirService:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._marker_dir:
+            shutil.rmtree(self._marker_dir, ignore_errors=True)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.scan()
-            self._stop.wait(self.scan_interval)
+            try:
+                self.scan()
+            except Exception:  # the scanner must outlive any bug: log it and scan again next time
+                log.exception("gpuinsight: scanning the logdir failed")
+            self._wake.wait(self.scan_interval)
+            self._wake.clear()
 
     def datasheet(self) -> List[DeviceSpec]:
         if self._datasheet is None:
@@ -185,19 +222,81 @@ class LogdirService:
         if self.workers <= 0:
             self._finish(span, job[0](*job[1:]))
             return
+        with self._lock:
+            pool = self._pool_now()
+        try:
+            future = pool.submit(supervised_job, self._marker_dir, span.key, *job[1:])
+        except (concurrent.futures.process.BrokenProcessPool, RuntimeError):
+            with self._lock:  # broke between our check and the submit: the next scan uses a new pool
+                if self._pool is pool:
+                    self._pool = None
+                span.status = "pending"
+            self._wake.set()
+            return
+        span.future = future
+        future.add_done_callback(lambda f, s=span, p=pool: self._finish(s, self._outcome(f, s, p)))
+
+    def _pool_now(self) -> concurrent.futures.ProcessPoolExecutor:
+        """The worker pool, (re)built when missing."""
         if self._pool is None:
+            if not self._marker_dir or not os.path.isdir(self._marker_dir):
+                self._marker_dir = tempfile.mkdtemp(prefix="tb-gpuinsight-running-")
             # spawn, not fork: TensorBoard is multi-threaded and forking it can deadlock.
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
-        future = self._pool.submit(*job)
-        span.future = future
-        future.add_done_callback(lambda f, s=span: self._finish(s, _result(f)))
+        return self._pool
+
+    def _outcome(self, future: concurrent.futures.Future, span: SpanState,
+                 pool: concurrent.futures.ProcessPoolExecutor) -> Tuple[str, Any, bool]:
+        """A finished future's result; when its pool broke, blame only the span whose process died and send
+        the others back to the queue (on a fresh pool)."""
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            return "error", "analysis cancelled", True
+        except concurrent.futures.process.BrokenProcessPool:
+            pass
+        except Exception as exc:  # the result could not come back (e.g. it did not unpickle)
+            return "error", f"analysis process failed: {type(exc).__name__}: {exc}"[:300], False
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+            culprits = self._culprits.setdefault(id(pool), self._dead_spans(pool))
+            if span.key not in culprits:
+                return "retry", None, False
+            span.deaths += 1
+            if span.deaths < MAX_WORKER_DEATHS:
+                return "retry", None, False
+        return "error", (f"the analysis process died, likely out of memory; size {span.entry.size / 1e6:.0f} MB "
+                         f"(not retried until the file changes)"), False
+
+    def _dead_spans(self, pool: concurrent.futures.ProcessPoolExecutor) -> set:
+        """Keys of the spans that processes of a broken pool were analysing when they died. Called while the pool
+        reports the break, before it stops its surviving processes: the dead ones are those with an exit code.
+        When that cannot be told, every span that was running is a suspect."""
+        running: Dict[int, str] = {}
+        for name in os.listdir(self._marker_dir) if os.path.isdir(self._marker_dir) else []:
+            try:
+                with open(os.path.join(self._marker_dir, name), encoding="utf-8") as f:
+                    running[int(name)] = f.read()
+                os.unlink(os.path.join(self._marker_dir, name))
+            except (OSError, ValueError):
+                continue
+        procs = getattr(pool, "_processes", None) or {}
+        dead = {pid for pid, proc in procs.items() if proc.exitcode not in (None, -signal.SIGTERM)}
+        if dead & set(running):
+            return {key for pid, key in running.items() if pid in dead}
+        return set(running.values())
 
     def _finish(self, span: SpanState, result: Tuple[str, Any, bool]) -> None:
         kind, payload, incomplete = result
         with self._lock:
             span.future = None
             self.generation += 1
+            if kind == "retry":
+                span.status, span.reason = "pending", ""
+                self._wake.set()
+                return
             if kind == "ok":
                 if not self.cache.put(span.key, payload):
                     self._remember(span.key, self._rated(payload, span.key))  # cache not writable: keep in memory
@@ -324,11 +423,3 @@ class LogdirService:
             raise NotFound("choose one span to download its trace")
         return self.span_states(run, worker, span)[0].entry
 
-
-def _result(future: concurrent.futures.Future) -> Tuple[str, Any, bool]:
-    try:
-        return future.result()
-    except concurrent.futures.CancelledError:
-        return "error", "analysis cancelled", True
-    except Exception as exc:  # a worker process died (killed, out of memory)
-        return "error", f"analysis process failed: {type(exc).__name__}: {exc}"[:300], False

@@ -1,0 +1,74 @@
+"""The plugin under failure: dead analysis processes, a crashing scanner, corrupt or swapped cache summaries,
+oversized and special files, and every failure answered as JSON."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+
+import pytest
+
+from tb_gpuinsight import service as service_mod
+from tb_gpuinsight.service import LogdirService
+
+from .test_plugin import BERT, _ready, _wait, logdir  # noqa: F401  (fixture)
+
+
+def _status(service, run):
+    return next((r for r in service.runs_json()["runs"] if r["run"] == run), None)
+
+
+def _running_pid(service, key):
+    """The process id of the worker analysing the span with this cache key, from its marker."""
+    folder = service._marker_dir
+    for name in os.listdir(folder) if folder and os.path.isdir(folder) else []:
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                if f.read() == key:
+                    return int(name)
+        except OSError:
+            continue
+    return None
+
+
+def test_dead_worker_marks_only_its_span_and_the_pool_recovers(logdir, tmp_path, monkeypatch):
+    monkeypatch.setenv(service_mod._TEST_HOLD_ENV, os.sep + "bert_h100" + os.sep)  # bert's analysis stalls
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=2, scan_interval=0.2)
+    service.start()
+    try:
+        assert _wait(lambda: service.runs, timeout=30)
+        bert = service.span_states(BERT["run"], BERT["worker"], BERT["span"])[0]
+        for _ in range(service_mod.MAX_WORKER_DEATHS):  # as the OOM killer would, twice
+            assert _wait(lambda: _running_pid(service, bert.key) is not None, timeout=120)
+            os.kill(_running_pid(service, bert.key), signal.SIGKILL)
+            assert _wait(lambda: bert.status != "loading" or _running_pid(service, bert.key) is None, 60)
+        assert _wait(lambda: _status(service, "bert_h100")["status"] == "error", timeout=60)
+        reason = _status(service, "bert_h100")["errors"][0]["reason"]
+        assert "analysis process died, likely out of memory" in reason and "MB" in reason
+        assert _wait(lambda: _ready(service, "vit_h100") and _ready(service, "minitoy_mi250"), timeout=180)
+        shutil.copytree(logdir / "vit_h100", logdir / "vit_later")  # a run added after the crash still loads
+        assert _wait(lambda: _ready(service, "vit_later"), timeout=180)
+        assert service.span_states(BERT["run"], BERT["worker"], BERT["span"])[0].status == "error"
+    finally:
+        service.stop()
+
+
+def test_scanner_survives_an_exception(logdir, tmp_path, monkeypatch):
+    calls = []
+    real = service_mod.discover
+
+    def flaky(path):
+        calls.append(path)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        return real(path)
+
+    monkeypatch.setattr(service_mod, "discover", flaky)
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=0.05)
+    service.start()
+    try:
+        assert _wait(lambda: _ready(service, "bert_h100"), timeout=60)
+        assert service._thread.is_alive() and len(calls) > 1
+    finally:
+        service.stop()
