@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import re
 import threading
@@ -22,9 +23,11 @@ from .analysis.efficiency import AUTO, Efficiency
 from .errors import GpuInsightError, TraceError
 from .estimate.devices import DTYPES
 from .routes import ROUTE_MODULES, params
-from .service import LogdirService, NotFound, NotReady
+from .service import LogdirService, NotFound, NotReady, SpanFailed
 
 PLUGIN_NAME = "gpuinsight"
+RETRY_AFTER_S = 2  # what a 503 ("still loading") tells the client to wait
+log = logging.getLogger(__name__)
 _STATIC = os.path.join(os.path.dirname(__file__), "static")
 
 
@@ -65,7 +68,7 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             module = importlib.import_module(module_name)
             for path, handler in module.routes(self).items():
                 apps[path] = self._json_route(handler)
-        return apps
+        return {path: _get_only(app) for path, app in apps.items()}
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -81,6 +84,8 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
                 return http_util.Respond(request, self._body(request, handler, cached), "application/json")
             except GpuInsightError as exc:
                 return _error(request, exc)
+            except Exception as exc:  # a bug: log the traceback here, answer one line of JSON
+                return _internal_error(request, exc)
         return app
 
     def _body(self, request, handler: Callable, cached: bool) -> str:
@@ -111,9 +116,12 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
         try:
             run, worker, span = params.selection(request)
             entry = self.service.span_entry(run, worker, span)
+            self.service.ready_states(run, worker, span)  # a failed span answers 422, a loading one 503
             eff = self._analysis_for_download(entry.path)
         except GpuInsightError as exc:
             return _error(request, exc)
+        except Exception as exc:
+            return _internal_error(request, exc)
         from .analysis.augment import augmented_args, augmented_chunks
 
         chunks = _gzip_stream(augmented_chunks(entry.path, augmented_args(eff)))
@@ -140,13 +148,40 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, allow_nan=False, separators=(",", ":"))
 
 
-_STATUS = ((params.BadRequest, 400), (NotFound, 404), (NotReady, 503), (TraceError, 422))
+_STATUS = ((params.BadRequest, 400), (NotFound, 404), (NotReady, 503), (SpanFailed, 422), (TraceError, 422))
 
 
 def _error(request, exc: GpuInsightError):
-    """`{"error": "one line"}` with the status that fits the error (400 for any other input problem)."""
+    """`{"error": "one line"}` with the status that fits the error (400 for any other input problem); a 503
+    ("still loading") says when to ask again."""
     status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 400)
-    return http_util.Respond(request, _dumps({"error": str(exc)}), "application/json", code=status)
+    headers = [("Retry-After", str(RETRY_AFTER_S))] if status == 503 else None
+    return http_util.Respond(request, _dumps({"error": _one_line(str(exc))}), "application/json", code=status,
+                             headers=headers)
+
+
+def _internal_error(request, exc: BaseException):
+    log.error("gpuinsight: %s failed", request.path, exc_info=exc)
+    text = "internal error while answering this request (see the TensorBoard log)" if not isinstance(
+        exc, MemoryError) else "out of memory while answering this request"
+    return http_util.Respond(request, _dumps({"error": text}), "application/json", code=500)
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _get_only(app: Callable) -> Callable:
+    """Answer 405 (JSON, with Allow) to anything but GET and HEAD."""
+    def guarded(environ, start_response):
+        if environ.get("REQUEST_METHOD", "GET") in ("GET", "HEAD"):
+            return app(environ, start_response)
+        body = _dumps({"error": "method not allowed: this route answers GET only"}).encode("utf-8")
+        start_response("405 Method Not Allowed", [("Content-Type", "application/json"), ("Allow", "GET, HEAD"),
+                                                  ("Content-Length", str(len(body)))])
+        return [body]
+    return guarded
 
 
 def _safe_filename(name: str) -> str:

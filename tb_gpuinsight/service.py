@@ -40,7 +40,11 @@ class NotFound(GpuInsightError):
 
 
 class NotReady(GpuInsightError):
-    """A span that is still loading (or failed: the message says which)."""
+    """A span that is still loading: ask again later (HTTP 503 with Retry-After)."""
+
+
+class SpanFailed(GpuInsightError):
+    """A span whose analysis failed for good (until its file changes): the message says why (HTTP 422)."""
 
 
 @dataclass
@@ -353,13 +357,16 @@ class LogdirService:
 
     def ready_states(self, run: str, worker: str, span: str) -> List[SpanState]:
         """The analysed spans of a selection: one span, or the ready spans of a worker ("all", at least one).
-        Raises NotFound, or NotReady while a named span (or every span of "all") is not analysed."""
+        Raises NotFound; NotReady while a named span (or a span of "all" with none ready) is still loading;
+        SpanFailed when it failed (for "all": when every span failed)."""
         states = self.span_states(run, worker, span)
         pending = [s for s in states if s.status != "ready"]
         ready = [s for s in states if s.status == "ready"]
         if pending and (span != ALL_SPANS or not ready):
-            s = pending[0]
-            raise NotReady(f"{s.span}: {s.reason}" if s.status == "error" else f"{s.span} is {s.status}")
+            loading = [s for s in pending if s.status != "error"]
+            if loading:
+                raise NotReady(f"{loading[0].span} is {loading[0].status}")
+            raise SpanFailed(f"{pending[0].span}: {pending[0].reason}")
         return ready
 
     def analysis(self, run: str, worker: str, span: str, dtype: str = AUTO) -> Efficiency:

@@ -72,3 +72,45 @@ def test_scanner_survives_an_exception(logdir, tmp_path, monkeypatch):
         assert service._thread.is_alive() and len(calls) > 1
     finally:
         service.stop()
+
+
+def test_every_failure_is_json_with_the_right_status(logdir, tmp_path, monkeypatch):
+    from tb_gpuinsight.routes import kernels
+
+    from .test_plugin import BASE, _client, _get
+
+    client, plugin = _client(logdir, tmp_path)
+    assert _wait(lambda: _status(plugin.service, "broken_run")["status"] == "error")
+    broken = {"run": "broken_run", "worker": "w", "span": "w.1700000000000000000.pt.trace.json"}
+    for route in ("devices", "kernels", "trace"):
+        response = client.get(f"{BASE}/{route}", query_string=broken)
+        body = response.get_json()
+        assert response.status_code == 422 and "ends early" in body["error"], route
+    for method in ("post", "put", "delete"):
+        response = getattr(client, method)(f"{BASE}/kernels", query_string=BERT)
+        assert response.status_code == 405 and response.get_json()["error"].startswith("method not allowed")
+        assert "GET" in response.headers["Allow"]
+    monkeypatch.setattr(kernels, "devices", lambda eff: 1 / 0)  # a bug in a handler
+    plugin2 = type(plugin)(_context(logdir), service=plugin.service)
+    client2 = _wsgi(plugin2)
+    code, body = _get(client2, "devices", **BERT)
+    assert code == 500 and body["error"].startswith("internal error") and "ZeroDivision" not in body["error"]
+    span = plugin.service.span_states(BERT["run"], BERT["worker"], BERT["span"])[0]
+    span.status = "loading"
+    plugin.service.generation += 1
+    response = client.get(f"{BASE}/kernels", query_string=BERT)
+    assert response.status_code == 503 and response.headers["Retry-After"].isdigit()
+    assert "loading" in response.get_json()["error"]
+
+
+def _context(logdir):
+    from tensorboard.plugins import base_plugin
+
+    return base_plugin.TBContext(logdir=str(logdir), flags=None)
+
+
+def _wsgi(plugin):
+    from tensorboard.backend import application
+    from werkzeug.test import Client
+
+    return Client(application.TensorBoardWSGI([plugin]))

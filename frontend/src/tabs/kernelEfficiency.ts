@@ -13,7 +13,7 @@ import { deviceCard, summaryFigures } from "../components/deviceCard";
 import { Details } from "../components/details";
 import { KernelTable } from "../components/kernelTable";
 import { Roofline } from "../components/roofline";
-import { emptyState, errorState, inlineError, loadingState } from "../components/states";
+import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { debounce, field, h, replace, select } from "../dom";
 import { count } from "../format";
 import { loadPrefs, savePrefs, Store } from "../state";
@@ -97,9 +97,7 @@ class KernelEfficiencyView implements TabView {
       if (signal.aborted || isAbort(err)) return;
       replace(
         this.host,
-        errorState("Could not load the devices of this selection", err instanceof Error ? err.message : String(err), () =>
-          this.load(),
-        ),
+        requestErrorState("Could not load the devices of this selection", err, () => this.load()),
       );
       return;
     }
