@@ -18,7 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from . import cache as cache_mod
 from .analysis.efficiency import AUTO, Efficiency, combine
@@ -59,6 +59,8 @@ class SpanState:
     reason: str = ""
     future: Any = None
     deaths: int = 0  # analysis processes that died while analysing this version of the file
+    identity: Dict[str, Any] = field(default_factory=dict)  # what its cached summary must say it is
+    repaired: bool = False  # its cached summary was found damaged once and recomputed
     execution_traces: List[FileEntry] = field(default_factory=list)  # the span's own, then the run's
     tensor_traces: List[FileEntry] = field(default_factory=list)
 
@@ -75,7 +77,8 @@ class RunState:
 
 
 def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Sequence[str] = (),
-                   tensor_traces: Sequence[str] = ()) -> Tuple[str, Any, bool]:
+                   tensor_traces: Sequence[str] = (), trace_identity: Optional[Dict[str, Any]] = None
+                   ) -> Tuple[str, Any, bool]:
     """Worker-process entry: ("ok", summary bytes, False) or ("error", reason, incomplete)."""
     from . import load
     from .analysis.efficiency import analyze_trace
@@ -84,7 +87,7 @@ def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Seq
         trace = load(path, extra_args=extra_args)
         eff = analyze_trace(trace)
         sections = build_all(SectionContext(trace, eff, tuple(execution_traces), tuple(tensor_traces)))
-        return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta), sections), False
+        return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta), sections, trace_identity), False
     except TraceError as exc:
         return "error", str(exc.reason) + (f" (at byte {exc.offset})" if exc.offset is not None else ""), \
             exc.incomplete
@@ -200,7 +203,8 @@ class LogdirService:
         for worker, spans in run.workers.items():
             for span in spans:
                 e = span.trace
-                key = cache_mod.cache_key(e.path, e.size, e.mtime_ns, "|".join(self.extra_args))
+                options = "|".join(self.extra_args)
+                key = cache_mod.cache_key(e.path, e.size, e.mtime_ns, options)
                 old = state.spans.get((worker, span.name))
                 companions = {"execution_traces": span.execution_traces + run.execution_traces,
                               "tensor_traces": span.tensor_traces + run.tensor_traces}
@@ -208,7 +212,8 @@ class LogdirService:
                     self._maybe_retry(old)
                     old.__dict__.update(companions)
                     continue
-                new = SpanState(run.name, worker, span.name, e, span.stamp, key, **companions)
+                new = SpanState(run.name, worker, span.name, e, span.stamp, key, **companions,
+                                identity=cache_mod.identity(e.path, e.size, e.mtime_ns, options))
                 self.generation += 1
                 if self.cache.has(key):
                     new.status = "ready"
@@ -222,7 +227,7 @@ class LogdirService:
     def _submit(self, span: SpanState) -> None:
         span.status = "loading"
         job = (summarize_file, span.entry.path, self.extra_args, [e.path for e in span.execution_traces],
-               [e.path for e in span.tensor_traces])
+               [e.path for e in span.tensor_traces], span.identity)
         if self.workers <= 0:
             self._finish(span, job[0](*job[1:]))
             return
@@ -303,7 +308,7 @@ class LogdirService:
                 return
             if kind == "ok":
                 if not self.cache.put(span.key, payload):
-                    self._remember(span.key, self._rated(payload, span.key))  # cache not writable: keep in memory
+                    self._remember(span.key, self._rated(payload, span))  # cache not writable: keep in memory
                 span.status, span.reason = "ready", ""
                 return
             age = time.time() - span.entry.mtime_ns / 1e9
@@ -401,19 +406,41 @@ class LogdirService:
             if hit is not None and span.key in self._sections:
                 self._loaded.move_to_end(span.key)
                 return hit
-        data = self.cache.get(span.key)
-        if data is None:  # evicted from disk meanwhile: analyse again
-            with self._lock:
-                span.status = "pending"
+        try:
+            data = self.cache.get(span.key)
+            eff = self._rated(data, span) if data is not None else None
+        except cache_mod.CorruptSummary as exc:
+            self.cache.delete(span.key)
+            self._repair(span, str(exc))
+        if eff is None:  # evicted from disk meanwhile: analyse again
+            self._requeue(span)
             raise NotReady(f"{span.span} is being analysed again (its cached summary went missing)")
-        eff = self._rated(data, span.key)
         self._remember(span.key, eff)
         return eff
 
-    def _rated(self, data: bytes, key: str) -> Efficiency:
-        summary = cache_mod.load_summary(data)
+    def _repair(self, span: SpanState, why: str) -> NoReturn:
+        """A damaged summary is analysed again, once per version of the file; a second one is an error."""
         with self._lock:
-            self._sections[key] = summary.sections
+            if span.repaired:
+                span.status = "error"
+                span.reason = f"its cached summary is damaged again ({why}); check the cache directory"
+                self.generation += 1
+                raise SpanFailed(f"{span.span}: {span.reason}")
+            span.repaired = True
+        self._requeue(span)
+        raise NotReady(f"{span.span} is being analysed again ({why})")
+
+    def _requeue(self, span: SpanState) -> None:
+        with self._lock:
+            if span.status == "ready":
+                span.status = "pending"
+                self.generation += 1
+        self._wake.set()
+
+    def _rated(self, data: bytes, span: SpanState) -> Efficiency:
+        summary = cache_mod.load_summary(data, span.identity or None)
+        with self._lock:
+            self._sections[span.key] = summary.sections
         return summary.eff.rerate(AUTO, self.datasheet())
 
     def _remember(self, key: str, eff: Efficiency) -> None:

@@ -114,3 +114,52 @@ def _wsgi(plugin):
     from werkzeug.test import Client
 
     return Client(application.TensorBoardWSGI([plugin]))
+
+
+def _summary_file(service, span):
+    return os.path.join(service.cache.directory, span.key)
+
+
+def test_corrupt_and_swapped_summaries_are_recomputed(logdir, tmp_path):
+    from .test_plugin import _client, _get
+
+    client, plugin = _client(logdir, tmp_path)
+    service = plugin.service
+    bert = service.span_states(BERT["run"], BERT["worker"], BERT["span"])[0]
+    vit = service.span_states("vit_h100", "h100-node", "all")[0]
+    code, good = _get(client, "kernels", **BERT, limit=5)
+    assert code == 200
+    # a flipped byte: fails its checksum
+    fresh = _restart(logdir, tmp_path)
+    with open(_summary_file(fresh, bert), "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    assert _eventually_same(fresh, good)
+    # another trace's (valid) summary under bert's name: its identity does not match
+    fresh = _restart(logdir, tmp_path)
+    shutil.copyfile(_summary_file(fresh, vit), _summary_file(fresh, bert))
+    assert _eventually_same(fresh, good)
+    assert not any(n.startswith(".tmp") for n in os.listdir(fresh.cache.directory))
+
+
+def _restart(logdir, tmp_path):
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=60)
+    service.scan()
+    assert _ready(service, "bert_h100")  # the summary exists: ready without reading the trace
+    return service
+
+
+def _eventually_same(service, good):
+    """The damaged summary is refused (503, never another trace's rows), then recomputed to the same answer."""
+    from tb_gpuinsight.routes.kernels import kernels
+    from tb_gpuinsight.service import NotReady
+    from werkzeug.test import EnvironBuilder
+
+    request = EnvironBuilder(query_string={"limit": 5}).get_request()
+    with pytest.raises(NotReady, match="analysed again"):
+        service.analysis(BERT["run"], BERT["worker"], BERT["span"])
+    service.scan()  # workers=0: analyses inline
+    body = kernels(service.analysis(BERT["run"], BERT["worker"], BERT["span"]), request)
+    return [r["name"] for r in body["rows"]] == [r["name"] for r in good["rows"]] and body["total"] == good["total"]
