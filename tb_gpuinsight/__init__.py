@@ -20,24 +20,31 @@ __all__ = ["load", "analyze", "augment", "diff", "shapes", "discover", "sniff", 
 
 
 def load(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
-         progress: Optional[Progress] = None) -> KinetoTrace:
+         progress: Optional[Progress] = None, max_trace_gb: Optional[float] = None) -> KinetoTrace:
     """Read one Kineto trace (`.json` or `.json.gz`) into columnar tables.
 
     Tables: `ops`, `kernels`, `memops` (memcpy and memset), `launches` (runtime, driver and sync calls),
     `annotations`; plus `devices` and `meta`. Each table converts with `.to_pandas()`. `extra_args` names event
-    args to keep as extra columns (for example "Input Strides", "grid"). Raises `TraceError` with a one-line reason.
+    args to keep as extra columns (for example "Input Strides", "grid"). `max_trace_gb` caps the uncompressed size
+    (default: available memory / 3, or $TB_GPUINSIGHT_MAX_TRACE_GB). Raises `TraceError` with a one-line reason.
     """
+    from .trace.source import max_trace_bytes
+
     kind = sniff(path).kind
     if kind == "execution_trace":
         raise TraceError(path, "an Execution Trace, not a Kineto trace")
     if kind == "tensor_trace":
         raise TraceError(path, "a tensor.trace file, not a Kineto trace")
-    return load_kineto(path, extra_args=extra_args, progress=progress)
+    try:
+        return load_kineto(path, extra_args=extra_args, progress=progress, max_bytes=max_trace_bytes(max_trace_gb))
+    except (MemoryError, RecursionError) as exc:
+        what = "out of memory" if isinstance(exc, MemoryError) else "nesting too deep"
+        raise TraceError(path, f"{what} while reading the trace") from None
 
 
 def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
             devices_file: "Optional[os.PathLike[str] | str]" = None, device: Optional[str] = None,
-            extra_args: Iterable[str] = ()) -> "Efficiency":
+            extra_args: Iterable[str] = (), max_trace_gb: Optional[float] = None) -> "Efficiency":
     """FLOPs, bytes and efficiency of every kernel, memcpy and memset of a trace (a path or a loaded trace).
 
     `dtype`: "auto" rates each kernel against its own dtype's peak, or force one of fp64, fp32, tf32, bf16,
@@ -48,7 +55,7 @@ def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
     from .analysis.efficiency import analyze_trace
     from .estimate.devices import load_datasheet
 
-    loaded = trace if isinstance(trace, KinetoTrace) else load(trace, extra_args=extra_args)
+    loaded = trace if isinstance(trace, KinetoTrace) else load(trace, extra_args=extra_args, max_trace_gb=max_trace_gb)
     try:
         return analyze_trace(loaded, dtype=dtype, datasheet=load_datasheet(devices_file), device_name=device)
     except ValueError as exc:

@@ -46,6 +46,7 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             extra_args=[a for a in (_flag(flags, "gpuinsight_extra_args") or "").split(",") if a.strip()],
             workers=_flag(flags, "gpuinsight_workers"),
             scan_interval=_flag(flags, "gpuinsight_scan_interval") or 10.0,
+            max_trace_gb=_flag(flags, "gpuinsight_max_trace_gb"),
         )
         self.service.start()
         self._lock = threading.Lock()
@@ -214,6 +215,9 @@ class GpuInsightLoader(base_plugin.TBLoader):
                            help="worker processes that analyse traces (default: min(cores, 4))")
         group.add_argument("--gpuinsight_scan_interval", type=float, default=10.0,
                            help="seconds between scans of the logdir for new runs and spans")
+        group.add_argument("--gpuinsight_max_trace_gb", type=float, default=None,
+                           help="refuse traces whose uncompressed size passes this many GB "
+                                "(default: the memory available to an analysis process / 3)")
 
     def load(self, context: base_plugin.TBContext) -> GpuInsightPlugin:
         return GpuInsightPlugin(context)

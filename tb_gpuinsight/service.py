@@ -77,13 +77,15 @@ class RunState:
 
 
 def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Sequence[str] = (),
-                   tensor_traces: Sequence[str] = (), trace_identity: Optional[Dict[str, Any]] = None
-                   ) -> Tuple[str, Any, bool]:
+                   tensor_traces: Sequence[str] = (), trace_identity: Optional[Dict[str, Any]] = None,
+                   max_trace_gb: Optional[float] = None) -> Tuple[str, Any, bool]:
     """Worker-process entry: ("ok", summary bytes, False) or ("error", reason, incomplete)."""
     from . import load
     from .analysis.efficiency import analyze_trace
+    from .trace.source import set_max_trace_gb
 
     try:
+        set_max_trace_gb(max_trace_gb)  # also caps the ET and tensor.trace readers of the sections
         trace = load(path, extra_args=extra_args)
         eff = analyze_trace(trace)
         sections = build_all(SectionContext(trace, eff, tuple(execution_traces), tuple(tensor_traces)))
@@ -94,7 +96,9 @@ def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Seq
     except GpuInsightError as exc:
         return "error", str(exc), False
     except MemoryError:
-        return "error", "out of memory while reading this trace", False
+        return "error", "out of memory while analysing this trace; lower --gpuinsight_max_trace_gb", False
+    except RecursionError:
+        return "error", "nesting too deep to analyse", False
     except Exception as exc:  # a bug must not take the server down; say what happened in one line
         return "error", f"internal error: {type(exc).__name__}: {exc}"[:300], False
 
@@ -122,11 +126,12 @@ class LogdirService:
 
     def __init__(self, logdir: str, cache_dir: Optional[str] = None, devices_file: Optional[str] = None,
                  extra_args: Sequence[str] = (), workers: Optional[int] = None, scan_interval: float = 10.0,
-                 max_loaded: int = 32) -> None:
+                 max_loaded: int = 32, max_trace_gb: Optional[float] = None) -> None:
         self.logdir = logdir
         self.cache = cache_mod.SummaryCache(cache_dir if cache_dir is not None else cache_mod.default_cache_dir())
         self.devices_file = devices_file
         self.extra_args = tuple(extra_args)
+        self.max_trace_gb = max_trace_gb  # None: the default cap of each worker (its available memory / 3)
         self.workers = min(os.cpu_count() or 1, 4) if workers is None else workers
         self.scan_interval = scan_interval
         self.max_loaded = max_loaded
@@ -227,7 +232,7 @@ class LogdirService:
     def _submit(self, span: SpanState) -> None:
         span.status = "loading"
         job = (summarize_file, span.entry.path, self.extra_args, [e.path for e in span.execution_traces],
-               [e.path for e in span.tensor_traces], span.identity)
+               [e.path for e in span.tensor_traces], span.identity, self.max_trace_gb)
         if self.workers <= 0:
             self._finish(span, job[0](*job[1:]))
             return

@@ -163,3 +163,63 @@ def _eventually_same(service, good):
     service.scan()  # workers=0: analyses inline
     body = kernels(service.analysis(BERT["run"], BERT["worker"], BERT["span"]), request)
     return [r["name"] for r in body["rows"]] == [r["name"] for r in good["rows"]] and body["total"] == good["total"]
+
+
+def _bomb(path, megabytes):
+    """A valid (multi-member) gzip trace of mostly blanks: about 1 KB per inflated MB."""
+    import gzip
+
+    blank = gzip.compress(b" " * (1 << 20), 9)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(b'{"traceEvents": ['))
+        for _ in range(megabytes):
+            f.write(blank)
+        f.write(gzip.compress(b"]}"))
+
+
+def test_gzip_bomb_stops_at_the_cap_with_a_one_line_reason(tmp_path):
+    import resource
+
+    from tb_gpuinsight import TraceError, load
+    from tb_gpuinsight.cli import main
+
+    bomb = tmp_path / "w.1.pt.trace.json.gz"
+    _bomb(bomb, 512)  # 512 MiB inflated
+    assert bomb.stat().st_size < 1 << 20
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(TraceError, match=r"inflates past 0.05 GB; raise --max-trace-gb to analyse it"):
+        load(bomb, max_trace_gb=0.05)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 200, grown_mb  # stopped at the cap, not after inflating the bomb
+    assert main(["analyze", str(bomb), "--max-trace-gb", "0.05"]) == 2
+    small = tmp_path / "w.2.pt.trace.json.gz"
+    _bomb(small, 8)  # under the cap: read, and refused only for what it is (no events)
+    with pytest.raises(TraceError, match="no events"):
+        load(small, max_trace_gb=0.05)
+
+
+def test_special_files_are_refused_without_blocking(tmp_path):
+    from tb_gpuinsight import TraceError, load
+    from tb_gpuinsight.trace.et import load_et
+    from tb_gpuinsight.trace.tensortrace import read_tensor_trace
+
+    fifo = tmp_path / "w.1.pt.trace.json"
+    os.mkfifo(fifo)
+    zero = tmp_path / "w.2.pt.trace.json"
+    zero.symlink_to("/dev/zero")
+    for path in (fifo, zero):
+        kind = "FIFO" if path == fifo else "device"
+        for reader in (load, load_et, read_tensor_trace):
+            with pytest.raises(TraceError, match=f"not a regular file \\(a {kind}\\)"):
+                reader(path)
+
+
+def test_corrupt_gzip_is_named_as_such(tmp_path):
+    from tb_gpuinsight import TraceError, load
+    from tb_gpuinsight.logdir import sniff
+
+    bad = tmp_path / "w.1.pt.trace.json.gz"
+    bad.write_bytes(b"\x1f\x8b" + b"not deflate data" * 10)
+    assert "corrupt gzip data" in sniff(bad).reason
+    with pytest.raises(TraceError, match="corrupt gzip data"):
+        load(bad)

@@ -517,18 +517,19 @@ _BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
 
 
 def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
-                progress: Optional[Progress] = None) -> KinetoTrace:
+                progress: Optional[Progress] = None, max_bytes: Optional[int] = None) -> KinetoTrace:
     """Read a Kineto trace (`.json` or `.json.gz`) into tables.
 
     `extra_args` names event args to keep besides the standard ones (for example "Input Strides",
     "Module Hierarchy", "Collective name"); each becomes an object column in every table, None where absent.
     `progress(stage, done, total)` is called while reading ("read", bytes) and decoding ("decode", events).
+    `max_bytes` caps the uncompressed size (default: `source.max_trace_bytes()`).
     Raises `TraceError` with a one-line reason for anything that is not a readable Kineto trace.
     """
     path = os.fspath(path)
     extra = tuple(dict.fromkeys(str(a) for a in extra_args))
     file_bytes = _file_size(path)
-    buf = read_all(path, (lambda d, t: progress("read", d, t)) if progress else None)
+    buf = read_all(path, (lambda d, t: progress("read", d, t)) if progress else None, max_bytes)
     top = _decode_top(path, buf)
     events = top.traceEvents
     if not events:

@@ -11,6 +11,7 @@ skipped and reported with their line numbers; the reader never raises on content
 """
 from __future__ import annotations
 
+import io
 import os
 import re
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Iterable, List, Optional, Tuple
 import numpy as np
 
 from ..errors import TraceError
+from .source import max_trace_bytes, open_regular, os_error_reason
 from .table import Interner, Table
 
 SEP = "  "
@@ -85,10 +87,16 @@ def read_tensor_trace(path: "os.PathLike[str] | str") -> TensorTraceFile:
     """Read a tensor.trace file. Raises `TraceError` only when the file cannot be opened or read."""
     text_path = os.fspath(path)
     try:
-        with open(text_path, "r", encoding="utf-8", errors="replace") as f:
-            return parse_lines(f, text_path)
+        with open_regular(text_path) as raw:
+            limit = max_trace_bytes()
+            if os.fstat(raw.fileno()).st_size > limit:
+                raise TraceError(text_path, f"is larger than {limit / 1e9:.3g} GB; raise --max-trace-gb to read it")
+            with io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", errors="replace") as f:
+                return parse_lines(f, text_path)
     except OSError as exc:
-        raise TraceError(text_path, exc.strerror or str(exc)) from None
+        raise TraceError(text_path, os_error_reason(exc)) from None
+    except MemoryError:
+        raise TraceError(text_path, "out of memory while reading it") from None
 
 
 def parse_lines(lines: Iterable[str], path: str = "<lines>") -> TensorTraceFile:
