@@ -223,3 +223,41 @@ def test_corrupt_gzip_is_named_as_such(tmp_path):
     assert "corrupt gzip data" in sniff(bad).reason
     with pytest.raises(TraceError, match="corrupt gzip data"):
         load(bad)
+
+
+def test_augment_writes_only_regular_files_or_new_paths(tmp_path):
+    import stat
+
+    from tb_gpuinsight import GpuInsightError, augment
+    from tb_gpuinsight.cli import main
+
+    from .test_plugin import SAMPLES
+
+    src = os.path.join(SAMPLES, "bert_h100", BERT["span"])
+    null_link = tmp_path / "null.json"
+    null_link.symlink_to("/dev/null")
+    targets = [null_link, tmp_path, tmp_path / "missing_dir" / "x.json"]
+    if os.geteuid() == 0:  # a device node of our own, as root
+        node = tmp_path / "node.json"
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        targets.append(node)
+    for dst in targets:
+        with pytest.raises(GpuInsightError):
+            augment(src, dst)
+        assert main(["augment", src, str(dst)]) == 2
+    assert main(["augment", src, ""]) == 2
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    old = os.umask(0o027)
+    try:
+        fresh = tmp_path / "fresh.json.gz"
+        assert augment(src, fresh) > 0
+        assert stat.S_IMODE(fresh.stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    augment(src, link)
+    assert link.is_symlink() and real.read_text().startswith("{")  # written through the link, link kept
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".tb-gpuinsight")) == []

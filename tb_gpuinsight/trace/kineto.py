@@ -208,7 +208,18 @@ class KinetoTrace:
 
 
 def _decode_json(raw: bytes) -> Any:
-    return msgspec.json.decode(raw) if raw else None
+    """A stored raw arg (shapes, types, concrete inputs); None when absent or not valid JSON text."""
+    try:
+        return msgspec.json.decode(raw) if raw else None
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+
+
+def _float_or_nan(value: Any) -> float:
+    try:
+        return float(value)
+    except (OverflowError, TypeError, ValueError):
+        return float("nan")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -220,15 +231,33 @@ class _Columns:
     def __init__(self) -> None:
         self.chunks: Dict[str, List[np.ndarray]] = {}
         self.interners: Dict[str, Interner] = {}
+        self.dropped = 0  # values that did not fit their column (ints out of range, infinities): made "absent"
 
     def add(self, col: str, arr: np.ndarray) -> None:
         self.chunks.setdefault(col, []).append(arr)
 
     def add_ints(self, col: str, values: Iterable[Optional[int]], n: int, dtype=np.int64) -> None:
-        self.add(col, np.fromiter((_NO_ID if v is None else v for v in values), dtype=dtype, count=n))
+        values = list(values)
+        try:
+            arr = np.fromiter((_NO_ID if v is None else v for v in values), dtype=dtype, count=n)
+        except OverflowError:  # an id beyond the column's range: absent, and counted
+            info = np.iinfo(dtype)
+            fits = [v if v is None or info.min <= v <= info.max else None for v in values]
+            self.dropped += sum(1 for v, f in zip(values, fits) if f is None and v is not None)
+            arr = np.fromiter((_NO_ID if v is None else v for v in fits), dtype=dtype, count=n)
+        self.add(col, arr)
 
     def add_floats(self, col: str, values: Iterable[Optional[float]], n: int) -> None:
-        self.add(col, np.fromiter((np.nan if v is None else v for v in values), dtype=np.float64, count=n))
+        values = list(values)
+        try:
+            arr = np.fromiter((np.nan if v is None else v for v in values), dtype=np.float64, count=n)
+        except OverflowError:  # an integer beyond any float
+            arr = np.fromiter((np.nan if v is None else _float_or_nan(v) for v in values), dtype=np.float64, count=n)
+        bad = ~np.isfinite(arr) & ~np.isnan(arr)
+        if bad.any():  # infinite times, FLOPs or sizes are not measurements: absent, and counted
+            self.dropped += int(bad.sum())
+            arr[bad] = np.nan
+        self.add(col, arr)
 
     def add_strings(self, col: str, values: Iterable, n: int) -> None:
         interner = self.interners.setdefault(col, Interner())
@@ -380,6 +409,7 @@ class _Reader:
         self.counts: Counter = Counter()
         self.malformed = 0
         self.malformed_args = 0
+        self.dropped = 0  # arg values that did not fit their column (counted with malformed_args)
         self.t_min = np.inf
         self.t_max = -np.inf
 
@@ -468,7 +498,9 @@ class _Reader:
     def finish(self) -> Dict[str, Table]:
         tables = {}
         for name in TABLES:
-            table = self.columns.pop(name).finish(name, _ORDER[name])
+            columns = self.columns.pop(name)
+            self.dropped += columns.dropped
+            table = columns.finish(name, _ORDER[name])
             extras = self.extras.pop(name)
             for arg in list(extras):
                 parts = extras.pop(arg)
@@ -506,7 +538,10 @@ def _extra_value(value: Any, memo: Dict[bytes, Any]) -> Any:
         return None
     hit = memo.get(raw, memo)
     if hit is memo:
-        hit = memo[raw] = msgspec.json.decode(raw)
+        try:
+            hit = memo[raw] = msgspec.json.decode(raw)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            hit = memo[raw] = None
     return hit
 
 
@@ -640,7 +675,8 @@ def _meta(path: str, top: _Top, reader: _Reader, tables: Dict[str, Table], file_
         has_external_ids=bool(len(ops) and (ops["ext_id"] >= 0).any()),
         versions=versions,
         category_counts={(k or "(none)"): v for k, v in counts.most_common()},
-        event_count=total, malformed_events=reader.malformed, malformed_args=reader.malformed_args,
+        event_count=total, malformed_events=reader.malformed,
+        malformed_args=reader.malformed_args + reader.dropped,
         start_us=reader.t_min if np.isfinite(reader.t_min) else None,
         end_us=reader.t_max if np.isfinite(reader.t_max) else None,
         extra_args=reader.extra_args,
