@@ -35,6 +35,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except MemoryError:
         print("tb-gpuinsight: error: out of memory; lower --max-trace-gb or free memory", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except RecursionError:
+        print("tb-gpuinsight: error: the input nests too deeply to process", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except BrokenPipeError:  # e.g. piped into `head`
         return 0
     except KeyboardInterrupt:
@@ -158,8 +161,11 @@ def _span(m) -> str:
     start = m.start_us + (m.base_time_ns or 0) / 1000
     when = ""
     if start > 1e15:  # absolute microseconds since the epoch
-        when = datetime.datetime.fromtimestamp(start / 1e6, tz=datetime.timezone.utc).strftime(
-            " from %Y-%m-%d %H:%M:%S UTC")
+        try:
+            when = datetime.datetime.fromtimestamp(start / 1e6, tz=datetime.timezone.utc).strftime(
+                " from %Y-%m-%d %H:%M:%S UTC")
+        except (OverflowError, OSError, ValueError):  # beyond any calendar date: a corrupt timestamp
+            when = f" from {start:.6g} us after the epoch (not a valid date)"
     return f"{m.duration_us / 1000:,.3f} ms{when}"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -146,7 +147,22 @@ def _flag(flags, name: str):
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, allow_nan=False, separators=(",", ":"))
+    """Strict JSON. A NaN or infinity that slipped into an answer (from a malformed trace) is sent as null
+    (unknown), never as the invalid JSON tokens NaN / Infinity."""
+    try:
+        return json.dumps(obj, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        return json.dumps(_finite(obj), allow_nan=False, separators=(",", ":"))
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 _STATUS = ((params.BadRequest, 400), (NotFound, 404), (NotReady, 503), (SpanFailed, 422), (TraceError, 422))

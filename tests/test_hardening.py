@@ -7,6 +7,7 @@ import shutil
 import signal
 import time
 
+import numpy as np
 import pytest
 
 from tb_gpuinsight import service as service_mod
@@ -261,3 +262,119 @@ def test_augment_writes_only_regular_files_or_new_paths(tmp_path):
     augment(src, link)
     assert link.is_symlink() and real.read_text().startswith("{")  # written through the link, link kept
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".tb-gpuinsight")) == []
+
+
+def _bert_events():
+    import gzip
+    import json
+
+    from .test_plugin import SAMPLES
+
+    return json.loads(gzip.decompress(open(os.path.join(SAMPLES, "bert_h100", BERT["span"]), "rb").read()))
+
+
+def _first(events, cat):
+    return next(e for e in events["traceEvents"] if e.get("cat") == cat)
+
+
+def _write(tmp_path, doc, raw_replace=()):
+    import json
+
+    text = json.dumps(doc, ensure_ascii=False)
+    for old, new in raw_replace:
+        text = text.replace(old, new, 1)
+    path = tmp_path / "w.1700000000000000000.pt.trace.json"
+    path.write_bytes(text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text)
+    return path
+
+
+@pytest.mark.parametrize("case", ["big_ids", "inf_flop_and_dur", "deep", "bad_utf8", "far_future"])
+def test_malformed_kineto_content_is_repaired_or_refused_in_one_line(tmp_path, case):
+    from tb_gpuinsight import GpuInsightError, analyze, load
+    from tb_gpuinsight.analysis.augment import write_augmented
+    from tb_gpuinsight.cli import main
+
+    doc = _bert_events()
+    kernel, op = _first(doc, "kernel"), _first(doc, "cpu_op")
+    raw = []
+    if case == "big_ids":
+        kernel["args"].update({"device": 2 ** 40, "stream": 2 ** 70, "correlation": -(2 ** 64)})
+        op["args"]["External id"] = 10 ** 30
+    elif case == "inf_flop_and_dur":
+        op["args"]["kernel_flop"] = "@INF@"
+        kernel["dur"] = "@INF@"
+        raw = [('"@INF@"', "1e999"), ('"@INF@"', "-1e999")]
+    elif case == "deep":
+        op["args"]["Input Dims"] = "@DEEP@"
+        raw = [('"@DEEP@"', "[" * 1500 + "]" * 1500)]
+    elif case == "bad_utf8":
+        kernel["name"] = "kern\udcff<img src=x onerror=alert(1)>"
+    elif case == "far_future":
+        for e in doc["traceEvents"]:
+            if "ts" in e:
+                e["ts"] = 9.3e18
+    path = _write(tmp_path, doc, raw)
+    try:
+        eff = analyze(load(path))
+    except GpuInsightError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert eff.summary() is not None
+    write_augmented(path, tmp_path / "out.json", eff)
+    assert main(["info", str(path)]) == 0
+    if case == "big_ids":
+        assert load(path).meta.malformed_args >= 3  # counted, not silently kept
+    if case == "inf_flop_and_dur":
+        assert not np.isinf(load(path).kernels["dur"]).any()
+
+
+def test_malformed_et_and_tensor_trace_are_repaired(tmp_path):
+    import glob
+    import json
+
+    from tb_gpuinsight import load
+    from tb_gpuinsight.analysis.efficiency import analyze_trace
+    from tb_gpuinsight.analysis.graph import build_graph
+    from tb_gpuinsight.trace.et import load_et
+    from tb_gpuinsight.trace.tensortrace import read_tensor_trace
+
+    from .test_plugin import SAMPLES
+
+    et_doc = json.load(open(glob.glob(os.path.join(SAMPLES, "cpu_mlp", "*.et.json"))[0]))
+    et_doc["nodes"][3]["id"] = 2 ** 70
+    et_doc["nodes"][4]["name"] = "op\udcff"
+    et_path = tmp_path / "w.et.json"
+    et_path.write_bytes(json.dumps(et_doc, ensure_ascii=False).encode("utf-8", "surrogateescape"))
+    et = load_et(et_path)
+    assert et.dropped_nodes == 1 and "\ufffd" in "".join(et.names)
+    untimed = _write(tmp_path, {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1}]})
+    trace = load(untimed)
+    graph = build_graph(et, trace, analyze_trace(trace))  # an ET linked to a trace without timed ops
+    assert len(graph.units)
+    tt = tmp_path / "w.tensor.trace"
+    tt.write_text("[call]  1  torch.Size([99999999999999999999, 2])  8  0x10  x  f  a.py:1\n"
+                  "[call]  " + "9" * 5000 + "  torch.Size([2])  8  0x10  x  f  a.py:1\n"
+                  "[ret]  5\x0b\u00a0  torch.Size([2])  8  0x10  x  f  a.py:99999999999999999999999\n"
+                  "[ret]  5  torch.Size([2])  8  0x10  x  f  a.py:7\n")
+    parsed = read_tensor_trace(tt)
+    assert len(parsed) == 2 and parsed.error_count == 2
+    assert parsed.table["line"].tolist() == [-1, 7]
+
+
+def test_nan_durations_answer_json(logdir, tmp_path):
+    from .test_plugin import _client, _get
+
+    doc = _bert_events()
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["dur"] = "@NAN@"
+    run = logdir / "nan_run"
+    run.mkdir()
+    _write(run, doc, [('"@NAN@"', "1e999")] * 3)
+    client, plugin = _client(logdir, tmp_path)
+    assert _wait(lambda: _ready(plugin.service, "nan_run"))
+    span = plugin.service.span_states("nan_run", "w", "all")[0].span
+    for route, query in (("devices", {"run": "nan_run", "worker": "w", "span": span}),
+                         ("diff", {"a_run": "nan_run", "a_worker": "w", "b_run": "bert_h100", "b_worker": "h100-node"})):
+        code, body = _get(client, route, **query)
+        assert code in (200, 422), (route, body)

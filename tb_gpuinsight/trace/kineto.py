@@ -611,6 +611,8 @@ def _decode_top(path: str, content: TraceBytes) -> _Top:
         raise _json_error(path, exc, len(buf)) from None
     except UnicodeDecodeError as exc:
         raise TraceError(path, "invalid UTF-8 in the trace header", offset=exc.start) from None
+    except RecursionError:
+        raise TraceError(path, "invalid JSON: nesting too deep") from None
     if top.traceEvents is None and len(top.nodes):
         raise TraceError(path, f"an Execution Trace (schema {top.schema}), not a Kineto trace")
     if top.traceEvents is None:
