@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Optional
 
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
-from werkzeug import wrappers
+from werkzeug import wrappers, wsgi
 
 from .analysis.efficiency import AUTO, Efficiency
 from .errors import GpuInsightError, TraceError
@@ -115,29 +115,25 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _trace(self, request):
+        """The augmented trace of one analysed span, as a file download with a Content-Length: written once per
+        version of the file by an analysis worker, then streamed from the cache in small blocks."""
         try:
             run, worker, span = params.selection(request)
-            entry = self.service.span_entry(run, worker, span)
-            self.service.ready_states(run, worker, span)  # a failed span answers 422, a loading one 503
-            eff = self._analysis_for_download(entry.path)
+            self.service.span_entry(run, worker, span)  # one span, not "all"
+            state = self.service.ready_states(run, worker, span)[0]  # a failed span answers 422, a loading one 503
+            path = self.service.augmented_trace(state)
+            f = open(path, "rb")
         except GpuInsightError as exc:
             return _error(request, exc)
         except Exception as exc:
             return _internal_error(request, exc)
-        from .analysis.augment import augmented_args, augmented_chunks
-
-        chunks = _gzip_stream(augmented_chunks(entry.path, augmented_args(eff)))
-        name = re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", os.path.basename(entry.path)) + ".augmented.json.gz"
-        response = wrappers.Response(chunks, mimetype="application/gzip", direct_passthrough=True)
+        name = re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", os.path.basename(state.entry.path)) + ".augmented.json.gz"
+        response = wrappers.Response(wsgi.wrap_file(request.environ, f, buffer_size=1 << 16),
+                                     mimetype="application/gzip", direct_passthrough=True)
+        response.headers["Content-Length"] = str(os.fstat(f.fileno()).st_size)
         response.headers["Content-Disposition"] = f'attachment; filename="{_safe_filename(name)}"'
         response.headers["X-Content-Type-Options"] = "nosniff"
         return response
-
-    def _analysis_for_download(self, path: str) -> Efficiency:
-        from . import load
-        from .analysis.efficiency import analyze_trace
-
-        return analyze_trace(load(path, extra_args=self.service.extra_args), datasheet=self.service.datasheet())
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -203,17 +199,6 @@ def _get_only(app: Callable) -> Callable:
 
 def _safe_filename(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:200]
-
-
-def _gzip_stream(chunks):
-    import zlib
-
-    compressor = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    for piece in chunks:
-        data = compressor.compress(piece)
-        if data:
-            yield data
-    yield compressor.flush()
 
 
 class GpuInsightLoader(base_plugin.TBLoader):

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from . import cache as cache_mod
 from .analysis.efficiency import AUTO, Efficiency, combine
@@ -103,17 +103,38 @@ def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Seq
         return "error", f"internal error: {type(exc).__name__}: {exc}"[:300], False
 
 
-def supervised_job(marker_dir: str, key: str, *job: Any) -> Tuple[str, Any, bool]:
-    """Worker-process entry: `summarize_file(*job)`, leaving a marker (file named by this process id, holding
-    the span's key) while it runs, so that the server knows which span a process was analysing if it dies."""
+def augment_file(path: str, dst: str, extra_args: Tuple[str, ...], devices_file: Optional[str],
+                 max_trace_gb: Optional[float] = None) -> Tuple[str, str]:
+    """Worker-process entry: write the augmented trace of `path` to `dst` (gzip); ("ok", dst) or ("error", reason)."""
+    from . import load
+    from .analysis.augment import write_augmented
+    from .analysis.efficiency import analyze_trace
+    from .trace.source import set_max_trace_gb
+
+    try:
+        set_max_trace_gb(max_trace_gb)
+        trace = load(path, extra_args=extra_args)
+        write_augmented(path, dst, analyze_trace(trace, datasheet=load_datasheet(devices_file)))
+        return "ok", dst
+    except GpuInsightError as exc:
+        return "error", str(exc.reason) if isinstance(exc, TraceError) else str(exc)
+    except MemoryError:
+        return "error", "out of memory while writing the augmented trace"
+    except Exception as exc:  # a bug must not take the server down
+        return "error", f"internal error: {type(exc).__name__}: {exc}"[:300]
+
+
+def supervised_job(marker_dir: str, key: str, func: Callable[..., Any], *args: Any) -> Any:
+    """Worker-process entry: `func(*args)`, leaving a marker (file named by this process id, holding the job's
+    key) while it runs, so that the server knows which span a process was working on if it dies."""
     marker = os.path.join(marker_dir, str(os.getpid()))
     with open(marker, "w", encoding="utf-8") as f:
         f.write(key)
     try:
         hold = os.environ.get(_TEST_HOLD_ENV)
-        if hold and hold in job[0]:
+        if hold and hold in args[0]:
             time.sleep(600)
-        return summarize_file(*job)
+        return func(*args)
     finally:
         try:
             os.unlink(marker)
@@ -145,6 +166,8 @@ class LogdirService:
         self._pool: Optional[concurrent.futures.ProcessPoolExecutor] = None
         self._marker_dir = ""
         self._culprits: Dict[int, set] = {}  # by id(broken pool): keys of the spans whose process died
+        self._downloads: Dict[str, concurrent.futures.Future] = {}  # augmented traces being written, by span key
+        self._scratch = ""  # where augmented traces go when there is no cache directory
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -163,8 +186,9 @@ class LogdirService:
         self._wake.set()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
-        if self._marker_dir:
-            shutil.rmtree(self._marker_dir, ignore_errors=True)
+        for folder in (self._marker_dir, self._scratch):
+            if folder:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -239,7 +263,7 @@ class LogdirService:
         with self._lock:
             pool = self._pool_now()
         try:
-            future = pool.submit(supervised_job, self._marker_dir, span.key, *job[1:])
+            future = pool.submit(supervised_job, self._marker_dir, span.key, *job)
         except (concurrent.futures.process.BrokenProcessPool, RuntimeError):
             with self._lock:  # broke between our check and the submit: the next scan uses a new pool
                 if self._pool is pool:
@@ -455,6 +479,47 @@ class LogdirService:
             while len(self._loaded) > self.max_loaded:
                 old, _ = self._loaded.popitem(last=False)
                 self._sections.pop(old, None)
+
+    def augmented_trace(self, span: SpanState, timeout: float = 900.0) -> str:
+        """Path of the augmented trace (gzip) of an analysed span: written once per version of the file, by an
+        analysis worker (never in this process, whatever the trace's size), then served from the cache.
+        Raises NotReady while it is still being written after `timeout` seconds, SpanFailed when it cannot be."""
+        directory = self.cache.directory or self._scratch_dir()
+        dst = os.path.join(directory, span.key[: -len(".npz")] + ".augmented.json.gz")
+        if os.path.isfile(dst):
+            return dst
+        os.makedirs(directory, exist_ok=True)
+        job = (span.entry.path, dst, self.extra_args, self.devices_file, self.max_trace_gb)
+        if self.workers <= 0:
+            kind, payload = augment_file(*job)
+        else:
+            kind, payload = self._await_download(span, job, timeout)
+        if kind != "ok":
+            raise SpanFailed(f"{span.span}: cannot write the augmented trace: {payload}")
+        return dst
+
+    def _await_download(self, span: SpanState, job: Tuple, timeout: float) -> Tuple[str, str]:
+        with self._lock:  # concurrent downloads of one span share one job
+            future = self._downloads.get(span.key)
+            if future is None:
+                pool = self._pool_now()
+                future = pool.submit(supervised_job, self._marker_dir, span.key + "#augmented", augment_file, *job)
+                self._downloads[span.key] = future
+                future.add_done_callback(lambda f, k=span.key: self._downloads.pop(k, None))
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise NotReady(f"{span.span}: the augmented trace is still being written") from None
+        except (concurrent.futures.process.BrokenProcessPool, concurrent.futures.CancelledError):
+            with self._lock:
+                if self._pool is not None and getattr(self._pool, "_broken", False):
+                    self._pool = None
+            return "error", f"the process writing it died, likely out of memory; size {span.entry.size / 1e6:.0f} MB"
+
+    def _scratch_dir(self) -> str:
+        if not self._scratch:
+            self._scratch = tempfile.mkdtemp(prefix="tb-gpuinsight-downloads-")
+        return self._scratch
 
     def span_entry(self, run: str, worker: str, span: str) -> FileEntry:
         """The trace file of one span (never a path taken from a request)."""

@@ -378,3 +378,21 @@ def test_nan_durations_answer_json(logdir, tmp_path):
                          ("diff", {"a_run": "nan_run", "a_worker": "w", "b_run": "bert_h100", "b_worker": "h100-node"})):
         code, body = _get(client, route, **query)
         assert code in (200, 422), (route, body)
+
+
+def test_trace_download_is_written_once_and_served_from_the_cache(logdir, tmp_path):
+    import gzip
+    import json
+
+    from .test_plugin import BASE, _client
+
+    client, plugin = _client(logdir, tmp_path)
+    first = client.get(f"{BASE}/trace", query_string=BERT)
+    assert first.status_code == 200 and int(first.headers["Content-Length"]) == len(first.get_data())
+    cached = [p for p in os.listdir(tmp_path / "cache") if p.endswith(".augmented.json.gz")]
+    assert len(cached) == 1
+    stamp = os.stat(tmp_path / "cache" / cached[0]).st_mtime_ns
+    second = client.get(f"{BASE}/trace", query_string=BERT)
+    assert second.get_data() == first.get_data()
+    assert os.stat(tmp_path / "cache" / cached[0]).st_mtime_ns == stamp  # served, not written again
+    assert any("kernel_flop" in e.get("args", {}) for e in json.loads(gzip.decompress(second.get_data()))["traceEvents"])

@@ -649,8 +649,9 @@ def _devices(top: _Top) -> List[Dict[str, Any]]:
         if not isinstance(p, dict):
             continue
         d = dict(p)
-        d.setdefault("id", i)
-        d.setdefault("name", "")
+        d["id"] = d["id"] if isinstance(d.get("id"), int) and not isinstance(d.get("id"), bool) \
+            and 0 <= d["id"] < 1 << 31 else i  # an id that is no device number: the position
+        d["name"] = d["name"][:1000] if isinstance(d.get("name"), str) else ""
         if "computeMajor" not in d and "major" in d:
             d["computeMajor"], d["computeMinor"] = d.get("major"), d.get("minor")
         out.append(d)
