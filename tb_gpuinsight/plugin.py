@@ -85,7 +85,7 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             try:
                 return http_util.Respond(request, self._body(request, handler, cached), "application/json")
             except GpuInsightError as exc:
-                return _error(request, exc)
+                return _error(request, exc, self.service.logdir)
             except Exception as exc:  # a bug: log the traceback here, answer one line of JSON
                 return _internal_error(request, exc)
         return app
@@ -93,14 +93,14 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
     def _body(self, request, handler: Callable, cached: bool) -> str:
         """JSON text of a route; answers for analysed data are reused until the logdir's state changes."""
         if not cached:
-            return _dumps(handler(request))
+            return _relative(_dumps(handler(request)), self.service.logdir)
         key = (request.path, request.query_string, self.service.generation)
         with self._lock:
             hit = self._answers.get(key)
             if hit is not None:
                 self._answers.move_to_end(key)
                 return hit
-        body = _dumps(handler(request))
+        body = _relative(_dumps(handler(request)), self.service.logdir)
         with self._lock:
             self._answers[key] = body
             while len(self._answers) > 512:
@@ -124,7 +124,7 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             path = self.service.augmented_trace(state)
             f = open(path, "rb")
         except GpuInsightError as exc:
-            return _error(request, exc)
+            return _error(request, exc, self.service.logdir)
         except Exception as exc:
             return _internal_error(request, exc)
         name = re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", os.path.basename(state.entry.path)) + ".augmented.json.gz"
@@ -164,13 +164,22 @@ def _finite(obj: Any) -> Any:
 _STATUS = ((params.BadRequest, 400), (NotFound, 404), (NotReady, 503), (SpanFailed, 422), (TraceError, 422))
 
 
-def _error(request, exc: GpuInsightError):
+def _error(request, exc: GpuInsightError, logdir: str = ""):
     """`{"error": "one line"}` with the status that fits the error (400 for any other input problem); a 503
     ("still loading") says when to ask again."""
     status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 400)
     headers = [("Retry-After", str(RETRY_AFTER_S))] if status == 503 else None
-    return http_util.Respond(request, _dumps({"error": _one_line(str(exc))}), "application/json", code=status,
-                             headers=headers)
+    body = _relative(_dumps({"error": _one_line(str(exc))}), logdir)
+    return http_util.Respond(request, body, "application/json", code=status, headers=headers)
+
+
+def _relative(body: str, logdir: str) -> str:
+    """JSON text with the logdir's absolute path taken out of file names: answers name files relative to the
+    logdir and never show where it lies on the server."""
+    if not logdir:
+        return body
+    prefix = json.dumps(os.path.join(logdir, ""))[1:-1]
+    return body.replace(prefix, "")
 
 
 def _internal_error(request, exc: BaseException):

@@ -16,6 +16,20 @@ from tb_gpuinsight.service import LogdirService
 from .test_plugin import BERT, _ready, _wait, logdir  # noqa: F401  (fixture)
 
 
+def _client(logdir, tmp_path):
+    """The plugin over `logdir` (analysis in-process), once the sample runs are ready (patient: CI may be busy)."""
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from tb_gpuinsight.plugin import GpuInsightPlugin
+
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=0.1)
+    plugin = GpuInsightPlugin(base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)
+    assert _wait(lambda: all(_ready(service, r) for r in ("bert_h100", "vit_h100")), timeout=300)
+    return Client(application.TensorBoardWSGI([plugin])), plugin
+
+
 def _status(service, run):
     return next((r for r in service.runs_json()["runs"] if r["run"] == run), None)
 
@@ -78,7 +92,7 @@ def test_scanner_survives_an_exception(logdir, tmp_path, monkeypatch):
 def test_every_failure_is_json_with_the_right_status(logdir, tmp_path, monkeypatch):
     from tb_gpuinsight.routes import kernels
 
-    from .test_plugin import BASE, _client, _get
+    from .test_plugin import BASE, _get
 
     client, plugin = _client(logdir, tmp_path)
     assert _wait(lambda: _status(plugin.service, "broken_run")["status"] == "error")
@@ -122,7 +136,7 @@ def _summary_file(service, span):
 
 
 def test_corrupt_and_swapped_summaries_are_recomputed(logdir, tmp_path):
-    from .test_plugin import _client, _get
+    from .test_plugin import _get
 
     client, plugin = _client(logdir, tmp_path)
     service = plugin.service
@@ -362,7 +376,7 @@ def test_malformed_et_and_tensor_trace_are_repaired(tmp_path):
 
 
 def test_nan_durations_answer_json(logdir, tmp_path):
-    from .test_plugin import _client, _get
+    from .test_plugin import _get
 
     doc = _bert_events()
     for e in doc["traceEvents"]:
@@ -384,7 +398,7 @@ def test_trace_download_is_written_once_and_served_from_the_cache(logdir, tmp_pa
     import gzip
     import json
 
-    from .test_plugin import BASE, _client
+    from .test_plugin import BASE
 
     client, plugin = _client(logdir, tmp_path)
     first = client.get(f"{BASE}/trace", query_string=BERT)
@@ -396,3 +410,32 @@ def test_trace_download_is_written_once_and_served_from_the_cache(logdir, tmp_pa
     assert second.get_data() == first.get_data()
     assert os.stat(tmp_path / "cache" / cached[0]).st_mtime_ns == stamp  # served, not written again
     assert any("kernel_flop" in e.get("args", {}) for e in json.loads(gzip.decompress(second.get_data()))["traceEvents"])
+
+
+def test_long_kernel_names_by_key_and_paths_relative_to_the_logdir(logdir, tmp_path):
+    import glob
+
+    from .test_plugin import _get
+
+    doc = _bert_events()
+    long_name = "void cutlass::Kernel<" + "T" * 20000 + ">"
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["name"] = long_name
+    run = logdir / "long_run"
+    run.mkdir()
+    _write(run, doc)
+    et = glob.glob(str(logdir / "cpu_mlp" / "*.et.json"))[0]
+    with open(et, "r+b") as f:  # a broken ET: its error names the file
+        f.truncate(100_000)
+    client, plugin = _client(logdir, tmp_path)
+    assert _wait(lambda: _ready(plugin.service, "long_run"))
+    sel = {"run": "long_run", "worker": "w", "span": "all"}
+    code, body = _get(client, "kernels", **sel)
+    row = next(r for r in body["rows"] if r["name"] == long_name)
+    code, ops = _get(client, "kernel_ops", **sel, name_key=row["name_key"])
+    assert code == 200 and ops["name"] == long_name and ops["ops"]
+    assert _get(client, "kernel_ops", **sel, name_key="../x")[0] == 400
+    span = os.path.basename(et).replace(".et.json", ".pt.trace.json")
+    code, err = _get(client, "graph/view", run="cpu_mlp", worker="cpu-worker", span=span)
+    assert code in (400, 422) and str(logdir) not in err["error"] and "cpu_mlp" in err["error"], err

@@ -89,6 +89,8 @@ export interface DevicesResponse {
 
 export interface KernelRow {
   name: string;
+  /** What `kernel_ops` takes back instead of the name (names can be any length). */
+  name_key?: string;
   op?: string | null;
   count: number;
   total_us: number;
@@ -289,8 +291,13 @@ export const api = {
   roofline: (sel: Selection, device: number, dtype: Dtype, signal?: AbortSignal) =>
     getJson<RooflineResponse>("roofline", { ...selParams(sel), device, dtype }, signal),
 
-  kernelOps: (sel: Selection, device: number, name: string, signal?: AbortSignal) =>
-    getJson<KernelOpsResponse>("kernel_ops", { ...selParams(sel), device, name }, signal),
+  /** The launching ops of a kernel, by its row's `name_key` when known (any name length), else by name. */
+  kernelOps: (sel: Selection, device: number, name: string, signal?: AbortSignal, nameKey?: string) =>
+    getJson<KernelOpsResponse>(
+      "kernel_ops",
+      { ...selParams(sel), device, ...(nameKey ? { name_key: nameKey } : { name }) },
+      signal,
+    ),
 
   /** URL of the augmented trace of one span (a gzip file), for an `<a download>` link. */
   traceUrl: (run: string, worker: string, span: string) => routeUrl("trace", { run, worker, span }),

@@ -294,7 +294,8 @@ class KernelEfficiencyView implements TabView {
 
   private openDetails(name: string): void {
     const device = this.view.get().device;
-    this.details.open(name, this.rows.get(name) ?? null, (signal) => api.kernelOps(this.sel, device, name, signal));
+    const row = this.rows.get(name) ?? null;
+    this.details.open(name, row, (signal) => api.kernelOps(this.sel, device, name, signal, row?.name_key));
   }
 
   private onChange(state: ViewState, changed: ReadonlySet<keyof ViewState>): void {
