@@ -439,3 +439,27 @@ def test_long_kernel_names_by_key_and_paths_relative_to_the_logdir(logdir, tmp_p
     span = os.path.basename(et).replace(".et.json", ".pt.trace.json")
     code, err = _get(client, "graph/view", run="cpu_mlp", worker="cpu-worker", span=span)
     assert code in (400, 422) and str(logdir) not in err["error"] and "cpu_mlp" in err["error"], err
+
+
+def test_graph_focus_on_a_deep_chain_and_huge_device_names(tmp_path):
+    import json
+
+    import tb_gpuinsight.analysis.graph_view as gv
+    from tb_gpuinsight.analysis.graph import build_graph
+    from tb_gpuinsight.estimate.devices import MAX_NAME, match_device
+    from tb_gpuinsight.trace.et import load_et
+
+    depth = 3000
+    nodes = [{"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "parent": 1}]
+    nodes += [{"id": i, "name": f"## range{i} ##", "parent": i - 1} for i in range(2, depth + 2)]
+    path = tmp_path / "deep.et.json"
+    path.write_text(json.dumps({"schema": "1.0.1", "pid": 1, "nodes": nodes}))
+    graph = build_graph(load_et(path))
+    tree = gv.build_tree(graph)
+    deepest = depth  # the last row
+    expanded = set(gv.ancestors(tree, deepest)) | {deepest}
+    out = gv.view_json(tree, graph, gv.figures(tree, graph), expanded)
+    depths = [e["depth"] for e in out["expanded"]]
+    assert depths == list(range(len(depths))) and len(depths) >= depth - 1
+    match = match_device({"name": "NVIDIA H100 80GB HBM3" + " x" * 5_000_000, "totalGlobalMem": 85e9})
+    assert len(match.trace_name) <= MAX_NAME
