@@ -144,6 +144,7 @@ def _latency(work: Path, selection, clients: int, requests: int, downloads: int)
         "kernels (by op, tf32)": {**selection, "group": "op", "dtype": "tf32"},
         "roofline": selection,
         "kernel_ops": {**selection, "name_key": top_key},
+        "overview": selection,
     }
     rss_before = _rss_kb("VmRSS")
     stop = threading.Event()

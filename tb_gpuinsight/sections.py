@@ -23,7 +23,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .trace.kineto import KinetoTrace
 
 # name -> "module:function". Adding a view's data to every summary = one line here (and an ENGINE_VERSION bump).
-SECTION_BUILDERS: Dict[str, str] = {}
+SECTION_BUILDERS: Dict[str, str] = {
+    "shape_sources": "tb_gpuinsight.analysis.enrich:shape_sources_section",
+    "overview": "tb_gpuinsight.analysis.overview.breakdown:build_section",
+}
 
 
 @dataclass

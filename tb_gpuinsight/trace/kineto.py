@@ -193,6 +193,7 @@ class KinetoTrace:
     launches: Table
     annotations: Table
     shapes: List[Tuple[bytes, bytes, bytes]]
+    enrichment: Any = None  # analysis/enrich.py's report once shapes were filled from companions
     _shape_cache: Dict[int, Tuple[Any, Any, Any]] = field(default_factory=dict, repr=False)
 
     def tables(self) -> Dict[str, Table]:
