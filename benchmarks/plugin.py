@@ -4,9 +4,10 @@
 
 TRACE defaults to the biggest trace of the corpus. Cold: a fresh cache, the trace analysed by a worker process,
 next to orjson.loads of the same file. Warm: a new service over the same cache (a TensorBoard restart).
-Latency: p50 / p95 of every JSON route with 20 concurrent clients over HTTP (a threaded WSGI server), while
-`--downloads` clients download the span's augmented trace (/trace) over and over; the server process's peak RSS
-(VmHWM: this process is the TensorBoard side) is printed with the download times.
+Latency: p50 / p95 of every JSON route (the Memory tab's too when the trace has memory events) with 20 concurrent
+clients over HTTP (a threaded WSGI server), while `--downloads` clients download the span's augmented trace
+(/trace) over and over; the server process's peak RSS (VmHWM: this process is the TensorBoard side) is printed
+with the download times.
 Targets: warm under 0.2 s; route p95 under 100 ms; RSS independent of the trace size during downloads.
 """
 from __future__ import annotations
@@ -145,6 +146,7 @@ def _latency(work: Path, selection, clients: int, requests: int, downloads: int)
         "roofline": selection,
         "kernel_ops": {**selection, "name_key": top_key},
         "overview": selection,
+        **_memory_routes(service, selection),
     }
     rss_before = _rss_kb("VmRSS")
     stop = threading.Event()
@@ -199,6 +201,22 @@ def _rss_kb(field: str) -> int:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def _memory_routes(service, selection):
+    """The Memory tab's routes on the trace's busiest device, when it has [memory] events."""
+    from tb_gpuinsight.analysis.memory import MemoryEvents
+
+    [(_, section)] = service.sections(**selection, name="memory")
+    events = MemoryEvents.from_section(section)
+    if not len(events):
+        return {}
+    device = max(events.devices, key=lambda d: len(events.on(d)))
+    mid = (events.start_us + events.end_us) / 2
+    on = {**selection, "device": device}
+    return {"memory": selection, "memory_curve": {**on, "width": 1400},
+            "memory_curve (zoom)": {**on, "width": 1400, "start_us": mid, "end_us": mid + 1000},
+            "memory_allocations": on, "memory_ops": on}
 
 
 def _get(url: str) -> float:

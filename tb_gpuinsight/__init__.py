@@ -15,8 +15,8 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "discover", "sniff",
-           "read_tensor_trace", "TensorTrace",
+__all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory",
+           "discover", "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index",
            "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
 
@@ -143,6 +143,16 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
     return shapes_report(trace, eff.activities, [read_tt(p) for p in paths])
 
 
+def memory(path: "KinetoTrace | os.PathLike[str] | str") -> "MemoryReport":
+    """The Memory view of one trace recorded with `profile_memory=True`, per device: `report.events` (every
+    allocation and free with the allocated / reserved / fragmentation curves), `report.by_op`, `report.live_at_peak`,
+    `report.never_freed` (DataFrames), `report.summary` (peaks, counts, where each figure comes from) and
+    `report.steps`. A trace without memory events gives empty frames and `summary["message"]` says why."""
+    from .analysis.memory import memory_events, report
+
+    return report(memory_events(path if isinstance(path, KinetoTrace) else load(path)))
+
+
 def overview(path: "KinetoTrace | os.PathLike[str] | str", worker: Optional[str] = None,
              **options) -> "Overview":
     """The Overview of one trace, or of one worker's spans in a run directory (`worker`: which one, default the
@@ -178,6 +188,33 @@ def _overview_traces(path, worker: Optional[str]):
     return [(span.name, load(span.trace.path)) for span in workers[name]]
 
 
+def timeline_index(trace: "KinetoTrace | os.PathLike[str] | str") -> "TimelineIndex":
+    """The Timeline tab's index of one trace (lanes per GPU stream and CPU thread/depth, events, busy segments):
+    query it with `tb_gpuinsight.analysis.timeline.viewport / breakdown / find`."""
+    from .analysis.timeline import build_index
+
+    trace = trace if isinstance(trace, KinetoTrace) else load(trace)
+    return build_index(trace, analyze(trace))
+
+
+def timeline(trace: "KinetoTrace | os.PathLike[str] | str", t0: Optional[float] = None,
+             t1: Optional[float] = None, width: int = 1000) -> "pandas.DataFrame":
+    """What the Timeline tab draws for [t0, t1] (us from the trace's first event; default the whole trace) at
+    `width` pixels, one row per item: `item` "event" (an event at least one pixel wide, with name, class and % of
+    roof) or "bins" (a run of pixels aggregated: exact busy time, dominant class). Bounded whatever the trace size."""
+    import pandas as pd
+
+    from .analysis import timeline as tl
+
+    trace = trace if isinstance(trace, KinetoTrace) else load(trace)
+    eff = analyze(trace)
+    index = tl.build_index(trace, eff)
+    lo = 0.0 if t0 is None else t0
+    hi = index.duration_us if t1 is None else t1
+    view = tl.viewport(index, lo, hi, width, efficiency=eff.activities["efficiency"])
+    return pd.DataFrame(tl.rows(index, view), columns=list(tl.ROW_FIELDS))
+
+
 def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":
     """Read a tensor.trace file: `.table` (one row per record), `.errors` [(line number, reason)] of skipped
     malformed lines, `.to_pandas()`."""
@@ -205,5 +242,8 @@ if False:  # pragma: no cover - for type checkers only
     from .capture.profiling import profile, trace_handler
     from .trace.tensortrace import TensorTraceFile
     from .analysis.diff import DiffResult
+    from .analysis.memory import MemoryReport
     from .analysis.overview import Overview
     from .analysis.efficiency import Efficiency
+    from .analysis.timeline import TimelineIndex
+    import pandas

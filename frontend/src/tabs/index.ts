@@ -2,8 +2,10 @@
 import { diffTab } from "./diff";
 import { executionGraphTab } from "./executionGraph";
 import { kernelEfficiencyTab } from "./kernelEfficiency";
+import { memoryTab } from "./memory";
 import { overviewTab } from "./overview";
 import { tensorShapesTab } from "./tensorShapes";
+import { timelineTab } from "./timeline";
 import type { TabDef } from "./types";
 
 export const TABS: readonly TabDef[] = [
@@ -12,6 +14,8 @@ export const TABS: readonly TabDef[] = [
   diffTab,
   tensorShapesTab,
   executionGraphTab,
+  memoryTab,
+  timelineTab,
 ];
 
 export type { TabDef, TabView } from "./types";
