@@ -6,7 +6,7 @@ import { cellText, unknown } from "../components/kernelTable";
 import { memoryApi, type AllocationRow, type MemoryDevice, type MemorySummary, type OpMemoryRow, type Which } from "../components/memoryApi";
 import { MemoryChart } from "../components/memoryChart";
 import { ShapesTable, type ShapesColumn } from "../components/shapesTable";
-import {emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
+import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { field, h, replace, select } from "../dom";
 import { bytes, count, time } from "../format";
 import type { TabDef, TabView } from "./types";

@@ -5,7 +5,7 @@
 import { api, isAbort, type KernelRow, type Selection } from "../api";
 import { Details, drawer, stat } from "../components/details";
 import { openInPerfetto } from "../components/perfetto";
-import {emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
+import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { CLASS_COLORS, IDLE_COLORS, TimelineCanvas, efficiencyColor, type ColorMode, type PickedEvent } from "../components/timelineCanvas";
 import { timelineApi, type RangeBreakdown, type TimelineLane, type TimelineMeta } from "../components/timelineApi";
 import { field, h, replace, select } from "../dom";
