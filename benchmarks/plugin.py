@@ -1,11 +1,14 @@
 """Plugin responsiveness: cold time to the first kernel table, warm time after a restart, route latency under load.
 
-    python benchmarks/plugin.py [TRACE] [--clients 20] [--requests 200]
+    python benchmarks/plugin.py [TRACE] [--clients 20] [--requests 200] [--downloads 3]
 
 TRACE defaults to the biggest trace of the corpus. Cold: a fresh cache, the trace analysed by a worker process,
 next to orjson.loads of the same file. Warm: a new service over the same cache (a TensorBoard restart).
-Latency: p50 / p95 of every JSON route (the Memory tab's too when the trace has memory events) with 20 concurrent clients over HTTP (a threaded WSGI server).
-Targets: warm under 0.2 s; route p95 under 100 ms.
+Latency: p50 / p95 of every JSON route (the Memory tab's too when the trace has memory events) with 20 concurrent
+clients over HTTP (a threaded WSGI server), while `--downloads` clients download the span's augmented trace
+(/trace) over and over; the server process's peak RSS (VmHWM: this process is the TensorBoard side) is printed
+with the download times.
+Targets: warm under 0.2 s; route p95 under 100 ms; RSS independent of the trace size during downloads.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ def main() -> None:
     ap.add_argument("trace", nargs="?")
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--requests", type=int, default=200, help="requests per route")
+    ap.add_argument("--downloads", type=int, default=3, help="concurrent /trace downloads during the latency test")
     args = ap.parse_args()
     trace = Path(args.trace) if args.trace else _biggest_trace()
     work = Path(tempfile.mkdtemp(prefix="gpuinsight-bench-"))
@@ -46,7 +50,7 @@ def main() -> None:
         selection = {"run": "run", "worker": "worker0", "span": name}
         print(f"trace: {trace} ({trace.stat().st_size / 1e6:.1f} MB on disk)\n")
         _cold_and_warm(work, selection)
-        _latency(work, selection, args.clients, args.requests)
+        _latency(work, selection, args.clients, args.requests, args.downloads)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -110,7 +114,7 @@ def _cold_and_warm(work: Path, selection) -> None:
     print(f"{'warm (restart, cached summary) -> first table':<46}{warm:>9.3f}   (target < 0.2 s)\n")
 
 
-def _latency(work: Path, selection, clients: int, requests: int) -> None:
+def _latency(work: Path, selection, clients: int, requests: int, downloads: int) -> None:
     from tensorboard.backend import application
     from tensorboard.plugins import base_plugin
     import logging
@@ -130,7 +134,9 @@ def _latency(work: Path, selection, clients: int, requests: int) -> None:
     from tb_gpuinsight.analysis.rows import group_rows, sort_order
 
     table = eff.by_name()
-    top = group_rows(table, sort_order(table, "total_us")[:1].tolist())[0]["name"]
+    from tb_gpuinsight.routes.params import name_key
+
+    top_key = name_key(group_rows(table, sort_order(table, "total_us")[:1].tolist())[0]["name"])
     routes = {
         "runs": {},
         "devices": selection,
@@ -138,10 +144,17 @@ def _latency(work: Path, selection, clients: int, requests: int) -> None:
         "kernels (filter, asc)": {**selection, "filter": "gemm", "sort": "mean_us", "order": "asc"},
         "kernels (by op, tf32)": {**selection, "group": "op", "dtype": "tf32"},
         "roofline": selection,
-        "kernel_ops": {**selection, "name": top},
+        "kernel_ops": {**selection, "name_key": top_key},
         "overview": selection,
         **_memory_routes(service, selection),
     }
+    rss_before = _rss_kb("VmRSS")
+    stop = threading.Event()
+    fetched: list = []
+    loaders = [threading.Thread(target=_download_loop, args=(base + "trace?" + urllib.parse.urlencode(selection),
+                                                             stop, fetched), daemon=True) for _ in range(downloads)]
+    for t in loaders:
+        t.start()
     print(f"{'route':<26}{'first ms':>9}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}   ({clients} concurrent clients, "
           f"{requests} requests each route; 'first' is computed, later answers are reused)")
     for label, params in routes.items():
@@ -153,8 +166,41 @@ def _latency(work: Path, selection, clients: int, requests: int) -> None:
         p95 = times[int(0.95 * (len(times) - 1))]
         print(f"{label:<26}{first * 1e3:>9.1f}{statistics.median(times) * 1e3:>9.1f}{p95 * 1e3:>9.1f}"
               f"{times[-1] * 1e3:>9.1f}")
+    stop.set()
+    for t in loaders:
+        t.join()
+    if downloads:
+        sizes = {n for _, n in fetched}
+        print(f"\n/trace downloads during the test: {len(fetched)} complete, "
+              f"{', '.join(f'{n / 1e6:.1f} MB' for n in sorted(sizes))}; seconds each: "
+              f"{', '.join(f'{s:.2f}' for s, _ in fetched[:12])}")
+    json_mb = _json_size(Path(service.span_entry(**selection).path)) / 1e6
+    print(f"server process RSS: {rss_before / 1024:.0f} MB before the latency test, peak (VmHWM) "
+          f"{_rss_kb('VmHWM') / 1024:.0f} MB; the trace's JSON is {json_mb:.0f} MB")
     server.shutdown()
     service.stop()
+
+
+def _download_loop(url: str, stop: threading.Event, fetched: list) -> None:
+    """Download `url` (in 64 KiB reads) until told to stop; record (seconds, bytes) of each complete download."""
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        n = 0
+        with urllib.request.urlopen(url, timeout=900) as response:
+            while True:
+                block = response.read(1 << 16)
+                if not block:
+                    break
+                n += len(block)
+        fetched.append((time.perf_counter() - t0, n))
+
+
+def _rss_kb(field: str) -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 def _memory_routes(service, selection):

@@ -21,25 +21,33 @@ __all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "
 
 
 def load(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
-         progress: Optional[Progress] = None) -> KinetoTrace:
+         progress: Optional[Progress] = None, max_trace_gb: Optional[float] = None) -> KinetoTrace:
     """Read one Kineto trace (`.json` or `.json.gz`) into columnar tables.
 
     Tables: `ops`, `kernels`, `memops` (memcpy and memset), `launches` (runtime, driver and sync calls),
     `annotations`; plus `devices` and `meta`. Each table converts with `.to_pandas()`. `extra_args` names event
-    args to keep as extra columns (for example "Input Strides", "grid"). Raises `TraceError` with a one-line reason.
+    args to keep as extra columns (for example "Input Strides", "grid"). `max_trace_gb` caps the uncompressed size
+    (default: available memory / 3, or $TB_GPUINSIGHT_MAX_TRACE_GB). Raises `TraceError` with a one-line reason.
     """
+    from .trace.source import max_trace_bytes
+
     kind = sniff(path).kind
     if kind == "execution_trace":
         raise TraceError(path, "an Execution Trace, not a Kineto trace")
     if kind == "tensor_trace":
         raise TraceError(path, "a tensor.trace file, not a Kineto trace")
-    return load_kineto(path, extra_args=extra_args, progress=progress)
+    try:
+        return load_kineto(path, extra_args=extra_args, progress=progress, max_bytes=max_trace_bytes(max_trace_gb))
+    except (MemoryError, RecursionError) as exc:
+        what = "out of memory" if isinstance(exc, MemoryError) else "nesting too deep"
+        raise TraceError(path, f"{what} while reading the trace") from None
 
 
 def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
             devices_file: "Optional[os.PathLike[str] | str]" = None, device: Optional[str] = None,
             extra_args: Iterable[str] = (),
-            execution_traces: "Optional[Iterable[os.PathLike[str] | str]]" = None) -> "Efficiency":
+            execution_traces: "Optional[Iterable[os.PathLike[str] | str]]" = None,
+            max_trace_gb: Optional[float] = None) -> "Efficiency":
     """FLOPs, bytes and efficiency of every kernel, memcpy and memset of a trace (a path or a loaded trace).
 
     `dtype`: "auto" rates each kernel against its own dtype's peak, or force one of fp64, fp32, tf32, bf16,
@@ -50,12 +58,13 @@ def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
     companions logdir discovery pairs with this trace (`{worker}.{stamp}.et.json[.gz]`, then the run's); [] for
     none. Convolution parameters missing from 2021-23 traces are inferred either way. A loaded trace is filled in
     place; `trace.ops["shape_source"]` and `shape_sources(trace, result.activities)` say where shapes came from.
+    `max_trace_gb`: as for `load`.
     """
     from .analysis.efficiency import analyze_trace
     from .analysis.enrich import enrich
     from .estimate.devices import load_datasheet
 
-    loaded = trace if isinstance(trace, KinetoTrace) else load(trace, extra_args=extra_args)
+    loaded = trace if isinstance(trace, KinetoTrace) else load(trace, extra_args=extra_args, max_trace_gb=max_trace_gb)
     if execution_traces is None:
         execution_traces = companion_execution_traces(loaded.meta.path)
     enrich(loaded, list(execution_traces))

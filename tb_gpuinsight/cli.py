@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from . import logdir as logdir_mod
 from .errors import GpuInsightError
 from .progress import terminal_progress
+from .trace.source import set_max_trace_gb
 
 EXIT_BAD_INPUT = 2
 
@@ -26,9 +27,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
     try:
+        set_max_trace_gb(getattr(args, "max_trace_gb", None))
         return args.func(args) or 0
     except GpuInsightError as exc:
         print(f"tb-gpuinsight: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except MemoryError:
+        print("tb-gpuinsight: error: out of memory; lower --max-trace-gb or free memory", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except RecursionError:
+        print("tb-gpuinsight: error: the input nests too deeply to process", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # e.g. piped into `head`
         return 0
@@ -43,7 +51,21 @@ def _parser() -> argparse.ArgumentParser:
         register(sub)
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(sub)
+    for command in sub.choices.values():  # every command reads traces: each takes the size cap
+        command.add_argument("--max-trace-gb", type=_positive_gb, default=None, metavar="GB",
+                             help="refuse traces whose uncompressed size passes this many GB "
+                                  "(default: available memory / 3)")
     return parser
+
+
+def _positive_gb(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a number of GB") from None
+    if not 0 < value < 1e6:
+        raise argparse.ArgumentTypeError("must be a positive number of GB")
+    return value
 
 
 # ------------------------------------------------------------------------------------------------------- info
@@ -139,8 +161,11 @@ def _span(m) -> str:
     start = m.start_us + (m.base_time_ns or 0) / 1000
     when = ""
     if start > 1e15:  # absolute microseconds since the epoch
-        when = datetime.datetime.fromtimestamp(start / 1e6, tz=datetime.timezone.utc).strftime(
-            " from %Y-%m-%d %H:%M:%S UTC")
+        try:
+            when = datetime.datetime.fromtimestamp(start / 1e6, tz=datetime.timezone.utc).strftime(
+                " from %Y-%m-%d %H:%M:%S UTC")
+        except (OverflowError, OSError, ValueError):  # beyond any calendar date: a corrupt timestamp
+            when = f" from {start:.6g} us after the epoch (not a valid date)"
     return f"{m.duration_us / 1000:,.3f} ms{when}"
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
+import math
 import os
 import re
 import threading
@@ -16,15 +18,17 @@ from typing import Any, Callable, Dict, Optional
 
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
-from werkzeug import wrappers
+from werkzeug import wrappers, wsgi
 
 from .analysis.efficiency import AUTO, Efficiency
 from .errors import GpuInsightError, TraceError
 from .estimate.devices import DTYPES
 from .routes import ROUTE_MODULES, params
-from .service import LogdirService, NotFound, NotReady
+from .service import LogdirService, NotFound, NotReady, SpanFailed
 
 PLUGIN_NAME = "gpuinsight"
+RETRY_AFTER_S = 2  # what a 503 ("still loading") tells the client to wait
+log = logging.getLogger(__name__)
 _STATIC = os.path.join(os.path.dirname(__file__), "static")
 
 
@@ -43,6 +47,7 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             extra_args=[a for a in (_flag(flags, "gpuinsight_extra_args") or "").split(",") if a.strip()],
             workers=_flag(flags, "gpuinsight_workers"),
             scan_interval=_flag(flags, "gpuinsight_scan_interval") or 10.0,
+            max_trace_gb=_flag(flags, "gpuinsight_max_trace_gb"),
         )
         self.service.start()
         self._lock = threading.Lock()
@@ -65,7 +70,7 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             module = importlib.import_module(module_name)
             for path, handler in module.routes(self).items():
                 apps[path] = self._json_route(handler)
-        return apps
+        return {path: _get_only(app) for path, app in apps.items()}
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -80,20 +85,22 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             try:
                 return http_util.Respond(request, self._body(request, handler, cached), "application/json")
             except GpuInsightError as exc:
-                return _error(request, exc)
+                return _error(request, exc, self.service.logdir)
+            except Exception as exc:  # a bug: log the traceback here, answer one line of JSON
+                return _internal_error(request, exc)
         return app
 
     def _body(self, request, handler: Callable, cached: bool) -> str:
         """JSON text of a route; answers for analysed data are reused until the logdir's state changes."""
         if not cached:
-            return _dumps(handler(request))
+            return _relative(_dumps(handler(request)), self.service.logdir)
         key = (request.path, request.query_string, self.service.generation)
         with self._lock:
             hit = self._answers.get(key)
             if hit is not None:
                 self._answers.move_to_end(key)
                 return hit
-        body = _dumps(handler(request))
+        body = _relative(_dumps(handler(request)), self.service.logdir)
         with self._lock:
             self._answers[key] = body
             while len(self._answers) > 512:
@@ -108,26 +115,25 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _trace(self, request):
+        """The augmented trace of one analysed span, as a file download with a Content-Length: written once per
+        version of the file by an analysis worker, then streamed from the cache in small blocks."""
         try:
             run, worker, span = params.selection(request)
-            entry = self.service.span_entry(run, worker, span)
-            eff = self._analysis_for_download(entry.path)
+            self.service.span_entry(run, worker, span)  # one span, not "all"
+            state = self.service.ready_states(run, worker, span)[0]  # a failed span answers 422, a loading one 503
+            path = self.service.augmented_trace(state)
+            f = open(path, "rb")
         except GpuInsightError as exc:
-            return _error(request, exc)
-        from .analysis.augment import augmented_args, augmented_chunks
-
-        chunks = _gzip_stream(augmented_chunks(entry.path, augmented_args(eff)))
-        name = re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", os.path.basename(entry.path)) + ".augmented.json.gz"
-        response = wrappers.Response(chunks, mimetype="application/gzip", direct_passthrough=True)
+            return _error(request, exc, self.service.logdir)
+        except Exception as exc:
+            return _internal_error(request, exc)
+        name = re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", os.path.basename(state.entry.path)) + ".augmented.json.gz"
+        response = wrappers.Response(wsgi.wrap_file(request.environ, f, buffer_size=1 << 16),
+                                     mimetype="application/gzip", direct_passthrough=True)
+        response.headers["Content-Length"] = str(os.fstat(f.fileno()).st_size)
         response.headers["Content-Disposition"] = f'attachment; filename="{_safe_filename(name)}"'
         response.headers["X-Content-Type-Options"] = "nosniff"
         return response
-
-    def _analysis_for_download(self, path: str) -> Efficiency:
-        from . import load
-        from .analysis.efficiency import analyze_trace
-
-        return analyze_trace(load(path, extra_args=self.service.extra_args), datasheet=self.service.datasheet())
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -137,31 +143,71 @@ def _flag(flags, name: str):
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, allow_nan=False, separators=(",", ":"))
+    """Strict JSON. A NaN or infinity that slipped into an answer (from a malformed trace) is sent as null
+    (unknown), never as the invalid JSON tokens NaN / Infinity."""
+    try:
+        return json.dumps(obj, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        return json.dumps(_finite(obj), allow_nan=False, separators=(",", ":"))
 
 
-_STATUS = ((params.BadRequest, 400), (NotFound, 404), (NotReady, 503), (TraceError, 422))
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
-def _error(request, exc: GpuInsightError):
-    """`{"error": "one line"}` with the status that fits the error (400 for any other input problem)."""
+_STATUS = ((params.BadRequest, 400), (NotFound, 404), (NotReady, 503), (SpanFailed, 422), (TraceError, 422))
+
+
+def _error(request, exc: GpuInsightError, logdir: str = ""):
+    """`{"error": "one line"}` with the status that fits the error (400 for any other input problem); a 503
+    ("still loading") says when to ask again."""
     status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 400)
-    return http_util.Respond(request, _dumps({"error": str(exc)}), "application/json", code=status)
+    headers = [("Retry-After", str(RETRY_AFTER_S))] if status == 503 else None
+    body = _relative(_dumps({"error": _one_line(str(exc))}), logdir)
+    return http_util.Respond(request, body, "application/json", code=status, headers=headers)
+
+
+def _relative(body: str, logdir: str) -> str:
+    """JSON text with the logdir's absolute path taken out of file names: answers name files relative to the
+    logdir and never show where it lies on the server."""
+    if not logdir:
+        return body
+    prefix = json.dumps(os.path.join(logdir, ""))[1:-1]
+    return body.replace(prefix, "")
+
+
+def _internal_error(request, exc: BaseException):
+    log.error("gpuinsight: %s failed", request.path, exc_info=exc)
+    text = "internal error while answering this request (see the TensorBoard log)" if not isinstance(
+        exc, MemoryError) else "out of memory while answering this request"
+    return http_util.Respond(request, _dumps({"error": text}), "application/json", code=500)
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _get_only(app: Callable) -> Callable:
+    """Answer 405 (JSON, with Allow) to anything but GET and HEAD."""
+    def guarded(environ, start_response):
+        if environ.get("REQUEST_METHOD", "GET") in ("GET", "HEAD"):
+            return app(environ, start_response)
+        body = _dumps({"error": "method not allowed: this route answers GET only"}).encode("utf-8")
+        start_response("405 Method Not Allowed", [("Content-Type", "application/json"), ("Allow", "GET, HEAD"),
+                                                  ("Content-Length", str(len(body)))])
+        return [body]
+    return guarded
 
 
 def _safe_filename(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:200]
-
-
-def _gzip_stream(chunks):
-    import zlib
-
-    compressor = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    for piece in chunks:
-        data = compressor.compress(piece)
-        if data:
-            yield data
-    yield compressor.flush()
 
 
 class GpuInsightLoader(base_plugin.TBLoader):
@@ -179,6 +225,9 @@ class GpuInsightLoader(base_plugin.TBLoader):
                            help="worker processes that analyse traces (default: min(cores, 4))")
         group.add_argument("--gpuinsight_scan_interval", type=float, default=10.0,
                            help="seconds between scans of the logdir for new runs and spans")
+        group.add_argument("--gpuinsight_max_trace_gb", type=float, default=None,
+                           help="refuse traces whose uncompressed size passes this many GB "
+                                "(default: the memory available to an analysis process / 3)")
 
     def load(self, context: base_plugin.TBContext) -> GpuInsightPlugin:
         return GpuInsightPlugin(context)

@@ -8,13 +8,17 @@ Nothing here ever writes into the logdir.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import multiprocessing
 import os
+import shutil
+import signal
+import tempfile
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from . import cache as cache_mod
 from .analysis.efficiency import AUTO, Efficiency, combine
@@ -25,6 +29,10 @@ from .sections import Section, SectionContext, build_all
 
 ALL_SPANS = "all"
 SETTLE_SECONDS = 30.0  # a failing file unchanged this long is reported broken, not "being written"
+MAX_WORKER_DEATHS = 2  # a span whose analysis killed its process this often waits for its file to change
+_TEST_HOLD_ENV = "TB_GPUINSIGHT_TEST_HOLD"  # tests only: workers stall on paths containing this text
+
+log = logging.getLogger(__name__)
 
 
 class NotFound(GpuInsightError):
@@ -32,7 +40,11 @@ class NotFound(GpuInsightError):
 
 
 class NotReady(GpuInsightError):
-    """A span that is still loading (or failed: the message says which)."""
+    """A span that is still loading: ask again later (HTTP 503 with Retry-After)."""
+
+
+class SpanFailed(GpuInsightError):
+    """A span whose analysis failed for good (until its file changes): the message says why (HTTP 422)."""
 
 
 @dataclass
@@ -46,6 +58,9 @@ class SpanState:
     status: str = "pending"
     reason: str = ""
     future: Any = None
+    deaths: int = 0  # analysis processes that died while analysing this version of the file
+    identity: Dict[str, Any] = field(default_factory=dict)  # what its cached summary must say it is
+    repaired: bool = False  # its cached summary was found damaged once and recomputed
     execution_traces: List[FileEntry] = field(default_factory=list)  # the span's own, then the run's
     tensor_traces: List[FileEntry] = field(default_factory=list)
 
@@ -62,27 +77,71 @@ class RunState:
 
 
 def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Sequence[str] = (),
-                   tensor_traces: Sequence[str] = ()) -> Tuple[str, Any, bool]:
+                   tensor_traces: Sequence[str] = (), trace_identity: Optional[Dict[str, Any]] = None,
+                   max_trace_gb: Optional[float] = None) -> Tuple[str, Any, bool]:
     """Worker-process entry: ("ok", summary bytes, False) or ("error", reason, incomplete)."""
     from . import load
     from .analysis.efficiency import analyze_trace
     from .analysis.enrich import enrich
+    from .trace.source import set_max_trace_gb
 
     try:
+        set_max_trace_gb(max_trace_gb)  # also caps the ET and tensor.trace readers of the sections
         trace = load(path, extra_args=extra_args)
         enrich(trace, execution_traces)
         eff = analyze_trace(trace)
         sections = build_all(SectionContext(trace, eff, tuple(execution_traces), tuple(tensor_traces)))
-        return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta), sections), False
+        return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta), sections, trace_identity), False
     except TraceError as exc:
         return "error", str(exc.reason) + (f" (at byte {exc.offset})" if exc.offset is not None else ""), \
             exc.incomplete
     except GpuInsightError as exc:
         return "error", str(exc), False
     except MemoryError:
-        return "error", "out of memory while reading this trace", False
+        return "error", "out of memory while analysing this trace; lower --gpuinsight_max_trace_gb", False
+    except RecursionError:
+        return "error", "nesting too deep to analyse", False
     except Exception as exc:  # a bug must not take the server down; say what happened in one line
         return "error", f"internal error: {type(exc).__name__}: {exc}"[:300], False
+
+
+def augment_file(path: str, dst: str, extra_args: Tuple[str, ...], devices_file: Optional[str],
+                 max_trace_gb: Optional[float] = None) -> Tuple[str, str]:
+    """Worker-process entry: write the augmented trace of `path` to `dst` (gzip); ("ok", dst) or ("error", reason)."""
+    from . import load
+    from .analysis.augment import write_augmented
+    from .analysis.efficiency import analyze_trace
+    from .trace.source import set_max_trace_gb
+
+    try:
+        set_max_trace_gb(max_trace_gb)
+        trace = load(path, extra_args=extra_args)
+        write_augmented(path, dst, analyze_trace(trace, datasheet=load_datasheet(devices_file)))
+        return "ok", dst
+    except GpuInsightError as exc:
+        return "error", str(exc.reason) if isinstance(exc, TraceError) else str(exc)
+    except MemoryError:
+        return "error", "out of memory while writing the augmented trace"
+    except Exception as exc:  # a bug must not take the server down
+        return "error", f"internal error: {type(exc).__name__}: {exc}"[:300]
+
+
+def supervised_job(marker_dir: str, key: str, func: Callable[..., Any], *args: Any) -> Any:
+    """Worker-process entry: `func(*args)`, leaving a marker (file named by this process id, holding the job's
+    key) while it runs, so that the server knows which span a process was working on if it dies."""
+    marker = os.path.join(marker_dir, str(os.getpid()))
+    with open(marker, "w", encoding="utf-8") as f:
+        f.write(key)
+    try:
+        hold = os.environ.get(_TEST_HOLD_ENV)
+        if hold and hold in args[0]:
+            time.sleep(600)
+        return func(*args)
+    finally:
+        try:
+            os.unlink(marker)
+        except OSError:
+            pass
 
 
 class LogdirService:
@@ -90,11 +149,12 @@ class LogdirService:
 
     def __init__(self, logdir: str, cache_dir: Optional[str] = None, devices_file: Optional[str] = None,
                  extra_args: Sequence[str] = (), workers: Optional[int] = None, scan_interval: float = 10.0,
-                 max_loaded: int = 32) -> None:
+                 max_loaded: int = 32, max_trace_gb: Optional[float] = None) -> None:
         self.logdir = logdir
         self.cache = cache_mod.SummaryCache(cache_dir if cache_dir is not None else cache_mod.default_cache_dir())
         self.devices_file = devices_file
         self.extra_args = tuple(extra_args)
+        self.max_trace_gb = max_trace_gb  # None: the default cap of each worker (its available memory / 3)
         self.workers = min(os.cpu_count() or 1, 4) if workers is None else workers
         self.scan_interval = scan_interval
         self.max_loaded = max_loaded
@@ -105,8 +165,13 @@ class LogdirService:
         self._lock = threading.RLock()
         self._loaded: "OrderedDict[str, Efficiency]" = OrderedDict()
         self._sections: Dict[str, Dict[str, Section]] = {}  # by summary key, evicted with `_loaded`
-        self._pool: Optional[concurrent.futures.Executor] = None
+        self._pool: Optional[concurrent.futures.ProcessPoolExecutor] = None
+        self._marker_dir = ""
+        self._culprits: Dict[int, set] = {}  # by id(broken pool): keys of the spans whose process died
+        self._downloads: Dict[str, concurrent.futures.Future] = {}  # augmented traces being written, by span key
+        self._scratch = ""  # where augmented traces go when there is no cache directory
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._datasheet: Optional[List[DeviceSpec]] = None
 
@@ -120,13 +185,21 @@ class LogdirService:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+        for folder in (self._marker_dir, self._scratch):
+            if folder:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.scan()
-            self._stop.wait(self.scan_interval)
+            try:
+                self.scan()
+            except Exception:  # the scanner must outlive any bug: log it and scan again next time
+                log.exception("gpuinsight: scanning the logdir failed")
+            self._wake.wait(self.scan_interval)
+            self._wake.clear()
 
     def datasheet(self) -> List[DeviceSpec]:
         if self._datasheet is None:
@@ -165,13 +238,15 @@ class LogdirService:
                               "tensor_traces": span.tensor_traces + run.tensor_traces}
                 # ET shapes change the analysis: an ET that appears or changes later makes a new summary.
                 ets = "|".join(f"{c.path}:{c.size}:{c.mtime_ns}" for c in companions["execution_traces"])
-                key = cache_mod.cache_key(e.path, e.size, e.mtime_ns, "|".join(self.extra_args) + "|et:" + ets)
+                options = "|".join(self.extra_args) + "|et:" + ets
+                key = cache_mod.cache_key(e.path, e.size, e.mtime_ns, options)
                 old = state.spans.get((worker, span.name))
                 if old is not None and old.key == key:
                     self._maybe_retry(old)
                     old.__dict__.update(companions)
                     continue
-                new = SpanState(run.name, worker, span.name, e, span.stamp, key, **companions)
+                new = SpanState(run.name, worker, span.name, e, span.stamp, key, **companions,
+                                identity=cache_mod.identity(e.path, e.size, e.mtime_ns, options))
                 self.generation += 1
                 if self.cache.has(key):
                     new.status = "ready"
@@ -185,26 +260,88 @@ class LogdirService:
     def _submit(self, span: SpanState) -> None:
         span.status = "loading"
         job = (summarize_file, span.entry.path, self.extra_args, [e.path for e in span.execution_traces],
-               [e.path for e in span.tensor_traces])
+               [e.path for e in span.tensor_traces], span.identity, self.max_trace_gb)
         if self.workers <= 0:
             self._finish(span, job[0](*job[1:]))
             return
+        with self._lock:
+            pool = self._pool_now()
+        try:
+            future = pool.submit(supervised_job, self._marker_dir, span.key, *job)
+        except (concurrent.futures.process.BrokenProcessPool, RuntimeError):
+            with self._lock:  # broke between our check and the submit: the next scan uses a new pool
+                if self._pool is pool:
+                    self._pool = None
+                span.status = "pending"
+            self._wake.set()
+            return
+        span.future = future
+        future.add_done_callback(lambda f, s=span, p=pool: self._finish(s, self._outcome(f, s, p)))
+
+    def _pool_now(self) -> concurrent.futures.ProcessPoolExecutor:
+        """The worker pool, (re)built when missing."""
         if self._pool is None:
+            if not self._marker_dir or not os.path.isdir(self._marker_dir):
+                self._marker_dir = tempfile.mkdtemp(prefix="tb-gpuinsight-running-")
             # spawn, not fork: TensorBoard is multi-threaded and forking it can deadlock.
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
-        future = self._pool.submit(*job)
-        span.future = future
-        future.add_done_callback(lambda f, s=span: self._finish(s, _result(f)))
+        return self._pool
+
+    def _outcome(self, future: concurrent.futures.Future, span: SpanState,
+                 pool: concurrent.futures.ProcessPoolExecutor) -> Tuple[str, Any, bool]:
+        """A finished future's result; when its pool broke, blame only the span whose process died and send
+        the others back to the queue (on a fresh pool)."""
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            return "error", "analysis cancelled", True
+        except concurrent.futures.process.BrokenProcessPool:
+            pass
+        except Exception as exc:  # the result could not come back (e.g. it did not unpickle)
+            return "error", f"analysis process failed: {type(exc).__name__}: {exc}"[:300], False
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+            culprits = self._culprits.setdefault(id(pool), self._dead_spans(pool))
+            if span.key not in culprits:
+                return "retry", None, False
+            span.deaths += 1
+            if span.deaths < MAX_WORKER_DEATHS:
+                return "retry", None, False
+        return "error", (f"the analysis process died, likely out of memory; size {span.entry.size / 1e6:.0f} MB "
+                         f"(not retried until the file changes)"), False
+
+    def _dead_spans(self, pool: concurrent.futures.ProcessPoolExecutor) -> set:
+        """Keys of the spans that processes of a broken pool were analysing when they died. Called while the pool
+        reports the break, before it stops its surviving processes: the dead ones are those with an exit code.
+        When that cannot be told, every span that was running is a suspect."""
+        running: Dict[int, str] = {}
+        for name in os.listdir(self._marker_dir) if os.path.isdir(self._marker_dir) else []:
+            try:
+                with open(os.path.join(self._marker_dir, name), encoding="utf-8") as f:
+                    running[int(name)] = f.read()
+                os.unlink(os.path.join(self._marker_dir, name))
+            except (OSError, ValueError):
+                continue
+        procs = getattr(pool, "_processes", None) or {}
+        dead = {pid for pid, proc in procs.items() if proc.exitcode not in (None, -signal.SIGTERM)}
+        if dead & set(running):
+            return {key for pid, key in running.items() if pid in dead}
+        return set(running.values())
 
     def _finish(self, span: SpanState, result: Tuple[str, Any, bool]) -> None:
         kind, payload, incomplete = result
         with self._lock:
             span.future = None
             self.generation += 1
+            if kind == "retry":
+                span.status, span.reason = "pending", ""
+                self._wake.set()
+                return
             if kind == "ok":
                 if not self.cache.put(span.key, payload):
-                    self._remember(span.key, self._rated(payload, span.key))  # cache not writable: keep in memory
+                    self._remember(span.key, self._rated(payload, span))  # cache not writable: keep in memory
                 span.status, span.reason = "ready", ""
                 return
             age = time.time() - span.entry.mtime_ns / 1e9
@@ -258,13 +395,16 @@ class LogdirService:
 
     def ready_states(self, run: str, worker: str, span: str) -> List[SpanState]:
         """The analysed spans of a selection: one span, or the ready spans of a worker ("all", at least one).
-        Raises NotFound, or NotReady while a named span (or every span of "all") is not analysed."""
+        Raises NotFound; NotReady while a named span (or a span of "all" with none ready) is still loading;
+        SpanFailed when it failed (for "all": when every span failed)."""
         states = self.span_states(run, worker, span)
         pending = [s for s in states if s.status != "ready"]
         ready = [s for s in states if s.status == "ready"]
         if pending and (span != ALL_SPANS or not ready):
-            s = pending[0]
-            raise NotReady(f"{s.span}: {s.reason}" if s.status == "error" else f"{s.span} is {s.status}")
+            loading = [s for s in pending if s.status != "error"]
+            if loading:
+                raise NotReady(f"{loading[0].span} is {loading[0].status}")
+            raise SpanFailed(f"{pending[0].span}: {pending[0].reason}")
         return ready
 
     def analysis(self, run: str, worker: str, span: str, dtype: str = AUTO) -> Efficiency:
@@ -299,19 +439,41 @@ class LogdirService:
             if hit is not None and span.key in self._sections:
                 self._loaded.move_to_end(span.key)
                 return hit
-        data = self.cache.get(span.key)
-        if data is None:  # evicted from disk meanwhile: analyse again
-            with self._lock:
-                span.status = "pending"
+        try:
+            data = self.cache.get(span.key)
+            eff = self._rated(data, span) if data is not None else None
+        except cache_mod.CorruptSummary as exc:
+            self.cache.delete(span.key)
+            self._repair(span, str(exc))
+        if eff is None:  # evicted from disk meanwhile: analyse again
+            self._requeue(span)
             raise NotReady(f"{span.span} is being analysed again (its cached summary went missing)")
-        eff = self._rated(data, span.key)
         self._remember(span.key, eff)
         return eff
 
-    def _rated(self, data: bytes, key: str) -> Efficiency:
-        summary = cache_mod.load_summary(data)
+    def _repair(self, span: SpanState, why: str) -> NoReturn:
+        """A damaged summary is analysed again, once per version of the file; a second one is an error."""
         with self._lock:
-            self._sections[key] = summary.sections
+            if span.repaired:
+                span.status = "error"
+                span.reason = f"its cached summary is damaged again ({why}); check the cache directory"
+                self.generation += 1
+                raise SpanFailed(f"{span.span}: {span.reason}")
+            span.repaired = True
+        self._requeue(span)
+        raise NotReady(f"{span.span} is being analysed again ({why})")
+
+    def _requeue(self, span: SpanState) -> None:
+        with self._lock:
+            if span.status == "ready":
+                span.status = "pending"
+                self.generation += 1
+        self._wake.set()
+
+    def _rated(self, data: bytes, span: SpanState) -> Efficiency:
+        summary = cache_mod.load_summary(data, span.identity or None)
+        with self._lock:
+            self._sections[span.key] = summary.sections
         return summary.eff.rerate(AUTO, self.datasheet())
 
     def _remember(self, key: str, eff: Efficiency) -> None:
@@ -322,17 +484,50 @@ class LogdirService:
                 old, _ = self._loaded.popitem(last=False)
                 self._sections.pop(old, None)
 
+    def augmented_trace(self, span: SpanState, timeout: float = 900.0) -> str:
+        """Path of the augmented trace (gzip) of an analysed span: written once per version of the file, by an
+        analysis worker (never in this process, whatever the trace's size), then served from the cache.
+        Raises NotReady while it is still being written after `timeout` seconds, SpanFailed when it cannot be."""
+        directory = self.cache.directory or self._scratch_dir()
+        dst = os.path.join(directory, span.key[: -len(".npz")] + ".augmented.json.gz")
+        if os.path.isfile(dst):
+            return dst
+        os.makedirs(directory, exist_ok=True)
+        job = (span.entry.path, dst, self.extra_args, self.devices_file, self.max_trace_gb)
+        if self.workers <= 0:
+            kind, payload = augment_file(*job)
+        else:
+            kind, payload = self._await_download(span, job, timeout)
+        if kind != "ok":
+            raise SpanFailed(f"{span.span}: cannot write the augmented trace: {payload}")
+        return dst
+
+    def _await_download(self, span: SpanState, job: Tuple, timeout: float) -> Tuple[str, str]:
+        with self._lock:  # concurrent downloads of one span share one job
+            future = self._downloads.get(span.key)
+            if future is None:
+                pool = self._pool_now()
+                future = pool.submit(supervised_job, self._marker_dir, span.key + "#augmented", augment_file, *job)
+                self._downloads[span.key] = future
+                future.add_done_callback(lambda f, k=span.key: self._downloads.pop(k, None))
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise NotReady(f"{span.span}: the augmented trace is still being written") from None
+        except (concurrent.futures.process.BrokenProcessPool, concurrent.futures.CancelledError):
+            with self._lock:
+                if self._pool is not None and getattr(self._pool, "_broken", False):
+                    self._pool = None
+            return "error", f"the process writing it died, likely out of memory; size {span.entry.size / 1e6:.0f} MB"
+
+    def _scratch_dir(self) -> str:
+        if not self._scratch:
+            self._scratch = tempfile.mkdtemp(prefix="tb-gpuinsight-downloads-")
+        return self._scratch
+
     def span_entry(self, run: str, worker: str, span: str) -> FileEntry:
         """The trace file of one span (never a path taken from a request)."""
         if span == ALL_SPANS:
             raise NotFound("choose one span to download its trace")
         return self.span_states(run, worker, span)[0].entry
 
-
-def _result(future: concurrent.futures.Future) -> Tuple[str, Any, bool]:
-    try:
-        return future.result()
-    except concurrent.futures.CancelledError:
-        return "error", "analysis cancelled", True
-    except Exception as exc:  # a worker process died (killed, out of memory)
-        return "error", f"analysis process failed: {type(exc).__name__}: {exc}"[:300], False

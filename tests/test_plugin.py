@@ -126,7 +126,7 @@ ALL_ROUTES = ("kernels", "devices", "roofline", "kernel_ops")
     ({**BERT, "filter": "x" * 600}, 400, ("kernels",)),
     ({**BERT, "group": "evil"}, 400, ("kernels",)),
     (BERT, 400, ("kernel_ops",)),  # no kernel name
-    ({"run": "broken_run", "worker": "w", "span": "all"}, 503, ALL_ROUTES),
+    ({"run": "broken_run", "worker": "w", "span": "all"}, 422, ALL_ROUTES),  # failed for good: no retry
 ])
 def test_bad_parameters(logdir, tmp_path, params, status, routes):
     client, plugin = _client(logdir, tmp_path)

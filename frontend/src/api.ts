@@ -9,7 +9,7 @@ export const API_BASE = "./";
 /** Give up on a request after this long so that no view ever spins forever. */
 const TIMEOUT_MS = 120_000;
 
-export type RunStatus = "ready" | "loading" | "pending" | "error";
+export type RunStatus = "ready" | "loading" | "pending" | "waiting" | "error";
 export type Dtype = "auto" | "fp32" | "tf32" | "bf16" | "fp16" | "fp8" | "fp64" | "int8";
 export type Group = "name" | "op";
 export type Order = "asc" | "desc";
@@ -33,6 +33,8 @@ export interface SpanInfo {
   span: string;
   stamp: number;
   status: RunStatus;
+  /** Why the span failed (status "error") or waits. */
+  reason?: string;
 }
 
 export interface WorkerInfo {
@@ -101,6 +103,8 @@ export interface DevicesResponse {
 
 export interface KernelRow {
   name: string;
+  /** What `kernel_ops` takes back instead of the name (names can be any length). */
+  name_key?: string;
   op?: string | null;
   count: number;
   total_us: number;
@@ -207,6 +211,21 @@ export class ApiError extends Error {
     super(message);
     this.name = "ApiError";
   }
+
+  /** 503: the data is still being read; asking again later will work. */
+  get stillLoading(): boolean {
+    return this.status === 503;
+  }
+
+  /** 422: the trace failed for good (until its file changes); retrying cannot help. */
+  get failedForGood(): boolean {
+    return this.status === 422;
+  }
+}
+
+/** Whether a failed request is worth a Retry button (not when the server said the trace cannot be analysed). */
+export function canRetry(err: unknown): boolean {
+  return !(err instanceof ApiError && err.failedForGood);
 }
 
 type Params = Record<string, string | number | undefined | null>;
@@ -306,8 +325,13 @@ export const api = {
   roofline: (sel: Selection, device: number, dtype: Dtype, signal?: AbortSignal) =>
     getJson<RooflineResponse>("roofline", { ...selParams(sel), device, dtype }, signal),
 
-  kernelOps: (sel: Selection, device: number, name: string, signal?: AbortSignal) =>
-    getJson<KernelOpsResponse>("kernel_ops", { ...selParams(sel), device, name }, signal),
+  /** The launching ops of a kernel, by its row's `name_key` when known (any name length), else by name. */
+  kernelOps: (sel: Selection, device: number, name: string, signal?: AbortSignal, nameKey?: string) =>
+    getJson<KernelOpsResponse>(
+      "kernel_ops",
+      { ...selParams(sel), device, ...(nameKey ? { name_key: nameKey } : { name }) },
+      signal,
+    ),
 
   /** URL of the augmented trace of one span (a gzip file), for an `<a download>` link. */
   traceUrl: (run: string, worker: string, span: string) => routeUrl("trace", { run, worker, span }),

@@ -27,8 +27,9 @@ function injectStyles(): void {
   document.head.appendChild(style);
 }
 
-function isBusy(status: string | undefined): status is "loading" | "pending" {
-  return status === "loading" || status === "pending";
+/** Statuses that change on their own ("waiting": the file is still being written); an "error" never does. */
+function isBusy(status: string | undefined): status is "loading" | "pending" | "waiting" {
+  return status === "loading" || status === "pending" || status === "waiting";
 }
 
 class App {
@@ -237,8 +238,9 @@ class App {
       return;
     }
     if (span && span.status === "error") {
-      const errs = (run.errors ?? []).filter((e) => e.file === span.span || e.file.endsWith("/" + span.span));
-      this.setStatic(`span-error|${span.span}`, runErrorState(span.span, errs));
+      const listed = (run.errors ?? []).filter((e) => e.file === span.span || e.file.endsWith("/" + span.span));
+      const errs = listed.length || !span.reason ? listed : [{ file: span.span, reason: span.reason }];
+      this.setStatic(`span-error|${span.span}|${span.reason ?? ""}`, runErrorState(span.span, errs));
       return;
     }
     if (!state.worker) {

@@ -4,12 +4,15 @@ Arg names follow Inductor's: `kernel_flop` (FLOPs) and `kernel_num_gb` (GB moved
 `achieved GB/s`, `% of peak`, `% of DRAM peak`, `roofline efficiency %`, `rated as` (dtype and device) and, where
 an estimate is unknown, `flop estimate` with the reason. Events we do not touch are copied byte for byte, so the
 result opens wherever the input did (Perfetto, chrome://tracing). The input is never overwritten: the output is
-written to a temporary file beside the destination and renamed into place.
+written to a temporary file beside the destination and renamed into place. The destination must be a new path or
+a regular file (through a symlink, the file it points to): devices, directories, FIFOs and empty paths are refused,
+so nothing but the named file is ever replaced; the file's mode follows the umask.
 """
 from __future__ import annotations
 
 import gzip
 import os
+import stat
 import tempfile
 from typing import Any, BinaryIO, Dict, Iterator, List
 
@@ -73,18 +76,18 @@ class _Top(msgspec.Struct):
 def write_augmented(src: "os.PathLike[str] | str", dst: "os.PathLike[str] | str", eff: Efficiency) -> int:
     """Write `src` with the analysis args added to `dst` (gzip when it ends in .gz); returns events patched."""
     src, dst = os.fspath(src), os.fspath(dst)
-    _refuse_overwrite(src, dst)
+    target = _output_path(src, dst)
     patches = augmented_args(eff)
-    parent = os.path.dirname(os.path.abspath(dst))
-    fd, tmp = tempfile.mkstemp(prefix=".tb-gpuinsight-", suffix=".tmp", dir=parent)
+    fd, tmp = tempfile.mkstemp(prefix=".tb-gpuinsight-", suffix=".tmp", dir=os.path.dirname(target))
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as raw:
             sink: BinaryIO = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) if dst.endswith(".gz") \
                 else raw
             with sink:
                 for piece in augmented_chunks(src, patches):
                     sink.write(piece)
-        os.replace(tmp, dst)
+        os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -98,8 +101,8 @@ def augmented_chunks(src: str, patches: Dict[int, Dict[str, Any]]) -> Iterator[b
     view = content.view()
     try:
         top = msgspec.json.decode(view, type=Dict[str, msgspec.Raw]) if _is_object(view) else None
-    except msgspec.DecodeError as exc:
-        raise TraceError(src, f"invalid JSON: {exc}") from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise TraceError(src, f"invalid JSON: {' '.join(str(exc).split())[:200]}") from None
     if top is None:
         yield b'{"traceEvents":'
         yield from _events(view, patches)
@@ -116,7 +119,11 @@ def augmented_chunks(src: str, patches: Dict[int, Dict[str, Any]]) -> Iterator[b
 
 
 def _events(array_json, patches: Dict[int, Dict[str, Any]]) -> Iterator[bytes]:
-    events = msgspec.json.decode(array_json, type=List[msgspec.Raw])
+    try:
+        events = msgspec.json.decode(array_json, type=List[msgspec.Raw])
+    except (msgspec.DecodeError, UnicodeDecodeError):  # traceEvents is not a list: copied as it is
+        yield bytes(array_json)
+        return
     yield b"["
     batch: List[bytes] = []
     for i, raw in enumerate(events):
@@ -131,7 +138,10 @@ def _events(array_json, patches: Dict[int, Dict[str, Any]]) -> Iterator[bytes]:
 
 
 def _patched(raw: msgspec.Raw, extra: Dict[str, Any]) -> bytes:
-    event = msgspec.json.decode(raw)
+    try:
+        event = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):  # an event we cannot re-encode faithfully: left unchanged
+        return bytes(raw)
     if not isinstance(event, dict):
         return bytes(raw)
     args = event.get("args")
@@ -146,11 +156,33 @@ def _is_object(view) -> bool:
     return False
 
 
-def _refuse_overwrite(src: str, dst: str) -> None:
-    if os.path.abspath(src) == os.path.abspath(dst) or (os.path.exists(dst) and os.path.samefile(src, dst)):
+def _output_path(src: str, dst: str) -> str:
+    """The file to write: `dst`, or the regular file a symlink `dst` points to. Raises GpuInsightError for the
+    input itself, an empty path, a directory, a device or FIFO, or a missing output directory."""
+    if not dst.strip():
+        raise GpuInsightError("the output path is empty; name a .json or .json.gz file")
+    target = os.path.realpath(dst)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise GpuInsightError(f"{dst}: cannot use as output: {exc.strerror or exc}") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise GpuInsightError(f"{dst}: is a directory; name the output file")
+    if mode is not None and not stat.S_ISREG(mode):
+        raise GpuInsightError(f"{dst}: not a regular file (a device, FIFO or socket); refusing to write there")
+    if target == os.path.realpath(src) or (mode is not None and os.path.samefile(src, target)):
         raise GpuInsightError(f"{dst}: refusing to overwrite the input trace; choose another output path")
-    if not os.path.isdir(os.path.dirname(os.path.abspath(dst))):
+    if not os.path.isdir(os.path.dirname(target)):
         raise GpuInsightError(f"{dst}: the output directory does not exist")
+    return target
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 __all__ = ["augmented_args", "augmented_chunks", "write_augmented"]

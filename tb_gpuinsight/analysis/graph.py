@@ -226,8 +226,9 @@ def _op_times(graph: ExecutionGraph, host, order: np.ndarray) -> OpTimes:
         if stream[i] < 0:
             stream[i] = int(acts["stream"][kernel_rows[0]])
     thread = graph.et.cols["tid"][rows]
-    if host is not None:
-        thread = host["tid"][graph.link.op[rows]]
+    if host is not None and len(host["tid"]):  # the Kineto thread where the op is linked, else the ET's
+        ops = graph.link.op[rows]
+        thread = np.where(ops >= 0, host["tid"][np.clip(ops, 0, None)], thread)
     return OpTimes(graph.cpu_ts[rows], graph.cpu_dur[rows], thread, gpu_ts, gpu_end, busy, stream,
                    timed=graph.timed)
 

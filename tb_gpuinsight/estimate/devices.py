@@ -369,11 +369,15 @@ class _Candidate:
         return (-self.specificity, -len(self.check.confirmed), self.check.mem_distance, self.order)
 
 
+MAX_NAME = 256  # characters of a trace's device name that matching looks at (real names are under 100)
+
+
 def match_device(props: Mapping[str, Any], datasheet: Optional[Sequence[DeviceSpec]] = None) -> DeviceMatch:
     """Match a Kineto ``deviceProperties`` entry to a datasheet row (see the module docstring for the rule)."""
     props = props if isinstance(props, Mapping) else {}
     raw_name = props.get("name")
-    trace_name = raw_name.replace("\x00", "").strip() if isinstance(raw_name, str) else ""
+    # Capped before any regex: a corrupt trace's 10-MB name must not make every re-rating slow.
+    trace_name = raw_name[:MAX_NAME].replace("\x00", "").strip() if isinstance(raw_name, str) else ""
     rows = load_datasheet() if datasheet is None else datasheet
     if not trace_name:
         return DeviceMatch("", None, "unknown: the trace gives no device name, so no datasheet row can be "

@@ -2,7 +2,8 @@
 
 Each module listed in ROUTE_MODULES defines `routes(plugin) -> Dict[str, Callable[[Request], Any]]`: route path
 ("/diff") to a handler that returns a JSON-ready object or raises `params.BadRequest`, `service.NotFound`,
-`service.NotReady` or another `GpuInsightError` (answered as 400 / 404 / 503 / 400 with `{"error": "..."}`).
+`service.NotReady`, `service.SpanFailed` or another `GpuInsightError` (answered as 400 / 404 / 503 with Retry-After /
+422 / 400 with `{"error": "..."}`; any other exception is logged and answered 500 with `{"error": "..."}`).
 Handlers reach the logdir through `plugin.service` only. Answers are reused until the logdir's state changes.
 """
 ROUTE_MODULES = ("tb_gpuinsight.routes.kernels", "tb_gpuinsight.routes.diff", "tb_gpuinsight.routes.shapes", "tb_gpuinsight.routes.graph",

@@ -50,8 +50,10 @@ def kernels(eff: Efficiency, request) -> Dict[str, Any]:
     order = order[mask[order]]
     offset = params.integer(request, "offset", 0, 0, 10 ** 9)
     limit = params.integer(request, "limit", 200, 1, MAX_LIMIT)
-    return {"total": int(len(order)), "dtype": eff.dtype, "group": group,
-            "rows": group_rows(table, order[offset: offset + limit].tolist())}
+    rows = group_rows(table, order[offset: offset + limit].tolist())
+    for row in rows:  # what /kernel_ops takes back: names can be any length, the key is 16 characters
+        row["name_key"] = params.name_key(row["name"])
+    return {"total": int(len(order)), "dtype": eff.dtype, "group": group, "rows": rows}
 
 
 def time_window(request) -> Optional[tuple]:
@@ -79,14 +81,22 @@ def roofline(eff: Efficiency, device: Optional[int]) -> Dict[str, Any]:
             "peak_tflops": match.peak_tflops(dtype) if match and dtype else None,
             "dram_gbps": match.dram_gbps if match else None,
             "ridge": match.ridge_point(dtype) if match and dtype else None,
-            "points": [{k: r[k] for k in ("name", "intensity", "tflops", "total_us", "count", "pct_peak", "dtype",
-                                          "gbps", "bound", "over_roof", "roof_cause")} for r in rows]}
+            "points": [{**{k: r[k] for k in ("name", "intensity", "tflops", "total_us", "count", "pct_peak", "dtype",
+                                             "gbps", "bound", "over_roof", "roof_cause")},
+                        "name_key": params.name_key(r["name"])} for r in rows]}
 
 
 def kernel_ops(eff: Efficiency, request) -> Dict[str, Any]:
-    name = params.text(request, "name", required=True)
+    """The launching ops of one kernel name, chosen by `name_key` (from /kernels rows) or, if short, `name`."""
     acts = eff.activities
-    codes = [i for i, label in enumerate(acts.strings["name"]) if label == name]
+    labels = acts.strings["name"]
+    key = params.key(request, "name_key")
+    if key:
+        codes = [i for i, label in enumerate(labels) if params.name_key(label) == key]
+        name = labels[codes[0]] if codes else ""
+    else:
+        name = params.text(request, "name", required=True)
+        codes = [i for i, label in enumerate(labels) if label == name]
     mask = np.isin(acts["name"], codes)
     device = params.device(request)
     if device is not None:

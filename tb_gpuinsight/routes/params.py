@@ -2,6 +2,8 @@
 runs / workers / spans are names looked up among discovered ones, never paths."""
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Iterable, Optional, Tuple
 
 from ..errors import GpuInsightError
@@ -23,6 +25,23 @@ def text(request, name: str, default: Optional[str] = None, required: bool = Fal
         return default if default is not None else ""
     if len(value) > MAX_TEXT or "\x00" in value:
         raise BadRequest(f"parameter {name!r} is too long or malformed")
+    return value
+
+
+_KEY = re.compile(r"^[0-9a-f]{16}$")
+
+
+def name_key(name: str) -> str:
+    """A short, stable key for a name of any length (kernel names reach tens of kilobytes): what rows carry and
+    routes take back instead of the name."""
+    return hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def key(request, name: str) -> str:
+    """An optional `name_key` value: 16 lower-case hex characters, or ""."""
+    value = request.args.get(name) or ""
+    if value and not _KEY.match(value):
+        raise BadRequest(f"parameter {name!r} must be a key from the table (16 hex characters)")
     return value
 
 

@@ -24,6 +24,7 @@ ROOT_PREFIXES = ("[pytorch|profiler|execution_graph|", "[pytorch|profiler|execut
 # Per-node integer fields: 1.0.1 has them on the node, later schemas in `attrs`.
 INT_FIELDS = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid")
 _MISSING = -1
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class _Args(msgspec.Struct):
@@ -101,6 +102,7 @@ class ExecutionTrace:
     outputs: List[Args]
     attrs: List[Dict[str, Any]]  # attrs other than the standard fields (collectives, kernel_backend...)
     row_of: Dict[int, int] = field(default_factory=dict)
+    dropped_nodes: int = 0  # nodes left out because their id does not fit an int64
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -129,12 +131,20 @@ def load_et(path: "os.PathLike[str] | str") -> ExecutionTrace:
     path = os.fspath(path)
     content = read_all(path)
     try:
-        top = msgspec.json.decode(content.view(), type=_Top)
+        try:
+            top = msgspec.json.decode(content.view(), type=_Top)
+        except UnicodeDecodeError:  # invalid UTF-8 (a cut-off name, say) becomes U+FFFD rather than a failure
+            text = bytes(content.view()).decode("utf-8", "replace").encode("utf-8")
+            top = msgspec.json.decode(text, type=_Top)
     except msgspec.ValidationError as exc:
-        raise TraceError(path, f"not a valid Execution Trace: {exc}") from None
+        raise TraceError(path, f"not a valid Execution Trace: {_one_line(exc)}") from None
     except msgspec.DecodeError as exc:
-        reason = "truncated JSON" if "truncated" in str(exc) else f"malformed JSON: {exc}"
+        reason = "truncated JSON" if "truncated" in str(exc) else f"malformed JSON: {_one_line(exc)}"
         raise TraceError(path, reason) from None
+    except RecursionError:
+        raise TraceError(path, "not a valid Execution Trace: nesting too deep") from None
+    except MemoryError:
+        raise TraceError(path, "out of memory while reading the Execution Trace") from None
     if top.nodes is None:
         raise TraceError(path, "not an Execution Trace (no 'nodes' list)")
     schema = top.schema if isinstance(top.schema, str) else ""
@@ -145,11 +155,18 @@ def load_et(path: "os.PathLike[str] | str") -> ExecutionTrace:
 
 
 def _int(value: Any) -> Optional[int]:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """An integer that fits int64; anything else (absent, text, out of range) is None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and _INT64_MIN <= value <= _INT64_MAX
+    return value if ok else None
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:300]
 
 
 def _build(path: str, schema: str, top: _Top) -> ExecutionTrace:
-    nodes = sorted(top.nodes, key=lambda n: n.id)
+    nodes = sorted((n for n in top.nodes if _int(n.id) is not None), key=lambda n: n.id)  # ids beyond int64: dropped
+    dropped = len(top.nodes) - len(nodes)
     ids = np.fromiter((n.id for n in nodes), dtype=np.int64, count=len(nodes))
     row_of = {int(i): r for r, i in enumerate(ids.tolist())}
     if len(row_of) != len(nodes):
@@ -172,7 +189,7 @@ def _build(path: str, schema: str, top: _Top) -> ExecutionTrace:
         extras.append(extra)
     _break_cycles(parent)
     return ExecutionTrace(path, schema, _int(top.pid), _int(top.start_ts), _int(top.finish_ts), ids, names,
-                          parent, cols, schemas, inputs, outputs, extras, row_of)
+                          parent, cols, schemas, inputs, outputs, extras, row_of, dropped)
 
 
 def _break_cycles(parent: np.ndarray) -> None:
@@ -227,13 +244,16 @@ def tensor_keys(args: Args) -> List[Tuple[int, int]]:
 
 
 def _collect_tensors(value: Any, out: List[Tuple[int, int]]) -> None:
-    if not isinstance(value, list) or not value:
-        return
-    if len(value) >= 5 and isinstance(value[0], int) and isinstance(value[1], int):
-        out.append((value[0], value[1]))
-        return
-    for item in value:
-        _collect_tensors(item, out)
+    """Tensors of a (possibly nested) value, depth first, without recursion (nesting can be arbitrarily deep)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if not isinstance(item, list) or not item:
+            continue
+        if len(item) >= 5 and _int(item[0]) is not None and _int(item[1]) is not None:
+            out.append((item[0], item[1]))
+            continue
+        stack.extend(reversed(item))
 
 
 def shape_text(args: Args, limit: int = 4) -> str:

@@ -224,7 +224,18 @@ class KinetoTrace:
 
 
 def _decode_json(raw: bytes) -> Any:
-    return msgspec.json.decode(raw) if raw else None
+    """A stored raw arg (shapes, types, concrete inputs); None when absent or not valid JSON text."""
+    try:
+        return msgspec.json.decode(raw) if raw else None
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+
+
+def _float_or_nan(value: Any) -> float:
+    try:
+        return float(value)
+    except (OverflowError, TypeError, ValueError):
+        return float("nan")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -236,15 +247,33 @@ class _Columns:
     def __init__(self) -> None:
         self.chunks: Dict[str, List[np.ndarray]] = {}
         self.interners: Dict[str, Interner] = {}
+        self.dropped = 0  # values that did not fit their column (ints out of range, infinities): made "absent"
 
     def add(self, col: str, arr: np.ndarray) -> None:
         self.chunks.setdefault(col, []).append(arr)
 
     def add_ints(self, col: str, values: Iterable[Optional[int]], n: int, dtype=np.int64) -> None:
-        self.add(col, np.fromiter((_NO_ID if v is None else v for v in values), dtype=dtype, count=n))
+        values = list(values)
+        try:
+            arr = np.fromiter((_NO_ID if v is None else v for v in values), dtype=dtype, count=n)
+        except OverflowError:  # an id beyond the column's range: absent, and counted
+            info = np.iinfo(dtype)
+            fits = [v if v is None or info.min <= v <= info.max else None for v in values]
+            self.dropped += sum(1 for v, f in zip(values, fits) if f is None and v is not None)
+            arr = np.fromiter((_NO_ID if v is None else v for v in fits), dtype=dtype, count=n)
+        self.add(col, arr)
 
     def add_floats(self, col: str, values: Iterable[Optional[float]], n: int) -> None:
-        self.add(col, np.fromiter((np.nan if v is None else v for v in values), dtype=np.float64, count=n))
+        values = list(values)
+        try:
+            arr = np.fromiter((np.nan if v is None else v for v in values), dtype=np.float64, count=n)
+        except OverflowError:  # an integer beyond any float
+            arr = np.fromiter((np.nan if v is None else _float_or_nan(v) for v in values), dtype=np.float64, count=n)
+        bad = ~np.isfinite(arr) & ~np.isnan(arr)
+        if bad.any():  # infinite times, FLOPs or sizes are not measurements: absent, and counted
+            self.dropped += int(bad.sum())
+            arr[bad] = np.nan
+        self.add(col, arr)
 
     def add_strings(self, col: str, values: Iterable, n: int) -> None:
         interner = self.interners.setdefault(col, Interner())
@@ -436,6 +465,7 @@ class _Reader:
         self.counts: Counter = Counter()
         self.malformed = 0
         self.malformed_args = 0
+        self.dropped = 0  # arg values that did not fit their column (counted with malformed_args)
         self.t_min = np.inf
         self.t_max = -np.inf
 
@@ -526,7 +556,9 @@ class _Reader:
     def finish(self) -> Dict[str, Table]:
         tables = {}
         for name in TABLES:
-            table = self.columns.pop(name).finish(name, _ORDER[name])
+            columns = self.columns.pop(name)
+            self.dropped += columns.dropped
+            table = columns.finish(name, _ORDER[name])
             extras = self.extras.pop(name)
             for arg in list(extras):
                 parts = extras.pop(arg)
@@ -566,7 +598,10 @@ def _extra_value(value: Any, memo: Dict[bytes, Any]) -> Any:
         return None
     hit = memo.get(raw, memo)
     if hit is memo:
-        hit = memo[raw] = msgspec.json.decode(raw)
+        try:
+            hit = memo[raw] = msgspec.json.decode(raw)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            hit = memo[raw] = None
     return hit
 
 
@@ -577,18 +612,19 @@ _BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
 
 
 def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
-                progress: Optional[Progress] = None) -> KinetoTrace:
+                progress: Optional[Progress] = None, max_bytes: Optional[int] = None) -> KinetoTrace:
     """Read a Kineto trace (`.json` or `.json.gz`) into tables.
 
     `extra_args` names event args to keep besides the standard ones (for example "Input Strides",
     "Module Hierarchy", "Collective name"); each becomes an object column in every table, None where absent.
     `progress(stage, done, total)` is called while reading ("read", bytes) and decoding ("decode", events).
+    `max_bytes` caps the uncompressed size (default: `source.max_trace_bytes()`).
     Raises `TraceError` with a one-line reason for anything that is not a readable Kineto trace.
     """
     path = os.fspath(path)
     extra = tuple(dict.fromkeys(str(a) for a in extra_args))
     file_bytes = _file_size(path)
-    buf = read_all(path, (lambda d, t: progress("read", d, t)) if progress else None)
+    buf = read_all(path, (lambda d, t: progress("read", d, t)) if progress else None, max_bytes)
     top = _decode_top(path, buf)
     events = top.traceEvents
     if not events:
@@ -635,6 +671,8 @@ def _decode_top(path: str, content: TraceBytes) -> _Top:
         raise _json_error(path, exc, len(buf)) from None
     except UnicodeDecodeError as exc:
         raise TraceError(path, "invalid UTF-8 in the trace header", offset=exc.start) from None
+    except RecursionError:
+        raise TraceError(path, "invalid JSON: nesting too deep") from None
     if top.traceEvents is None and len(top.nodes):
         raise TraceError(path, f"an Execution Trace (schema {top.schema}), not a Kineto trace")
     if top.traceEvents is None:
@@ -671,8 +709,9 @@ def _devices(top: _Top) -> List[Dict[str, Any]]:
         if not isinstance(p, dict):
             continue
         d = dict(p)
-        d.setdefault("id", i)
-        d.setdefault("name", "")
+        d["id"] = d["id"] if isinstance(d.get("id"), int) and not isinstance(d.get("id"), bool) \
+            and 0 <= d["id"] < 1 << 31 else i  # an id that is no device number: the position
+        d["name"] = d["name"][:1000] if isinstance(d.get("name"), str) else ""
         if "computeMajor" not in d and "major" in d:
             d["computeMajor"], d["computeMinor"] = d.get("major"), d.get("minor")
         out.append(d)
@@ -699,7 +738,8 @@ def _meta(path: str, top: _Top, reader: _Reader, tables: Dict[str, Table], file_
         has_external_ids=bool(len(ops) and (ops["ext_id"] >= 0).any()),
         versions=versions,
         category_counts={(k or "(none)"): v for k, v in counts.most_common()},
-        event_count=total, malformed_events=reader.malformed, malformed_args=reader.malformed_args,
+        event_count=total, malformed_events=reader.malformed,
+        malformed_args=reader.malformed_args + reader.dropped,
         start_us=reader.t_min if np.isfinite(reader.t_min) else None,
         end_us=reader.t_max if np.isfinite(reader.t_max) else None,
         extra_args=reader.extra_args,

@@ -3,19 +3,104 @@
 The content lands in an anonymous memory map sized up front (from the file size, or the gzip trailer), so peak
 memory is the uncompressed size once, not the twice that `gzip.open(...).read()` needs while it joins chunks; and
 a reader that is done with the tail of the buffer can hand those pages back to the OS (`release_from`).
+
+Reading is bounded: only regular files are opened (a FIFO or a device is refused before any read, so nothing
+blocks or grows forever), and the uncompressed content may not pass a cap (`max_trace_bytes`), checked while
+inflating, so a small gzip bomb fails fast with a one-line reason instead of exhausting memory.
 """
 from __future__ import annotations
 
 import mmap
 import os
+import stat
 import struct
 import zlib
-from typing import Callable, Optional
+from typing import BinaryIO, Callable, Optional
 
 from ..errors import TraceError
 
 GZIP_MAGIC = b"\x1f\x8b"
-_CHUNK = 1 << 22  # compressed bytes inflated per step; also the progress granularity
+_CHUNK = 1 << 22  # compressed bytes inflated per step (and uncompressed bytes per step); the progress granularity
+MAX_TRACE_ENV = "TB_GPUINSIGHT_MAX_TRACE_GB"
+# Peak memory of reading and analysing a trace, in multiples of its uncompressed size: the default cap leaves room
+# for that within the memory available when the process starts reading.
+MEMORY_FACTOR = 3
+_MIN_DEFAULT_BYTES = 1 << 30
+_override_gb: Optional[float] = None
+
+
+class SpecialFileError(OSError):
+    """A path that is not a regular file (FIFO, device, socket): never read."""
+
+
+class CorruptGzip(OSError):
+    """A file with the gzip magic whose data does not inflate."""
+
+
+def set_max_trace_gb(gb: Optional[float]) -> None:
+    """Set this process's cap on a trace's uncompressed size (None: back to the default)."""
+    global _override_gb
+    if gb is not None and not gb > 0:
+        raise ValueError("the trace size cap must be a positive number of GB")
+    _override_gb = gb
+
+
+def max_trace_bytes(gb: Optional[float] = None) -> int:
+    """The cap on one trace's uncompressed size: `gb` when given, else `set_max_trace_gb`'s, else
+    $TB_GPUINSIGHT_MAX_TRACE_GB, else available memory / MEMORY_FACTOR (at least 1 GiB)."""
+    for value in (gb, _override_gb, os.environ.get(MAX_TRACE_ENV)):
+        try:
+            if value is not None and float(value) > 0:
+                return int(float(value) * 1e9)
+        except ValueError:
+            continue
+    return max(_MIN_DEFAULT_BYTES, available_memory() // MEMORY_FACTOR)
+
+
+def available_memory() -> int:
+    """Bytes this process can still use: MemAvailable, bounded by a cgroup (container) limit when there is one."""
+    avail = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            avail = 8 << 30
+    return min(avail, _cgroup_room())
+
+
+def _cgroup_room() -> int:
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as f:
+            used = int(f.read().strip())
+        return max(int(limit) - used, 0) if limit.isdigit() else 1 << 62
+    except (OSError, ValueError):
+        return 1 << 62
+
+
+def open_regular(path: "os.PathLike[str] | str") -> BinaryIO:
+    """Open a regular file for reading (unbuffered); anything else raises SpecialFileError without blocking."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)  # O_NONBLOCK: opening a FIFO does not wait for a writer
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "a directory" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode)
+                    else "a special file")
+            raise SpecialFileError(0, f"not a regular file ({kind}); only trace files are read")
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb", buffering=0)
 
 Progress = Callable[[int, int], None]
 
@@ -77,39 +162,55 @@ class TraceBytes:
 
 def is_gzip(path: "os.PathLike[str] | str") -> bool:
     """True when the file starts with the gzip magic bytes (whatever its name says)."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         return f.read(2) == GZIP_MAGIC
 
 
 def read_head(path: "os.PathLike[str] | str", limit: int = 1 << 16) -> bytes:
-    """The first `limit` uncompressed bytes of a file, inflating gzip; b'' on an unreadable gzip head."""
-    with open(path, "rb") as f:
+    """The first `limit` uncompressed bytes of a file, inflating gzip. Raises OSError: SpecialFileError for a FIFO
+    or device, CorruptGzip when gzip data does not inflate."""
+    with open_regular(path) as f:
         head = f.read(limit)
     if not head.startswith(GZIP_MAGIC):
         return head
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
         return inflater.decompress(head, limit)
-    except zlib.error:
-        return b""
+    except zlib.error as exc:
+        raise CorruptGzip(0, f"corrupt gzip data ({exc})") from None
 
 
-def read_all(path: "os.PathLike[str] | str", progress: Optional[Progress] = None) -> TraceBytes:
-    """The whole uncompressed content of `path`; raises TraceError with a one-line reason."""
+def read_all(path: "os.PathLike[str] | str", progress: Optional[Progress] = None,
+             max_bytes: Optional[int] = None) -> TraceBytes:
+    """The whole uncompressed content of `path`, at most `max_bytes` (default `max_trace_bytes()`); raises
+    TraceError with a one-line reason."""
+    limit = max_bytes if max_bytes is not None else max_trace_bytes()
     try:
-        size = os.path.getsize(path)
-        with open(path, "rb", buffering=0) as f:
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
             magic = f.read(2)
             f.seek(0)
             if magic != GZIP_MAGIC:
-                return _read_plain(f, size, progress)
-            return _inflate(f, size, path, progress)
+                return _read_plain(f, size, path, progress, limit)
+            return _inflate(f, size, path, progress, limit)
+    except MemoryError:
+        raise TraceError(path, "out of memory while reading the trace; free memory or lower --max-trace-gb") from None
     except OSError as exc:
         raise TraceError(path, os_error_reason(exc)) from None
 
 
+def _check_size(path, size: int, limit: int, inflated: bool) -> None:
+    if size > limit:
+        what = "inflates past" if inflated else "is larger than"
+        raise TraceError(path, f"{what} {limit / 1e9:.3g} GB; raise --max-trace-gb to analyse it")
+
+
 def os_error_reason(exc: OSError) -> str:
     """A short lower-case reason for an OS error on a trace file."""
+    if isinstance(exc, (SpecialFileError, CorruptGzip)):
+        return exc.strerror
+    if getattr(exc, "errno", None) == 12:  # ENOMEM from mmap
+        return "out of memory while reading the trace; free memory or lower --max-trace-gb"
     if isinstance(exc, PermissionError):
         return "permission denied"
     if isinstance(exc, IsADirectoryError):
@@ -119,10 +220,12 @@ def os_error_reason(exc: OSError) -> str:
     return f"cannot read: {exc.strerror or exc}"
 
 
-def _read_plain(f, size: int, progress: Optional[Progress]) -> TraceBytes:
+def _read_plain(f, size: int, path, progress: Optional[Progress], limit: int) -> TraceBytes:
     """Read into one buffer of the file's size (it may still grow or shrink while we read)."""
+    _check_size(path, size, limit, inflated=False)
     out = TraceBytes(size)
     while out.readinto_from(f, _CHUNK):
+        _check_size(path, out.size, limit, inflated=False)
         if progress:
             progress(out.size, max(size, out.size))
     return out
@@ -138,8 +241,8 @@ def _gzip_size_hint(f, size: int) -> int:
     return hint
 
 
-def _inflate(f, size: int, path, progress: Optional[Progress]) -> TraceBytes:
-    out = TraceBytes(_gzip_size_hint(f, size))
+def _inflate(f, size: int, path, progress: Optional[Progress], limit: int) -> TraceBytes:
+    out = TraceBytes(min(_gzip_size_hint(f, size), limit))
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     read = 0
     while True:
@@ -147,18 +250,19 @@ def _inflate(f, size: int, path, progress: Optional[Progress]) -> TraceBytes:
         if not chunk:
             break
         read += len(chunk)
-        try:
-            piece = inflater.decompress(chunk)
-        except zlib.error as exc:
-            raise TraceError(path, f"corrupt gzip data: {exc}", offset=read - len(chunk)) from None
-        out.write(piece)
-        while inflater.eof and inflater.unused_data:  # a further gzip member follows
-            rest = inflater.unused_data
-            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        data = chunk
+        while data:  # bounded output per step: a bomb is stopped at the cap, not after inflating a chunk
             try:
-                out.write(inflater.decompress(rest))
+                out.write(inflater.decompress(data, _CHUNK))
             except zlib.error as exc:
-                raise TraceError(path, f"corrupt gzip data: {exc}", offset=read) from None
+                raise TraceError(path, f"corrupt gzip data: {exc}", offset=read - len(chunk)) from None
+            _check_size(path, out.size, limit, inflated=True)
+            if inflater.eof:  # a further gzip member may follow
+                data = inflater.unused_data
+                if data:
+                    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            else:
+                data = inflater.unconsumed_tail
         if progress:
             progress(read, size)
     if not inflater.eof:

@@ -11,6 +11,7 @@ skipped and reported with their line numbers; the reader never raises on content
 """
 from __future__ import annotations
 
+import io
 import os
 import re
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Iterable, List, Optional, Tuple
 import numpy as np
 
 from ..errors import TraceError
+from .source import max_trace_bytes, open_regular, os_error_reason
 from .table import Interner, Table
 
 SEP = "  "
@@ -27,6 +29,7 @@ MAX_ERRORS = 200  # errors kept in full; the count goes on
 _SHAPE = re.compile(r"^(?:torch\.Size\()?\[\s*(\d+(?:\s*,\s*\d+)*)?\s*,?\s*\]\)?$")
 _HEX = re.compile(r"^(0[xX])?[0-9a-fA-F]+$")
 _MAX_PTR = (1 << 64) - 1
+_MAX_INT = (1 << 63) - 1  # what an int64 column holds: larger numbers make the line malformed
 
 
 @dataclass
@@ -85,10 +88,16 @@ def read_tensor_trace(path: "os.PathLike[str] | str") -> TensorTraceFile:
     """Read a tensor.trace file. Raises `TraceError` only when the file cannot be opened or read."""
     text_path = os.fspath(path)
     try:
-        with open(text_path, "r", encoding="utf-8", errors="replace") as f:
-            return parse_lines(f, text_path)
+        with open_regular(text_path) as raw:
+            limit = max_trace_bytes()
+            if os.fstat(raw.fileno()).st_size > limit:
+                raise TraceError(text_path, f"is larger than {limit / 1e9:.3g} GB; raise --max-trace-gb to read it")
+            with io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", errors="replace") as f:
+                return parse_lines(f, text_path)
     except OSError as exc:
-        raise TraceError(text_path, exc.strerror or str(exc)) from None
+        raise TraceError(text_path, os_error_reason(exc)) from None
+    except MemoryError:
+        raise TraceError(text_path, "out of memory while reading it") from None
 
 
 def parse_lines(lines: Iterable[str], path: str = "<lines>") -> TensorTraceFile:
@@ -121,6 +130,8 @@ def parse_line(line: str, lineno: int = 0):
     dims = parse_shape(shape)
     if dims is None:
         return f"bad shape {shape[:40]!r}"
+    if float(np.prod(dims, dtype=np.float64)) > _MAX_INT:
+        return f"shape too large {shape[:40]!r}"
     numbers = _int(ts), _int(nbytes), parse_pointer(ptr)
     for value, label, text in zip(numbers, ("timestamp", "byte count", "data pointer"), (ts, nbytes, ptr)):
         if value is None or value < 0:
@@ -137,12 +148,13 @@ def parse_shape(text: str) -> Optional[Tuple[int, ...]]:
     m = _SHAPE.match(text.strip())
     if not m:
         return None
-    return tuple(int(d) for d in m.group(1).split(",")) if m.group(1) else ()
+    dims = tuple(_int(d.strip()) for d in m.group(1).split(",")) if m.group(1) else ()
+    return None if None in dims else dims
 
 
 def parse_pointer(text: str) -> Optional[int]:
     """A data pointer, decimal or hex (`0x7f..`, or bare digits with a-f); None when neither, or over 64 bits."""
-    if not _HEX.match(text):
+    if len(text) > 20 or not _HEX.match(text):  # 64 bits are at most 20 digits (or 0x + 16)
         return None
     is_hex = text[:2].lower() == "0x" or any(c in "abcdefABCDEF" for c in text)
     value = int(text, 16) if is_hex else int(text)
@@ -152,14 +164,18 @@ def parse_pointer(text: str) -> Optional[int]:
 def split_location(location: str) -> Tuple[str, int]:
     """`path/to/file.py:12` -> (path, 12); no line number -> (location, -1)."""
     head, sep, tail = location.rpartition(":")
-    if sep and tail.isdigit():
-        return head, int(tail)
+    number = _int(tail) if sep else None
+    if number is not None and number <= 0x7FFFFFFF:
+        return head, number
     return location, -1
 
 
 def _int(text: str) -> Optional[int]:
-    # Plain ASCII digits only: int() alone would also take "1_000" and "+5".
-    return int(text) if text.isascii() and text.isdigit() else None
+    # Plain ASCII digits only: int() alone would also take "1_000" and "+5"; at most an int64.
+    if not (text.isascii() and text.isdigit() and len(text) <= 19):
+        return None
+    value = int(text)
+    return value if value <= _MAX_INT else None
 
 
 __all__ = ["TensorTraceFile", "read_tensor_trace", "parse_lines", "parse_line", "parse_shape", "parse_pointer",

@@ -1,5 +1,5 @@
 // Loading, empty, error and progress states. Each returns a detached element for the caller to place.
-import type { FileError, Progress } from "../api";
+import { canRetry, type FileError, type Progress } from "../api";
 import { h } from "../dom";
 import { bytes, count } from "../format";
 
@@ -29,6 +29,11 @@ export function errorState(title: string, message: string, retry?: () => void): 
     h("div", { class: "state-message", text: message }),
     retry ? h("button", { class: "btn", text: "Retry", on: { click: retry } }) : null,
   );
+}
+
+/** `errorState` for a failed request: no Retry button when the server said the trace cannot be analysed (422). */
+export function requestErrorState(title: string, err: unknown, retry: () => void): HTMLElement {
+  return errorState(title, err instanceof Error ? err.message : String(err), canRetry(err) ? retry : undefined);
 }
 
 /** An inline, one-line error for a part of a view (a chart, the details panel). */
@@ -61,9 +66,18 @@ function bar(label: string, done: number, total: number, text: string): HTMLElem
 }
 
 /** A run being read: files and bytes done so far. The caller polls and replaces it. */
-export function progressState(run: string, status: "loading" | "pending", progress: Progress | null | undefined): HTMLElement {
+export function progressState(
+  run: string,
+  status: "loading" | "pending" | "waiting",
+  progress: Progress | null | undefined,
+): HTMLElement {
   const p = progress ?? { files_done: 0, files_total: 0, bytes_done: 0, bytes_total: 0 };
-  const title = status === "pending" ? `Run "${run}" is queued for reading` : `Reading run "${run}"…`;
+  const title =
+    status === "pending"
+      ? `Run "${run}" is queued for reading`
+      : status === "waiting"
+        ? `Waiting for "${run}" to be completely written…`
+        : `Reading run "${run}"…`;
   return h(
     "div",
     { class: "state state-progress", attrs: { role: "status", "aria-live": "polite" } },

@@ -23,7 +23,7 @@ import { DiffDetails } from "../components/diffDetails";
 import { deltaClass, signedPct, signedTime } from "../components/diffFormat";
 import { defaultOther, DiffSide, reconcileSide, sameSelection } from "../components/diffSide";
 import { DiffTable, type DiffPageRequest } from "../components/diffTable";
-import { emptyState, errorState, inlineError, loadingState } from "../components/states";
+import { emptyState, errorState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { debounce, field, h, replace, select } from "../dom";
 import { count, time } from "../format";
 import { Store } from "../state";
@@ -321,7 +321,7 @@ class DiffView implements TabView {
       this.show(res);
     } catch (err) {
       if (signal.aborted || isAbort(err)) return;
-      replace(this.result, errorState("Could not compare these selections", message(err), () => void this.load()));
+      replace(this.result, requestErrorState("Could not compare these selections", err, () => void this.load()));
     } finally {
       this.controller.signal.removeEventListener("abort", abortAll);
     }

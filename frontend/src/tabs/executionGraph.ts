@@ -6,7 +6,7 @@ import { drawer as detailsDrawer } from "../components/details";
 import { graphApi, type Cause, type GraphView, type ViewQuery } from "../components/graphApi";
 import { GraphCanvas, type ColorBy } from "../components/graphCanvas";
 import { nodeDetails } from "../components/graphDetails";
-import { emptyState, errorState, inlineError, loadingState } from "../components/states";
+import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { debounce, field, h, replace, select } from "../dom";
 import { count, pct, time } from "../format";
 import type { TabDef, TabView } from "./types";
@@ -89,7 +89,7 @@ class ExecutionGraphView implements TabView {
       if (/no Execution Trace/.test(message)) {
         replace(this.main, emptyState("This span has no Execution Trace", noEtHint()));
       } else {
-        replace(this.main, errorState("The execution graph could not be built", message, () => this.load()));
+        replace(this.main, requestErrorState("The execution graph could not be built", err, () => this.load()));
       }
     }
   }

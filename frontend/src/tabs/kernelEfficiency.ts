@@ -13,7 +13,7 @@ import { deviceCard, reasonList, summaryFigures } from "../components/deviceCard
 import { Details } from "../components/details";
 import { KernelTable } from "../components/kernelTable";
 import { Roofline } from "../components/roofline";
-import { emptyState, errorState, inlineError, loadingState } from "../components/states";
+import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { debounce, field, h, replace, select } from "../dom";
 import { count } from "../format";
 import { showOnTimeline } from "../nav";
@@ -108,9 +108,7 @@ class KernelEfficiencyView implements TabView {
       if (signal.aborted || isAbort(err)) return;
       replace(
         this.host,
-        errorState("Could not load the devices of this selection", err instanceof Error ? err.message : String(err), () =>
-          this.load(),
-        ),
+        requestErrorState("Could not load the devices of this selection", err, () => this.load()),
       );
       return;
     }
@@ -335,7 +333,8 @@ class KernelEfficiencyView implements TabView {
 
   private openDetails(name: string): void {
     const device = this.view.get().device;
-    this.details.open(name, this.rows.get(name) ?? null, (signal) => api.kernelOps(this.sel, device, name, signal));
+    const row = this.rows.get(name) ?? null;
+    this.details.open(name, row, (signal) => api.kernelOps(this.sel, device, name, signal, row?.name_key));
   }
 
   private onChange(state: ViewState, changed: ReadonlySet<keyof ViewState>): void {

@@ -6,7 +6,7 @@ import { cellText, unknown } from "../components/kernelTable";
 import { memoryApi, type AllocationRow, type MemoryDevice, type MemorySummary, type OpMemoryRow, type Which } from "../components/memoryApi";
 import { MemoryChart } from "../components/memoryChart";
 import { ShapesTable, type ShapesColumn } from "../components/shapesTable";
-import { emptyState, errorState, inlineError, loadingState } from "../components/states";
+import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { field, h, replace, select } from "../dom";
 import { bytes, count, time } from "../format";
 import type { TabDef, TabView } from "./types";
@@ -92,7 +92,7 @@ class MemoryView implements TabView {
       this.summary = await memoryApi.summary(this.sel, this.controller.signal);
     } catch (err) {
       if (this.controller.signal.aborted || isAbort(err)) return;
-      replace(this.host, errorState("Memory view unavailable", err instanceof Error ? err.message : String(err), () => void this.load()));
+      replace(this.host, requestErrorState("Memory view unavailable", err, () => void this.load()));
       return;
     }
     if (!this.summary.has_memory) {

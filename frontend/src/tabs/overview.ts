@@ -3,7 +3,7 @@
 import { api, isAbort, type OverviewHeadline, type OverviewResponse, type Selection } from "../api";
 import { breakdownTable, headlineCards, recommendationList } from "../components/overviewParts";
 import { StepChart, TrendChart } from "../components/overviewCharts";
-import { emptyState, errorState, loadingState } from "../components/states";
+import { emptyState, loadingState, requestErrorState } from "../components/states";
 import { h, replace } from "../dom";
 import { time } from "../format";
 import { nav, openTab } from "../state";
@@ -42,7 +42,7 @@ class OverviewView implements TabView {
       if (signal.aborted || isAbort(err)) return;
       replace(
         this.host,
-        errorState("Could not load the overview of this selection", err instanceof Error ? err.message : String(err), () => void this.load()),
+        requestErrorState("Could not load the overview of this selection", err, () => void this.load()),
       );
     }
   }

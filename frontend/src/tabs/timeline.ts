@@ -5,7 +5,7 @@
 import { api, isAbort, type KernelRow, type Selection } from "../api";
 import { Details, drawer, stat } from "../components/details";
 import { openInPerfetto } from "../components/perfetto";
-import { emptyState, errorState, inlineError, loadingState } from "../components/states";
+import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { CLASS_COLORS, IDLE_COLORS, TimelineCanvas, efficiencyColor, type ColorMode, type PickedEvent } from "../components/timelineCanvas";
 import { timelineApi, type RangeBreakdown, type TimelineLane, type TimelineMeta } from "../components/timelineApi";
 import { field, h, replace, select } from "../dom";
@@ -74,7 +74,7 @@ class TimelineTabView implements TabView {
     } catch (err) {
       if (signal.aborted || isAbort(err)) return;
       const retry = () => void this.load("", target);
-      replace(this.host, errorState("Could not load the timeline of this selection", err instanceof Error ? err.message : String(err), retry));
+      replace(this.host, requestErrorState("Could not load the timeline of this selection", err, retry));
       return;
     }
     this.tspan = this.meta.span;

@@ -1,0 +1,465 @@
+"""The plugin under failure: dead analysis processes, a crashing scanner, corrupt or swapped cache summaries,
+oversized and special files, and every failure answered as JSON."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from tb_gpuinsight import service as service_mod
+from tb_gpuinsight.service import LogdirService
+
+from .test_plugin import BERT, _ready, _wait, logdir  # noqa: F401  (fixture)
+
+
+def _client(logdir, tmp_path):
+    """The plugin over `logdir` (analysis in-process), once the sample runs are ready (patient: CI may be busy)."""
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from tb_gpuinsight.plugin import GpuInsightPlugin
+
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=0.1)
+    plugin = GpuInsightPlugin(base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)
+    assert _wait(lambda: all(_ready(service, r) for r in ("bert_h100", "vit_h100")), timeout=300)
+    return Client(application.TensorBoardWSGI([plugin])), plugin
+
+
+def _status(service, run):
+    return next((r for r in service.runs_json()["runs"] if r["run"] == run), None)
+
+
+def _running_pid(service, key):
+    """The process id of the worker analysing the span with this cache key, from its marker."""
+    folder = service._marker_dir
+    for name in os.listdir(folder) if folder and os.path.isdir(folder) else []:
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                if f.read() == key:
+                    return int(name)
+        except OSError:
+            continue
+    return None
+
+
+def test_dead_worker_marks_only_its_span_and_the_pool_recovers(logdir, tmp_path, monkeypatch):
+    monkeypatch.setenv(service_mod._TEST_HOLD_ENV, os.sep + "bert_h100" + os.sep)  # bert's analysis stalls
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=2, scan_interval=0.2)
+    service.start()
+    try:
+        assert _wait(lambda: service.runs, timeout=30)
+        bert = service.span_states(BERT["run"], BERT["worker"], BERT["span"])[0]
+        for _ in range(service_mod.MAX_WORKER_DEATHS):  # as the OOM killer would, twice
+            assert _wait(lambda: _running_pid(service, bert.key) is not None, timeout=120)
+            os.kill(_running_pid(service, bert.key), signal.SIGKILL)
+            assert _wait(lambda: bert.status != "loading" or _running_pid(service, bert.key) is None, 60)
+        assert _wait(lambda: _status(service, "bert_h100")["status"] == "error", timeout=60)
+        reason = _status(service, "bert_h100")["errors"][0]["reason"]
+        assert "analysis process died, likely out of memory" in reason and "MB" in reason
+        assert _wait(lambda: _ready(service, "vit_h100") and _ready(service, "minitoy_mi250"), timeout=180)
+        shutil.copytree(logdir / "vit_h100", logdir / "vit_later")  # a run added after the crash still loads
+        assert _wait(lambda: _ready(service, "vit_later"), timeout=180)
+        assert service.span_states(BERT["run"], BERT["worker"], BERT["span"])[0].status == "error"
+    finally:
+        service.stop()
+
+
+def test_scanner_survives_an_exception(logdir, tmp_path, monkeypatch):
+    calls = []
+    real = service_mod.discover
+
+    def flaky(path):
+        calls.append(path)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        return real(path)
+
+    monkeypatch.setattr(service_mod, "discover", flaky)
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=0.05)
+    service.start()
+    try:
+        assert _wait(lambda: _ready(service, "bert_h100"), timeout=60)
+        assert service._thread.is_alive() and len(calls) > 1
+    finally:
+        service.stop()
+
+
+def test_every_failure_is_json_with_the_right_status(logdir, tmp_path, monkeypatch):
+    from tb_gpuinsight.routes import kernels
+
+    from .test_plugin import BASE, _get
+
+    client, plugin = _client(logdir, tmp_path)
+    assert _wait(lambda: _status(plugin.service, "broken_run")["status"] == "error")
+    broken = {"run": "broken_run", "worker": "w", "span": "w.1700000000000000000.pt.trace.json"}
+    for route in ("devices", "kernels", "trace"):
+        response = client.get(f"{BASE}/{route}", query_string=broken)
+        body = response.get_json()
+        assert response.status_code == 422 and "ends early" in body["error"], route
+    for method in ("post", "put", "delete"):
+        response = getattr(client, method)(f"{BASE}/kernels", query_string=BERT)
+        assert response.status_code == 405 and response.get_json()["error"].startswith("method not allowed")
+        assert "GET" in response.headers["Allow"]
+    monkeypatch.setattr(kernels, "devices", lambda eff: 1 / 0)  # a bug in a handler
+    plugin2 = type(plugin)(_context(logdir), service=plugin.service)
+    client2 = _wsgi(plugin2)
+    code, body = _get(client2, "devices", **BERT)
+    assert code == 500 and body["error"].startswith("internal error") and "ZeroDivision" not in body["error"]
+    span = plugin.service.span_states(BERT["run"], BERT["worker"], BERT["span"])[0]
+    span.status = "loading"
+    plugin.service.generation += 1
+    response = client.get(f"{BASE}/kernels", query_string=BERT)
+    assert response.status_code == 503 and response.headers["Retry-After"].isdigit()
+    assert "loading" in response.get_json()["error"]
+
+
+def _context(logdir):
+    from tensorboard.plugins import base_plugin
+
+    return base_plugin.TBContext(logdir=str(logdir), flags=None)
+
+
+def _wsgi(plugin):
+    from tensorboard.backend import application
+    from werkzeug.test import Client
+
+    return Client(application.TensorBoardWSGI([plugin]))
+
+
+def _summary_file(service, span):
+    return os.path.join(service.cache.directory, span.key)
+
+
+def test_corrupt_and_swapped_summaries_are_recomputed(logdir, tmp_path):
+    from .test_plugin import _get
+
+    client, plugin = _client(logdir, tmp_path)
+    service = plugin.service
+    bert = service.span_states(BERT["run"], BERT["worker"], BERT["span"])[0]
+    vit = service.span_states("vit_h100", "h100-node", "all")[0]
+    code, good = _get(client, "kernels", **BERT, limit=5)
+    assert code == 200
+    # a flipped byte: fails its checksum
+    fresh = _restart(logdir, tmp_path)
+    with open(_summary_file(fresh, bert), "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    assert _eventually_same(fresh, good)
+    # another trace's (valid) summary under bert's name: its identity does not match
+    fresh = _restart(logdir, tmp_path)
+    shutil.copyfile(_summary_file(fresh, vit), _summary_file(fresh, bert))
+    assert _eventually_same(fresh, good)
+    assert not any(n.startswith(".tmp") for n in os.listdir(fresh.cache.directory))
+
+
+def _restart(logdir, tmp_path):
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=60)
+    service.scan()
+    assert _ready(service, "bert_h100")  # the summary exists: ready without reading the trace
+    return service
+
+
+def _eventually_same(service, good):
+    """The damaged summary is refused (503, never another trace's rows), then recomputed to the same answer."""
+    from tb_gpuinsight.routes.kernels import kernels
+    from tb_gpuinsight.service import NotReady
+    from werkzeug.test import EnvironBuilder
+
+    request = EnvironBuilder(query_string={"limit": 5}).get_request()
+    with pytest.raises(NotReady, match="analysed again"):
+        service.analysis(BERT["run"], BERT["worker"], BERT["span"])
+    service.scan()  # workers=0: analyses inline
+    body = kernels(service.analysis(BERT["run"], BERT["worker"], BERT["span"]), request)
+    return [r["name"] for r in body["rows"]] == [r["name"] for r in good["rows"]] and body["total"] == good["total"]
+
+
+def _bomb(path, megabytes):
+    """A valid (multi-member) gzip trace of mostly blanks: about 1 KB per inflated MB."""
+    import gzip
+
+    blank = gzip.compress(b" " * (1 << 20), 9)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(b'{"traceEvents": ['))
+        for _ in range(megabytes):
+            f.write(blank)
+        f.write(gzip.compress(b"]}"))
+
+
+def test_gzip_bomb_stops_at_the_cap_with_a_one_line_reason(tmp_path):
+    import resource
+
+    from tb_gpuinsight import TraceError, load
+    from tb_gpuinsight.cli import main
+
+    bomb = tmp_path / "w.1.pt.trace.json.gz"
+    _bomb(bomb, 512)  # 512 MiB inflated
+    assert bomb.stat().st_size < 1 << 20
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(TraceError, match=r"inflates past 0.05 GB; raise --max-trace-gb to analyse it"):
+        load(bomb, max_trace_gb=0.05)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 200, grown_mb  # stopped at the cap, not after inflating the bomb
+    assert main(["analyze", str(bomb), "--max-trace-gb", "0.05"]) == 2
+    small = tmp_path / "w.2.pt.trace.json.gz"
+    _bomb(small, 8)  # under the cap: read, and refused only for what it is (no events)
+    with pytest.raises(TraceError, match="no events"):
+        load(small, max_trace_gb=0.05)
+
+
+def test_special_files_are_refused_without_blocking(tmp_path):
+    from tb_gpuinsight import TraceError, load
+    from tb_gpuinsight.trace.et import load_et
+    from tb_gpuinsight.trace.tensortrace import read_tensor_trace
+
+    fifo = tmp_path / "w.1.pt.trace.json"
+    os.mkfifo(fifo)
+    zero = tmp_path / "w.2.pt.trace.json"
+    zero.symlink_to("/dev/zero")
+    for path in (fifo, zero):
+        kind = "FIFO" if path == fifo else "device"
+        for reader in (load, load_et, read_tensor_trace):
+            with pytest.raises(TraceError, match=f"not a regular file \\(a {kind}\\)"):
+                reader(path)
+
+
+def test_corrupt_gzip_is_named_as_such(tmp_path):
+    from tb_gpuinsight import TraceError, load
+    from tb_gpuinsight.logdir import sniff
+
+    bad = tmp_path / "w.1.pt.trace.json.gz"
+    bad.write_bytes(b"\x1f\x8b" + b"not deflate data" * 10)
+    assert "corrupt gzip data" in sniff(bad).reason
+    with pytest.raises(TraceError, match="corrupt gzip data"):
+        load(bad)
+
+
+def test_augment_writes_only_regular_files_or_new_paths(tmp_path):
+    import stat
+
+    from tb_gpuinsight import GpuInsightError, augment
+    from tb_gpuinsight.cli import main
+
+    from .test_plugin import SAMPLES
+
+    src = os.path.join(SAMPLES, "bert_h100", BERT["span"])
+    null_link = tmp_path / "null.json"
+    null_link.symlink_to("/dev/null")
+    targets = [null_link, tmp_path, tmp_path / "missing_dir" / "x.json"]
+    if os.geteuid() == 0:  # a device node of our own, as root
+        node = tmp_path / "node.json"
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        targets.append(node)
+    for dst in targets:
+        with pytest.raises(GpuInsightError):
+            augment(src, dst)
+        assert main(["augment", src, str(dst)]) == 2
+    assert main(["augment", src, ""]) == 2
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    old = os.umask(0o027)
+    try:
+        fresh = tmp_path / "fresh.json.gz"
+        assert augment(src, fresh) > 0
+        assert stat.S_IMODE(fresh.stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    augment(src, link)
+    assert link.is_symlink() and real.read_text().startswith("{")  # written through the link, link kept
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".tb-gpuinsight")) == []
+
+
+def _bert_events():
+    import gzip
+    import json
+
+    from .test_plugin import SAMPLES
+
+    return json.loads(gzip.decompress(open(os.path.join(SAMPLES, "bert_h100", BERT["span"]), "rb").read()))
+
+
+def _first(events, cat):
+    return next(e for e in events["traceEvents"] if e.get("cat") == cat)
+
+
+def _write(tmp_path, doc, raw_replace=()):
+    import json
+
+    text = json.dumps(doc, ensure_ascii=False)
+    for old, new in raw_replace:
+        text = text.replace(old, new, 1)
+    path = tmp_path / "w.1700000000000000000.pt.trace.json"
+    path.write_bytes(text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text)
+    return path
+
+
+@pytest.mark.parametrize("case", ["big_ids", "inf_flop_and_dur", "deep", "bad_utf8", "far_future"])
+def test_malformed_kineto_content_is_repaired_or_refused_in_one_line(tmp_path, case):
+    from tb_gpuinsight import GpuInsightError, analyze, load
+    from tb_gpuinsight.analysis.augment import write_augmented
+    from tb_gpuinsight.cli import main
+
+    doc = _bert_events()
+    kernel, op = _first(doc, "kernel"), _first(doc, "cpu_op")
+    raw = []
+    if case == "big_ids":
+        kernel["args"].update({"device": 2 ** 40, "stream": 2 ** 70, "correlation": -(2 ** 64)})
+        op["args"]["External id"] = 10 ** 30
+    elif case == "inf_flop_and_dur":
+        op["args"]["kernel_flop"] = "@INF@"
+        kernel["dur"] = "@INF@"
+        raw = [('"@INF@"', "1e999"), ('"@INF@"', "-1e999")]
+    elif case == "deep":
+        op["args"]["Input Dims"] = "@DEEP@"
+        raw = [('"@DEEP@"', "[" * 1500 + "]" * 1500)]
+    elif case == "bad_utf8":
+        kernel["name"] = "kern\udcff<img src=x onerror=alert(1)>"
+    elif case == "far_future":
+        for e in doc["traceEvents"]:
+            if "ts" in e:
+                e["ts"] = 9.3e18
+    path = _write(tmp_path, doc, raw)
+    try:
+        eff = analyze(load(path))
+    except GpuInsightError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert eff.summary() is not None
+    write_augmented(path, tmp_path / "out.json", eff)
+    assert main(["info", str(path)]) == 0
+    if case == "big_ids":
+        assert load(path).meta.malformed_args >= 3  # counted, not silently kept
+    if case == "inf_flop_and_dur":
+        assert not np.isinf(load(path).kernels["dur"]).any()
+
+
+def test_malformed_et_and_tensor_trace_are_repaired(tmp_path):
+    import glob
+    import json
+
+    from tb_gpuinsight import load
+    from tb_gpuinsight.analysis.efficiency import analyze_trace
+    from tb_gpuinsight.analysis.graph import build_graph
+    from tb_gpuinsight.trace.et import load_et
+    from tb_gpuinsight.trace.tensortrace import read_tensor_trace
+
+    from .test_plugin import SAMPLES
+
+    et_doc = json.load(open(glob.glob(os.path.join(SAMPLES, "cpu_mlp", "*.et.json"))[0]))
+    et_doc["nodes"][3]["id"] = 2 ** 70
+    et_doc["nodes"][4]["name"] = "op\udcff"
+    et_path = tmp_path / "w.et.json"
+    et_path.write_bytes(json.dumps(et_doc, ensure_ascii=False).encode("utf-8", "surrogateescape"))
+    et = load_et(et_path)
+    assert et.dropped_nodes == 1 and "\ufffd" in "".join(et.names)
+    untimed = _write(tmp_path, {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1}]})
+    trace = load(untimed)
+    graph = build_graph(et, trace, analyze_trace(trace))  # an ET linked to a trace without timed ops
+    assert len(graph.units)
+    tt = tmp_path / "w.tensor.trace"
+    tt.write_text("[call]  1  torch.Size([99999999999999999999, 2])  8  0x10  x  f  a.py:1\n"
+                  "[call]  " + "9" * 5000 + "  torch.Size([2])  8  0x10  x  f  a.py:1\n"
+                  "[ret]  5\x0b\u00a0  torch.Size([2])  8  0x10  x  f  a.py:99999999999999999999999\n"
+                  "[ret]  5  torch.Size([2])  8  0x10  x  f  a.py:7\n")
+    parsed = read_tensor_trace(tt)
+    assert len(parsed) == 2 and parsed.error_count == 2
+    assert parsed.table["line"].tolist() == [-1, 7]
+
+
+def test_nan_durations_answer_json(logdir, tmp_path):
+    from .test_plugin import _get
+
+    doc = _bert_events()
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["dur"] = "@NAN@"
+    run = logdir / "nan_run"
+    run.mkdir()
+    _write(run, doc, [('"@NAN@"', "1e999")] * 3)
+    client, plugin = _client(logdir, tmp_path)
+    assert _wait(lambda: _ready(plugin.service, "nan_run"))
+    span = plugin.service.span_states("nan_run", "w", "all")[0].span
+    for route, query in (("devices", {"run": "nan_run", "worker": "w", "span": span}),
+                         ("diff", {"a_run": "nan_run", "a_worker": "w", "b_run": "bert_h100", "b_worker": "h100-node"})):
+        code, body = _get(client, route, **query)
+        assert code in (200, 422), (route, body)
+
+
+def test_trace_download_is_written_once_and_served_from_the_cache(logdir, tmp_path):
+    import gzip
+    import json
+
+    from .test_plugin import BASE
+
+    client, plugin = _client(logdir, tmp_path)
+    first = client.get(f"{BASE}/trace", query_string=BERT)
+    assert first.status_code == 200 and int(first.headers["Content-Length"]) == len(first.get_data())
+    cached = [p for p in os.listdir(tmp_path / "cache") if p.endswith(".augmented.json.gz")]
+    assert len(cached) == 1
+    stamp = os.stat(tmp_path / "cache" / cached[0]).st_mtime_ns
+    second = client.get(f"{BASE}/trace", query_string=BERT)
+    assert second.get_data() == first.get_data()
+    assert os.stat(tmp_path / "cache" / cached[0]).st_mtime_ns == stamp  # served, not written again
+    assert any("kernel_flop" in e.get("args", {}) for e in json.loads(gzip.decompress(second.get_data()))["traceEvents"])
+
+
+def test_long_kernel_names_by_key_and_paths_relative_to_the_logdir(logdir, tmp_path):
+    import glob
+
+    from .test_plugin import _get
+
+    doc = _bert_events()
+    long_name = "void cutlass::Kernel<" + "T" * 20000 + ">"
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["name"] = long_name
+    run = logdir / "long_run"
+    run.mkdir()
+    _write(run, doc)
+    et = glob.glob(str(logdir / "cpu_mlp" / "*.et.json"))[0]
+    with open(et, "r+b") as f:  # a broken ET: its error names the file
+        f.truncate(100_000)
+    client, plugin = _client(logdir, tmp_path)
+    assert _wait(lambda: _ready(plugin.service, "long_run"))
+    sel = {"run": "long_run", "worker": "w", "span": "all"}
+    code, body = _get(client, "kernels", **sel)
+    row = next(r for r in body["rows"] if r["name"] == long_name)
+    code, ops = _get(client, "kernel_ops", **sel, name_key=row["name_key"])
+    assert code == 200 and ops["name"] == long_name and ops["ops"]
+    assert _get(client, "kernel_ops", **sel, name_key="../x")[0] == 400
+    span = os.path.basename(et).replace(".et.json", ".pt.trace.json")
+    code, err = _get(client, "graph/view", run="cpu_mlp", worker="cpu-worker", span=span)
+    assert code in (400, 422) and str(logdir) not in err["error"] and "cpu_mlp" in err["error"], err
+
+
+def test_graph_focus_on_a_deep_chain_and_huge_device_names(tmp_path):
+    import json
+
+    import tb_gpuinsight.analysis.graph_view as gv
+    from tb_gpuinsight.analysis.graph import build_graph
+    from tb_gpuinsight.estimate.devices import MAX_NAME, match_device
+    from tb_gpuinsight.trace.et import load_et
+
+    depth = 3000
+    nodes = [{"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "parent": 1}]
+    nodes += [{"id": i, "name": f"## range{i} ##", "parent": i - 1} for i in range(2, depth + 2)]
+    path = tmp_path / "deep.et.json"
+    path.write_text(json.dumps({"schema": "1.0.1", "pid": 1, "nodes": nodes}))
+    graph = build_graph(load_et(path))
+    tree = gv.build_tree(graph)
+    deepest = depth  # the last row
+    expanded = set(gv.ancestors(tree, deepest)) | {deepest}
+    out = gv.view_json(tree, graph, gv.figures(tree, graph), expanded)
+    depths = [e["depth"] for e in out["expanded"]]
+    assert depths == list(range(len(depths))) and len(depths) >= depth - 1
+    match = match_device({"name": "NVIDIA H100 80GB HBM3" + " x" * 5_000_000, "totalGlobalMem": 85e9})
+    assert len(match.trace_name) <= MAX_NAME
