@@ -29,7 +29,7 @@ from .trace.table import Table
 # Columns an analysis computes before rating; the rest is recomputed by `rate` on load.
 _STORED = ("kind", "name", "device", "stream", "ts", "dur", "op", "op_name", "link", "occupancy", "registers",
            "grid", "block", "event", "memop_bytes", "flops", "bytes", "flops_reason", "bytes_reason", "dtype",
-           "op_shape")
+           "op_shape", "comm_bytes", "comm_factor")
 
 
 def default_cache_dir() -> str:

@@ -23,7 +23,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .trace.kineto import KinetoTrace
 
 # name -> "module:function". Adding a view's data to every summary = one line here (and an ENGINE_VERSION bump).
-SECTION_BUILDERS: Dict[str, str] = {}
+SECTION_BUILDERS: Dict[str, str] = {
+    "distributed": "tb_gpuinsight.analysis.ranks:build_section",
+}
 
 
 @dataclass

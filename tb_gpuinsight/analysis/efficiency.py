@@ -28,6 +28,7 @@ from ..estimate.flops import OpEstimate, estimate_op, freeze
 from ..estimate.memo import default_memo
 from ..trace.kineto import KinetoTrace
 from ..trace.table import Interner, Table
+from .collectives import activity_columns, mark_communication_groups, rate_communication
 from .correlate import LINK_NAMES, NO_OP, link_activities, op_parents
 
 AUTO = "auto"
@@ -108,6 +109,7 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
     acts = _activities(trace, kernel_links, memop_links)
     estimates = _op_estimates(trace, acts["op"])
     _attribute(acts, trace, estimates)
+    acts.columns.update(activity_columns(trace, acts))  # collective sizes: comm kernels are rated on the link
     op_shape = np.full(len(acts), -1, dtype=np.int32)
     linked = acts["op"] >= 0
     op_shape[linked] = trace.ops["shape"][acts["op"][linked]]
@@ -366,6 +368,7 @@ def _rate(acts: Table, devices: Dict[int, DeviceReport], dtype: str) -> None:
                         pct_peak=pct_peak, pct_dram=pct_dram, efficiency=efficiency, bound=bound,
                         rate_dtype=np.fromiter(dtype_codes.encode(rate_dtype.tolist()), np.int32, count=n))
     acts.strings.update(bound=["compute", "memory", "unknown"], rate_dtype=dtype_codes.items)
+    rate_communication(acts, devices)
 
 
 def _rating_dtypes(acts: Table, dtype: str) -> np.ndarray:
@@ -523,6 +526,7 @@ def _group_rates(acts: Table, inverse: np.ndarray, g: int) -> Dict[str, np.ndarr
     bound[memop] = 1
     for col in ("tflops", "pct_peak", "intensity"):
         out[col][memop] = np.nan
+    mark_communication_groups(acts, first, bound)
     out["bound"] = bound
     return out
 
