@@ -15,7 +15,7 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "analyze", "augment", "diff", "shapes", "discover", "sniff", "read_tensor_trace", "TensorTrace",
+__all__ = ["load", "analyze", "augment", "diff", "shapes", "ranks", "discover", "sniff", "read_tensor_trace", "TensorTrace",
            "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
 
@@ -113,6 +113,19 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
     return shapes_report(trace, eff.activities, [read_tt(p) for p in paths])
 
 
+def ranks(run: "os.PathLike[str] | str", cycle: int = -1,
+          devices_file: "Optional[os.PathLike[str] | str]" = None) -> "RanksReport":
+    """The multi-rank view of a distributed run directory (one trace per rank): `report.to_pandas("ranks")` (step,
+    compute, exposed / overlapped communication, memcpy, idle and wait per rank, ms per step), "steps" (rank x
+    step), "collectives" (per collective and size: count, time per rank, wait, transfer, algbw, busbw, % of the
+    interconnect), "instances" (each collective matched across ranks), "stragglers" (with their evidence);
+    `report.problems` lists missing or mismatched ranks. `cycle`: the n-th profiling cycle of every rank."""
+    from .analysis.ranks import from_run_dir
+    from .estimate.devices import load_datasheet
+
+    return from_run_dir(os.fspath(run), cycle, load_datasheet(devices_file))
+
+
 def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":
     """Read a tensor.trace file: `.table` (one row per record), `.errors` [(line number, reason)] of skipped
     malformed lines, `.to_pandas()`."""
@@ -140,4 +153,5 @@ if False:  # pragma: no cover - for type checkers only
     from .capture.profiling import profile, trace_handler
     from .trace.tensortrace import TensorTraceFile
     from .analysis.diff import DiffResult
+    from .analysis.ranks import Report as RanksReport
     from .analysis.efficiency import Efficiency

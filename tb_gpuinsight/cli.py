@@ -403,7 +403,8 @@ _DIFF_COLUMNS = (
 COMMANDS: List[Callable] = [_register_info, _register_ls, _register_analyze, _register_augment, _register_diff]
 
 # Commands of other features live in their own modules, each with `register(subparsers)`.
-COMMAND_MODULES: Tuple[str, ...] = ("tb_gpuinsight.commands.shapes", "tb_gpuinsight.commands.graph")
+COMMAND_MODULES: Tuple[str, ...] = ("tb_gpuinsight.commands.shapes", "tb_gpuinsight.commands.graph",
+                                     "tb_gpuinsight.commands.ranks")
 
 if __name__ == "__main__":
     sys.exit(main())

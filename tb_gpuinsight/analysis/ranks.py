@@ -205,6 +205,14 @@ class Report:
                 "problems": self.problems, "interconnect": self.interconnect, "step_numbers": self.step_numbers,
                 "instances": self.instances[:instance_limit], "instance_count": len(self.instances)}
 
+    def to_pandas(self, part: str = "ranks"):
+        """One part as a DataFrame: "ranks", "steps", "collectives", "instances" or "stragglers"."""
+        import pandas as pd
+
+        if part not in _PARTS:
+            raise ValueError(f"unknown part {part!r}: use one of {', '.join(_PARTS)}")
+        return pd.DataFrame(getattr(self, part))
+
     def heatmap(self, metric: str = "dur", offset: int = 0, limit: int = 64) -> Dict[str, Any]:
         """Ranks x steps matrix of one step metric (microseconds), one page of ranks, with the page's bounds and
         the whole run's per-step median so that a page can be read against all ranks."""
@@ -225,6 +233,7 @@ class Report:
                 "max": _f(np.nanmax(all_values)) if np.isfinite(all_values).any() else None}
 
 
+_PARTS = ("ranks", "steps", "collectives", "instances", "stragglers")
 STEP_METRICS = ("dur", "compute", "comm_exposed", "comm_overlapped", "memcpy", "idle", "comm_wait")
 
 
@@ -260,6 +269,28 @@ def analyze(traces: Sequence[RankTrace], datasheet=None) -> Report:
     _check_steps(ranked, steps, step_numbers, problems)
     source = next(iter(ranked.values())).section.info.get("source", "")
     return Report(ranks, steps, comm_table, instances, strag, problems, world, link, source, step_numbers)
+
+
+def from_run_dir(path: str, cycle: int = -1, datasheet=None) -> Report:
+    """The report of one run directory, read and analysed here (CLI and Python API; the plugin uses the stored
+    sections instead). `cycle`: the n-th span of every worker, -1 the latest."""
+    from ..logdir import discover
+    from ..sections import SectionContext, build_section
+    from ..trace.kineto import load_kineto
+    from .efficiency import analyze_trace
+
+    runs = discover(path)
+    if len(runs) != 1:
+        raise RanksError(f"{path}: holds {len(runs)} runs; give one run directory")
+    traces = []
+    for worker, spans in sorted(runs[0].workers.items()):
+        if not -len(spans) <= cycle < len(spans):
+            continue
+        span = spans[cycle]
+        trace = load_kineto(span.trace.path)
+        ctx = SectionContext(trace, analyze_trace(trace, datasheet=datasheet))
+        traces.append(RankTrace(worker, span.name, build_section(SECTION, ctx)))
+    return analyze(traces, datasheet)
 
 
 def _assign_ranks(traces: Sequence[RankTrace], problems: List[str]) -> Tuple[Dict[int, RankTrace], Optional[int]]:
@@ -448,5 +479,5 @@ def _check_steps(ranked: Dict[int, RankTrace], steps: List[Dict[str, Any]], numb
                             f"{' ...' if len(missing) > 5 else ''} (steps are aligned by number)")
 
 
-__all__ = ["SECTION", "RankTrace", "Report", "analyze", "build_section", "rank_from_name", "RanksError",
+__all__ = ["SECTION", "RankTrace", "Report", "analyze", "from_run_dir", "build_section", "rank_from_name", "RanksError",
            "STEP_METRICS"]

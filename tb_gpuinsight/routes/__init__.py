@@ -5,4 +5,5 @@ Each module listed in ROUTE_MODULES defines `routes(plugin) -> Dict[str, Callabl
 `service.NotReady` or another `GpuInsightError` (answered as 400 / 404 / 503 / 400 with `{"error": "..."}`).
 Handlers reach the logdir through `plugin.service` only. Answers are reused until the logdir's state changes.
 """
-ROUTE_MODULES = ("tb_gpuinsight.routes.kernels", "tb_gpuinsight.routes.diff", "tb_gpuinsight.routes.shapes", "tb_gpuinsight.routes.graph",)
+ROUTE_MODULES = ("tb_gpuinsight.routes.kernels", "tb_gpuinsight.routes.diff", "tb_gpuinsight.routes.shapes", "tb_gpuinsight.routes.graph",
+                 "tb_gpuinsight.routes.ranks",)
