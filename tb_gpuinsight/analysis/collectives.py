@@ -42,7 +42,8 @@ _KERNEL_KIND = re.compile(r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|
                           re.IGNORECASE)
 _ALGO = re.compile(r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)_(LL128|LL|SIMPLE)",
                    re.IGNORECASE)
-# Canonical kinds; words compared after lower-casing and dropping '_' (so "allgather", "_all_gather_base" agree).
+# Canonical kinds by prefix, compared after lower-casing and dropping '_' (so "allgather", "_all_gather_base",
+# "allgather_into_tensor_coalesced" agree); longer words first where one starts another (reducescatter, reduce).
 _KINDS = (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
           ("alltoall", "all_to_all"), ("broadcast", "broadcast"), ("sendrecv", "send_recv"), ("reduce", "reduce"),
           ("barrier", "barrier"), ("gather", "gather"), ("scatter", "scatter"), ("send", "send"), ("recv", "recv"))
@@ -52,7 +53,6 @@ def canonical_kind(name: str) -> str:
     """all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, send, recv, send_recv, barrier,
     gather, scatter, or '' for a name that is no collective."""
     low = _MARKER_PREFIX.sub("", _C10D.sub("", name.strip())).lower().replace("_", "")
-    low = re.sub(r"(base|coalesced|tensor|intotensor|single|v)$", "", low)
     for word, kind in _KINDS:
         if low.startswith(word):
             return kind
