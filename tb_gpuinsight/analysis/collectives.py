@@ -390,7 +390,8 @@ def interconnect_gbps(props: Dict[str, Any], datasheet=None) -> Tuple[Optional[f
     link = getattr(match.spec, "interconnect", None) if match.spec is not None else None
     if not link:
         return None, "unknown: no interconnect figure for this device in the datasheet"
-    return link["per_direction_gbps"], f"{link['link']}: {link['gbps']:g} GB/s {link['as']} ({match.spec.name})"
+    return link["per_direction_gbps"], (f"{link['link']}: {link['gbps']:g} GB/s {link['as']}, rated against "
+                                        f"{link['per_direction_gbps']:g} GB/s one way ({match.spec.name})")
 
 
 def section_arrays(table: Table) -> Dict[str, np.ndarray]:

@@ -1,5 +1,6 @@
 // The tab registry, in display order. Later tabs replace their placeholder with a module of their own.
 import { diffTab } from "./diff";
+import { distributedTab } from "./distributed";
 import { executionGraphTab } from "./executionGraph";
 import { kernelEfficiencyTab } from "./kernelEfficiency";
 import { tensorShapesTab } from "./tensorShapes";
@@ -10,6 +11,7 @@ export const TABS: readonly TabDef[] = [
   diffTab,
   tensorShapesTab,
   executionGraphTab,
+  distributedTab,
 ];
 
 export type { TabDef, TabView } from "./types";
