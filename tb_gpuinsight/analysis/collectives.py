@@ -394,15 +394,18 @@ def interconnect_gbps(props: Dict[str, Any], datasheet=None) -> Tuple[Optional[f
                                         f"{link['per_direction_gbps']:g} GB/s one way ({match.spec.name})")
 
 
-def section_arrays(table: Table) -> Dict[str, np.ndarray]:
-    return {f"c_{k}": v for k, v in table.columns.items()}
+def pack(table: Table) -> np.ndarray:
+    """The records as one float64 matrix, columns in `_RECORD` order (one stored array per trace, not fourteen:
+    each array of a summary costs a header to read, and a run of a thousand ranks reads a thousand summaries)."""
+    return np.stack([table[k].astype(np.float64) for k in _RECORD], axis=1) if len(table) else \
+        np.empty((0, len(_RECORD)))
 
 
-def table_from_section(section: "Section") -> Table:
-    cols = {k[2:]: v for k, v in section.arrays.items() if k.startswith("c_")}
-    if not cols:
-        cols = {k: np.empty(0, dtype=np.float64 if k in _FLOAT_COLS else np.int64) for k in _RECORD}
-    return Table("collectives", cols, dict(section.info.get("collective_strings", {})))
+def unpack(matrix: np.ndarray, strings: Dict[str, List[str]]) -> Table:
+    """The records table back from `pack`'s matrix and the interned strings."""
+    matrix = matrix.reshape(-1, len(_RECORD))
+    cols = {k: matrix[:, i] if k in _FLOAT_COLS else matrix[:, i].astype(np.int64) for i, k in enumerate(_RECORD)}
+    return Table("collectives", cols, dict(strings))
 
 
 __all__ = ["canonical_kind", "kernel_kind", "kernel_algorithm", "busbw_factor", "algbw_bytes", "extract",

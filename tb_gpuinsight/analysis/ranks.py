@@ -29,6 +29,7 @@ from ..trace.table import Table
 from . import collectives as coll
 
 SECTION = "distributed"
+_STEP_COLUMNS = ("number", "ts", "dur", "compute", "comm", "overlap", "memcpy", "idle")
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _RANK_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)(?!.*(?:rank|worker)[-_]?\d)", re.IGNORECASE)
 _MAX_PG_RANKS = 64  # pg_config rank lists longer than this are stored as their count
@@ -62,9 +63,8 @@ def build_section(ctx) -> "Any":
         "devices": [{k: d.get(k) for k in ("id", "name", "numSms", "computeMajor", "totalGlobalMem")}
                     for d in trace.devices[:1]],
     }
-    arrays = coll.section_arrays(table)
-    arrays.update({f"s_{k}": v for k, v in breakdown.items()})
-    return Section(SECTION, info, arrays)
+    steps_matrix = np.stack([breakdown[k].astype(np.float64) for k in _STEP_COLUMNS], axis=1)
+    return Section(SECTION, info, {"collectives": coll.pack(table), "steps": steps_matrix})
 
 
 def _trimmed(info: Optional[dict]) -> Dict[str, Any]:
@@ -258,7 +258,8 @@ def analyze(traces: Sequence[RankTrace], datasheet=None) -> Report:
         raise RanksError("no analysed traces with distributed data in this run" +
                          (f" ({problems[0]})" if problems else ""))
     ranked, world = _assign_ranks(usable, problems)
-    tables = {r: coll.table_from_section(t.section) for r, t in ranked.items()}
+    tables = {r: coll.unpack(t.section.arrays["collectives"], t.section.info["collective_strings"])
+              for r, t in ranked.items()}
     waits, instances, matched = _match(tables, problems)
     steps = _step_rows(ranked, waits)
     ranks = _rank_rows(ranked, steps, instances)
@@ -371,15 +372,12 @@ def _match(tables: Dict[int, Table], problems: List[str]):
 def _step_rows(ranked: Dict[int, RankTrace], waits: Dict[Tuple[int, int], float]) -> List[Dict[str, Any]]:
     rows = []
     for rank, t in ranked.items():
-        a = t.section.arrays
-        for i in range(len(a.get("s_number", []))):
-            step = int(a["s_number"][i])
-            rows.append({"rank": rank, "step": step, "dur": float(a["s_dur"][i]),
-                         "compute": float(a["s_compute"][i]),
-                         "comm_exposed": float(a["s_comm"][i] - a["s_overlap"][i]),
-                         "comm_overlapped": float(a["s_overlap"][i]),
-                         "memcpy": float(a["s_memcpy"][i]), "idle": float(a["s_idle"][i]),
-                         "comm_wait": waits.get((rank, step), 0.0)})
+        for values in t.section.arrays["steps"].reshape(-1, len(_STEP_COLUMNS)).tolist():
+            s = dict(zip(_STEP_COLUMNS, values))
+            step = int(s["number"])
+            rows.append({"rank": rank, "step": step, "dur": s["dur"], "compute": s["compute"],
+                         "comm_exposed": s["comm"] - s["overlap"], "comm_overlapped": s["overlap"],
+                         "memcpy": s["memcpy"], "idle": s["idle"], "comm_wait": waits.get((rank, step), 0.0)})
     return rows
 
 
