@@ -1,5 +1,6 @@
 """End to end: real TensorBoard over the real 8-rank DLRM step, headless Chromium, the Distributed tab (per-rank
-table and charts, straggler, collectives with bus bandwidth, heatmap) and NCCL kernels rated "communication"."""
+table and charts, straggler, collectives with bus bandwidth, heatmap), NCCL kernels rated "communication", and the
+kernel table over all ranks."""
 from __future__ import annotations
 
 import os
@@ -38,4 +39,10 @@ def test_distributed_tab_on_dlrm(tmp_path):
         frame.get_by_role("tab", name="Kernel efficiency").click()
         frame.wait_for_selector(".tag-communication", timeout=120000)
         assert "communication" in frame.locator(".tag-communication").first.inner_text()
+        # "All ranks": every rank's trace in one analysis; each rank ran on its own GPU, so one card per rank.
+        frame.locator("select[aria-label='Worker']").select_option(label="All ranks (8)")
+        frame.wait_for_function(
+            "() => [...document.querySelectorAll('.badge')].filter(b => /^GPU [0-7]$/.test(b.innerText)).length === 8",
+            timeout=120000)
+        frame.wait_for_selector(".tag-communication", timeout=60000)
     assert not console, console

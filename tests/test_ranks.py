@@ -209,3 +209,23 @@ def test_many_ranks_report_and_heatmap_pages():
     page = report.heatmap("dur", offset=60, limit=16)
     assert page["ranks"] == [60, 61, 62, 63] and page["total_ranks"] == 64
     assert len(page["median_per_step"]) == len(page["steps"])
+
+
+def test_all_ranks_selection_combines_every_worker(tmp_path):
+    """The worker "*" (All ranks) analyses every rank's span together; a diff against it spreads over the ranks."""
+    logdir = tmp_path / "logdir"
+    logdir.mkdir()
+    os.symlink(corpus_path("param/dlrm_8ranks"), logdir / "dlrm")
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=60)
+    service.scan()
+    one = service.analysis("dlrm", "worker0_step_12", "all")
+    every = service.analysis("dlrm", "*", "all")
+    assert len(every.activities) > 7 * len(one.activities)
+    assert set(every.activities["span"].tolist()) == set(range(8))
+    nccl = every.by_name().to_pandas()
+    assert nccl.loc[nccl["name"].str.startswith("ncclKernel"), "count"].sum() == 64  # 8 per rank
+    from tb_gpuinsight.analysis.diff import diff
+    result = diff(one, every, names=("rank 0", "all ranks"))
+    allreduce = next(r for r in result.rows if r["name"].startswith("ncclKernel_AllReduce"))
+    spread = allreduce["spread_b"]  # per-rank time of this kernel: min / median / max over the 8 ranks
+    assert allreduce["spread_a"] is None and spread["min"] <= spread["median"] <= spread["max"]
