@@ -229,3 +229,22 @@ def test_all_ranks_selection_combines_every_worker(tmp_path):
     allreduce = next(r for r in result.rows if r["name"].startswith("ncclKernel_AllReduce"))
     spread = allreduce["spread_b"]  # per-rank time of this kernel: min / median / max over the 8 ranks
     assert allreduce["spread_a"] is None and spread["min"] <= spread["median"] <= spread["max"]
+
+
+def test_interconnect_rows_are_sourced_and_rated_one_way(tmp_path):
+    from tb_gpuinsight.errors import ConfigError
+    from tb_gpuinsight.estimate.devices import load_datasheet
+    rows = {r.name: r for r in load_datasheet()}
+    links = {name: r.interconnect for name, r in rows.items() if r.interconnect}
+    assert links["NVIDIA Tesla V100 SXM2 32GB"]["gbps"] == 300 and links["NVIDIA A100 SXM4 80GB"]["gbps"] == 600
+    assert links["NVIDIA H100 SXM5 80GB"]["gbps"] == 900 and "Infinity Fabric" in links["AMD Instinct MI300X"]["link"]
+    assert {links[n]["link"] for n in ("NVIDIA Tesla V100 PCIe", "NVIDIA A100 PCIe 80GB", "NVIDIA H100 PCIe 80GB")} == \
+        {"PCIe Gen3 x16", "PCIe Gen4 x16", "PCIe Gen5 x16"}
+    for link in links.values():
+        assert link["source"].startswith("https://") and link["note"]
+        assert link["per_direction_gbps"] == link["gbps"] / 2  # every built-in figure sums both directions
+    bad = tmp_path / "devices.json"
+    bad.write_text(json.dumps({"devices": [{"name": "X", "vendor": "nvidia", "peak_tflops": {"fp32": 1},
+                                            "interconnect": {"link": "NVLink", "gbps": "fast"}}]}))
+    with pytest.raises(ConfigError, match="interconnect.gbps"):
+        load_datasheet(str(bad))

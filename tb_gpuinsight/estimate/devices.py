@@ -276,7 +276,9 @@ def _interconnect(v: Any, where: str, origin: str) -> Optional[Dict[str, Any]]:
         raise ConfigError(f"{where}: interconnect must be an object with link, gbps and bidirectional")
     link = _text(v.get("link"), where, "interconnect.link")
     gbps = _positive(v.get("gbps"), where, "interconnect.gbps")
-    both = _bool(v.get("bidirectional", True), where)
+    both = v.get("bidirectional", True)
+    if not isinstance(both, bool):
+        raise ConfigError(f"{where}: interconnect.bidirectional must be true or false, got {both!r}")
     url, note = _source(v.get("source"), where, origin)
     return {"link": link, "gbps": gbps, "bidirectional": both, "per_direction_gbps": gbps / 2 if both else gbps,
             "as": "both directions" if both else "one direction", "source": url, "note": note}
