@@ -30,6 +30,9 @@ def test_distributed_tab_on_dlrm(tmp_path):
         frame.locator(".ranks-per-rank tbody tr").nth(1).click()
         compare = frame.locator(".rank-compare").inner_text()
         assert "Rank 1 (worker1_step_12) against the median rank" in compare and "Wait in collectives" in compare
+        frame.wait_for_selector(".ranks-kernel-compare", timeout=60000)
+        kernels = frame.locator(".rank-kernels").inner_text()
+        assert "against rank 0, the rank of median step time" in kernels and "ncclKernel_SendRecv" in kernels, kernels
         frame.locator("select[aria-label='Heatmap metric']").select_option("comm_wait")
         frame.wait_for_function(
             "() => document.querySelector('.chart-status')?.innerText.includes('Wait in collectives per rank')",

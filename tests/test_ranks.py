@@ -143,6 +143,12 @@ def test_gloo_run_through_the_plugin_routes(gloo_run, tmp_path):
     from tb_gpuinsight.routes.params import BadRequest
     with pytest.raises(BadRequest):
         ranks_routes.heatmap_route(plugin, _request(run="ddp", metric="nope"))
+    compare = ranks_routes.compare_route(plugin, _request(run="ddp", rank=str(SLOW_RANK)))
+    assert compare["rank"] == SLOW_RANK and compare["median_rank"] in range(WORLD)
+    assert compare["rows"] == []  # a CPU run has no kernels to compare
+    from tb_gpuinsight.service import NotFound
+    with pytest.raises(NotFound):
+        ranks_routes.compare_route(plugin, _request(run="ddp", rank="9"))
 
 
 def test_missing_rank_is_reported_not_fatal(gloo_run, tmp_path):

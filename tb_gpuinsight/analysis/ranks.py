@@ -294,6 +294,12 @@ def from_run_dir(path: str, cycle: int = -1, datasheet=None) -> Report:
     return analyze(traces, datasheet)
 
 
+def median_rank(report: Report) -> Optional[Dict[str, Any]]:
+    """The rank whose mean step time is the median of all ranks (the lower middle one for an even count)."""
+    timed = sorted((r for r in report.ranks if r["step_us"] is not None), key=lambda r: (r["step_us"], r["rank"]))
+    return timed[(len(timed) - 1) // 2] if timed else None
+
+
 def _assign_ranks(traces: Sequence[RankTrace], problems: List[str]) -> Tuple[Dict[int, RankTrace], Optional[int]]:
     """Rank of every trace: distributedInfo first, else the worker name, else its position; duplicates and gaps
     are reported, not fatal (a duplicate keeps the first trace)."""
@@ -477,5 +483,5 @@ def _check_steps(ranked: Dict[int, RankTrace], steps: List[Dict[str, Any]], numb
                             f"{' ...' if len(missing) > 5 else ''} (steps are aligned by number)")
 
 
-__all__ = ["SECTION", "RankTrace", "Report", "analyze", "from_run_dir", "build_section", "rank_from_name", "RanksError",
+__all__ = ["SECTION", "RankTrace", "Report", "analyze", "from_run_dir", "median_rank", "build_section", "rank_from_name", "RanksError",
            "STEP_METRICS"]

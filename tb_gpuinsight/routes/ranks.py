@@ -6,6 +6,8 @@
                         heatmap: (first page of /ranks_heatmap)}
     /ranks_heatmap  ?run&metric[&cycle&offset&limit] -> {metric, steps, ranks, values, offset, limit, total_ranks,
                         median_per_step, max}
+    /ranks_compare  ?run&rank[&cycle&limit] -> {rank, median_rank, summary, classes, rows}: the rank's kernels
+                        against the median rank's (the Diff of the two spans), biggest changes first
 
 `cycle` picks the n-th span (profiling cycle) of every worker, -1 = the latest. Ranks whose span is still being
 analysed are counted in `pending` and left out until ready; nothing here reads a trace.
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Tuple
 
 from ..analysis import ranks as rk
+from ..analysis.diff import diff
 from ..service import NotFound, NotReady
 from . import params
 from .shapes import _Lru
@@ -25,7 +28,8 @@ _REPORTS = _Lru(16)
 
 def routes(plugin) -> Dict[str, Callable]:
     return {"/ranks": lambda req: ranks_route(plugin, req),
-            "/ranks_heatmap": lambda req: heatmap_route(plugin, req)}
+            "/ranks_heatmap": lambda req: heatmap_route(plugin, req),
+            "/ranks_compare": lambda req: compare_route(plugin, req)}
 
 
 def ranks_route(plugin, request) -> Dict[str, Any]:
@@ -44,6 +48,25 @@ def heatmap_route(plugin, request) -> Dict[str, Any]:
     offset = params.integer(request, "offset", 0, 0, 10 ** 7)
     limit = params.integer(request, "limit", 64, 1, MAX_RANKS_PAGE)
     return report.heatmap(metric, offset, limit)
+
+
+def compare_route(plugin, request) -> Dict[str, Any]:
+    """One rank's kernels against the median rank's, with the Diff tab's arithmetic."""
+    report = _report(plugin, request)[0]
+    rank = params.integer(request, "rank", 0, 0, 10 ** 7)
+    limit = params.integer(request, "limit", 20, 1, 500)
+    rows = {r["rank"]: r for r in report.ranks}
+    if rank not in rows:
+        raise NotFound(f"run {params.text(request, 'run')!r} has no rank {rank} here")
+    median = rk.median_rank(report)
+    run = params.text(request, "run", required=True)
+    mine, theirs = rows[rank], median
+    result = diff(plugin.service.analysis(run, theirs["worker"], theirs["span"]),
+                  plugin.service.analysis(run, mine["worker"], mine["span"]),
+                  names=(f"median rank {theirs['rank']}", f"rank {rank}"))
+    ordered = sorted(result.rows, key=lambda r: -abs(r["delta_us"] or 0.0))
+    return {"rank": rank, "median_rank": theirs["rank"], "summary": result.summary, "classes": result.classes,
+            "rows": ordered[:limit]}
 
 
 def _report(plugin, request) -> Tuple[rk.Report, int, List[str]]:

@@ -1,5 +1,5 @@
 // Types and fetchers of the Distributed routes (/ranks, /ranks_heatmap).
-import { getJson } from "../api";
+import { getJson, type DiffRow, type DiffSummary } from "../api";
 
 export type StepMetric = "dur" | "compute" | "comm_exposed" | "comm_overlapped" | "memcpy" | "idle" | "comm_wait";
 
@@ -85,7 +85,15 @@ export interface RanksResponse {
   heatmap: Heatmap;
 }
 
+export interface RankCompare {
+  rank: number;
+  median_rank: number;
+  summary: DiffSummary;
+  rows: DiffRow[];
+}
+
 export const ranksApi = {
+  compare: (run: string, rank: number, signal?: AbortSignal) => getJson<RankCompare>("ranks_compare", { run, rank, limit: 12 }, signal),
   ranks: (run: string, signal?: AbortSignal) => getJson<RanksResponse>("ranks", { run, instance_limit: 0 }, signal),
   heatmap: (run: string, metric: StepMetric, offset: number, limit: number, signal?: AbortSignal) =>
     getJson<Heatmap>("ranks_heatmap", { run, metric, offset, limit }, signal),

@@ -3,7 +3,7 @@
 // its evidence. Everything comes from /ranks (per-trace summaries); ranks are paged, never drawn all at once.
 import { ApiError, isAbort, type Selection } from "../api";
 import { RankBars, StepHeatmap } from "../components/ranksCharts";
-import { ranksApi, STEP_METRICS, type CollectiveRow, type RankRow, type RanksResponse, type StepMetric } from "../components/ranksApi";
+import { ranksApi, STEP_METRICS, type CollectiveRow, type RankCompare, type RankRow, type RanksResponse, type StepMetric } from "../components/ranksApi";
 import { emptyState, errorState, inlineError, loadingState } from "../components/states";
 import { field, h, replace, select } from "../dom";
 import { bytes, count, gbps, pct, sig, time } from "../format";
@@ -215,9 +215,41 @@ class DistributedView implements TabView {
       const delta = mine != null && mid != null ? mine - mid : null;
       return [label, time(mine), time(mid), delta == null ? "—" : `${delta >= 0 ? "+" : "−"}${time(Math.abs(delta))}`];
     });
+    const kernels = h("div", { class: "rank-kernels muted small", text: "Comparing kernels with the median rank…" });
     replace(
       this.focus,
-      h("div", { class: "rank-compare" }, h("b", { text: `Rank ${rank} (${row.worker}) against the median rank` }), table(["", `Rank ${rank}`, "Median rank", "Difference"], rows, "ranks-compare")),
+      h(
+        "div",
+        { class: "rank-compare" },
+        h("b", { text: `Rank ${rank} (${row.worker}) against the median rank` }),
+        table(["", `Rank ${rank}`, "Median rank", "Difference"], rows, "ranks-compare"),
+        kernels,
+      ),
+    );
+    void this.compareKernels(rank, kernels);
+  }
+
+  /** The kernels that differ most between this rank and the median-step rank (the Diff tab's arithmetic). */
+  private async compareKernels(rank: number, host: HTMLElement): Promise<void> {
+    let res: RankCompare;
+    try {
+      res = await ranksApi.compare(this.sel.run, rank, this.controller.signal);
+    } catch (err) {
+      if (this.controller.signal.aborted || isAbort(err)) return;
+      replace(host, inlineError(err instanceof Error ? err.message : String(err)));
+      return;
+    }
+    const s = res.summary;
+    const delta = (v: number | null) => (v == null ? "—" : `${v >= 0 ? "+" : "−"}${time(Math.abs(v))}`);
+    const head = `Kernels against rank ${res.median_rank}, the rank of median step time: GPU time ${time(s.time_us_b)} against ${time(s.time_us_a)} (${delta(s.delta_us)}); biggest changes:`;
+    replace(
+      host,
+      h("div", { text: head }),
+      table(
+        ["Kernel", `Rank ${res.median_rank} (median)`, `Rank ${rank}`, "Difference"],
+        res.rows.map((r) => [h("span", { class: "cell-name", title: r.name, text: r.name.length > 90 ? r.name.slice(0, 89) + "…" : r.name }), time(r.time_us_a), time(r.time_us_b), delta(r.delta_us)]),
+        "ranks-kernel-compare",
+      ),
     );
   }
 
