@@ -192,7 +192,13 @@ def test_dlrm_collectives_and_comm_kernels_against_nvlink():
     expected = acts["comm_bytes"] * acts["comm_factor"] / (acts["dur"] * 1e-6) / 1e9 / 150.0
     assert rated.sum() == 8 and np.allclose(acts["efficiency"][rated], expected[rated])
     groups = eff.by_name().to_pandas()
-    assert set(groups.loc[groups["name"].str.startswith("ncclKernel"), "bound"]) == {"communication"}
+    nccl = groups[groups["name"].str.startswith("ncclKernel")]
+    assert set(nccl["bound"]) == {"communication"}
+    rows = acts.to_pandas()[comm]
+    busbw = (rows["comm_bytes"] * rows["comm_factor"]).groupby(rows["name"]).sum() / \
+        (rows["dur"].groupby(rows["name"]).sum() * 1e-6) / 1e9
+    for _, g in nccl.iterrows():  # a group's GB/s: its busbw bytes over its kernel time
+        assert g["gbps"] == pytest.approx(busbw[g["name"]])
 
 
 def test_many_ranks_report_and_heatmap_pages():

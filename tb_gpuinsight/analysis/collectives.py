@@ -375,10 +375,24 @@ def rate_communication(acts: Table, devices: Dict[int, Any]) -> None:
     acts["link_gbps"][comm] = link_gbps[comm]
 
 
-def mark_communication_groups(acts: Table, first: np.ndarray, bound: np.ndarray) -> None:
-    """Grouped rows whose representative is a communication kernel are bound "communication" too."""
-    if COMMUNICATION in acts.strings.get("bound", []) and len(first):
-        bound[is_communication(acts)[first]] = acts.strings["bound"].index(COMMUNICATION)
+def mark_communication_groups(acts: Table, inverse: np.ndarray, first: np.ndarray, bound: np.ndarray,
+                              out: Dict[str, np.ndarray]) -> None:
+    """Grouped rows of communication kernels: bound "communication", GB/s = the group's busbw (busbw bytes over
+    kernel time, summed), no DRAM share."""
+    if COMMUNICATION not in acts.strings.get("bound", []) or not len(first):
+        return
+    comm = is_communication(acts)
+    groups = comm[first]
+    bound[groups] = acts.strings["bound"].index(COMMUNICATION)
+    size = acts.columns.get("comm_bytes", np.full(len(acts), np.nan)) * \
+        acts.columns.get("comm_factor", np.full(len(acts), np.nan))
+    known = comm & np.isfinite(size)
+    g = len(first)
+    moved = np.bincount(inverse, weights=np.where(known, size, 0), minlength=g)
+    busy = np.bincount(inverse, weights=np.where(known, acts["dur"], 0), minlength=g)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["gbps"][groups] = np.where(busy > 0, moved / (busy * 1e-6) / 1e9, np.nan)[groups]
+    out["pct_dram"][groups] = np.nan
 
 
 # ---------------------------------------------------------------------------------------------- section

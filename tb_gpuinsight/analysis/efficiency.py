@@ -526,7 +526,7 @@ def _group_rates(acts: Table, inverse: np.ndarray, g: int) -> Dict[str, np.ndarr
     bound[memop] = 1
     for col in ("tflops", "pct_peak", "intensity"):
         out[col][memop] = np.nan
-    mark_communication_groups(acts, first, bound)
+    mark_communication_groups(acts, inverse, first, bound, out)
     out["bound"] = bound
     return out
 
