@@ -1,5 +1,8 @@
 """Estimate coverage over a folder of traces: per trace and device, the share of kernel time with a FLOP estimate
-and with a byte estimate, the datasheet row matched, and the time-weighted efficiency.
+and with a byte estimate, the datasheet row matched, the time-weighted efficiency, and where the shapes behind
+the kernel time came from (rec = recorded by the profiler, ET = an Execution Trace's linked nodes, ET+v = recorded
+dims with the ET's Concrete Inputs, inf = inferred convolution parameters, none = no shapes or no op) with the
+companion Execution Trace used (discovered as `analyze` does: the span's own, then the folder's).
 
     python benchmarks/coverage.py [FOLDER]     (default: ../shared/traces)
 """
@@ -10,32 +13,49 @@ import sys
 from pathlib import Path
 
 import tb_gpuinsight
+from tb_gpuinsight.analysis.enrich import shape_sources
 from tb_gpuinsight.errors import GpuInsightError
 
 ROOT = Path(__file__).resolve().parent.parent
+_SHORT = {"recorded": "rec", "ET shapes": "ET", "inferred": "inf", "recorded + ET values": "ET+v"}
 
 
 def main() -> None:
     folder = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(os.environ.get("TB_GPUINSIGHT_CORPUS",
                                                                              ROOT.parent / "shared" / "traces"))
-    print(f"{'trace':<58}{'dev':>4}  {'datasheet row':<30}{'kernels':>8}{'FLOPs':>8}{'bytes':>8}{'eff.':>7}")
+    if not folder.is_dir():
+        sys.exit(f"coverage: no trace folder at {folder} (give one, or set TB_GPUINSIGHT_CORPUS)")
+    print(f"{'trace':<58}{'dev':>4}  {'datasheet row':<30}{'kernels':>8}{'FLOPs':>8}{'bytes':>8}{'eff.':>7}  "
+          f"{'shapes (kernel time)':<28}ET used")
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         if tb_gpuinsight.sniff(path).kind != "kineto":
             continue
         name = str(path.relative_to(folder))[:57]
         try:
-            result = tb_gpuinsight.analyze(path)
+            result = tb_gpuinsight.analyze(tb_gpuinsight.load(path))
         except GpuInsightError as exc:
             print(f"{name:<58}  error: {exc}")
             continue
         devices = [d for d in result.summary() if d["summary"]["kernel_count"]]
         if not devices:
             print(f"{name:<58}     (no GPU kernels)")
+        sources = _sources(result)
         for d in devices:
             s = d["summary"]
             row = (d["spec"] or {}).get("name") or "unknown"
             print(f"{name:<58}{d['id']:>4}  {row[:29]:<30}{s['kernel_count']:>8}{_pct(s['flop_time_share']):>8}"
-                  f"{_pct(s['byte_time_share']):>8}{_pct(s['efficiency']):>7}")
+                  f"{_pct(s['byte_time_share']):>8}{_pct(s['efficiency']):>7}  {sources}")
+
+
+def _sources(result) -> str:
+    info = shape_sources(result.trace, result.activities)
+    shares = info["kernel_time_share"]
+    none = shares.get("no shapes", 0) + shares.get("no op", 0)
+    parts = [f"{_SHORT[k]} {100 * v:.0f}%" for k, v in shares.items() if k in _SHORT and v >= 0.005]
+    if none >= 0.005:
+        parts.append(f"none {100 * none:.0f}%")
+    used = [os.path.basename(e["path"]) for e in info["execution_traces"] if e["used"]]
+    return f"{', '.join(parts):<28}{used[0][:40] if used else '-'}"
 
 
 def _pct(v) -> str:

@@ -139,6 +139,7 @@ def _latency(work: Path, selection, clients: int, requests: int) -> None:
         "kernels (by op, tf32)": {**selection, "group": "op", "dtype": "tf32"},
         "roofline": selection,
         "kernel_ops": {**selection, "name": top},
+        "overview": selection,
     }
     print(f"{'route':<26}{'first ms':>9}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}   ({clients} concurrent clients, "
           f"{requests} requests each route; 'first' is computed, later answers are reused)")

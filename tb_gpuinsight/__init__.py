@@ -15,7 +15,8 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "analyze", "augment", "diff", "shapes", "ranks", "discover", "sniff", "read_tensor_trace", "TensorTrace",
+__all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "ranks", "discover",
+           "sniff", "read_tensor_trace", "TensorTrace",
            "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
 
@@ -37,22 +38,42 @@ def load(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
 
 def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
             devices_file: "Optional[os.PathLike[str] | str]" = None, device: Optional[str] = None,
-            extra_args: Iterable[str] = ()) -> "Efficiency":
+            extra_args: Iterable[str] = (),
+            execution_traces: "Optional[Iterable[os.PathLike[str] | str]]" = None) -> "Efficiency":
     """FLOPs, bytes and efficiency of every kernel, memcpy and memset of a trace (a path or a loaded trace).
 
     `dtype`: "auto" rates each kernel against its own dtype's peak, or force one of fp64, fp32, tf32, bf16,
     fp16, fp8, int8. `devices_file` adds or overrides datasheet rows (also read from $TB_GPUINSIGHT_DEVICES);
     `device` rates every device as the named datasheet row. Tables: `result.by_name().to_pandas()`,
     `result.by_op().to_pandas()`, `result.activities.to_pandas()`; device reports: `result.summary()`.
+    `execution_traces`: Execution Traces whose linked nodes supply shapes the trace lacks; by default the
+    companions logdir discovery pairs with this trace (`{worker}.{stamp}.et.json[.gz]`, then the run's); [] for
+    none. Convolution parameters missing from 2021-23 traces are inferred either way. A loaded trace is filled in
+    place; `trace.ops["shape_source"]` and `shape_sources(trace, result.activities)` say where shapes came from.
     """
     from .analysis.efficiency import analyze_trace
+    from .analysis.enrich import enrich
     from .estimate.devices import load_datasheet
 
     loaded = trace if isinstance(trace, KinetoTrace) else load(trace, extra_args=extra_args)
+    if execution_traces is None:
+        execution_traces = companion_execution_traces(loaded.meta.path)
+    enrich(loaded, list(execution_traces))
     try:
         return analyze_trace(loaded, dtype=dtype, datasheet=load_datasheet(devices_file), device_name=device)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def companion_execution_traces(trace_path: "os.PathLike[str] | str") -> list:
+    """The Execution Traces logdir discovery pairs with a trace: its own, then its directory's run-level ones
+    (none when the trace's directory cannot be listed)."""
+    from .logdir import ET, companions
+
+    try:
+        return companions(trace_path, ET)
+    except OSError:
+        return []
 
 
 def augment(src: "os.PathLike[str] | str", dst: "os.PathLike[str] | str", **options) -> int:
@@ -113,6 +134,41 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
     return shapes_report(trace, eff.activities, [read_tt(p) for p in paths])
 
 
+def overview(path: "KinetoTrace | os.PathLike[str] | str", worker: Optional[str] = None,
+             **options) -> "Overview":
+    """The Overview of one trace, or of one worker's spans in a run directory (`worker`: which one, default the
+    first): `result.steps_frame()` (one row per step: wall time, the time split, kernel figures),
+    `result.breakdown_frame()` (steps x categories summing to each step's wall time), `result.spans_frame()`,
+    `result.headline` (step time stats, GPU busy %, TFLOP/s, MFU, Tensor Core share) and
+    `result.recommendations` (sorted by recoverable time per step). Options are those of `analyze`."""
+    from .analysis.overview import build_overview
+    from .sections import SectionContext, build_section
+
+    parts = []
+    for label, trace in _overview_traces(path, worker):
+        eff = analyze(trace, **options)
+        parts.append((label, build_section("overview", SectionContext(trace, eff)), eff))
+    return build_overview(parts)
+
+
+def _overview_traces(path, worker: Optional[str]):
+    """(span label, loaded trace) pairs of a trace file or of one worker of a run directory."""
+    if isinstance(path, KinetoTrace):
+        return [(os.path.basename(path.meta.path), path)]
+    if not os.path.isdir(path):
+        return [(os.path.basename(os.fspath(path)), load(path))]
+    runs = discover(path)
+    if len(runs) != 1:
+        raise ConfigError(f"{path}: holds {len(runs)} runs; give one run directory or a trace file")
+    workers = runs[0].workers
+    if not workers:
+        raise ConfigError(f"{path}: no trace files")
+    name = worker if worker is not None else sorted(workers)[0]
+    if name not in workers:
+        raise ConfigError(f"{path}: no worker {name!r} (workers: {', '.join(sorted(workers))})")
+    return [(span.name, load(span.trace.path)) for span in workers[name]]
+
+
 def ranks(run: "os.PathLike[str] | str", cycle: int = -1,
           devices_file: "Optional[os.PathLike[str] | str]" = None) -> "RanksReport":
     """The multi-rank view of a distributed run directory (one trace per rank): `report.to_pandas("ranks")` (step,
@@ -153,5 +209,6 @@ if False:  # pragma: no cover - for type checkers only
     from .capture.profiling import profile, trace_handler
     from .trace.tensortrace import TensorTraceFile
     from .analysis.diff import DiffResult
+    from .analysis.overview import Overview
     from .analysis.ranks import Report as RanksReport
     from .analysis.efficiency import Efficiency

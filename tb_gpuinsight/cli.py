@@ -206,7 +206,9 @@ def _analyze(path: str, args):
     from . import analyze, load
 
     trace = load(path, progress=terminal_progress(os.path.basename(path)))
-    return analyze(trace, dtype=args.dtype, devices_file=args.devices, device=args.device)
+    ets = getattr(args, "et", None)
+    return analyze(trace, dtype=args.dtype, devices_file=args.devices, device=args.device,
+                   execution_traces=None if ets is None else [e for e in ets if e])
 
 
 def _register_analyze(sub) -> None:
@@ -217,10 +219,14 @@ def _register_analyze(sub) -> None:
     p.add_argument("--by", choices=("name", "op"), default="name",
                    help="group by kernel name, or by launching op and kernel name")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--et", action="append", metavar="PATH",
+                   help="Execution Trace supplying shapes the trace lacks (repeatable; default: the companion "
+                        "ETs discovery pairs with the trace; --et '' for none)")
     p.set_defaults(func=_cmd_analyze)
 
 
 def _cmd_analyze(args) -> int:
+    from .analysis.enrich import shape_sources
     from .analysis.rows import group_rows, sort_order
 
     eff = _analyze(args.path, args)
@@ -230,11 +236,12 @@ def _cmd_analyze(args) -> int:
     if args.format == "json":
         import json
 
-        print(json.dumps({"devices": eff.summary(), "dtype": args.dtype, "rows": rows}, indent=1))
+        print(json.dumps({"devices": eff.summary(), "dtype": args.dtype, "rows": rows,
+                          "shape_sources": shape_sources(eff.trace, eff.activities)}, indent=1))
     elif args.format == "csv":
         _print_csv(rows)
     else:
-        for line in _device_lines(eff) + [""] + render_table(rows, _ANALYZE_COLUMNS):
+        for line in _device_lines(eff) + _shape_source_lines(eff) + [""] + render_table(rows, _ANALYZE_COLUMNS):
             print(line)
     return 0
 
@@ -261,6 +268,20 @@ def _device_lines(eff) -> List[str]:
                      f"time-weighted efficiency {_pct(s['efficiency'])}")
     if not lines:
         lines.append("no GPU devices or GPU activity in this trace")
+    return lines
+
+
+def _shape_source_lines(eff) -> List[str]:
+    """Where the shapes behind the kernel time came from, and which Execution Trace supplied some."""
+    from .analysis.enrich import shape_sources
+
+    info = shape_sources(eff.trace, eff.activities)
+    shares = ", ".join(f"{k} {_pct(v)}" for k, v in info["kernel_time_share"].items() if v > 0)
+    lines = [f"shapes of kernel time: {shares or '-'}"]
+    for et in info["execution_traces"]:
+        verdict = (f"used, {et['linked']:,} ops linked by {et['method']}" if et["used"] else
+                   f"not used: {et['reason']}")
+        lines.append(f"  Execution Trace {os.path.basename(et['path'])}: {verdict}")
     return lines
 
 
@@ -404,7 +425,7 @@ COMMANDS: List[Callable] = [_register_info, _register_ls, _register_analyze, _re
 
 # Commands of other features live in their own modules, each with `register(subparsers)`.
 COMMAND_MODULES: Tuple[str, ...] = ("tb_gpuinsight.commands.shapes", "tb_gpuinsight.commands.graph",
-                                     "tb_gpuinsight.commands.ranks")
+                                     "tb_gpuinsight.commands.overview", "tb_gpuinsight.commands.ranks")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -77,6 +77,24 @@ def split_name(filename: str) -> Tuple[str, Optional[int]]:
     return base, None
 
 
+def companions(trace_path: "os.PathLike[str] | str", kind: str) -> List[str]:
+    """The files of `kind` (ET or TENSOR_TRACE) that discovery would give this trace's span: its own
+    (`{worker}.{stamp}.*`) first, then the run-level ones of its directory (names without a stamp)."""
+    folder = os.path.dirname(os.path.abspath(trace_path))
+    worker, stamp = split_name(os.path.basename(trace_path))
+    own, run_level = [], []
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if not _CANDIDATE.search(name) or not os.path.isfile(path) or sniff(path).kind != kind:
+            continue
+        w, s = split_name(name)
+        if s is not None and (w, s) == (worker, stamp):
+            own.append(path)
+        elif s is None:
+            run_level.append(path)
+    return own + run_level
+
+
 @dataclass
 class FileEntry:
     """One file of a run with its kind, size and mtime (used for cache keys and for 'still being written')."""

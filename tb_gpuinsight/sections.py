@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # name -> "module:function". Adding a view's data to every summary = one line here (and an ENGINE_VERSION bump).
 SECTION_BUILDERS: Dict[str, str] = {
+    "shape_sources": "tb_gpuinsight.analysis.enrich:shape_sources_section",
+    "overview": "tb_gpuinsight.analysis.overview.breakdown:build_section",
     "distributed": "tb_gpuinsight.analysis.ranks:build_section",
 }
 

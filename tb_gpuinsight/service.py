@@ -67,9 +67,11 @@ def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Seq
     """Worker-process entry: ("ok", summary bytes, False) or ("error", reason, incomplete)."""
     from . import load
     from .analysis.efficiency import analyze_trace
+    from .analysis.enrich import enrich
 
     try:
         trace = load(path, extra_args=extra_args)
+        enrich(trace, execution_traces)
         eff = analyze_trace(trace)
         sections = build_all(SectionContext(trace, eff, tuple(execution_traces), tuple(tensor_traces)))
         return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta), sections), False
@@ -160,10 +162,12 @@ class LogdirService:
         for worker, spans in run.workers.items():
             for span in spans:
                 e = span.trace
-                key = cache_mod.cache_key(e.path, e.size, e.mtime_ns, "|".join(self.extra_args))
-                old = state.spans.get((worker, span.name))
                 companions = {"execution_traces": span.execution_traces + run.execution_traces,
                               "tensor_traces": span.tensor_traces + run.tensor_traces}
+                # ET shapes change the analysis: an ET that appears or changes later makes a new summary.
+                ets = "|".join(f"{c.path}:{c.size}:{c.mtime_ns}" for c in companions["execution_traces"])
+                key = cache_mod.cache_key(e.path, e.size, e.mtime_ns, "|".join(self.extra_args) + "|et:" + ets)
+                old = state.spans.get((worker, span.name))
                 if old is not None and old.key == key:
                     self._maybe_retry(old)
                     old.__dict__.update(companions)

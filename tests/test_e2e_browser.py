@@ -18,6 +18,7 @@ def shots(tmp_path_factory):
 def test_kernel_efficiency_tab_in_tensorboard(tmp_path, shots):
     console: list = []
     with plugin_page(tmp_path, console=console) as (page, frame):
+        frame.get_by_role("tab", name="Kernel efficiency").click()  # the Overview is the landing tab
         for run in GPU_RUNS:
             frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
             frame.locator("select[aria-label='Run']").select_option(run)
@@ -46,6 +47,7 @@ def test_tab_works_under_path_prefix(tmp_path):
     with plugin_page(tmp_path, SAMPLES, "--path_prefix", "/tb/gpu", console=console) as (page, frame):
         assert page.url.split("#")[0].rstrip("/").endswith("/tb/gpu")
         frame.locator("select[aria-label='Run']").select_option("bert_h100")
+        frame.get_by_role("tab", name="Kernel efficiency").click()
         frame.wait_for_function("() => document.querySelectorAll('.tabulator-row').length > 0", timeout=60000)
         assert frame.locator("details.menu a[download]").count() >= 1
     assert not console, console

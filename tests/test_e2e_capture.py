@@ -30,6 +30,9 @@ def test_all_four_tabs_on_a_captured_logdir(tmp_path):
     with plugin_page(tmp_path, str(tmp_path / "logdir"), console=console) as (page, frame):
         frame.wait_for_selector("select[aria-label='Run'] option[value='captured']", state="attached",
                                 timeout=60000)
+        # Overview (the landing tab): a CPU-only capture says what is missing and how to record it.
+        frame.wait_for_selector("text=no GPU activities", timeout=60000)
+        _tab(frame, "Kernel efficiency")
         # Kernel efficiency: a CPU-only capture says so instead of spinning.
         frame.wait_for_selector("text=No GPU kernels in this selection", timeout=60000)
         # Tensor shapes: ops by shape and the tensor.trace records of the spans.

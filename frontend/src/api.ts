@@ -169,6 +169,9 @@ export interface KernelQuery {
   order: Order;
   offset: number;
   limit: number;
+  /** A step's time window (trace microseconds): only kernels that start in [t0, t1). */
+  t0?: number | null;
+  t1?: number | null;
 }
 
 /** An error with a one-line message fit for the UI (the server's `{"error": ...}` text when it sent one). */
@@ -265,9 +268,13 @@ export const api = {
         order: q.order,
         offset: q.offset,
         limit: q.limit,
+        t0: q.t0,
+        t1: q.t1,
       },
       signal,
     ),
+
+  overview: (sel: Selection, signal?: AbortSignal) => getJson<OverviewResponse>("overview", selParams(sel), signal),
 
   roofline: (sel: Selection, device: number, dtype: Dtype, signal?: AbortSignal) =>
     getJson<RooflineResponse>("roofline", { ...selParams(sel), device, dtype }, signal),
@@ -403,4 +410,94 @@ export function fetchDiff(a: Selection, b: Selection, q: DiffQuery, signal?: Abo
     },
     signal,
   );
+}
+
+// ---- Overview tab: the `overview` route ----
+
+export interface OverviewCategory {
+  key: string;
+  label: string;
+  kind: "busy" | "idle";
+}
+
+export interface StepRow {
+  span: string;
+  step: string;
+  step_number: number;
+  start_us: number;
+  end_us: number;
+  wall_us: number;
+  gpu_busy_us: number;
+  gpu_busy_pct: number | null;
+  comm_overlapped_us: number;
+  comm_exposed_us: number;
+  kernel_count: number;
+  kernel_us: number;
+  kernel_median_us: number | null;
+  flops: number;
+  flops_covered: number | null;
+  sync_calls: number;
+  [category: string]: number | string | null;
+}
+
+export interface StepStats {
+  mean: number | null;
+  median: number | null;
+  p90: number | null;
+  min: number | null;
+  max: number | null;
+  spread: number | null;
+  cv: number | null;
+}
+
+export interface OverviewHeadline {
+  steps: number;
+  step_time_us: StepStats;
+  wall_us: number;
+  gpu_busy_pct: number | null;
+  tflops: number | null;
+  mfu: number | null;
+  mfu_dtype: string | null;
+  peak_tflops: number | null;
+  flops_covered: number | null;
+  tensor_core_share: number | null;
+  kernels_per_step: number | null;
+  kernel_median_us: number | null;
+  breakdown_us: Record<string, number>;
+  comm_overlapped_us: number;
+  compute_us: number;
+  idle_us: number;
+}
+
+export interface RecommendationLink {
+  label: string;
+  tab: string;
+  filter: string;
+  op: string;
+  span: string;
+}
+
+export interface Recommendation {
+  id: string;
+  title: string;
+  advice: string;
+  threshold: string;
+  span: string;
+  spans_fired: number;
+  recoverable_us: number;
+  recoverable_share: number | null;
+  figures: Record<string, number | string | null>;
+  items: Record<string, number | string | null>[];
+  links: RecommendationLink[];
+}
+
+export interface OverviewResponse {
+  categories: OverviewCategory[];
+  source: string;
+  missing: string[];
+  launch_gap_us: number;
+  headline: OverviewHeadline | Record<string, never>;
+  spans: (OverviewHeadline & { span: string })[];
+  steps: StepRow[];
+  recommendations: Recommendation[];
 }

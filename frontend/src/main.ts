@@ -11,7 +11,7 @@ import {
   runErrorState,
 } from "./components/states";
 import { h, replace } from "./dom";
-import { ALL_SPANS, ALL_WORKERS, loadPrefs, savePrefs, Store, type AppState } from "./state";
+import { ALL_SPANS, ALL_WORKERS, loadPrefs, nav, savePrefs, Store, type AppState } from "./state";
 import appCss from "./styles.css";
 import { TABS, type TabDef, type TabView } from "./tabs";
 
@@ -82,6 +82,12 @@ class App {
     );
     this.renderTabs();
     replace(this.content, loadingState("Looking for runs…"));
+    // A tab asked for another tab (a step click in the Overview, an evidence link): switch span, then tab.
+    nav.subscribe((n, changed) => {
+      if (!changed.has("request") || !n.request) return;
+      if (n.request.span) this.select({ span: n.request.span });
+      this.store.set({ tab: n.request.tab });
+    });
     this.store.subscribe((state, changed) => {
       savePrefs({ run: state.run, worker: state.worker, span: state.span, tab: state.tab });
       if (changed.has("tab")) this.renderTabs();

@@ -72,7 +72,7 @@ export const DEFAULT_PREFS: Prefs = {
   run: null,
   worker: null,
   span: ALL_SPANS,
-  tab: "kernels",
+  tab: "overview",
   dtype: "auto",
   group: "name",
   topN: 100,
@@ -95,4 +95,41 @@ export function savePrefs(patch: Partial<Prefs>): void {
   } catch {
     // Storage blocked (private mode, sandbox): preferences simply are not remembered.
   }
+}
+
+/** One step of the Overview the other tabs are scoped to: its span and its time window (trace microseconds). */
+export interface StepScope {
+  run: string;
+  worker: string;
+  span: string;
+  label: string;
+  t0: number;
+  t1: number;
+}
+
+/** A kernel-table filter another tab asks for (a recommendation's evidence link). */
+export interface KernelFocus {
+  filter: string;
+  op: string;
+}
+
+/** Navigation shared between tabs: the step scope, a pending kernel focus, and a request to open a tab. */
+export interface NavState {
+  scope: StepScope | null;
+  focus: KernelFocus | null;
+  request: { tab: string; span: string | null; seq: number } | null;
+}
+
+export const nav = new Store<NavState>({ scope: null, focus: null, request: null });
+let navSeq = 0;
+
+/** Ask the shell to show `tab` (and, when given, switch the header to `span`). */
+export function openTab(tab: string, span: string | null = null): void {
+  nav.set({ request: { tab, span, seq: ++navSeq } });
+}
+
+/** The step scope when it applies to `sel` (same run, worker and span), else null. */
+export function scopeFor(sel: { run: string; worker: string; span: string }): StepScope | null {
+  const s = nav.get().scope;
+  return s && s.run === sel.run && s.worker === sel.worker && s.span === sel.span ? s : null;
 }

@@ -126,4 +126,20 @@ def kernel_class(name: str, kind: str = "kernel", op: Optional[str] = None) -> s
     return "other"
 
 
-__all__ = ["CLASSES", "normalize", "kernel_class"]
+# Tensor Core kernels by name: cuBLAS/cuDNN MMA shapes (h884, s1688, 16816...), CUTLASS/xmma "tensorop" and
+# hmma/wgmma/gmma instructions, WMMA, AMD MFMA. A name without these can still run on Tensor Cores when its dtype
+# is a Tensor Core dtype and it does matrix work (see `uses_tensor_cores`).
+_TENSOR_CORE_NAME = re.compile(r"884|1688|16816|hmma|xmma|tensorop|wmma|wgmma|gmma|mfma|_tc_|imma", re.I)
+TENSOR_CORE_DTYPES = frozenset({"fp16", "bf16", "tf32", "fp8", "int8"})
+_MATRIX_CLASSES = frozenset({"GEMM", "convolution", "attention"})
+
+
+def uses_tensor_cores(name: str, dtype: str, klass: str) -> bool:
+    """Whether a kernel (probably) ran on Tensor Cores / matrix cores: its name says so, or it does matrix work
+    (GEMM, convolution, attention) in a dtype whose datasheet peak is a Tensor Core peak."""
+    if _TENSOR_CORE_NAME.search(name):
+        return True
+    return klass in _MATRIX_CLASSES and dtype in TENSOR_CORE_DTYPES
+
+
+__all__ = ["CLASSES", "normalize", "kernel_class", "uses_tensor_cores", "TENSOR_CORE_DTYPES"]

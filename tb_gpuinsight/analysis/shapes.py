@@ -394,22 +394,9 @@ class ShapesReport:
 def companion_tensor_traces(trace_path: str) -> List[str]:
     """The tensor.trace files logdir discovery would give this trace's span: its own `{worker}.{stamp}.tensor.trace`
     first, then the run-level ones of its directory."""
-    import os
+    from ..logdir import TENSOR_TRACE, companions
 
-    from ..logdir import TENSOR_TRACE, sniff, split_name
-
-    folder = os.path.dirname(os.path.abspath(trace_path))
-    worker, stamp = split_name(os.path.basename(trace_path))
-    own, run_level = [], []
-    for name in sorted(os.listdir(folder)):
-        if "tensor.trace" not in name or sniff(os.path.join(folder, name)).kind != TENSOR_TRACE:
-            continue
-        w, s = split_name(name)
-        if s is not None and (w, s) == (worker, stamp):
-            own.append(os.path.join(folder, name))
-        elif s is None:
-            run_level.append(os.path.join(folder, name))
-    return own + run_level
+    return companions(trace_path, TENSOR_TRACE)
 
 
 def shapes_report(trace: KinetoTrace, activities: Optional[Table] = None,

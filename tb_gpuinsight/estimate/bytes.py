@@ -7,21 +7,36 @@ The model (documented here because every number in the UI rests on it):
   lists of ints and None arguments count nothing. A TensorList element takes the op's compute
   dtype (its first tensor's dtype) because Kineto types the list only as ``"TensorList"``; when
   the op has no other tensor, 4 bytes (float32) are assumed.
-* **Output**: written once, ``numel x itemsize`` of the output the op produces, in the dtype of
-  its first floating input (first tensor input when none is floating):
+* **Output**: written once, ``numel x itemsize`` of the output the op produces. Its dtype follows
+  torch's type promotion (``torch.result_type``: dimensioned tensors decide, a 0-dim tensor or a
+  Python scalar only when of a higher category; ``bf16 * fp32`` writes fp32, ``bf16 * 0-dim double``
+  writes bf16); comparisons write bool. Per op class:
 
+  - ``out=`` variants (``aten::mul`` recorded with the ``.out`` overload's argument count): the
+    ``out`` tensor is written, never read; the other tensors are read.
   - GEMMs (mm, addmm, bmm, baddbmm, addbmm, _scaled_mm, _int_mm, linear, matmul): ``M x N``
     (times the batch); an explicit ``out=`` tensor argument is counted as this write, not as
     a read. ``_int_mm`` writes int32.
   - Convolutions: the output shape computed from input, weight, stride, padding, dilation
-    (and output_padding/groups when transposed). Backward: grad_input (input's shape),
-    grad_weight (weight's shape) and grad_bias as selected by ``output_mask``; when the mask is
-    not recorded, grad_input and grad_weight are assumed.
+    (and output_padding/groups when transposed). Backward: each gradient selected by
+    ``output_mask`` reads grad_output once (dgrad, wgrad and the bias reduction are separate kernels),
+    grad_input also reads the weight and grad_weight the input; grad_input/grad_weight/grad_bias are
+    written once. When the mask is not recorded, grad_input and grad_weight are assumed.
   - Attention: forward writes ``out`` (query's shape with value's head size); backward writes
     grad_q, grad_k, grad_v (the shapes of q, k, v). Softmax statistics are ignored (they are
     ``head_dim`` times smaller than ``out``).
   - In-place fills (``fill_``, ``zero_``, ``normal_``, ...): only the write of ``self``.
-  - ``copy_``: read ``src`` and write ``self``, in their own dtypes.
+  - ``copy_``: read ``src`` and write ``self``, in their own dtypes (a ``copy_`` into a slice writes
+    the slice: ``self`` is recorded with the view's shape). ``_to_copy`` writes in its ``dtype`` arg.
+  - Indexed in-place writes (``index_put_``, ``index_copy_``, ``index_add_``, ``scatter_``,
+    ``scatter_add_``, ``scatter_reduce_``, ``masked_scatter_``, ``put_``): the source and the
+    indices are read and only the written slice of ``self`` is written (read too when the op
+    accumulates), never the whole destination: a KV-cache update writes a few hundred KB into a
+    multi-GB cache. ``scatter*`` read one source element per index; ``masked_scatter_`` reads its
+    whole mask; ``index_put_``'s index list is recorded without shapes, so its indices count only
+    when a trace has them.
+  - ``upsample_*``/interpolate: input read, output written with the spatial size taken from
+    ``output_size``, else from the scale factors (``floor(in x scale)``).
   - ``cat``/``stack``: output equals the sum of the inputs.
   - ``embedding``: the gathered rows are read and written (``indices.numel x dim``), plus
     the indices. ``index_select``/``gather``/``take``/``index``: likewise, only the selected
@@ -35,11 +50,20 @@ The model (documented here because every number in the UI rests on it):
   - When an output shape cannot be derived (e.g. ``cudnn_convolution`` without recorded
     stride in pre-2024 traces), only the inputs are counted.
 
+* **Custom ops** (a namespace other than aten/prim): vLLM's KV-cache writes
+  (``reshape_and_cache``, ``reshape_and_cache_flash``, ``concat_and_cache_mla``) read key/value and
+  the slot mapping and write each token once into the cache, in the cache's dtype. Any other custom
+  op has no byte rule: its inputs except the ones it mutates (from its schema when torch has it
+  loaded; else, for an op whose name says it updates or looks up into something (``cache``,
+  ``update``, ``write``, ``embedding``, ``lookup``, a trailing ``_``), the tensors over 16x larger than
+  all the smaller inputs together: caches, embedding tables and their optimizer state, touched only
+  where indexed) plus its outputs when their shape is known, and the reason says "partial:".
 * Caches are ignored: every operand is assumed to come from and go to DRAM once, so the number
   is a lower bound for ops that re-read operands (large GEMM tiles) and an upper bound when the
   inputs are still in L2 from the previous kernel.
 * Unknown (``None``) with a reason when the op has no recorded shapes, no tensor arguments, or
-  a tensor whose dtype is not recorded.
+  a tensor whose dtype is not recorded. A figure that leaves something out has a reason that starts
+  with "partial:" (an exact one has "").
 
 Memcpy/memset events carry their own ``bytes`` arg and are not handled here. Inductor kernels
 may carry ``kernel_num_gb``: :func:`bytes_from_inductor` reads it.
@@ -55,7 +79,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from .dtypes import is_floating_type, is_tensor_type, itemsize
+from .dtypes import dtype_name, is_floating_type, is_tensor_type, itemsize, result_dtype, size_of_dtype_name
 
 
 class UnknownEstimate(Exception):
@@ -425,6 +449,7 @@ ATTENTION_BACKWARD_OPS = frozenset({
     "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
     "_scaled_dot_product_cudnn_attention_backward",
     "_scaled_dot_product_flash_attention_for_cpu_backward", "_flash_attention_backward",
+    "_scaled_dot_product_fused_attention_overrideable_backward",
     "_efficient_attention_backward", "_cudnn_attention_backward",
 })
 CONV_BACKWARD_OPS = frozenset({
@@ -470,34 +495,47 @@ def op_key(name: Any) -> str:
 
 def estimate_bytes(name: str, dims: Any, types: Any, concrete: Any,
                    out_dims: Any = None) -> tuple[float | None, str]:
-    """Estimated DRAM bytes (read + write) of one op and "" or the reason it is unknown.
+    """Estimated DRAM bytes (read + write) of one op and "" or the reason it is unknown or partial.
 
     ``out_dims`` optionally gives the op's output shape when the caller knows it from
-    elsewhere; it is used only where the inputs do not determine the output. Never raises.
+    elsewhere; it is used only where the inputs do not determine the output. A known figure that
+    leaves something out carries a reason starting with "partial:". Never raises.
     """
     try:
-        return _estimate_bytes(op_key(name), OpArgs(dims, types, concrete), out_dims), ""
+        op, args = op_key(name), OpArgs(dims, types, concrete)
+        if _is_custom(name):
+            return _custom_bytes(op, args, out_dims)
+        return _estimate_bytes(op, args, out_dims), ""
     except UnknownEstimate as exc:
         return None, str(exc)
     except Exception as exc:  # a malformed trace must not break the caller
         return None, f"byte estimate failed: {type(exc).__name__}: {exc}"[:200]
 
 
-def _estimate_bytes(op: str, args: OpArgs, out_dims: Any) -> float:
+def _checked_tensors(op: str, args: OpArgs) -> list:
     if not args.dims:
         raise UnknownEstimate("no input shapes recorded")
-    if op in VIEW_OPS:
-        return 0.0
     check_arg_count(op, args)
     tensors = list(args.tensor_items())
     if not tensors:
         raise UnknownEstimate("no tensor inputs recorded")
     if any(size is None for _, _, size in tensors):
         raise UnknownEstimate("tensor dtype not recorded")
+    return tensors
+
+
+def _estimate_bytes(op: str, args: OpArgs, out_dims: Any) -> float:
+    if args.dims and op in VIEW_OPS:
+        return 0.0
+    tensors = _checked_tensors(op, args)
     out_size = args.compute_itemsize() or 4
     special = _special_bytes(op, args, tensors, out_size, out_dims)
     if special is not None:
         return float(special)
+    out_positions = out_arg_positions(op, len(args.dims))
+    if out_positions:  # out= variants: the out tensor is written, never read
+        return float(sum(numel(s) * b for i, s, b in tensors if i not in out_positions)
+                     + sum(numel(s) * b for i, s, b in tensors if i in out_positions))
     read = sum(numel(s) * b for _, s, b in tensors)
     if op in REDUCTION_OPS:
         return float(read)
@@ -505,7 +543,61 @@ def _estimate_bytes(op: str, args: OpArgs, out_dims: Any) -> float:
     out = broadcast_shapes(*shapes)
     if out is None:
         out = max(shapes, key=numel)
-    return float(read + numel(out) * out_size)
+    return float(read + numel(out) * _result_itemsize(op, args, tensors, out_size))
+
+
+def _result_itemsize(op: str, args: OpArgs, tensors: list, fallback: int) -> int:
+    """Item size of an elementwise result: bool for comparisons, else torch's type promotion."""
+    if op in COMPARISON_OPS:
+        return 1
+    named = [(dtype_name(args.type_at(i)), len(s)) for i, s, _ in tensors if args.type_at(i) is not None]
+    if not named or any(name is None for name, _ in named):
+        return fallback
+    result = result_dtype(named, _scalar_category(args))
+    return size_of_dtype_name(result) or fallback if result else fallback
+
+
+def _scalar_category(args: OpArgs) -> int | None:
+    """Highest category (0 bool, 1 int, 2 float) of the recorded Python scalar arguments."""
+    best = None
+    for i in range(len(args.dims)):
+        if args.type_at(i) != "Scalar":
+            continue
+        value = args.opt_value(i)
+        kind = (0 if isinstance(value, bool) else 1 if isinstance(value, int)
+                else 2 if isinstance(value, float) else None)
+        if kind is not None and (best is None or kind > best):
+            best = kind
+    return best
+
+
+COMPARISON_OPS = frozenset({
+    "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_not", "logical_and",
+    "logical_or", "logical_xor", "isin", "signbit",
+})
+
+
+@functools.lru_cache(maxsize=4096)
+def out_arg_positions(op: str, nargs: int) -> frozenset[int]:
+    """Positions of ``out=`` tensors when the recorded argument count selects an out overload.
+
+    Kineto names ``aten::mul.out`` just ``aten::mul``; the overload is the one whose schema has
+    ``nargs`` arguments. Empty when no torch, no such overload, or the overloads of that length disagree.
+    """
+    if not op or "::" in op or not op.replace("_", "").isalnum():
+        return frozenset()
+    try:
+        import torch  # lazy: optional dependency
+        packet = getattr(torch.ops.aten, op)
+        found = set()
+        for name in packet.overloads():
+            schema = getattr(packet, name)._schema
+            if len(schema.arguments) == nargs:
+                found.add(frozenset(i for i, a in enumerate(schema.arguments)
+                                    if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write))
+        return found.pop() if len(found) == 1 else frozenset()
+    except Exception:
+        return frozenset()
 
 
 def _special_bytes(op: str, args: OpArgs, tensors: list, out_size: int,
@@ -522,6 +614,12 @@ def _special_bytes(op: str, args: OpArgs, tensors: list, out_size: int,
         return numel(idx) * isize + 2 * numel(idx) * weight[-1] * wsize
     if op in GATHER_OPS and len(tensors) >= 2:
         return _gather_bytes(op, args, tensors)
+    if op in INDEXED_WRITE_OPS:
+        return _indexed_write_bytes(op, args, tensors)
+    if op in UPSAMPLE_OPS:
+        return _upsample_bytes(op, args, tensors)
+    if op == "_to_copy":
+        return _cast_bytes(args, tensors)
     if op in GEMM_OPERANDS or op in ("linear", "matmul"):
         return _gemm_bytes(op, args, tensors, out_size)
     if op in CONV_FORWARD_OPS:
@@ -555,6 +653,201 @@ def _gather_bytes(op: str, args: OpArgs, tensors: list) -> float:
     return float(index_bytes + 2 * selected * size)
 
 
+# In-place writes through an index: the op touches the written slice, not the whole destination (a KV-cache
+# update writes a few hundred KB into a multi-GB cache). Read-modify-write variants also read that slice.
+INDEXED_WRITE_OPS = frozenset({
+    "index_put_", "_index_put_impl_", "index_copy_", "index_add_", "index_reduce_",
+    "scatter_", "scatter_add_", "scatter_reduce_", "masked_scatter_", "put_",
+})
+_ACCUMULATING = frozenset({"index_add_", "index_reduce_", "scatter_add_", "scatter_reduce_"})
+
+
+def _indexed_write_bytes(op: str, args: OpArgs, tensors: list) -> float:
+    """Source and index read, the written slice written (and read when the op accumulates)."""
+    dest_shape, dest_size = tensors[0][1], tensors[0][2]
+    others = tensors[1:]
+    if op in ("index_put_", "_index_put_impl_"):
+        # Kineto records the index list without shapes (Input Dims []): indices count only when recorded
+        index_shapes = _index_list_shapes(args)
+        index_bytes = sum(numel(s) * 8 for s in index_shapes)  # long indices
+        values = args.opt_shape(2)
+        written = _index_put_slice(dest_shape, index_shapes, values)
+        source = numel(values) * (itemsize(args.type_at(2)) or dest_size) if values is not None else 0
+        accumulate = bool(args.opt_value(3, False))
+        return float(source + index_bytes + written * dest_size * (2 if accumulate else 1))
+    index_bytes = sum(numel(s) * b for i, s, b in others if _is_index_arg(op, i))
+    sources = [(s, b) for i, s, b in others if not _is_index_arg(op, i)]
+    if op in ("scatter_", "scatter_add_", "scatter_reduce_", "put_"):
+        # one element per index: that many of src are read (src may be larger than index) and written
+        written = max((numel(s) for i, s, _ in others if _is_index_arg(op, i)), default=0)
+        source = sum(min(numel(s), written) * b for s, b in sources)
+    else:
+        source = sum(numel(s) * b for s, b in sources)
+        written = max((numel(s) for s, _ in sources), default=0)  # index_copy_/index_add_: the slice's shape
+        if op == "masked_scatter_":  # the mask is read whole (as index_bytes); at most numel(source) written
+            written = min(numel(dest_shape), written)
+    accumulate = op in _ACCUMULATING
+    return float(source + index_bytes + written * dest_size * (2 if accumulate else 1))
+
+
+def _is_index_arg(op: str, i: int) -> bool:
+    """index_copy_(self, dim, index, source), scatter_(self, dim, index, src), masked_scatter_(self, mask, ...)."""
+    return i == 1 if op in ("masked_scatter_", "put_") else i == 2
+
+
+def _index_list_shapes(args: OpArgs) -> list[tuple[int, ...]]:
+    """Shapes of index_put_'s ``indices`` (a list of optional tensors, recorded as a list of shapes)."""
+    value = args.dims[1] if len(args.dims) > 1 else None
+    if isinstance(value, (list, tuple)) and all(isinstance(m, (list, tuple)) for m in value):
+        return [tuple(m) for m in value if _is_shape(m) and m]
+    return []
+
+
+def _index_put_slice(dest: tuple[int, ...], index_shapes: list, values: tuple[int, ...] | None) -> int:
+    """Elements written: the broadcast index shape times the destination dims not indexed."""
+    if index_shapes:
+        indexed = broadcast_shapes(*index_shapes)
+        if indexed is not None and len(index_shapes) <= len(dest):
+            return numel(indexed) * numel(dest[len(index_shapes):])
+    return numel(values) if values is not None else numel(dest)
+
+
+UPSAMPLE_OPS = frozenset({
+    "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
+    "_upsample_nearest_exact2d", "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
+    "upsample_trilinear3d", "upsample_bicubic2d", "_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa",
+})
+
+
+def _upsample_bytes(op: str, args: OpArgs, tensors: list) -> float:
+    """Input read, output written: its spatial size from output_size, else from the scale factors."""
+    (_, x, size) = tensors[0]
+    return float(numel(x) * size + numel(upsample_output_shape(args, x)) * size)
+
+
+def upsample_output_shape(args: OpArgs, x: tuple[int, ...]) -> tuple[int, ...]:
+    """(N, C, *out_spatial) of an upsample op from ``output_size`` or its scale factors."""
+    n = len(x) - 2
+    if n < 1:
+        raise UnknownEstimate(f"upsample input {x} has no spatial dims")
+    size = args.opt_value(1)
+    if isinstance(size, (list, tuple)) and len(size) == n and all(isinstance(v, int) for v in size):
+        return x[:2] + tuple(size)
+    scales = _upsample_scales(args, n)
+    if scales is None:
+        raise UnknownEstimate("upsample output_size and scale factors not recorded")
+    return x[:2] + tuple(int(math.floor(d * f)) for d, f in zip(x[2:], scales))
+
+
+def _upsample_scales(args: OpArgs, n: int) -> tuple[float, ...] | None:
+    """scale_factors (a list, .vec overloads) or scales_h/scales_w... (trailing float scalars)."""
+    values = [args.opt_value(i) for i in range(2, len(args.dims))]
+    for value in values:
+        if isinstance(value, (list, tuple)) and len(value) == n and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            return tuple(float(v) for v in value)
+    floats = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return tuple(floats[-n:]) if len(floats) >= n else None
+
+
+def _cast_bytes(args: OpArgs, tensors: list) -> float:
+    """_to_copy(self, dtype, ...): read self, write it in the target dtype (self's when not given)."""
+    (_, x, size) = tensors[0]
+    code = args.opt_value(1)
+    out_size = _SCALAR_TYPE_CODE_ITEMSIZE.get(code, size) if isinstance(code, int) and not isinstance(
+        code, bool) else size
+    return float(numel(x) * (size + out_size))
+
+
+# --------------------------------------------------------------------------- custom ops
+
+def _is_custom(name: Any) -> bool:
+    """A namespaced op outside aten/prim (vLLM's _C_cache_ops::..., fbgemm::..., a user's mylib::...)."""
+    return isinstance(name, str) and "::" in name and not name.startswith(("aten::", "prim::", "prims::"))
+
+
+# KV-cache writes: (source tensor indices, destination indices, slot index). They write each source token into
+# the cache (in the cache's dtype, fp8 caches included) and read nothing else of it.
+_CACHE_WRITES: dict[str, tuple[tuple[int, ...], tuple[int, ...], int]] = {
+    "reshape_and_cache": ((0, 1), (2, 3), 4),
+    "reshape_and_cache_flash": ((0, 1), (2, 3), 4),
+    "concat_and_cache_mla": ((0, 1), (2,), 3),
+}
+_PRESUMED_BUFFER_RATIO = 16
+
+
+def _custom_bytes(op: str, args: OpArgs, out_dims: Any) -> tuple[float, str]:
+    """Bytes of a custom op: a KV-cache rule, else its non-mutated inputs plus outputs (flagged partial)."""
+    tensors = _checked_tensors(op, args)
+    base = op.rsplit("::", 1)[-1].split(".", 1)[0]
+    if base in _CACHE_WRITES:
+        return _cache_write_bytes(base, args, tensors), ""
+    mutated, how = _mutated_args(op, base, tensors)
+    read = sum(numel(s) * b for i, s, b in tensors if i not in mutated)
+    written = numel(tuple(out_dims)) * (args.compute_itemsize() or 4) if _is_shape(out_dims) else 0
+    parts = ["partial: custom op without a byte rule"]
+    if mutated:
+        parts.append(f"arguments {sorted(mutated)} {how}, their writes not counted")
+    if not written:
+        parts.append("outputs not recorded")
+    return float(read + written), "; ".join(parts)
+
+
+def _cache_write_bytes(base: str, args: OpArgs, tensors: list) -> float:
+    sources, caches, slots = _CACHE_WRITES[base]
+    by_index = {i: (s, b) for i, s, b in tensors}
+    source_elems = sum(numel(by_index[i][0]) for i in sources if i in by_index)
+    read = sum(numel(by_index[i][0]) * by_index[i][1] for i in sources + (slots,) if i in by_index)
+    cache_size = min((by_index[i][1] for i in caches if i in by_index), default=None)
+    if cache_size is None:
+        raise UnknownEstimate(f"{base}: cache tensor not recorded")
+    return float(read + source_elems * cache_size)
+
+
+def _mutated_args(op: str, base: str, tensors: list) -> tuple[frozenset[int], str]:
+    """Arguments not to charge as read: those a custom op mutates per its schema when torch knows it;
+    else, when its name says it updates or looks up into something (``cache``, ``update``, ``write``,
+    ``embedding``, ``lookup``, a trailing ``_``), the tensors far larger than all the smaller ones together
+    (caches, embedding tables and their optimizer state: touched only where indexed). The name condition
+    keeps a GEMM's weight (also far larger than its input, e.g. vllm::rocm_unquantized_gemm at decode,
+    which does read all of it) counted as read."""
+    schema_mutated = _schema_mutated(op)
+    if schema_mutated is not None:
+        return schema_mutated, "are mutated (schema)"
+    if not (base.endswith("_") or any(hint in base.lower() for hint in _SPARSE_ACCESS_HINTS)):
+        return frozenset(), ""
+    return _far_larger(tensors), (f"are over {_PRESUMED_BUFFER_RATIO}x the other inputs, presumed tables or "
+                                  "buffers touched only where indexed")
+
+
+_SPARSE_ACCESS_HINTS = ("cache", "update", "write", "inplace", "in_place", "embedding", "lookup")
+
+
+def _far_larger(tensors: list) -> frozenset[int]:
+    """Indices of the tensors above the last size gap: a tensor over 16x the sum of all smaller ones."""
+    sized = sorted((numel(s) * b, i) for i, s, b in tensors)
+    smaller, gap = 0, len(sized)
+    for rank, (size, _) in enumerate(sized):
+        if smaller > 0 and size > _PRESUMED_BUFFER_RATIO * smaller:
+            gap = rank
+        smaller += size
+    return frozenset(i for _, i in sized[gap:])
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_mutated(op: str) -> frozenset[int] | None:
+    """Indices of arguments with a write alias in the op's schema, or None when torch does not know it."""
+    try:
+        import torch  # lazy: optional dependency
+        namespace, name = op.split("::", 1)
+        packet = getattr(getattr(torch.ops, namespace), name.split(".", 1)[0])
+        schema = getattr(packet, packet.overloads()[0])._schema
+        return frozenset(i for i, a in enumerate(schema.arguments)
+                         if a.alias_info is not None and a.alias_info.is_write)
+    except Exception:
+        return None
+
+
 def _gemm_bytes(op: str, args: OpArgs, tensors: list, out_size: int) -> float:
     """Operands read once, output written once; a trailing out= tensor is the write."""
     n_inputs = GEMM_OPERANDS[op][1] if op in GEMM_OPERANDS else 3
@@ -580,25 +873,30 @@ def _conv_bytes(op: str, args: OpArgs, tensors: list, out_size: int, out_dims: A
 
 
 def _conv_backward_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
-    """Inputs read plus the gradients the op writes (each in its source tensor's dtype)."""
-    read = sum(numel(s) * b for _, s, b in tensors)
+    """Each computed gradient reads grad_output once (dgrad, wgrad and the bias reduction run as separate
+    kernels): grad_input also reads the weight, grad_weight the input; each gradient is written once in
+    its source tensor's dtype."""
     by_index = {i: (s, b) for i, s, b in tensors}
     if op == "cudnn_convolution_backward_input":
-        writes = [(_shape_or(args.opt_value(0), out_dims), by_index.get(1, ((), 0))[1])]
+        reads, writes = [1, 2], [(_shape_or(args.opt_value(0), out_dims), by_index.get(1, ((), 0))[1])]
     elif op == "cudnn_convolution_backward_weight":
-        writes = [(_shape_or(args.opt_value(0), out_dims), by_index.get(2, ((), 0))[1])]
+        reads, writes = [1, 2], [(_shape_or(args.opt_value(0), out_dims), by_index.get(2, ((), 0))[1])]
     else:
-        x_idx, w_idx, mask_idx = (1, 2, 10) if op == "convolution_backward" else (0, 2, 10)
-        mask = args.opt_value(mask_idx)
+        grad_idx, x_idx, w_idx = (0, 1, 2) if op == "convolution_backward" else (1, 0, 2)
+        mask = args.opt_value(10)
         if not isinstance(mask, (list, tuple)) or len(mask) < 2:
-            mask = (True, True, True)
-        writes = []
+            mask = (True, True, False)  # documented default when the mask is not recorded
+        reads, writes = [], []
         if mask[0] and x_idx in by_index:
+            reads += [grad_idx, w_idx]
             writes.append(by_index[x_idx])
         if mask[1] and w_idx in by_index:
+            reads += [grad_idx, x_idx]
             writes.append(by_index[w_idx])
-            if len(mask) > 2 and mask[2] and op == "convolution_backward":
-                writes.append(((by_index[w_idx][0][0],), by_index[w_idx][1]))
+        if len(mask) > 2 and mask[2] and op == "convolution_backward" and w_idx in by_index:
+            reads.append(grad_idx)
+            writes.append(((by_index[w_idx][0][0],), by_index[w_idx][1]))
+    read = sum(numel(by_index[i][0]) * by_index[i][1] for i in reads if i in by_index)
     return read + sum(numel(s) * b for s, b in writes if s is not None)
 
 

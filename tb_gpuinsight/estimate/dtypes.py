@@ -167,3 +167,66 @@ def torch_dtype(type_str: Any) -> Any:
     except Exception:
         return None
     return getattr(torch, found[1], None)
+
+
+# --------------------------------------------------------------------------- type promotion
+
+_CATEGORY = {"bool": 0}
+_CATEGORY.update({name: 1 for name in ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")})
+_CATEGORY.update({name: 2 for name in _FLOATING if not name.startswith("complex")})
+_CATEGORY.update({"complex32": 3, "complex64": 3, "complex128": 3})
+_DEFAULT_FOR_CATEGORY = {0: "bool", 1: "int64", 2: "float32", 3: "complex64"}
+_SIZE_OF_NAME = {name: size for size, name in list(_TENSOR_TYPES.values()) + list(_SCALAR_TYPE_NAMES.values())}
+
+
+def dtype_name(type_str: Any) -> str | None:
+    """torch dtype name (``"bfloat16"``) of a trace dtype string, or None."""
+    found = _lookup(type_str) if isinstance(type_str, str) else None
+    return found[1] if found else None
+
+
+def size_of_dtype_name(name: str) -> int | None:
+    """Item size of a torch dtype name (``"float32"`` -> 4)."""
+    return _SIZE_OF_NAME.get(name)
+
+
+def promote_pair(a: str, b: str) -> str:
+    """torch.promote_types for two dtype names (the cases that occur between real tensors)."""
+    if a == b:
+        return a
+    ca, cb = _CATEGORY.get(a, -1), _CATEGORY.get(b, -1)
+    if ca != cb:
+        return a if ca > cb else b
+    if {a, b} == {"float16", "bfloat16"}:
+        return "float32"
+    if {a, b} == {"uint8", "int8"}:
+        return "int16"
+    return a if (_SIZE_OF_NAME.get(a, 0), a) >= (_SIZE_OF_NAME.get(b, 0), b) else b
+
+
+def result_dtype(tensors: list[tuple[str, int]], scalar_category: int | None = None) -> str | None:
+    """torch.result_type of an elementwise op: ``tensors`` are (dtype name, ndim) of its tensor
+    arguments; ``scalar_category`` the highest category of its Python scalars (0 bool, 1 int, 2 float,
+    3 complex), when recorded.
+
+    As in torch: dimensioned tensors decide; a 0-dim tensor only matters when it is of a higher
+    category (int < float < complex) than all of them; a scalar likewise, giving that category's
+    default dtype (float32, int64, complex64).
+    """
+    dims = [name for name, ndim in tensors if ndim > 0]
+    zero = [name for name, ndim in tensors if ndim == 0]
+    result = _fold(dims)
+    zero_result = _fold(zero)
+    if zero_result is not None and (result is None or _CATEGORY.get(zero_result, -1) > _CATEGORY.get(result, -1)):
+        result = zero_result  # a 0-dim tensor of a higher category keeps its own dtype (int + 0-dim double: double)
+    if scalar_category is not None and (result is None or scalar_category > _CATEGORY.get(result, -1)):
+        result = _DEFAULT_FOR_CATEGORY[scalar_category]
+    return result
+
+
+def _fold(names: list[str]) -> str | None:
+    result = None
+    for name in names:
+        result = name if result is None else promote_pair(result, name)
+    return result
+

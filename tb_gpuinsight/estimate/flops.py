@@ -1,8 +1,8 @@
 """FLOP and byte estimates for one Kineto ``cpu_op`` from the shapes it carries.
 
-FLOPs come from torch's own formula registry, ``torch.utils.flop_counter.flop_registry``
-(keyed by ``torch.ops.aten.<op>`` overload packets), so they match what
-``FlopCounterMode`` counts for the same op. The formulas are called with shapes, as
+GEMMs and forward convolutions use torch's own formula registry,
+``torch.utils.flop_counter.flop_registry`` (keyed by ``torch.ops.aten.<op>`` overload packets), so
+they match what ``FlopCounterMode`` counts for the same op. The formulas are called with shapes, as
 ``FlopCounterMode`` does after its ``shape_wrapper``: ``formula(*shapes, out_val=out_shape)``.
 Small adapters pick the right arguments out of the trace's argument list, because:
 
@@ -11,22 +11,31 @@ Small adapters pick the right arguments out of the trace's argument list, becaus
   positionally to the registry's conv formula its ``groups`` would land on ``transposed``);
 * convolution formulas need the output shape, computed here from stride/padding/dilation
   (``Concrete Inputs``, mid-2024+ traces); without them the FLOPs are unknown;
-* ``_flash_attention_forward``/``_efficient_attention_forward`` (and backward) take q/k/v as
-  (batch, seq, heads, dim) while the registry's dense path reads (batch, heads, seq, dim):
-  shapes are transposed before the call (the registry's own path is only right for nested
-  inputs, which it receives through ``_scaled_dot_product_*``);
-* composite ops the registry does not cover (``linear``, ``matmul``, ``conv2d``,
-  ``scaled_dot_product_attention``...) are computed through the formula of the op they
-  decompose into (linear -> mm with the weight transposed; matmul -> mm/bmm by rank).
+* composite ops the registry does not cover (``linear``, ``matmul``, ``conv2d``...) are computed
+  through the formula of the op they decompose into (linear -> mm with the weight transposed;
+  matmul -> mm/bmm by rank).
+
+Where the registry is wrong for what the kernel does, first-principles formulas replace it:
+
+* attention (every SDPA variant, raw flash/efficient/cuDNN kernels): causal and sliding-window
+  masks count only the computed (query, key) pairs, backward counts the recomputed ``Q K^T``
+  (2.5x the forward), varlen inputs count per sequence: :mod:`.attention`;
+* convolution backward: each gradient costs the forward's count; the registry does not divide the
+  weight gradient by ``groups`` (:func:`_conv_backward`).
+
+Elementwise, activation, reduction, softmax and normalisation ops get a small documented count per
+element (:mod:`.pointwise`) so that they sit on the roofline as memory-bound; pure data movement
+(copy, cat, views, casts, indexing) gets no FLOPs.
 
 Policy:
 
 * Every op reports its full FLOPs, children included: ``aten::linear`` and its child
   ``aten::addmm`` report the same number. Attribute FLOPs to kernels through the innermost
   op that launched them (the caller's job) to avoid double counting.
-* No FLOPs are invented for ops outside the registry (elementwise, reductions, norms,
-  ``mv``/``dot``, einsum...): they are unknown with a reason; their bytes still count.
-* Causal masks are ignored, as in the registry (causal attention does about half the work).
+* Ops without a formula (``mv``/``dot``, einsum, custom ops...) are unknown with a reason; their
+  bytes still count.
+* A known figure that is only a bound (varlen attention, an attention flag not recorded) carries
+  a note starting with "upper bound:" in ``flops_reason``; an exact figure carries "".
 * ``estimate_op`` never raises and is memoised on its (hashable) arguments: pass tuples, e.g.
   through :func:`freeze`.
 """
@@ -37,6 +46,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from . import attention, pointwise
 from .bytes import (
     CONV_FORWARD_OPS, GEMM_OPERANDS, OpArgs, UnknownEstimate, broadcast_shapes, check_arg_count,
     conv_geometry, conv_output_shape, estimate_bytes, op_key,
@@ -104,7 +114,7 @@ def _dtype(args: OpArgs) -> str | None:
 
 
 def _flops(name: Any, args: OpArgs, out_dims: Any) -> tuple[float | None, str]:
-    """(FLOPs, "") or (None, reason)."""
+    """(FLOPs, "") or (None, reason); a known figure that is only a bound carries a note instead of ""."""
     op = op_key(name)
     adapter = _ADAPTERS.get(op) if isinstance(name, str) and name.startswith("aten::") else None
     if adapter is None:
@@ -113,7 +123,9 @@ def _flops(name: Any, args: OpArgs, out_dims: Any) -> tuple[float | None, str]:
         return None, "no input shapes recorded"
     try:
         check_arg_count(op, args)
-        value = float(adapter(op, args, out_dims))
+        result = adapter(op, args, out_dims)
+        value, note = result if isinstance(result, tuple) else (result, "")
+        value = float(value)
     except UnknownEstimate as exc:
         return None, str(exc)
     except AssertionError as exc:  # torch's formulas assert on inconsistent shapes
@@ -122,7 +134,7 @@ def _flops(name: Any, args: OpArgs, out_dims: Any) -> tuple[float | None, str]:
         return None, f"FLOP formula failed: {type(exc).__name__}: {exc}"[:200]
     if not math.isfinite(value) or value < 0:
         return None, f"FLOP formula returned {value!r}"
-    return value, ""
+    return value, note
 
 
 def _no_formula_reason(name: Any, op: str) -> str:
@@ -169,14 +181,6 @@ def _torch_version() -> str:
         return torch.__version__
     except Exception:
         return "?"
-
-
-def _meta(shape: tuple[int, ...] | None) -> Any:
-    """A meta tensor (no storage) for the registry formulas that read ``.shape`` themselves."""
-    if shape is None:
-        return None
-    import torch
-    return torch.empty(shape, device="meta")
 
 
 # --------------------------------------------------------------------------- GEMM adapters
@@ -248,7 +252,15 @@ def _given_output(out_dims: Any, unbatched: bool) -> tuple[int, ...] | None:
 
 
 def _conv_backward(op: str, args: OpArgs, out_dims: Any) -> int:
-    """aten.convolution_backward and its 2021 cuDNN forms (input/weight grads)."""
+    """aten.convolution_backward and its 2021 cuDNN forms, from first principles.
+
+    Each computed gradient (grad_input, grad_weight; ``output_mask``) costs as much as the forward:
+    ``2 x N x Cout x prod(out spatial) x (Cin / groups) x prod(kernel)``, i.e. 2 x numel(grad_output)
+    x numel(weight[1:]) (the weight's dim 1 already is Cin / groups); for a transposed conv the roles of
+    input and output swap. torch.utils.flop_counter's registry does not divide the weight gradient by
+    ``groups`` (it counts ``groups`` times too much for grouped and depthwise convs), so it is not used
+    here. The bias gradient (a reduction of grad_output) is not counted.
+    """
     if op == "convolution_backward":
         grad_out, x, w = (args.shape(i, n) for i, n in ((0, "grad_output"), (1, "input"), (2, "weight")))
         transposed = args.flag(7, "conv 'transposed' flag")
@@ -258,14 +270,21 @@ def _conv_backward(op: str, args: OpArgs, out_dims: Any) -> int:
         transposed, mask = False, _mask(args.value(10, "cudnn_convolution_backward output_mask"))
     elif op == "cudnn_convolution_backward_input":
         grad_out, w = args.shape(1, "grad_output"), args.shape(2, "weight")
-        x, transposed, mask = None, False, (True, False, False)  # grad_input's size is not read
+        x, transposed, mask = grad_out, False, (True, False, False)  # x is not read when not transposed
     else:  # cudnn_convolution_backward_weight(weight_size, grad_output, self, ...)
         grad_out, x = args.shape(1, "grad_output"), args.shape(2, "input")
         w = _weight_size(args, out_dims)
         transposed, mask = False, (False, True, False)
-    return _formula("convolution_backward")(
-        grad_out, x, w, None, None, None, None, transposed, None, None, list(mask),
-        out_val=(x, w, None))
+    return conv_gradient_flops(grad_out, x, w, transposed) * (int(mask[0]) + int(mask[1]))
+
+
+def conv_gradient_flops(grad_out: tuple[int, ...], x: tuple[int, ...], w: tuple[int, ...],
+                        transposed: bool) -> int:
+    """FLOPs of one convolution gradient (input or weight): the forward's count."""
+    if len(w) < 3:
+        raise UnknownEstimate(f"conv weight shape {w} has no spatial dims")
+    small = x if transposed else grad_out  # the side the weight's dim 0 channels live on
+    return 2 * math.prod(small) * math.prod(w[1:])
 
 
 def _mask(value: Any) -> tuple[bool, bool, bool]:
@@ -284,76 +303,18 @@ def _weight_size(args: OpArgs, out_dims: Any) -> tuple[int, ...]:
     raise UnknownEstimate("weight size not recorded (trace has no Concrete Inputs)")
 
 
-# --------------------------------------------------------------------------- attention adapters
+# --------------------------------------------------------------------------- attention adapter
 
-def _as_bhsd(shape: tuple[int, ...], what: str) -> tuple[int, ...]:
-    """SDPA accepts (..., seq, dim): fold the leading dims into one head-batch dim."""
-    if len(shape) == 4:
-        return shape
-    if len(shape) < 2:
-        raise UnknownEstimate(f"{what} shape {shape} has fewer than 2 dims")
-    return (1, math.prod(shape[:-2])) + shape[-2:]
+def _attention(op: str, args: OpArgs, out_dims: Any) -> tuple[int, str]:
+    """Fused attention (SDPA variants and the raw flash/efficient/cuDNN kernels): attention.py."""
+    return attention.estimate(op, args)
 
 
-def _sdpa(op: str, args: OpArgs, out_dims: Any) -> int:
-    """SDPA forward in (batch, heads, seq, dim) layout: the registry's sdpa formula."""
-    q, k, v = (_as_bhsd(args.shape(i, n), n) for i, n in ((0, "query"), (1, "key"), (2, "value")))
-    return _formula("_scaled_dot_product_flash_attention")(q, k, v)
+# --------------------------------------------------------------------------- pointwise adapter
 
-
-def _sdpa_backward(op: str, args: OpArgs, out_dims: Any) -> int:
-    """SDPA backward (grad_out, q, k, v, ...) in (batch, heads, seq, dim) layout."""
-    shapes = [_as_bhsd(args.shape(i, n), n)
-              for i, n in ((0, "grad_out"), (1, "query"), (2, "key"), (3, "value"))]
-    return _formula("_scaled_dot_product_flash_attention_backward")(*shapes)
-
-
-# op -> (first q/k/v index, cum_seq_q index, max_q index, grad_out index or None)
-_RAW_ATTENTION = {
-    "_flash_attention_forward": (0, 3, 5, None),
-    "_efficient_attention_forward": (0, 4, 6, None),
-    "_flash_attention_backward": (1, 6, 8, 0),
-    "_efficient_attention_backward": (1, 6, 8, 0),
-}
-
-
-def _raw_attention(op: str, args: OpArgs, out_dims: Any) -> int:
-    """Flash/mem-efficient kernels: q/k/v are (batch, seq, heads, dim), or packed when nested."""
-    first, cum_idx, max_idx, grad_idx = _RAW_ATTENTION[op]
-    q, k, v = (args.shape(first + j, n) for j, n in enumerate(("query", "key", "value")))
-    nested = args.is_tensor(cum_idx)
-    if not nested:
-        if len(q) != 4:
-            raise UnknownEstimate(f"dense attention query shape {q} is not 4-D")
-        q, k, v = (_swap_seq_heads(s) for s in (q, k, v))
-        grad = _swap_seq_heads(args.shape(grad_idx, "grad_out")) if grad_idx is not None else None
-        if grad is None:
-            return _formula("_scaled_dot_product_flash_attention")(q, k, v)
-        return _formula("_scaled_dot_product_flash_attention_backward")(grad, q, k, v)
-    return _nested_attention(op, args, (q, k, v), cum_idx, max_idx, grad_idx)
-
-
-def _swap_seq_heads(shape: tuple[int, ...]) -> tuple[int, ...]:
-    return (shape[0], shape[2], shape[1]) + shape[3:]
-
-
-def _nested_attention(op: str, args: OpArgs, qkv: tuple, cum_idx: int, max_idx: int,
-                      grad_idx: int | None) -> int:
-    """Packed (varlen) inputs: the registry's raw formula with meta tensors, which assumes
-    every sequence has the maximum length (torch's own upper bound for fake offsets)."""
-    max_q = args.value(max_idx, "max_seqlen_q")
-    max_k = args.value(max_idx + 1, "max_seqlen_k")
-    cum_q, cum_k = args.shape(cum_idx, "cum_seq_q"), args.shape(cum_idx + 1, "cum_seq_k")
-    q, k, v = (_meta(s) for s in qkv)
-    meta_cum = (_meta(cum_q), _meta(cum_k))
-    formula = _formula(op)
-    if grad_idx is None:
-        if op == "_flash_attention_forward":
-            return formula(q, k, v, *meta_cum, max_q, max_k)
-        return formula(q, k, v, None, *meta_cum, max_q, max_k)
-    grad = _meta(args.shape(grad_idx, "grad_out"))
-    # both backward schemas put two tensors (out/logsumexp or bias/out) before the offsets
-    return formula(grad, q, k, v, None, None, *meta_cum, max_q, max_k)
+def _pointwise(op: str, args: OpArgs, out_dims: Any) -> tuple[float, str]:
+    """Elementwise, activation, reduction, softmax and norm ops: a documented count per element."""
+    return pointwise.estimate(op, args)
 
 
 # --------------------------------------------------------------------------- adapter table
@@ -365,16 +326,8 @@ _ADAPTERS.update({op: _conv for op in CONV_FORWARD_OPS})
 _ADAPTERS.update({op: _conv_backward for op in (
     "convolution_backward", "cudnn_convolution_backward", "cudnn_convolution_backward_input",
     "cudnn_convolution_backward_weight")})
-_ADAPTERS.update({op: _sdpa for op in (
-    "scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-    "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_attention_math")})
-_ADAPTERS.update({op: _sdpa_backward for op in (
-    "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
-    "_scaled_dot_product_cudnn_attention_backward",
-    "_scaled_dot_product_flash_attention_for_cpu_backward")})
-_ADAPTERS.update({op: _raw_attention for op in _RAW_ATTENTION})
+_ADAPTERS.update({op: _attention for op in attention.SPECS})
+_ADAPTERS.update({op: _pointwise for op in pointwise.POINTWISE_FLOPS})
 
 COVERED_OPS: tuple[str, ...] = tuple(sorted(f"aten::{op}" for op in _ADAPTERS))
 """Trace op names with a FLOP estimate (when their shapes and needed scalars are recorded)."""

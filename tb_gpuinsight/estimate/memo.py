@@ -21,6 +21,10 @@ from .flops import OpEstimate
 Signature = Tuple[str, object, object, object]
 
 _DISABLE = "TB_GPUINSIGHT_NO_MEMO"
+# Bumped whenever a formula or the stored estimate layout changes (independently of ENGINE_VERSION, which the
+# summaries share): "f2" = masked attention, grouped conv backward, pointwise FLOPs, indexed-write/out=/promotion
+# bytes, "partial:"/"upper bound:" notes in the reasons.
+FORMULAS_VERSION = "f2"
 
 
 def _torch_version() -> str:
@@ -37,7 +41,7 @@ class EstimateMemo:
         self.path = None if os.environ.get(_DISABLE) else path
         self._lock = threading.Lock()
         self._conn: Optional[sqlite3.Connection] = None
-        self._prefix = f"{ENGINE_VERSION}|{_torch_version()}|"
+        self._prefix = f"{ENGINE_VERSION}|{FORMULAS_VERSION}|{_torch_version()}|"
 
     def _connection(self) -> Optional[sqlite3.Connection]:
         if self._conn is None and self.path:

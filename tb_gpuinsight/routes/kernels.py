@@ -5,7 +5,7 @@ from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
-from ..analysis.efficiency import AUTO, Efficiency
+from ..analysis.efficiency import AUTO, Efficiency, aggregate
 from ..analysis.rows import SORTABLE, group_rows, name_filter, sort_order
 from ..estimate.devices import DTYPES
 from . import params
@@ -30,7 +30,16 @@ def kernels(eff: Efficiency, request) -> Dict[str, Any]:
     """A page of the grouped kernel table, filtered and sorted on the server."""
     device = params.device(request)
     group = params.choice(request, "group", ("name", "op"), "name")
-    table = eff.by_name(device) if group == "name" else eff.by_op(device)
+    window = time_window(request)
+    if window is None:
+        table = eff.by_name(device) if group == "name" else eff.by_op(device)
+    else:  # one step of the Overview: activities that start in [t0, t1) of the trace's time
+        acts = eff.activities
+        mask = (acts["ts"] >= window[0]) & (acts["ts"] < window[1])
+        if device is not None:
+            mask &= acts["device"] == device
+        table = aggregate(acts.take(mask), ("device", "kind", "name") if group == "name" else
+                          ("device", "op_name", "kind", "name"))
     mask = name_filter(table, params.text(request, "filter", default=""))
     op = params.text(request, "op", default="")
     if op and "op_name" in table:
@@ -43,6 +52,20 @@ def kernels(eff: Efficiency, request) -> Dict[str, Any]:
     limit = params.integer(request, "limit", 200, 1, MAX_LIMIT)
     return {"total": int(len(order)), "dtype": eff.dtype, "group": group,
             "rows": group_rows(table, order[offset: offset + limit].tolist())}
+
+
+def time_window(request) -> Optional[tuple]:
+    """Optional `t0`/`t1` (trace microseconds, both or neither): a step's time range."""
+    t0, t1 = params.text(request, "t0"), params.text(request, "t1")
+    if not t0 and not t1:
+        return None
+    try:
+        lo, hi = float(t0), float(t1)
+    except ValueError:
+        raise params.BadRequest("parameters 't0' and 't1' must both be numbers") from None
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise params.BadRequest("parameter 't0' must be below 't1'")
+    return lo, hi
 
 
 def roofline(eff: Efficiency, device: Optional[int]) -> Dict[str, Any]:

@@ -203,6 +203,7 @@ class KinetoTrace:
     annotations: Table
     shapes: List[Tuple[bytes, bytes, bytes]]
     comms: List[Tuple[bytes, ...]] = field(default_factory=list)
+    enrichment: Any = None  # analysis/enrich.py's report once shapes were filled from companions
     _shape_cache: Dict[int, Tuple[Any, Any, Any]] = field(default_factory=dict, repr=False)
 
     def tables(self) -> Dict[str, Table]:

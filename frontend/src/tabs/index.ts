@@ -3,10 +3,12 @@ import { diffTab } from "./diff";
 import { distributedTab } from "./distributed";
 import { executionGraphTab } from "./executionGraph";
 import { kernelEfficiencyTab } from "./kernelEfficiency";
+import { overviewTab } from "./overview";
 import { tensorShapesTab } from "./tensorShapes";
 import type { TabDef } from "./types";
 
 export const TABS: readonly TabDef[] = [
+  overviewTab,
   kernelEfficiencyTab,
   diffTab,
   tensorShapesTab,

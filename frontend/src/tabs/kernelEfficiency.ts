@@ -16,7 +16,7 @@ import { Roofline } from "../components/roofline";
 import { emptyState, errorState, inlineError, loadingState } from "../components/states";
 import { debounce, field, h, replace, select } from "../dom";
 import { count } from "../format";
-import { loadPrefs, savePrefs, Store } from "../state";
+import { loadPrefs, nav, savePrefs, scopeFor, Store } from "../state";
 import type { TabDef, TabView } from "./types";
 
 export const TOP_N = [25, 50, 100, 200, 500] as const;
@@ -44,12 +44,14 @@ interface ViewState {
 
 function initialView(): ViewState {
   const prefs = loadPrefs();
+  const focus = nav.get().focus; // an Overview evidence link: open the table filtered to its kernels
+  if (focus) nav.set({ focus: null });
   return {
     device: 0,
     dtype: DTYPES.includes(prefs.dtype) ? prefs.dtype : "auto",
     group: prefs.group === "op" ? "op" : "name",
-    filter: "",
-    op: "",
+    filter: focus?.filter ?? "",
+    op: focus?.op ?? "",
     topN: (TOP_N as readonly number[]).includes(prefs.topN) ? prefs.topN : 100,
     selected: null,
   };
@@ -73,6 +75,8 @@ class KernelEfficiencyView implements TabView {
   private tableStatus = h("div", { class: "table-status" });
   private chartStatus = h("div", { class: "chart-status" });
   private opChip = h("span", { class: "chips" });
+  private scopeChip = h("span", { class: "chips" });
+  private unsubscribeNav: () => void;
 
   constructor(
     private host: HTMLElement,
@@ -83,6 +87,11 @@ class KernelEfficiencyView implements TabView {
       onClose: () => this.view.set({ selected: null }),
     });
     this.unsubscribe = this.view.subscribe((state, changed) => this.onChange(state, changed));
+    this.unsubscribeNav = nav.subscribe((_, changed) => {
+      if (!changed.has("scope") || !this.table) return;
+      this.renderScopeChip();
+      void this.table.reload();
+    });
     void this.load();
   }
 
@@ -157,6 +166,7 @@ class KernelEfficiencyView implements TabView {
       ),
       field("Filter", filterBox),
       this.opChip,
+      this.scopeChip,
       field(
         "Top",
         select(
@@ -208,7 +218,7 @@ class KernelEfficiencyView implements TabView {
         const s = this.view.get();
         return api.kernels(
           this.sel,
-          { device: s.device, dtype: s.dtype, group: s.group, filter: s.filter, op: s.op, ...req },
+          { device: s.device, dtype: s.dtype, group: s.group, filter: s.filter, op: s.op, ...this.stepWindow(), ...req },
           this.controller.signal,
         );
       },
@@ -223,6 +233,7 @@ class KernelEfficiencyView implements TabView {
 
     this.renderDevice();
     this.renderOpChip();
+    this.renderScopeChip();
     void this.loadRoofline();
   }
 
@@ -264,6 +275,32 @@ class KernelEfficiencyView implements TabView {
               text: "×",
               attrs: { "aria-label": "Remove the op filter" },
               on: { click: () => this.view.set({ op: "" }) },
+            }),
+          )
+        : null,
+    );
+  }
+
+  /** The Overview's step scope, when it applies to this selection: the kernel table shows only that step. */
+  private stepWindow(): { t0?: number; t1?: number } {
+    const scope = scopeFor(this.sel);
+    return scope ? { t0: scope.t0, t1: scope.t1 } : {};
+  }
+
+  private renderScopeChip(): void {
+    const scope = scopeFor(this.sel);
+    replace(
+      this.scopeChip,
+      scope
+        ? h(
+            "span",
+            { class: "chip chip-step", title: "Only kernels that started in this step (chosen in the Overview)" },
+            h("span", { text: `step: ${scope.label}` }),
+            h("button", {
+              class: "chip-x",
+              text: "×",
+              attrs: { "aria-label": "Show every step" },
+              on: { click: () => nav.set({ scope: null }) },
             }),
           )
         : null,
@@ -342,6 +379,7 @@ class KernelEfficiencyView implements TabView {
   destroy(): void {
     this.teardown();
     this.unsubscribe();
+    this.unsubscribeNav();
     this.details.destroy();
     replace(this.host);
   }

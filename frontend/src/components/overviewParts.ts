@@ -1,0 +1,145 @@
+// Overview building blocks: headline cards, the per-step breakdown table and the recommendation list.
+import type { OverviewCategory, OverviewHeadline, Recommendation, StepRow } from "../api";
+import { h } from "../dom";
+import { count, pct, sig, time, tflops, UNKNOWN } from "../format";
+import { figure } from "./deviceCard";
+import { CATEGORY_COLORS } from "./overviewCharts";
+
+export function headlineCards(hl: OverviewHeadline): HTMLElement {
+  const st = hl.step_time_us;
+  const mfuSub =
+    hl.mfu == null
+      ? "no FLOP estimate or no datasheet peak"
+      : `of ${hl.mfu_dtype} peak ${sig(hl.peak_tflops)} TFLOP/s · FLOPs known for ${pct(hl.flops_covered)} of kernel time`;
+  return h(
+    "div",
+    { class: "figures ov-cards" },
+    figure(
+      "Step time",
+      time(st.mean),
+      `${count(hl.steps)} step(s) · median ${time(st.median)} · p90 ${time(st.p90)} · spread ${time(st.spread)}`,
+      "mean wall time of the step windows (ProfilerStep#N to the next step)",
+    ),
+    figure("GPU busy", pct(hl.gpu_busy_pct), "share of step time any kernel or copy ran", "interval union over streams"),
+    figure("Achieved", hl.tflops == null ? UNKNOWN : tflops(hl.tflops), "estimated FLOPs / step time"),
+    figure("MFU", hl.mfu == null ? UNKNOWN : pct(hl.mfu), mfuSub, "model FLOPs utilisation: a lower bound when FLOPs are not known for every kernel"),
+    figure("Tensor Cores", pct(hl.tensor_core_share), "share of kernel time", "by kernel name (hmma, tensorop, 16816…) and matrix work in fp16/bf16/tf32/fp8/int8"),
+    figure("Kernels per step", hl.kernels_per_step == null ? UNKNOWN : sig(hl.kernels_per_step), `median kernel ${time(hl.kernel_median_us)}`),
+  );
+}
+
+function swatch(key: string): HTMLElement {
+  return h("span", { class: "ov-swatch", style: { background: CATEGORY_COLORS[key] ?? "#adb5bd" } });
+}
+
+/** Steps as rows, categories as columns (only those with time); the step button scopes the other tabs. */
+export function breakdownTable(steps: StepRow[], categories: OverviewCategory[], onStep: (i: number) => void): HTMLElement {
+  const used = categories.filter((c) => steps.some((s) => Number(s[`${c.key}_us`]) > 0));
+  const head = h(
+    "tr",
+    null,
+    h("th", { text: "Step" }),
+    h("th", { text: "Wall" }),
+    h("th", { text: "GPU busy" }),
+    ...used.map((c) => h("th", { class: c.kind === "idle" ? "ov-idle" : "" }, swatch(c.key), c.label)),
+    h("th", { text: "Comm. overlapped", title: "communication that ran under compute (not part of the sum)" }),
+    h("th", { text: "Kernels" }),
+  );
+  const rows = steps.map((s, i) =>
+    h(
+      "tr",
+      null,
+      h(
+        "td",
+        null,
+        h("button", {
+          class: "btn btn-small ov-step",
+          text: s.step,
+          title: `Show only ${s.step} in the Kernel efficiency tab (${s.span})`,
+          on: { click: () => onStep(i) },
+        }),
+      ),
+      h("td", { class: "num", text: time(s.wall_us) }),
+      h("td", { class: "num", text: pct(s.gpu_busy_pct) }),
+      ...used.map((c) => {
+        const v = Number(s[`${c.key}_us`]) || 0;
+        return h("td", { class: "num", title: pct(s.wall_us ? v / s.wall_us : null), text: v ? time(v) : "·" });
+      }),
+      h("td", { class: "num", text: s.comm_overlapped_us ? time(s.comm_overlapped_us) : "·" }),
+      h("td", { class: "num", text: count(s.kernel_count) }),
+    ),
+  );
+  return h("div", { class: "ov-table-wrap" }, h("table", { class: "ov-table" }, h("thead", null, head), h("tbody", null, ...rows)));
+}
+
+function value(v: number | string | null | undefined, key: string): string {
+  if (v == null) return UNKNOWN;
+  if (typeof v === "string") return v;
+  if (key.endsWith("_us")) return time(v);
+  if (key.endsWith("share") || key === "efficiency" || key === "overlap_ratio") return pct(v);
+  if (key === "bytes_per_step") return `${sig(v / 1e6)} MB`;
+  return sig(v);
+}
+
+function label(key: string): string {
+  return key.replace(/_us$/, "").replace(/_/g, " ");
+}
+
+export function recommendationList(recs: Recommendation[], onLink: (filter: string, op: string, span: string) => void): HTMLElement {
+  if (!recs.length) {
+    return h("div", { class: "muted ov-none", text: "No recommendation: no rule reached its threshold for this selection." });
+  }
+  return h(
+    "ol",
+    { class: "ov-recs" },
+    ...recs.map((r) =>
+      h(
+        "li",
+        { class: "ov-rec", attrs: { "data-rule": r.id } },
+        h(
+          "div",
+          { class: "ov-rec-head" },
+          h("span", { class: "ov-rec-title", text: r.title }),
+          h("span", {
+            class: "badge ov-rec-gain",
+            text: `~${time(r.recoverable_us)} / step (${pct(r.recoverable_share)})`,
+            title: "estimated recoverable time per step",
+          }),
+        ),
+        h("div", { class: "ov-rec-advice", text: r.advice }),
+        h(
+          "div",
+          { class: "ov-rec-figures" },
+          ...Object.entries(r.figures).map(([k, v]) => h("span", { class: "ov-fig" }, h("span", { class: "muted", text: `${label(k)} ` }), value(v, k))),
+        ),
+        r.items.length
+          ? h(
+              "ul",
+              { class: "ov-rec-items" },
+              ...r.items.map((item) => {
+                const name = String(item.name ?? item.call ?? "");
+                const rest = Object.entries(item).filter(([k]) => k !== "name" && k !== "call");
+                return h("li", null, h("span", { class: "mono", text: name }), " ", h("span", { class: "muted", text: rest.map(([k, v]) => `${label(k)} ${value(v, k)}`).join(" · ") }));
+              }),
+            )
+          : null,
+        r.links.length
+          ? h(
+              "div",
+              { class: "ov-rec-links" },
+              h("span", { class: "muted small", text: "Open in the kernel table: " }),
+              ...r.links.map((l) =>
+                h("button", {
+                  class: "btn btn-small ov-link",
+                  text: l.label.length > 60 ? l.label.slice(0, 57) + "…" : l.label,
+                  title: l.label,
+                  on: { click: () => onLink(l.filter, l.op, l.span) },
+                }),
+              ),
+            )
+          : null,
+        h("div", { class: "muted small ov-rec-why", text: `Threshold: ${r.threshold}` }),
+      ),
+    ),
+  );
+}

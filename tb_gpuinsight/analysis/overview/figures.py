@@ -1,0 +1,149 @@
+"""Per-step rows and headline figures of one span (or several spans of a worker), from its `overview` section and
+its rated analysis.
+
+- Step time: wall time of each step window; mean, median, p90 and spread (max - min, and the coefficient of
+  variation std / mean) over the steps.
+- GPU busy %: share of step time some GPU activity ran (interval union over streams).
+- Achieved TFLOP/s: estimated FLOPs of the kernels that start in the step / step wall time. MFU: that / the
+  datasheet peak of the dominant dtype (the dtype with the most kernel time among kernels with a FLOP estimate).
+  FLOPs are only known for some kernels: `flops_covered` is the share of kernel time that has an estimate, so MFU
+  is a lower bound when it is below 1.
+- Tensor Core share: kernel time of kernels that ran on Tensor Cores (by name, or matrix work in a Tensor Core
+  dtype; `kernel_names.uses_tensor_cores`) / all kernel time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from ...sections import Section
+from ...trace.table import Table
+from ..kernel_names import kernel_class, uses_tensor_cores
+from .breakdown import BUSY, CATEGORIES, COMPUTE, IDLE, activity_categories, unique_keys
+
+
+def step_rows(section: Section, span: str = "") -> List[Dict[str, Any]]:
+    """One dict per step: its window, wall time, every category's time, the communication split and kernel
+    figures (the public per-step breakdown: the distributed view reuses it per rank)."""
+    a = section.arrays
+    labels = section.info.get("labels", [])
+    rows = []
+    for i in range(len(a["step_start"])):
+        wall = float(a["step_end"][i] - a["step_start"][i])
+        busy = sum(float(a[f"t_{k}"][i]) for k, _ in BUSY)
+        comm_exposed = float(a["t_communication"][i])
+        row = {"span": span, "step": labels[i] if i < len(labels) else f"step {i}",
+               "step_number": int(a["step_number"][i]), "start_us": float(a["step_start"][i]),
+               "end_us": float(a["step_end"][i]), "wall_us": wall, "gpu_busy_us": busy,
+               "gpu_busy_pct": busy / wall if wall > 0 else None}
+        row.update({f"{k}_us": float(a[f"t_{k}"][i]) for k in CATEGORIES})
+        row.update(comm_overlapped_us=float(a["comm_overlapped_us"][i]), comm_exposed_us=comm_exposed,
+                   kernel_count=int(a["kernel_count"][i]), kernel_us=float(a["kernel_us"][i]),
+                   kernel_median_us=_num(a["kernel_median_us"][i]), flops=float(a["flops"][i]),
+                   flops_covered=_ratio(float(a["flops_kernel_us"][i]), float(a["kernel_us"][i])),
+                   sync_calls=int(a["sync_calls"][i]))
+        rows.append(row)
+    return rows
+
+
+def _num(x: float) -> Optional[float]:
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+def _ratio(a: float, b: float) -> Optional[float]:
+    return a / b if b > 0 else None
+
+
+@dataclass
+class ActivityView:
+    """Per-activity flags of one span's rated analysis, computed once: kernel or copy, breakdown category
+    (index into CATEGORIES), Tensor Core use."""
+    acts: Table
+    is_kernel: np.ndarray
+    category: np.ndarray
+    tensor_core: np.ndarray
+
+    @classmethod
+    def of(cls, acts: Table) -> "ActivityView":
+        kinds = acts.strings.get("kind", [])
+        is_kernel = np.array([k == "kernel" for k in kinds] + [False], dtype=bool)[acts["kind"]] if len(acts) \
+            else np.zeros(0, dtype=bool)
+        return cls(acts, is_kernel, activity_categories(acts), _tensor_core(acts) & is_kernel)
+
+    @property
+    def kernel_us(self) -> float:
+        return float(self.acts["dur"][self.is_kernel].sum())
+
+
+def _tensor_core(acts: Table) -> np.ndarray:
+    if not len(acts):
+        return np.zeros(0, dtype=bool)
+    names, ops, dtypes = acts.strings["name"], acts.strings["op_name"], acts.strings["rate_dtype"]
+    uniq, inverse = unique_keys(acts, ("name", "op_name", "rate_dtype"))
+    tc = np.array([uses_tensor_cores(names[n], dtypes[d] if d >= 0 else "",
+                                     kernel_class(names[n], "kernel", ops[o] if o >= 0 else None))
+                   for n, o, d in uniq.tolist()], dtype=bool)
+    return tc[inverse]
+
+
+def dominant_dtype(view: ActivityView) -> Dict[str, Any]:
+    """The rating dtype with the most kernel time among kernels with a FLOP estimate, and its peak."""
+    acts = view.acts
+    mask = view.is_kernel & ~np.isnan(acts["flops"]) & (acts["rate_dtype"] >= 0)
+    if not mask.any():
+        return {"dtype": None, "peak_tflops": None, "time_us": 0.0}
+    time = np.bincount(acts["rate_dtype"][mask], weights=acts["dur"][mask])
+    code = int(np.argmax(time))
+    dtype = acts.strings["rate_dtype"][code] or None
+    peaks = acts["peak_tflops"][mask & (acts["rate_dtype"] == code)]
+    peaks = peaks[~np.isnan(peaks)]
+    return {"dtype": dtype, "peak_tflops": float(np.median(peaks)) if len(peaks) and dtype else None,
+            "time_us": float(time[code])}
+
+
+def tensor_core_share(view: ActivityView) -> Optional[float]:
+    """Share of kernel time on Tensor Cores (see module doc)."""
+    total = view.kernel_us
+    return float(view.acts["dur"][view.tensor_core].sum()) / total if total > 0 else None
+
+
+def _stats(values: List[float]) -> Dict[str, Optional[float]]:
+    if not values:
+        return {"mean": None, "median": None, "p90": None, "min": None, "max": None, "spread": None, "cv": None}
+    v = np.asarray(values, dtype=np.float64)
+    mean = float(v.mean())
+    return {"mean": mean, "median": float(np.median(v)), "p90": float(np.percentile(v, 90)), "min": float(v.min()),
+            "max": float(v.max()), "spread": float(v.max() - v.min()), "cv": float(v.std() / mean) if mean else None}
+
+
+def headline(rows: List[Dict[str, Any]], views: List[ActivityView]) -> Dict[str, Any]:
+    """Headline figures over the steps `rows` of the spans whose rated activities are `views`."""
+    walls = [r["wall_us"] for r in rows]
+    wall = float(sum(walls))
+    busy = sum(r["gpu_busy_us"] for r in rows)
+    flops = sum(r["flops"] for r in rows)
+    kernel_us = sum(r["kernel_us"] for r in rows)
+    covered_us = sum((r["flops_covered"] or 0.0) * r["kernel_us"] for r in rows)
+    dom = max((dominant_dtype(v) for v in views), key=lambda d: d["time_us"],
+              default={"dtype": None, "peak_tflops": None})
+    tflops = flops / (wall * 1e-6) / 1e12 if wall > 0 and flops > 0 else None
+    medians = [r["kernel_median_us"] for r in rows if r["kernel_median_us"] is not None]
+    shares = [(tensor_core_share(v), v.kernel_us) for v in views]
+    tc_time = sum(s * t for s, t in shares if s is not None)
+    tc_total = sum(t for s, t in shares if s is not None)
+    return {
+        "steps": len(rows), "step_time_us": _stats(walls), "wall_us": wall,
+        "gpu_busy_pct": busy / wall if wall > 0 else None,
+        "tflops": tflops, "mfu": tflops / dom["peak_tflops"] if tflops and dom["peak_tflops"] else None,
+        "mfu_dtype": dom["dtype"], "peak_tflops": dom["peak_tflops"],
+        "flops_covered": covered_us / kernel_us if kernel_us > 0 else None,
+        "tensor_core_share": tc_time / tc_total if tc_total > 0 else None,
+        "kernels_per_step": float(np.mean([r["kernel_count"] for r in rows])) if rows else None,
+        "kernel_median_us": float(np.median(medians)) if medians else None,
+        "breakdown_us": {k: float(sum(r[f"{k}_us"] for r in rows)) for k in CATEGORIES},
+        "comm_overlapped_us": float(sum(r["comm_overlapped_us"] for r in rows)),
+        "compute_us": float(sum(r[f"{k}_us"] for r in rows for k in COMPUTE)),
+        "idle_us": float(sum(r[f"{k}_us"] for r in rows for k, _ in IDLE)),
+    }

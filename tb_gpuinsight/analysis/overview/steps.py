@@ -1,0 +1,87 @@
+"""Step windows of one span: `ProfilerStep#N` annotations (2022+ `user_annotation`, 2021 `Operator`), or the
+whole span when the trace has none.
+
+A step's window runs from its annotation's start to the next step's start, so consecutive steps tile the time
+without gaps or overlap and GPU work that lags behind its step's CPU side is counted where it ran. The last step
+ends at its annotation's end or at the end of the last GPU activity launched inside it, whichever is later (its
+GPU tail would otherwise be lost).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import List, Optional
+
+import numpy as np
+
+from ...trace.kineto import KinetoTrace
+from ...trace.table import Table
+
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+SOURCE_STEPS = "ProfilerStep"
+SOURCE_SPAN = "span"
+
+
+@dataclass
+class StepWindows:
+    """Step windows [start, end) in trace microseconds, the step numbers and where they came from."""
+    start: np.ndarray
+    end: np.ndarray
+    number: np.ndarray
+    source: str  # SOURCE_STEPS or SOURCE_SPAN
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @property
+    def labels(self) -> List[str]:
+        if self.source == SOURCE_SPAN:
+            return ["whole span"]
+        return [f"step {n}" for n in self.number.tolist()]
+
+
+def _annotated(table: Table, kind: Optional[str]) -> tuple:
+    """(start, end, number) of the ProfilerStep#N rows of a table (CPU-side rows only when it has kinds)."""
+    names = table.strings.get("name", [])
+    numbers = np.full(len(names), -1, dtype=np.int64)
+    for i, name in enumerate(names):
+        m = _STEP.match(name)
+        if m:
+            numbers[i] = int(m.group(1))
+    if not len(table) or not (numbers >= 0).any():
+        return np.empty(0), np.empty(0), np.empty(0, dtype=np.int64)
+    mask = numbers[table["name"]] >= 0
+    if kind is not None and "kind" in table:
+        kinds = table.strings.get("kind", [])
+        mask &= np.array([kinds[k] == kind for k in table["kind"]], dtype=bool)
+    ts, dur = table["ts"][mask], table["dur"][mask]
+    return ts, ts + dur, numbers[table["name"][mask]]
+
+
+def step_windows(trace: KinetoTrace, activity_end: Optional[np.ndarray] = None,
+                 launch_ts: Optional[np.ndarray] = None) -> StepWindows:
+    """The span's steps. `activity_end` / `launch_ts`: GPU activities' end times and their launch calls' start
+    (NaN when unknown), used to extend the last step over the GPU work it launched."""
+    start, end, number = _annotated(trace.annotations, "cpu")
+    if not len(start):
+        start, end, number = _annotated(trace.ops, None)
+    if not len(start):
+        return _whole_span(trace)
+    order = np.argsort(start, kind="stable")
+    start, end, number = start[order], end[order], number[order]
+    keep = np.r_[True, start[1:] > start[:-1]]  # the same step written twice (two threads): keep one
+    start, end, number = start[keep], end[keep], number[keep]
+    ends = np.r_[start[1:], end[-1]]
+    if activity_end is not None and launch_ts is not None and len(activity_end):
+        inside = (launch_ts >= start[-1]) & (launch_ts < end[-1])
+        if inside.any():
+            ends[-1] = max(ends[-1], float(np.max(activity_end[inside])))
+    return StepWindows(start.astype(np.float64), ends.astype(np.float64), number, SOURCE_STEPS)
+
+
+def _whole_span(trace: KinetoTrace) -> StepWindows:
+    t0, t1 = trace.meta.start_us, trace.meta.end_us
+    if t0 is None or t1 is None or t1 <= t0:
+        return StepWindows(np.empty(0), np.empty(0), np.empty(0, dtype=np.int64), SOURCE_SPAN)
+    return StepWindows(np.array([t0], dtype=np.float64), np.array([t1], dtype=np.float64),
+                       np.array([-1], dtype=np.int64), SOURCE_SPAN)

@@ -1,0 +1,95 @@
+"""`tb-gpuinsight overview TRACE|RUN`: where each step's time goes, headline figures and ranked recommendations.
+
+    tb-gpuinsight overview TRACE                 # headline, per-step breakdown, recommendations
+    tb-gpuinsight overview RUN_DIR --worker W    # every span of one worker (default: the first)
+    tb-gpuinsight overview TRACE --format json   # everything, as the plugin's /overview route answers
+    tb-gpuinsight overview TRACE --format csv    # the per-step rows
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Dict, List
+
+from ..analysis.overview import CATEGORIES, LABELS, Overview
+from ..cli import _print_csv
+
+
+def register(sub) -> None:
+    """Add the `overview` subcommand."""
+    p = sub.add_parser("overview", help="per-step time breakdown, MFU and ranked recommendations")
+    p.add_argument("path", help="a Kineto trace, or a run directory")
+    p.add_argument("--worker", help="the worker of a run directory (default: the first)")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Entry of `tb-gpuinsight overview`."""
+    from .. import overview
+
+    result = overview(args.path, worker=args.worker)
+    if args.format == "json":
+        print(json.dumps(result.to_json(), indent=1))
+    elif args.format == "csv":
+        _print_csv(result.steps)
+    else:
+        for line in render(result):
+            print(line)
+    for note in result.missing:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+def _ms(us: Any) -> str:
+    return "-" if us is None else f"{us / 1000:,.3f}"
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def render(result: Overview) -> List[str]:
+    """The text report: headline, the breakdown (one column per step, up to 8), recommendations."""
+    h = result.headline
+    if not h:
+        return ["no overview: " + "; ".join(result.missing)]
+    st = h["step_time_us"]
+    out = [f"{h['steps']} step(s) ({'ProfilerStep annotations' if result.source == 'ProfilerStep' else result.source})"
+           f"  step time mean {_ms(st['mean'])} ms  median {_ms(st['median'])}  p90 {_ms(st['p90'])}"
+           f"  spread {_ms(st['spread'])}",
+           f"GPU busy {_pct(h['gpu_busy_pct'])}  achieved {_num(h['tflops'])} TFLOP/s  MFU {_pct(h['mfu'])}"
+           f" of {h['mfu_dtype'] or '?'} peak {_num(h['peak_tflops'])} (FLOPs known for {_pct(h['flops_covered'])}"
+           f" of kernel time)  Tensor Cores {_pct(h['tensor_core_share'])} of kernel time",
+           f"kernels per step {_num(h['kernels_per_step'])}  median kernel {_num(h['kernel_median_us'])} us", ""]
+    steps = result.steps[:8]
+    out.append(f"{'ms per step':<28}" + "".join(f"{r['step'][-12:]:>13}" for r in steps))
+    for key in CATEGORIES:
+        if any(r[f"{key}_us"] > 0 for r in result.steps):
+            out.append(f"{LABELS[key]:<28}" + "".join(f"{_ms(r[f'{key}_us']):>13}" for r in steps))
+    out.append(f"{'= wall time':<28}" + "".join(f"{_ms(r['wall_us']):>13}" for r in steps))
+    out.append(f"{'(comm. overlapped)':<28}" + "".join(f"{_ms(r['comm_overlapped_us']):>13}" for r in steps))
+    out.append("")
+    out.append("recommendations (recoverable time per step):" if result.recommendations else
+               "recommendations: none (no rule's threshold is reached)")
+    for i, rec in enumerate(result.recommendations, 1):
+        out.append(f"{i}. {rec['title']}: ~{_ms(rec['recoverable_us'])} ms/step ({_pct(rec['recoverable_share'])})")
+        out.append(f"   {rec['advice']}")
+        out.append(f"   evidence: {_figures(rec['figures'])}")
+        for item in rec["items"][:3]:
+            out.append(f"   - {_item(item)}")
+    return out
+
+
+def _num(x: Any) -> str:
+    return "-" if x is None else f"{x:,.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def _figures(figures: Dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_num(v) if isinstance(v, (int, float)) else v}" for k, v in figures.items())
+
+
+def _item(item: Dict[str, Any]) -> str:
+    name = item.get("name") or item.get("call") or ""
+    rest = {k: v for k, v in item.items() if k not in ("name", "call")}
+    return f"{name[:90]}  " + ", ".join(f"{k}={_num(v) if isinstance(v, (int, float)) else v}" for k, v in rest.items())

@@ -1,0 +1,245 @@
+"""FLOPs of fused attention ops, counting only the (query, key) pairs the kernel computes.
+
+First principles, per (batch, query head) and per attended (query, key) pair:
+
+* forward: ``S = Q K^T`` (2 x D_qk FLOPs) and ``O = P V`` (2 x D_v);
+* backward: the fused kernels (flash, memory-efficient, cuDNN) recompute ``S = Q K^T`` and then
+  compute ``dV = P^T dO``, ``dP = dO V^T``, ``dQ = dS K`` and ``dK = dS^T Q``: 2 x (3 D_qk + 2 D_v),
+  i.e. 2.5x the forward when D_qk == D_v. torch.utils.flop_counter's registry agrees on dense inputs
+  but ignores every mask (and assumes max-length sequences for varlen), which is why these ops are
+  not sent through it.
+
+Masks (the softmax scale, dropout and the exp count nothing):
+
+* causal, top-left aligned (query i attends keys j <= i): PyTorch's SDPA ``is_causal`` (docs: "upper
+  left"), ``_cudnn_attention_*`` and efficient attention's ``custom_mask_type`` 1;
+* causal, bottom-right aligned (query i attends keys j <= i + Sk - Sq): raw ``_flash_attention_*`` as
+  in flash-attention >= 2.1, and ``custom_mask_type`` 2;
+* a sliding window (flash's ``window_size_left/right``, -1 meaning unbounded; efficient attention's
+  ``window_size``: the query and the ``window_size - 1`` keys before it) bounds the attended keys;
+* an explicit ``attn_mask``/``attn_bias`` tensor is arbitrary: the kernel computes every pair (dense).
+
+A square causal mask keeps ``S (S + 1) / 2`` of the ``S^2`` pairs (``(S+1)/(2S)`` of dense); pairs are
+counted exactly (closed form, no loop over S), clamped to ``[0, Sk)`` per query.
+
+Varlen (packed, ``cu_seqlens``) inputs count per sequence. The offsets' values are not recorded by the
+profiler (only their shape, i.e. the number of sequences), so lengths are taken as the tightest
+packing that fits the recorded totals and maxima: as many ``max_seqlen`` sequences as fit, then the
+remainder. The result is flagged as an upper bound in the estimate's reason.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .bytes import OpArgs, UnknownEstimate
+
+VARLEN_NOTE = ("upper bound: varlen sequence lengths are not recorded; "
+               "sequences assumed packed at max_seqlen")
+
+
+@dataclass(frozen=True)
+class Mask:
+    """Which keys a query attends: ``[i + offset - left, i + offset + right]`` within ``[0, Sk)``.
+
+    ``left``/``right`` None means unbounded; ``bottom_right`` sets ``offset = Sk - Sq`` (else 0).
+    """
+
+    left: int | None = None
+    right: int | None = None
+    bottom_right: bool = False
+
+    @property
+    def dense(self) -> bool:
+        return self.left is None and self.right is None
+
+
+DENSE = Mask()
+
+
+def causal_mask(bottom_right: bool, window_left: int | None = None) -> Mask:
+    """A causal mask, optionally limited to ``window_left`` keys before the diagonal."""
+    return Mask(left=window_left, right=0, bottom_right=bottom_right)
+
+
+def _sum_clamped(start: int, n: int, lo: int, hi: int) -> int:
+    """sum(min(max(start + i, lo), hi) for i in range(n)), in closed form (lo <= hi + 1)."""
+    below = min(max(lo - start, 0), n)
+    above = n - min(max(hi - start + 1, 0), n)
+    middle = n - below - above
+    first = start + below
+    return below * lo + above * hi + middle * first + middle * (middle - 1) // 2
+
+
+def attended_pairs(sq: int, sk: int, mask: Mask) -> int:
+    """Number of (query, key) pairs a kernel computes for one (batch, head)."""
+    if sq <= 0 or sk <= 0:
+        return 0
+    if mask.dense:
+        return sq * sk
+    offset = sk - sq if mask.bottom_right else 0
+    far = sq + sk  # beyond any key index: an unbounded side
+    hi = offset + (mask.right if mask.right is not None else far)
+    lo = offset - (mask.left if mask.left is not None else far)
+    # per query: clamp(i + hi, -1, sk - 1) - clamp(i + lo, 0, sk) + 1, which is 0 for a fully masked row
+    return _sum_clamped(hi, sq, -1, sk - 1) - _sum_clamped(lo, sq, 0, sk) + sq
+
+
+def attention_flops(batch_heads: int, pairs: int, d_qk: int, d_v: int, backward: bool) -> int:
+    """FLOPs of ``batch_heads`` (batch x query heads) attention problems of ``pairs`` pairs each."""
+    per_pair = 2 * (3 * d_qk + 2 * d_v) if backward else 2 * (d_qk + d_v)
+    return batch_heads * pairs * per_pair
+
+
+# --------------------------------------------------------------------------- op argument tables
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """Where an attention op keeps its arguments (indices into the recorded argument list)."""
+
+    query: int
+    causal: int | None = None  # bool is_causal
+    mask_tensor: int | None = None  # attn_mask / attn_bias: present -> dense
+    mask_type: int | None = None  # efficient attention's custom_mask_type
+    window: tuple[int, ...] = ()  # (left, right) for flash, (size,) for efficient attention
+    cum_seq: int | None = None  # cu_seqlens_q; cu_seqlens_k follows
+    max_seq: int | None = None  # max_seqlen_q; max_seqlen_k follows
+    bshd: bool = False  # dense q/k/v are (batch, seq, heads, dim) instead of (batch, heads, seq, dim)
+    bottom_right: bool = False  # causal alignment when Sq != Sk
+    backward: bool = False
+    dense_always: bool = False  # the math reference computes the full score matrix
+
+
+SPECS: dict[str, AttentionSpec] = {
+    "scaled_dot_product_attention": AttentionSpec(0, causal=5, mask_tensor=3),
+    "_scaled_dot_product_flash_attention": AttentionSpec(0, causal=4),
+    "_scaled_dot_product_flash_attention_for_cpu": AttentionSpec(0, causal=4, mask_tensor=5),
+    "_scaled_dot_product_efficient_attention": AttentionSpec(0, causal=6, mask_tensor=3),
+    "_scaled_dot_product_cudnn_attention": AttentionSpec(0, causal=6, mask_tensor=3),
+    "_scaled_dot_product_fused_attention_overrideable": AttentionSpec(0, causal=5, mask_tensor=3),
+    "_scaled_dot_product_attention_math": AttentionSpec(0, dense_always=True),
+    "_scaled_dot_product_flash_attention_backward": AttentionSpec(1, causal=11, backward=True),
+    "_scaled_dot_product_flash_attention_for_cpu_backward": AttentionSpec(1, causal=7, mask_tensor=8,
+                                                                          backward=True),
+    "_scaled_dot_product_efficient_attention_backward": AttentionSpec(1, causal=11, mask_tensor=4,
+                                                                      backward=True),
+    "_scaled_dot_product_cudnn_attention_backward": AttentionSpec(1, causal=14, mask_tensor=8,
+                                                                  backward=True),
+    "_scaled_dot_product_fused_attention_overrideable_backward": AttentionSpec(1, causal=13, mask_tensor=4,
+                                                                               backward=True),
+    "_flash_attention_forward": AttentionSpec(0, causal=8, window=(11, 12), cum_seq=3, max_seq=5,
+                                              bshd=True, bottom_right=True),
+    "_flash_attention_backward": AttentionSpec(1, causal=11, window=(15, 16), cum_seq=6, max_seq=8,
+                                               bshd=True, bottom_right=True, backward=True),
+    "_efficient_attention_forward": AttentionSpec(0, mask_type=9, mask_tensor=3, window=(13,), cum_seq=4,
+                                                  max_seq=6, bshd=True),
+    "_efficient_attention_backward": AttentionSpec(1, mask_type=14, mask_tensor=4, window=(18,), cum_seq=6,
+                                                   max_seq=8, bshd=True, backward=True),
+    "_cudnn_attention_forward": AttentionSpec(0, causal=10, mask_tensor=3, cum_seq=4, max_seq=6),
+    "_cudnn_attention_backward": AttentionSpec(1, causal=14, mask_tensor=8, cum_seq=9, max_seq=11,
+                                               backward=True),
+}
+# _flash_attention_forward.quantized carries three descale tensors before scale: its window moves by 3.
+_FLASH_QUANTIZED = AttentionSpec(0, causal=8, window=(14, 15), cum_seq=3, max_seq=5, bshd=True,
+                                 bottom_right=True)
+
+
+def _spec(op: str, args: OpArgs) -> AttentionSpec:
+    if op == "_flash_attention_forward" and args.is_tensor(10):
+        return _FLASH_QUANTIZED
+    return SPECS[op]
+
+
+def mask_of(spec: AttentionSpec, args: OpArgs) -> tuple[Mask, str]:
+    """The mask the kernel applies, from the recorded flags, and a note when a flag was not recorded
+    (then the dense count is used: an upper bound)."""
+    if spec.dense_always or (spec.mask_tensor is not None and args.is_tensor(spec.mask_tensor)):
+        return DENSE, ""
+    try:
+        return _flag_mask(spec, args), ""
+    except UnknownEstimate as exc:
+        return DENSE, f"upper bound: dense count, {exc}"
+
+
+def _flag_mask(spec: AttentionSpec, args: OpArgs) -> Mask:
+    if spec.mask_type is not None:
+        kind = args.value(spec.mask_type, "custom_mask_type")
+        if kind not in (0, 1, 2):
+            raise UnknownEstimate(f"custom_mask_type {kind!r} not understood")
+        size = _opt_int(args, spec.window[0]) if spec.window else None
+        left = size - 1 if size is not None and size > 0 else None
+        if kind == 0:
+            return Mask(left=left, right=None) if left is not None else DENSE
+        return causal_mask(bottom_right=kind == 2, window_left=left)
+    causal = args.flag(spec.causal, "is_causal") if spec.causal is not None else False
+    left, right = (_window_side(args, i) for i in spec.window) if spec.window else (None, None)
+    if causal:
+        return causal_mask(spec.bottom_right, left)
+    return Mask(left, right, bottom_right=spec.bottom_right)
+
+
+def _opt_int(args: OpArgs, i: int) -> int | None:
+    value = args.opt_value(i)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _window_side(args: OpArgs, i: int) -> int | None:
+    value = _opt_int(args, i)
+    return value if value is not None and value >= 0 else None  # -1 / not recorded: unbounded
+
+
+def estimate(op: str, args: OpArgs) -> tuple[int, str]:
+    """(FLOPs, note) of one attention op; the note is "" unless the figure is a bound."""
+    spec = _spec(op, args)
+    q, k, v = (args.shape(spec.query + j, name) for j, name in enumerate(("query", "key", "value")))
+    mask, note = mask_of(spec, args)
+    if spec.cum_seq is not None and args.is_tensor(spec.cum_seq):
+        return _varlen(spec, args, (q, k, v), mask), "; ".join(filter(None, (VARLEN_NOTE, note)))
+    q, k, v = (_as_bhsd(s, name, spec.bshd) for s, name in ((q, "query"), (k, "key"), (v, "value")))
+    pairs = attended_pairs(q[2], k[2], mask)
+    return attention_flops(q[0] * q[1], pairs, q[3], v[3], spec.backward), note
+
+
+def _as_bhsd(shape: tuple[int, ...], what: str, bshd: bool) -> tuple[int, ...]:
+    """(batch, heads, seq, dim); SDPA also accepts (..., seq, dim): leading dims fold into heads."""
+    if bshd:
+        if len(shape) != 4:
+            raise UnknownEstimate(f"dense attention {what} shape {shape} is not 4-D")
+        return (shape[0], shape[2], shape[1], shape[3])
+    if len(shape) == 4:
+        return shape
+    if len(shape) < 2:
+        raise UnknownEstimate(f"{what} shape {shape} has fewer than 2 dims")
+    prefix = 1
+    for d in shape[:-2]:
+        prefix *= d
+    return (1, prefix) + shape[-2:]
+
+
+def _varlen(spec: AttentionSpec, args: OpArgs, qkv: tuple, mask: Mask) -> int:
+    """Packed (total_tokens, heads, dim) inputs: per-sequence pairs, lengths from the tightest packing."""
+    q, k, v = qkv
+    if len(q) != 3 or len(k) != 3 or len(v) != 3:
+        raise UnknownEstimate(f"packed attention shapes {q}, {k}, {v} are not (tokens, heads, dim)")
+    n = args.shape(spec.cum_seq, "cu_seqlens_q")[0] - 1
+    max_q = args.value(spec.max_seq, "max_seqlen_q")
+    max_k = args.value(spec.max_seq + 1, "max_seqlen_k")
+    if not all(isinstance(x, int) and x > 0 for x in (max_q, max_k)) or n <= 0:
+        raise UnknownEstimate(f"varlen attention: max_seqlen {max_q!r}/{max_k!r} or {n} sequences not usable")
+    pairs = sum(attended_pairs(sq, sk, mask)
+                for sq, sk in zip(packed_lengths(q[0], max_q, n), packed_lengths(k[0], max_k, n)))
+    return attention_flops(q[1], pairs, q[2], v[2], spec.backward)
+
+
+def packed_lengths(total: int, longest: int, count: int) -> list[int]:
+    """``count`` lengths summing to ``total`` (at most), each <= ``longest``, longest first."""
+    full, rest = divmod(total, longest)
+    lengths = [longest] * min(full, count)
+    if len(lengths) < count and rest:
+        lengths.append(rest)
+    return lengths + [0] * (count - len(lengths))
+
+
+def is_attention(op: Any) -> bool:
+    """True for the ops this module estimates."""
+    return op in SPECS
