@@ -4,8 +4,8 @@ import { BarChart, HeatmapChart } from "echarts/charts";
 import { GridComponent, LegendComponent, TooltipComponent, VisualMapComponent } from "echarts/components";
 import * as echarts from "echarts/core";
 import { CanvasRenderer } from "echarts/renderers";
-import { h } from "../dom";
 import { time } from "../format";
+import { ChartBox } from "./overviewCharts";
 import type { Heatmap, RankRow } from "./ranksApi";
 import { TOOLTIP_STYLE } from "./roofline";
 
@@ -19,26 +19,11 @@ const PARTS: ReadonlyArray<readonly [keyof RankRow, string, string]> = [
   ["idle_us", "Idle", "#c8ccd2"],
 ];
 
-class Chart {
-  readonly el: HTMLElement;
-  protected chart: echarts.ECharts;
-  private observer: ResizeObserver;
-
-  constructor(cls: string) {
-    this.el = h("div", { class: `chart-box ${cls}` });
-    this.chart = echarts.init(this.el, undefined, { renderer: "canvas" });
-    this.observer = new ResizeObserver(() => this.chart.resize());
-    this.observer.observe(this.el);
-  }
-
+/** A chart box whose height follows the number of ranks it draws. */
+class Chart extends ChartBox {
   protected height(px: number): void {
     this.el.style.height = `${px}px`;
     this.chart.resize();
-  }
-
-  destroy(): void {
-    this.observer.disconnect();
-    this.chart.dispose();
   }
 }
 
