@@ -1,5 +1,6 @@
 """Record the sample CPU run with the project's own capture: a small MLP trained for six steps under
-`tb_gpuinsight.profile` (schedule wait=1, warmup=1, active=1, repeat=2; record_shapes=True).
+`tb_gpuinsight.profile` (schedule wait=1, warmup=1, active=1, repeat=2; record_shapes=True; profile_memory=False,
+so that the samples also show the Memory tab's empty state: bert_h100 has GPU and CPU memory events).
 
     python samples/record.py [OUT_DIR]     (default: samples/cpu_mlp; its old files are replaced)
 
@@ -30,7 +31,8 @@ def main(out_dir: str) -> None:
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
-    with tb_gpuinsight.profile(out_dir, worker_name=WORKER, wait=1, warmup=1, active=1, repeat=2) as prof:
+    with tb_gpuinsight.profile(out_dir, worker_name=WORKER, wait=1, warmup=1, active=1, repeat=2,
+                               profile_memory=False) as prof:
         for _ in range(6):
             x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
             with torch.profiler.record_function("forward"):

@@ -15,8 +15,8 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "ranks", "discover",
-           "sniff", "read_tensor_trace", "TensorTrace",
+__all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
+           "discover", "sniff", "read_tensor_trace", "TensorTrace",
            "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
 
@@ -134,6 +134,16 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
     return shapes_report(trace, eff.activities, [read_tt(p) for p in paths])
 
 
+def memory(path: "KinetoTrace | os.PathLike[str] | str") -> "MemoryReport":
+    """The Memory view of one trace recorded with `profile_memory=True`, per device: `report.events` (every
+    allocation and free with the allocated / reserved / fragmentation curves), `report.by_op`, `report.live_at_peak`,
+    `report.never_freed` (DataFrames), `report.summary` (peaks, counts, where each figure comes from) and
+    `report.steps`. A trace without memory events gives empty frames and `summary["message"]` says why."""
+    from .analysis.memory import memory_events, report
+
+    return report(memory_events(path if isinstance(path, KinetoTrace) else load(path)))
+
+
 def overview(path: "KinetoTrace | os.PathLike[str] | str", worker: Optional[str] = None,
              **options) -> "Overview":
     """The Overview of one trace, or of one worker's spans in a run directory (`worker`: which one, default the
@@ -209,6 +219,7 @@ if False:  # pragma: no cover - for type checkers only
     from .capture.profiling import profile, trace_handler
     from .trace.tensortrace import TensorTraceFile
     from .analysis.diff import DiffResult
+    from .analysis.memory import MemoryReport
     from .analysis.overview import Overview
     from .analysis.ranks import Report as RanksReport
     from .analysis.efficiency import Efficiency

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 SECTION_BUILDERS: Dict[str, str] = {
     "shape_sources": "tb_gpuinsight.analysis.enrich:shape_sources_section",
     "overview": "tb_gpuinsight.analysis.overview.breakdown:build_section",
+    "memory": "tb_gpuinsight.analysis.memory:build_section",
     "distributed": "tb_gpuinsight.analysis.ranks:build_section",
 }
 

@@ -44,7 +44,36 @@ def test_profile_writes_three_files_per_span(tmp_path):
         assert not records.errors and len(records.table) > 0
         trace = tb_gpuinsight.load(span.trace.path)
         assert trace.meta.record_shapes
+        assert len(trace.memory) > 0  # profile_memory is on by default
     assert not runs[0].execution_traces and not runs[0].tensor_traces  # nothing left at run level
+
+
+def _complete_spans(spans) -> None:
+    """Each span has its Kineto trace, Execution Trace (linked at 100 %) and tensor.trace."""
+    assert len(spans) == 2
+    for span in spans:
+        assert [len(span.execution_traces), len(span.tensor_traces)] == [1, 1], span.name
+        graph = load_graph(span.execution_traces[0].path, span.trace.path)
+        assert graph.link.linkable > 0 and graph.link.rate == 1.0, graph.link.to_dict()
+        records = tb_gpuinsight.read_tensor_trace(span.tensor_traces[0].path)
+        assert not records.errors and len(records.table) > 0
+
+
+def test_handler_as_observer_of_a_user_built_profiler_completes_the_first_span(tmp_path):
+    handler = tb_gpuinsight.trace_handler(tmp_path, worker_name="u")
+    with torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, active=1, repeat=2),
+                                on_trace_ready=handler, execution_trace_observer=handler,
+                                record_shapes=True) as prof:
+        _train(prof)
+    _complete_spans(discover(tmp_path)[0].workers["u"])
+    assert not [n for n in os.listdir(handler._tmp)]  # nothing left behind
+
+
+def test_profiler_args_one_liner(tmp_path):
+    with torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, active=1, repeat=2),
+                                **tb_gpuinsight.trace_handler(tmp_path, worker_name="k").profiler_args()) as prof:
+        _train(prof)
+    _complete_spans(discover(tmp_path)[0].workers["k"])
 
 
 def test_handler_on_a_plain_profiler_takes_over_from_the_second_span(tmp_path):
@@ -62,10 +91,11 @@ def test_handler_on_a_plain_profiler_takes_over_from_the_second_span(tmp_path):
 
 def test_options_turn_parts_off(tmp_path):
     with tb_gpuinsight.profile(tmp_path, worker_name="n", active=1, execution_trace=False,
-                               tensor_trace=False) as prof:
+                               tensor_trace=False, profile_memory=False) as prof:
         _train(prof, steps=4)
     names = os.listdir(tmp_path)
     assert names and all(n.endswith(".pt.trace.json") for n in names)
+    assert all(len(tb_gpuinsight.load(tmp_path / n).memory) == 0 for n in names)
 
 
 def test_distributed_rank_in_worker_name(tmp_path):

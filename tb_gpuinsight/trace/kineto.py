@@ -57,7 +57,13 @@ TABLE_OF: Dict[str, Tuple[str, str]] = {
     "user_annotation": ("annotations", "cpu"),
     "gpu_user_annotation": ("annotations", "gpu"),
 }
-TABLES = ("ops", "kernels", "memops", "launches", "annotations")
+TABLES = ("ops", "kernels", "memops", "launches", "annotations", "memory", "modules")
+# Allocation events (profile_memory=True): instant events named "[memory]", cat "cpu_instant_event" (2022+) or none
+# (2021), whatever their category says.
+MEMORY_EVENT = "[memory]"
+# nn.Module calls (with_stack=True): python_function events named "nn.Module: Linear_0"; other Python frames are
+# not kept.
+MODULE_PREFIX = "nn.Module: "
 
 _CHUNK_EVENTS = 4096
 _NO_ID = -1
@@ -98,6 +104,13 @@ _ARG_FIELDS: Tuple[Tuple[str, str, Any], ...] = (
     ("bandwidth", "memory bandwidth (GB/s)", Optional[float]),
     ("kernel_flop", "kernel_flop", Optional[float]),
     ("kernel_num_gb", "kernel_num_gb", Optional[float]),
+    ("module", "Module Hierarchy", Optional[str]),
+    ("addr", "Addr", Optional[int]),
+    ("alloc_bytes", "Bytes", Optional[int]),
+    ("total_allocated", "Total Allocated", Optional[int]),
+    ("total_reserved", "Total Reserved", Optional[int]),
+    ("device_type", "Device Type", Optional[int]),
+    ("device_id", "Device Id", Optional[int]),
 )
 # Collective args (record_param_comms ops, c10d/NCCL kernels of newer builds), kept raw: their JSON types vary by
 # release (sizes as numbers or strings, ranks as a list or its text). `KinetoTrace.comm(code)` decodes one set.
@@ -203,6 +216,8 @@ class KinetoTrace:
     annotations: Table
     shapes: List[Tuple[bytes, bytes, bytes]]
     comms: List[Tuple[bytes, ...]] = field(default_factory=list)
+    memory: Table = field(default_factory=lambda: _Columns().finish("memory", _ORDER["memory"]))
+    modules: Table = field(default_factory=lambda: _Columns().finish("modules", _ORDER["modules"]))
     enrichment: Any = None  # analysis/enrich.py's report once shapes were filled from companions
     _shape_cache: Dict[int, Tuple[Any, Any, Any]] = field(default_factory=dict, repr=False)
 
@@ -267,8 +282,9 @@ class _Columns:
         return Table(name, columns, strings)
 
 
-_STRING_COLUMNS = {"name", "kind", "pid", "tid", "grid", "block"}
-_EMPTY_DTYPE = {**{c: np.int32 for c in _STRING_COLUMNS}, "event": np.int64, "shape": np.int32, "comm": np.int32}
+_STRING_COLUMNS = {"name", "kind", "pid", "tid", "grid", "block", "module"}
+_EMPTY_DTYPE = {**{c: np.int32 for c in _STRING_COLUMNS}, "event": np.int64, "device_type": np.int32,
+                "device_id": np.int32, "addr": np.int64, "bytes": np.int64, "shape": np.int32, "comm": np.int32}
 
 
 def _as_text_categories(codes: np.ndarray, items: List) -> Tuple[np.ndarray, List]:
@@ -304,6 +320,7 @@ def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, 
     cols.add_floats("kernel_flop", (a.kernel_flop for a in args), n)
     cols.add_floats("kernel_num_gb", (a.kernel_num_gb for a in args), n)
     cols.add("shape", np.fromiter((_shape_code(a, shapes) for a in args), dtype=np.int32, count=n))
+    cols.add_strings("module", (a.module for a in args), n)
     _add_comm(cols, args, n, comms)
 
 
@@ -383,19 +400,57 @@ def _build_annotations(cols: _Columns, evs: List, args: List, n: int, shapes: In
     _add_comm(cols, args, n, comms)
 
 
+def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str], _comms) -> None:
+    """[memory] events: Bytes > 0 allocates, < 0 frees; the totals are absent before torch 1.10 (NaN)."""
+    cols.add_floats("ts", (e.ts for e in evs), n)
+    cols.add("dur", np.zeros(n))
+    cols.add_strings("pid", (e.pid for e in evs), n)
+    cols.add_strings("tid", (e.tid for e in evs), n)
+    cols.add_ints("device_type", (a.device_type for a in args), n, np.int32)
+    cols.add_ints("device_id", (a.device_id for a in args), n, np.int32)
+    cols.add_ints("addr", (a.addr for a in args), n)
+    cols.add_ints("bytes", (a.alloc_bytes for a in args), n)
+    cols.add_floats("total_allocated", (a.total_allocated for a in args), n)
+    cols.add_floats("total_reserved", (a.total_reserved for a in args), n)
+
+
+def _build_modules(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str], _comms) -> None:
+    cols.add_strings("name", (e.name[len(MODULE_PREFIX):] for e in evs), n)
+    cols.add_floats("ts", (e.ts for e in evs), n)
+    cols.add_floats("dur", (e.dur for e in evs), n)
+    cols.add_strings("pid", (e.pid for e in evs), n)
+    cols.add_strings("tid", (e.tid for e in evs), n)
+
+
 # Every table also has "event": the row's index in traceEvents (to write augmented traces, link back).
 _ORDER = {
     "ops": ("name", "ts", "dur", "ext_id", "pid", "tid", "rf_id", "seq", "fwd_tid", "kernel_flop", "kernel_num_gb",
-            "shape", "comm", "event"),
+            "shape", "module", "comm", "event"),
     "kernels": ("name", "ts", "dur", "ext_id", "device", "stream", "correlation", "registers", "shared_mem",
                 "blocks_per_sm", "warps_per_sm", "occupancy", "grid", "block", "comm", "event"),
     "memops": ("kind", "name", "ts", "dur", "ext_id", "device", "stream", "correlation", "bytes", "bandwidth", "event"),
     "launches": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "correlation", "event"),
     "annotations": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "shape", "comm", "event"),
+    "memory": ("ts", "dur", "pid", "tid", "device_type", "device_id", "addr", "bytes", "total_allocated",
+               "total_reserved", "event"),
+    "modules": ("name", "ts", "dur", "pid", "tid", "event"),
 }
 
 
 # ---------------------------------------------------------------------------------------------------------------
+
+def _destination(e, canon: Optional[str]) -> Optional[Tuple[str, str]]:
+    """(table, kind) of an event, None for events no table keeps."""
+    if e.ts is None:
+        return None
+    if e.ph in ("i", "I"):
+        return ("memory", "") if e.name == MEMORY_EVENT else None
+    if e.ph != "X":
+        return None
+    if canon == "python_function":
+        return ("modules", "") if e.name.startswith(MODULE_PREFIX) else None
+    return TABLE_OF.get(canon) if canon else None
+
 
 class _Reader:
     """State of one load: schema, column builders, counters."""
@@ -425,8 +480,8 @@ class _Reader:
             if e is None:
                 continue
             canon = CATEGORIES.get(e.cat) or CATEGORIES.get(e.cat.lower())
-            dest = TABLE_OF.get(canon) if canon else None
-            if dest is not None and e.ph == "X" and e.ts is not None:
+            dest = _destination(e, canon)
+            if dest is not None:
                 bucket = buckets[dest[0]]
                 bucket[0].append(e)
                 bucket[1].append(dest[1])
@@ -483,12 +538,14 @@ class _Reader:
         args = [e.args or empty for e in evs]
         cols = self.columns[table]
         _BUILDERS[table](cols, evs, args, n, self.shapes, kinds, self.comms)
+        if self.extra_args:
+            self._add_extras(table, args, n)
+        if table in ("memory", "modules"):  # the trace's time range stays that of its activities
+            return
         ts = cols.chunks["ts"][-1]
         end = ts + cols.chunks["dur"][-1]
         self.t_min = min(self.t_min, float(np.nanmin(ts)))
         self.t_max = max(self.t_max, float(np.nanmax(end)))
-        if self.extra_args:
-            self._add_extras(table, args, n)
 
     def _add_extras(self, table: str, args: List, n: int) -> None:
         memo: Dict[bytes, Any] = {}
@@ -527,6 +584,8 @@ _BUILDERS: Dict[str, Callable] = {
     "memops": _build_memops,
     "launches": _build_launches,
     "annotations": _build_annotations,
+    "memory": _build_memory,
+    "modules": _build_modules,
 }
 
 

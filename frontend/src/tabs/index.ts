@@ -3,6 +3,7 @@ import { diffTab } from "./diff";
 import { distributedTab } from "./distributed";
 import { executionGraphTab } from "./executionGraph";
 import { kernelEfficiencyTab } from "./kernelEfficiency";
+import { memoryTab } from "./memory";
 import { overviewTab } from "./overview";
 import { tensorShapesTab } from "./tensorShapes";
 import type { TabDef } from "./types";
@@ -13,6 +14,7 @@ export const TABS: readonly TabDef[] = [
   diffTab,
   tensorShapesTab,
   executionGraphTab,
+  memoryTab,
   distributedTab,
 ];
 
