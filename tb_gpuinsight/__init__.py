@@ -16,7 +16,7 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 __version__ = "0.1.0"
 
 __all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
-           "discover", "sniff", "read_tensor_trace", "TensorTrace",
+           "discover", "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index",
            "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
 
@@ -179,6 +179,33 @@ def _overview_traces(path, worker: Optional[str]):
     return [(span.name, load(span.trace.path)) for span in workers[name]]
 
 
+def timeline_index(trace: "KinetoTrace | os.PathLike[str] | str") -> "TimelineIndex":
+    """The Timeline tab's index of one trace (lanes per GPU stream and CPU thread/depth, events, busy segments):
+    query it with `tb_gpuinsight.analysis.timeline.viewport / breakdown / find`."""
+    from .analysis.timeline import build_index
+
+    trace = trace if isinstance(trace, KinetoTrace) else load(trace)
+    return build_index(trace, analyze(trace))
+
+
+def timeline(trace: "KinetoTrace | os.PathLike[str] | str", t0: Optional[float] = None,
+             t1: Optional[float] = None, width: int = 1000) -> "pandas.DataFrame":
+    """What the Timeline tab draws for [t0, t1] (us from the trace's first event; default the whole trace) at
+    `width` pixels, one row per item: `item` "event" (an event at least one pixel wide, with name, class and % of
+    roof) or "bins" (a run of pixels aggregated: exact busy time, dominant class). Bounded whatever the trace size."""
+    import pandas as pd
+
+    from .analysis import timeline as tl
+
+    trace = trace if isinstance(trace, KinetoTrace) else load(trace)
+    eff = analyze(trace)
+    index = tl.build_index(trace, eff)
+    lo = 0.0 if t0 is None else t0
+    hi = index.duration_us if t1 is None else t1
+    view = tl.viewport(index, lo, hi, width, efficiency=eff.activities["efficiency"])
+    return pd.DataFrame(tl.rows(index, view), columns=list(tl.ROW_FIELDS))
+
+
 def ranks(run: "os.PathLike[str] | str", cycle: int = -1,
           devices_file: "Optional[os.PathLike[str] | str]" = None) -> "RanksReport":
     """The multi-rank view of a distributed run directory (one trace per rank): `report.to_pandas("ranks")` (step,
@@ -223,3 +250,5 @@ if False:  # pragma: no cover - for type checkers only
     from .analysis.overview import Overview
     from .analysis.ranks import Report as RanksReport
     from .analysis.efficiency import Efficiency
+    from .analysis.timeline import TimelineIndex
+    import pandas

@@ -27,6 +27,7 @@ SECTION_BUILDERS: Dict[str, str] = {
     "shape_sources": "tb_gpuinsight.analysis.enrich:shape_sources_section",
     "overview": "tb_gpuinsight.analysis.overview.breakdown:build_section",
     "memory": "tb_gpuinsight.analysis.memory:build_section",
+    "timeline": "tb_gpuinsight.analysis.timeline:build_section",
     "distributed": "tb_gpuinsight.analysis.ranks:build_section",
 }
 

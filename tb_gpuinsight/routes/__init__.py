@@ -6,4 +6,5 @@ Each module listed in ROUTE_MODULES defines `routes(plugin) -> Dict[str, Callabl
 Handlers reach the logdir through `plugin.service` only. Answers are reused until the logdir's state changes.
 """
 ROUTE_MODULES = ("tb_gpuinsight.routes.kernels", "tb_gpuinsight.routes.diff", "tb_gpuinsight.routes.shapes", "tb_gpuinsight.routes.graph",
-                 "tb_gpuinsight.routes.overview", "tb_gpuinsight.routes.memory", "tb_gpuinsight.routes.ranks",)
+                 "tb_gpuinsight.routes.overview",
+                 "tb_gpuinsight.routes.memory", "tb_gpuinsight.routes.timeline", "tb_gpuinsight.routes.ranks",)

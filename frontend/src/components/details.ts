@@ -8,6 +8,8 @@ export interface DetailsOptions {
   /** Restrict the kernel table to the kernels launched by this op. */
   onFilterOp(op: string): void;
   onClose(): void;
+  /** When given, the drawer offers "Show on timeline" for the kernel. */
+  onShowOnTimeline?(name: string): void;
 }
 
 function dimsText(d: unknown): string {
@@ -123,9 +125,13 @@ export class Details {
     this.controller = controller;
     this.el.hidden = false;
     const ops = h("div", { class: "ops" }, loadingState("Loading the ops that launched this kernel…"));
+    const onTimeline = this.opts.onShowOnTimeline;
     replace(
       this.body,
       h("div", { class: "kernel-name", text: name }),
+      onTimeline
+        ? h("button", { class: "btn btn-small show-on-timeline", text: "Show on timeline", title: "Highlight every launch of this kernel on the Timeline", on: { click: () => onTimeline(name) } })
+        : null,
       row ? rowStats(row) : null,
       h("h3", { class: "section-title", text: "Launching ops" }),
       ops,

@@ -2,6 +2,7 @@
 import { api, type RunInfo, type SpanInfo } from "../api";
 import { h, replace, setOptions } from "../dom";
 import { ALL_SPANS, ALL_WORKERS, spansOf, workerOptions, type AppState } from "../state";
+import { openInPerfetto } from "./perfetto";
 
 export interface PickerHandlers {
   onChange(patch: Partial<AppState>): void;
@@ -112,10 +113,23 @@ export class Picker {
                 text: s.span,
                 attrs: { href: api.traceUrl(run.run, worker.worker, s.span), download: "" },
               }),
+              perfettoButton(api.traceUrl(run.run, worker.worker, s.span), `${run.run} / ${s.span}`),
             ),
           )
         : [h("li", { class: "muted", text: "No spans" })]),
     );
     this.downloadMenu.hidden = !worker;
   }
+}
+
+/** "Open in Perfetto" beside a download link; its own text says how it went (offline: download instead). */
+function perfettoButton(url: string, title: string): HTMLElement {
+  const note = h("span", { class: "muted small" });
+  const btn = h("button", {
+    class: "btn btn-small",
+    text: "Open in Perfetto",
+    title: "Open this augmented trace in ui.perfetto.dev (needs internet)",
+    on: { click: () => openInPerfetto(url, title, (text) => replace(note, " " + text)) },
+  });
+  return h("span", null, " ", btn, note);
 }

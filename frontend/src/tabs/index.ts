@@ -6,6 +6,7 @@ import { kernelEfficiencyTab } from "./kernelEfficiency";
 import { memoryTab } from "./memory";
 import { overviewTab } from "./overview";
 import { tensorShapesTab } from "./tensorShapes";
+import { timelineTab } from "./timeline";
 import type { TabDef } from "./types";
 
 export const TABS: readonly TabDef[] = [
@@ -15,6 +16,7 @@ export const TABS: readonly TabDef[] = [
   tensorShapesTab,
   executionGraphTab,
   memoryTab,
+  timelineTab,
   distributedTab,
 ];
 

@@ -16,6 +16,7 @@ import { Roofline } from "../components/roofline";
 import { emptyState, errorState, inlineError, loadingState } from "../components/states";
 import { debounce, field, h, replace, select } from "../dom";
 import { count } from "../format";
+import { showOnTimeline } from "../nav";
 import { loadPrefs, nav, savePrefs, scopeFor, Store } from "../state";
 import type { TabDef, TabView } from "./types";
 
@@ -85,6 +86,7 @@ class KernelEfficiencyView implements TabView {
     this.details = new Details({
       onFilterOp: (op) => this.view.set({ op }),
       onClose: () => this.view.set({ selected: null }),
+      onShowOnTimeline: (name) => showOnTimeline({ name, device: this.view.get().device }),
     });
     this.unsubscribe = this.view.subscribe((state, changed) => this.onChange(state, changed));
     this.unsubscribeNav = nav.subscribe((_, changed) => {

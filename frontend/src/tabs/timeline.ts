@@ -1,0 +1,358 @@
+// Timeline tab: one span's GPU streams and CPU threads on a canvas, level of detail from the server (events wider
+// than a pixel, per-pixel aggregates otherwise), steps, idle gaps, classes or % of roof, a range breakdown, find
+// and "show on timeline", the kernel details drawer, and "Open in Perfetto".
+// The viewport lives in the plugin frame's URL hash (#t0=…&t1=…&tspan=…): reloading the frame restores it.
+import { api, isAbort, type KernelRow, type Selection } from "../api";
+import { Details, drawer, stat } from "../components/details";
+import { openInPerfetto } from "../components/perfetto";
+import { emptyState, errorState, inlineError, loadingState } from "../components/states";
+import { CLASS_COLORS, IDLE_COLORS, TimelineCanvas, efficiencyColor, type ColorMode, type PickedEvent } from "../components/timelineCanvas";
+import { timelineApi, type RangeBreakdown, type TimelineLane, type TimelineMeta } from "../components/timelineApi";
+import { field, h, replace, select } from "../dom";
+import { count, pct, time } from "../format";
+import { takeTimelineTarget, type TimelineTarget } from "../nav";
+import { nav, scopeFor } from "../state";
+import type { TabDef, TabView } from "./types";
+
+const FETCH_DELAY_MS = 40;
+
+/** Deepest CPU nesting level shown for a view covering `frac` of the span: top-level ops until zoomed in. */
+export function depthFor(frac: number): number {
+  if (frac > 0.25) return 0;
+  if (frac > 0.03) return 2;
+  return 12;
+}
+
+function readHash(): { t0?: number; t1?: number; tspan?: string } {
+  const p = new URLSearchParams(window.location.hash.replace(/^#/, ""));
+  const num = (k: string) => (p.has(k) && Number.isFinite(Number(p.get(k))) ? Number(p.get(k)) : undefined);
+  return { t0: num("t0"), t1: num("t1"), tspan: p.get("tspan") ?? undefined };
+}
+
+class TimelineTabView implements TabView {
+  private controller = new AbortController();
+  private viewController: AbortController | null = null;
+  private meta: TimelineMeta | null = null;
+  private tspan = "";
+  private canvas: TimelineCanvas | null = null;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private depth = -1;
+  private mode: ColorMode = "class";
+  private status = h("div", { class: "tl-status muted small" });
+  private notice = h("div", { class: "tl-notice" });
+  private viewError = h("div", { class: "tl-view-error" });
+  private rangeEl = h("div", { class: "tl-range" });
+  private details: Details;
+  private cpuBody = h("div", { class: "drawer-body" });
+  private cpuDrawer: HTMLElement;
+
+  constructor(
+    private host: HTMLElement,
+    private sel: Selection,
+  ) {
+    this.details = new Details({ onFilterOp: () => undefined, onClose: () => this.pick(null), onShowOnTimeline: (name) => void this.find({ name }) });
+    this.cpuDrawer = drawer("Op details", this.cpuBody, () => this.pick(null));
+    void this.load(this.initialSpan(), takeTimelineTarget());
+  }
+
+  /** The span to draw first: the Overview's scoped step's span, else the one in the frame's hash, else the first. */
+  private initialSpan(): string {
+    const scope = nav.get().scope;
+    if (scope && scope.run === this.sel.run && scope.worker === this.sel.worker) return scope.span;
+    return readHash().tspan ?? "";
+  }
+
+  private get spanSel(): Selection {
+    return { ...this.sel, span: this.tspan };
+  }
+
+  private async load(tspan: string, target: TimelineTarget | null): Promise<void> {
+    replace(this.host, loadingState("Loading the timeline…"));
+    const signal = this.controller.signal;
+    try {
+      this.meta = await timelineApi.meta(this.sel, tspan, signal);
+    } catch (err) {
+      if (signal.aborted || isAbort(err)) return;
+      const retry = () => void this.load("", target);
+      replace(this.host, errorState("Could not load the timeline of this selection", err instanceof Error ? err.message : String(err), retry));
+      return;
+    }
+    this.tspan = this.meta.span;
+    if (!this.meta.events) {
+      replace(this.host, emptyState("Nothing to draw", "This span has no GPU activity and no CPU op."));
+      return;
+    }
+    this.build();
+    const hash = readHash();
+    const scope = scopeFor(this.sel) ?? scopeFor({ ...this.sel, span: this.tspan });
+    if (target) void this.find(target);
+    else if (scope && scope.span === this.tspan) this.canvas?.setViewport(scope.t0 - this.meta.origin_us, scope.t1 - this.meta.origin_us);
+    else if (hash.t0 !== undefined && hash.t1 !== undefined && hash.t1 > hash.t0 && hash.tspan === this.tspan) this.canvas?.setViewport(hash.t0, hash.t1);
+    else this.canvas?.fit();
+  }
+
+  private build(): void {
+    const meta = this.meta as TimelineMeta;
+    this.canvas?.destroy();
+    this.canvas = new TimelineCanvas({
+      onViewport: (t0, t1) => this.scheduleFetch(t0, t1),
+      onPick: (ev) => this.pick(ev),
+      onRange: (t0, t1) => void this.showRange(t0, t1),
+    });
+    this.depth = -1;
+    const findBox = h("input", { class: "search", attrs: { type: "search", placeholder: "Find a kernel or op name…", "aria-label": "Find on timeline", spellcheck: "false" } });
+    findBox.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && findBox.value.trim()) void this.find({ name: findBox.value.trim() });
+    });
+    const perfettoStatus = h("span", { class: "muted small tl-perfetto-status" });
+    const traceUrl = api.traceUrl(this.sel.run, this.sel.worker, this.tspan);
+    const controls = h(
+      "div",
+      { class: "controls" },
+      meta.spans.length > 1 ? field("Span", select(meta.spans.map((s) => [s, s] as const), this.tspan, (v) => this.switchSpan(v), { attrs: { "aria-label": "Timeline span" } })) : null,
+      field(
+        "Colour",
+        select(
+          [
+            ["class", "Kernel class"],
+            ["efficiency", "% of roof"],
+          ],
+          this.mode,
+          (v) => this.setMode(v as ColorMode),
+          { attrs: { "aria-label": "Colour by" } },
+        ),
+      ),
+      field("Find", findBox),
+      h("button", { class: "btn", text: "−", title: "Zoom out (S)", on: { click: () => this.canvas?.zoom(1 / 0.6) } }),
+      h("button", { class: "btn", text: "+", title: "Zoom in (W)", on: { click: () => this.canvas?.zoom(0.6) } }),
+      h("button", { class: "btn", text: "Fit", title: "Show the whole span (0)", on: { click: () => this.canvas?.fit() } }),
+      h("a", { class: "btn", text: "Download", title: "The augmented trace (.json.gz)", attrs: { href: traceUrl, download: "" } }),
+      h("button", {
+        class: "btn tl-perfetto",
+        text: "Open in Perfetto",
+        title: "Open the augmented trace in ui.perfetto.dev (needs internet)",
+        on: { click: () => openInPerfetto(traceUrl, `${this.sel.run} / ${this.tspan}`, (text) => replace(perfettoStatus, text)) },
+      }),
+      perfettoStatus,
+    );
+    replace(
+      this.host,
+      h(
+        "div",
+        { class: "tl" },
+        h(
+          "section",
+          { class: "panel" },
+          h("div", { class: "panel-head" }, h("h2", { class: "panel-title", text: "Timeline" }), controls),
+          this.legend(),
+          this.notice,
+          this.viewError,
+          this.canvas.el,
+          this.status,
+          h("div", { class: "muted small", text: "Wheel: zoom at the pointer · drag: pan · shift+drag: select a range · click: details · keys W/S zoom, A/D pan, 0 fit" }),
+        ),
+        h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", { class: "panel-title", text: "Selected range" })), this.rangeEl),
+      ),
+      this.details.el,
+      this.cpuDrawer,
+    );
+    replace(this.rangeEl, h("span", { class: "muted", text: "Shift+drag on the timeline to see busy, idle and class times of a range." }));
+    this.applyDepth(1);
+  }
+
+  private legend(): HTMLElement {
+    const meta = this.meta as TimelineMeta;
+    const swatch = (color: string, label: string) => h("span", { class: "tl-key" }, h("span", { class: "tl-swatch", style: { background: color } }), label);
+    const classes = this.mode === "class" ? meta.classes.map((c) => swatch(CLASS_COLORS[c] ?? "#8d99ae", c)) : [swatch(efficiencyColor(0.05), "< 10 % of roof"), swatch(efficiencyColor(0.5), "50 %"), swatch(efficiencyColor(1), "at the roof"), swatch(efficiencyColor(null), "unknown"), swatch("#1f2933", "dark corner: over the roof (an estimate above the device's peak)"), swatch(CLASS_COLORS.communication, "communication")];
+    return h("div", { class: "tl-legend small" }, ...classes, ...meta.idle_causes.map((cause) => swatch(IDLE_COLORS[cause] ?? IDLE_COLORS.other, `idle: ${cause}`)), swatch("#dfe8f3", "ProfilerStep"), swatch("#f59f00", "found"));
+  }
+
+  private setMode(mode: ColorMode): void {
+    this.mode = mode;
+    this.canvas?.setMode(mode);
+    const old = this.host.querySelector(".tl-legend");
+    old?.replaceWith(this.legend());
+  }
+
+  private switchSpan(span: string): void {
+    this.controller.abort();
+    this.controller = new AbortController();
+    this.pick(null);
+    void this.load(span, null);
+  }
+
+  /** CPU lanes nest deeper as the view narrows; GPU lanes are always shown. */
+  private applyDepth(frac: number): void {
+    const meta = this.meta;
+    if (!meta || !this.canvas) return;
+    const depth = depthFor(frac);
+    if (depth === this.depth) return;
+    this.depth = depth;
+    const lanes = meta.lanes.filter((l) => l.kind === "gpu" || (l.kind === "cpu" && (l.depth ?? 0) <= depth));
+    this.canvas.setLanes(lanes, meta.names, meta.classes, meta.idle_causes, meta.duration_us);
+  }
+
+  private visibleLanes(): TimelineLane[] {
+    const meta = this.meta as TimelineMeta;
+    return meta.lanes.filter((l) => l.kind === "gpu" || (l.kind === "cpu" && (l.depth ?? 0) <= this.depth));
+  }
+
+  private scheduleFetch(t0: number, t1: number): void {
+    const meta = this.meta;
+    if (!meta) return;
+    this.applyDepth((t1 - t0) / Math.max(meta.duration_us, 1e-9));
+    window.history.replaceState(null, "", `#t0=${t0.toFixed(3)}&t1=${t1.toFixed(3)}&tspan=${encodeURIComponent(this.tspan)}`);
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.fetchView(t0, t1), FETCH_DELAY_MS);
+  }
+
+  private async fetchView(t0: number, t1: number): Promise<void> {
+    const canvas = this.canvas;
+    if (!canvas) return;
+    this.viewController?.abort();
+    const controller = new AbortController();
+    this.viewController = controller;
+    const started = performance.now();
+    try {
+      const lanes = this.visibleLanes().map((l) => l.id);
+      const view = await timelineApi.view(this.spanSel, this.tspan, { t0, t1, width: canvas.plotWidth, lanes, depth: this.depth }, controller.signal);
+      if (controller.signal.aborted) return;
+      const fetched = performance.now() - started;
+      canvas.setData(view);
+      canvas.draw();
+      replace(this.viewError);
+      replace(
+        this.status,
+        `${time(t0)} – ${time(t1)} (${time(t1 - t0)}) · ${count(view.items)} items · query ${fetched.toFixed(0)} ms · draw ${canvas.lastDrawMs.toFixed(1)} ms · ${count(this.meta?.events ?? 0)} events in the span`,
+      );
+    } catch (err) {
+      if (controller.signal.aborted || isAbort(err)) return;
+      replace(this.viewError, inlineError(err instanceof Error ? err.message : String(err)));
+    }
+  }
+
+  private async showRange(t0: number, t1: number): Promise<void> {
+    replace(this.rangeEl, loadingState("Measuring the range…"));
+    try {
+      const res = await timelineApi.range(this.spanSel, this.tspan, t0, t1, this.controller.signal);
+      replace(this.rangeEl, rangeTable(res));
+    } catch (err) {
+      if (isAbort(err)) return;
+      replace(this.rangeEl, inlineError(err instanceof Error ? err.message : String(err)));
+    }
+  }
+
+  /** Highlight every occurrence of a name and land on the longest one (its details open). */
+  private async find(target: TimelineTarget): Promise<void> {
+    try {
+      const res = await timelineApi.find(this.spanSel, this.tspan, target.name, this.controller.signal);
+      if (!res.longest) {
+        replace(this.notice, inlineError(`“${target.name}” does not occur in span ${this.tspan}${(this.meta?.spans.length ?? 0) > 1 ? ": choose another span" : ""}.`));
+        this.canvas?.setHighlight([]);
+        return;
+      }
+      const { start, end, index, lane } = res.longest;
+      const pad = Math.max((end - start) * 2, 0.05);
+      this.canvas?.setHighlight(res.occurrences);
+      this.canvas?.setViewport(start - pad, end + pad);
+      replace(this.notice, h("div", { class: "muted small tl-found", text: `${count(res.count)} occurrence${res.count === 1 ? "" : "s"} of “${res.name}” highlighted; showing the longest.` }));
+      const ev = await timelineApi.event(this.spanSel, this.tspan, index, this.controller.signal);
+      this.pick({ lane, index, name: ev.name, act: ev.act, start: ev.start, dur: ev.dur });
+    } catch (err) {
+      if (isAbort(err)) return;
+      replace(this.notice, inlineError(err instanceof Error ? err.message : String(err)));
+    }
+  }
+
+  private pick(ev: PickedEvent | null): void {
+    this.canvas?.setSelected(ev ? ev.index : null);
+    if (!ev) {
+      this.details.close();
+      this.cpuDrawer.hidden = true;
+      return;
+    }
+    const lane = this.meta?.lanes[ev.lane];
+    if (lane?.kind === "gpu") {
+      this.cpuDrawer.hidden = true;
+      void this.openKernel(ev, lane.device ?? 0);
+    } else {
+      this.details.close();
+      this.openOp(ev, lane);
+    }
+  }
+
+  /** The kernel table's drawer for a GPU event: its kernel row (all its launches) and launching ops. */
+  private async openKernel(ev: PickedEvent, device: number): Promise<void> {
+    let row: KernelRow | null = null;
+    try {
+      const q = { device, dtype: "auto" as const, group: "name" as const, filter: ev.name, op: "", sort: "total_us", order: "desc" as const, offset: 0, limit: 50 };
+      const res = await api.kernels(this.spanSel, q, this.controller.signal);
+      row = res.rows.find((r) => r.name === ev.name) ?? null;
+    } catch (err) {
+      if (isAbort(err)) return;
+    }
+    this.details.open(ev.name, row, (signal) => api.kernelOps(this.spanSel, device, ev.name, signal));
+    this.details.el.querySelector(".kernel-name")?.after(h("div", { class: "muted small tl-occurrence", text: `This launch: ${time(ev.dur)} at ${time(ev.start)} from the span start` }));
+  }
+
+  private openOp(ev: PickedEvent, lane: TimelineLane | undefined): void {
+    this.cpuDrawer.hidden = false;
+    replace(
+      this.cpuBody,
+      h("div", { class: "kernel-name", text: ev.name }),
+      h("div", { class: "stats" }, stat("Duration", time(ev.dur)), stat("Start", time(ev.start), "from the span start"), stat("Thread", lane?.tid ?? "—"), stat("Depth", String(lane?.depth ?? 0))),
+      h("button", { class: "btn btn-small", text: "Find every occurrence", on: { click: () => void this.find({ name: ev.name }) } }),
+    );
+  }
+
+  update(sel: Selection): void {
+    this.teardown();
+    this.sel = sel;
+    this.controller = new AbortController();
+    void this.load(this.initialSpan(), takeTimelineTarget());
+  }
+
+  private teardown(): void {
+    this.controller.abort();
+    this.viewController?.abort();
+    clearTimeout(this.timer);
+    this.details.close();
+    this.cpuDrawer.hidden = true;
+    this.canvas?.destroy();
+    this.canvas = null;
+  }
+
+  destroy(): void {
+    this.teardown();
+    this.details.destroy();
+    this.cpuDrawer.remove();
+    replace(this.host);
+  }
+}
+
+function rangeTable(res: RangeBreakdown): HTMLElement {
+  const rows = [...res.devices, ...res.lanes].map((r) =>
+    h(
+      "tr",
+      null,
+      h("td", { text: r.label }),
+      h("td", { class: "num", text: time(r.busy_us) }),
+      h("td", { class: "num", text: pct(r.busy_us / res.range_us) }),
+      h("td", { class: "num", text: time(r.idle_us) }),
+      h("td", { class: "small", text: Object.entries(r.classes).sort((a, b) => b[1] - a[1]).map(([c, us]) => `${c} ${time(us)}`).join(" · ") }),
+    ),
+  );
+  return h(
+    "div",
+    null,
+    h("div", { class: "muted small", text: `${time(res.t0)} – ${time(res.t1)} (${time(res.range_us)}). A GPU's row is the union of its streams; a lane's classes may overlap on other lanes.` }),
+    h("table", { class: "inputs tl-range-table" }, h("thead", null, h("tr", null, ...["Lane", "Busy", "Busy %", "Idle", "By class"].map((t) => h("th", { text: t })))), h("tbody", null, ...rows)),
+  );
+}
+
+export const timelineTab: TabDef = {
+  id: "timeline",
+  label: "Timeline",
+  mount: (host, sel) => new TimelineTabView(host, sel),
+};
+

@@ -1,0 +1,114 @@
+"""Routes of the Timeline tab: a span's lanes, level-of-detail viewports, a selected range's breakdown, every
+occurrence of a name, and one event. All read the span's stored timeline index (never the trace).
+
+The timeline is per span. With "all spans" selected the tab names one span itself (`tspan`), by default the
+first analysed one; `/timeline/meta` lists the choices.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ..analysis import timeline as tl
+from ..service import NotFound
+from . import params
+
+MAX_LANES = 512
+
+
+def routes(plugin) -> Dict[str, Callable]:
+    return {
+        "/timeline/meta": lambda req: meta_route(plugin, req),
+        "/timeline/view": lambda req: view_route(plugin, req),
+        "/timeline/range": lambda req: range_route(plugin, req),
+        "/timeline/find": lambda req: find_route(plugin, req),
+        "/timeline/event": lambda req: event_route(plugin, req),
+    }
+
+
+def span_index(plugin, request) -> Tuple[str, List[str], tl.TimelineIndex]:
+    """(chosen span, the selection's analysed spans, its index). Raises NotFound for an unknown `tspan`."""
+    run, worker, span = params.selection(request)
+    found = plugin.service.sections(run, worker, span, tl.SECTION)
+    names = [state.span for state, _ in found]
+    wanted = params.text(request, "tspan", default="")
+    pick = next((i for i, n in enumerate(names) if n == wanted), None) if wanted else 0
+    if pick is None or not found:
+        raise NotFound(f"no analysed span {wanted!r} in this selection")
+    return names[pick], names, tl.TimelineIndex.from_section(found[pick][1])
+
+
+def number(request, name: str, default: Optional[float] = None) -> float:
+    """A finite float parameter (microseconds from the trace start for times)."""
+    value = params.text(request, name, default="" if default is None else repr(default))
+    if value == "":
+        raise params.BadRequest(f"missing parameter {name!r}")
+    try:
+        out = float(value)
+    except ValueError:
+        raise params.BadRequest(f"parameter {name!r} must be a number") from None
+    if not math.isfinite(out) or abs(out) > 1e15:
+        raise params.BadRequest(f"parameter {name!r} must be a finite number of microseconds")
+    return out
+
+
+def _lanes(request) -> Optional[List[int]]:
+    text = params.text(request, "lanes", default="")
+    if not text:
+        return None
+    try:
+        ids = [int(x) for x in text.split(",") if x]
+    except ValueError:
+        raise params.BadRequest("parameter 'lanes' must be comma-separated lane ids") from None
+    if len(ids) > MAX_LANES:
+        raise params.BadRequest(f"at most {MAX_LANES} lanes per query")
+    return ids
+
+
+def meta_route(plugin, request) -> Dict[str, Any]:
+    span, spans, index = span_index(plugin, request)
+    return {"span": span, "spans": spans, **tl.meta(index)}
+
+
+def view_route(plugin, request) -> Dict[str, Any]:
+    """`t0`, `t1` (us from the trace start), `width` (pixels), optional `lanes`, `depth` (deepest CPU level)."""
+    span, _, index = span_index(plugin, request)
+    depth = params.integer(request, "depth", tl.MAX_DEPTH, 0, tl.MAX_DEPTH)
+    width = params.integer(request, "width", 1000, 1, tl.MAX_WIDTH)
+    efficiency, over = _efficiency(plugin, request, span)
+    out = tl.viewport(index, number(request, "t0"), number(request, "t1"), width, _lanes(request), depth,
+                      efficiency=efficiency)
+    out["span"], out["over_roof_column"] = span, over
+    return out
+
+
+def _efficiency(plugin, request, span: str) -> Tuple[np.ndarray, bool]:
+    """Each activity's fraction of its roof. When the activity table flags estimates over the roof, those keep
+    their flag (the tab marks them) and `over_roof_column` says that the flag came from the table."""
+    run, worker, _ = params.selection(request)
+    acts = plugin.service.analysis(run, worker, span).activities
+    eff = acts["efficiency"].astype(np.float64)
+    if "over_roof" in acts:
+        eff = np.where(acts["over_roof"].astype(bool), np.fmax(eff, 1.0 + 1e-6), eff)  # NaN when left unrated
+        return eff, True
+    return eff, False
+
+
+def range_route(plugin, request) -> Dict[str, Any]:
+    span, _, index = span_index(plugin, request)
+    return {"span": span, **tl.breakdown(index, number(request, "t0"), number(request, "t1"))}
+
+
+def find_route(plugin, request) -> Dict[str, Any]:
+    span, _, index = span_index(plugin, request)
+    name = params.text(request, "name", required=True)
+    t0 = number(request, "t0") if request.args.get("t0") else None
+    t1 = number(request, "t1") if request.args.get("t1") else None
+    return {"span": span, **tl.find(index, name, t0, t1)}
+
+
+def event_route(plugin, request) -> Dict[str, Any]:
+    span, _, index = span_index(plugin, request)
+    return {"span": span, **tl.event(index, params.integer(request, "index", 0, 0, 1 << 40))}

@@ -1,0 +1,122 @@
+"""End to end: real TensorBoard over samples/, headless Chromium. The Timeline draws a span; wheel zoom narrows the
+view; zoomed to one kernel, a click on it opens the kernel drawer; "Show on timeline" from a kernel row lands on that
+kernel; "Open in Perfetto" speaks Perfetto's PING/PONG protocol (against a stand-in window) and says when offline."""
+from __future__ import annotations
+
+from .browser import plugin_page
+
+CANVAS = "() => document.querySelector('.tl-canvas')?.timeline"
+
+
+def _open_timeline(frame, run: str = "bert_h100") -> None:
+    frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
+    frame.locator("select[aria-label='Run']").select_option(run)
+    frame.locator("nav.tabs button", has_text="Timeline").click()
+    _wait_drawn(frame)
+
+
+def _wait_drawn(frame) -> None:
+    frame.wait_for_function("() => /items · query/.test(document.querySelector('.tl-status')?.textContent || '')",
+                            timeout=60000)
+
+
+def _viewport(frame):
+    return frame.evaluate(f"() => ({CANVAS})().viewport")
+
+
+def test_timeline_zoom_click_and_show_on_timeline(tmp_path):
+    console: list = []
+    with plugin_page(tmp_path, console=console) as (page, frame):
+        _open_timeline(frame)
+        lanes = frame.evaluate(f"() => ({CANVAS})().lanes.map(l => l.label)")
+        assert lanes[0].startswith("GPU 0") and any(label.startswith("thread") for label in lanes)
+        draw_ms = float(frame.evaluate("() => document.querySelector('.tl-canvas').dataset.drawMs"))
+        assert draw_ms >= 0
+        # Wheel over the plot zooms in around the pointer.
+        t0, t1 = _viewport(frame)
+        box = frame.locator(".tl-canvas").bounding_box()
+        page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 60)
+        page.mouse.wheel(0, -400)
+        frame.wait_for_function(f"() => {{ const v = ({CANVAS})().viewport; return v[1] - v[0] < {(t1 - t0) * 0.9}; }}")
+        _wait_drawn(frame)
+        # Find the longest kernel: the view lands on it (one kernel wide); close its drawer, then click it.
+        name = frame.evaluate("""async () => {
+            const q = new URLSearchParams({run: 'bert_h100', worker: 'h100-node', span: 'all', device: '0',
+                                           sort: 'max_us', order: 'desc', limit: '1'});
+            return (await (await fetch('./kernels?' + q)).json()).rows[0].name; }""")
+        frame.locator("input[aria-label='Find on timeline']").fill(name)
+        frame.locator("input[aria-label='Find on timeline']").press("Enter")
+        frame.wait_for_function("n => document.querySelector('.drawer:not([hidden]) .kernel-name')?.textContent === n",
+                                arg=name, timeout=30000)
+        frame.locator(".drawer:not([hidden]) button[aria-label='Close details']").click()
+        _wait_drawn(frame)
+        hit = frame.evaluate(f"""() => {{ const tl = ({CANVAS})();
+            for (const lane of tl.data.lanes) for (let i = 0; i < lane.events.index.length; i++)
+              if (tl.names[lane.events.name[i]] === {name!r})
+                return tl.pointOf(lane.id, lane.events.start[i], lane.events.dur[i]);
+            return null; }}""")
+        assert hit, "the kernel is not drawn as an event once zoomed to it"
+        v0, v1 = _viewport(frame)
+        box = frame.locator(".tl-canvas").bounding_box()  # the notice above it has grown since
+        page.mouse.click(box["x"] + hit["x"], box["y"] + hit["y"])
+        frame.wait_for_function("n => document.querySelector('.drawer:not([hidden]) .kernel-name')?.textContent === n",
+                                arg=name, timeout=30000)
+        details = frame.locator(".drawer:not([hidden])").inner_text().lower()
+        assert "launching ops" in details and "this launch" in details and "flops" in details
+        assert v1 - v0 < 1000  # zoomed to about one kernel (the span is 4.5 ms)
+        page.screenshot(path=str(tmp_path / "timeline.png"), full_page=True)
+
+        # "Show on timeline" from a kernel row of the Kernel efficiency tab.
+        frame.locator("nav.tabs button", has_text="Kernel efficiency").click()
+        frame.wait_for_selector(".tabulator-row", timeout=60000)
+        frame.locator(".tabulator-row").nth(1).click()
+        frame.wait_for_selector(".drawer:not([hidden]) .show-on-timeline", timeout=30000)
+        row_name = frame.locator(".drawer:not([hidden]) .kernel-name").inner_text()
+        frame.locator(".drawer:not([hidden]) .show-on-timeline").click()
+        frame.wait_for_function("n => document.querySelector('.drawer:not([hidden]) .kernel-name')?.textContent === n"
+                                " && document.querySelector('nav.tabs button.active')?.textContent === 'Timeline'",
+                                arg=row_name, timeout=60000)
+        assert "highlighted" in frame.locator(".tl-found").inner_text()
+        found = frame.evaluate(f"() => ({CANVAS})().highlight.length")
+        assert found >= 1
+        v0, v1 = _viewport(frame)
+        occ = frame.evaluate(f"() => ({CANVAS})().highlight")
+        assert any(v0 <= o["start"] and o["end"] <= v1 for o in occ)
+    assert not console, console
+
+
+PERFETTO_STANDIN = """() => {
+  // A same-origin window that answers PING with PONG, as ui.perfetto.dev does, and keeps what it was sent.
+  const frame = document.createElement('iframe');
+  document.body.appendChild(frame);
+  const win = frame.contentWindow;
+  window.__sent = [];
+  win.postMessage = (msg, origin) => {
+    window.__sent.push({msg, origin});
+    if (msg === 'PING') win.eval("parent.postMessage('PONG', '*')");
+  };
+  window.open = () => win;
+}"""
+
+
+def test_open_in_perfetto_protocol_and_offline(tmp_path):
+    console: list = []
+    with plugin_page(tmp_path, console=console) as (page, frame):
+        _open_timeline(frame)
+        frame.evaluate(PERFETTO_STANDIN)
+        frame.locator("button.tl-perfetto").click()
+        frame.wait_for_function("() => /Sent to Perfetto/.test(document.querySelector('.tl-perfetto-status').textContent)",
+                                timeout=30000)
+        sent = frame.evaluate("""() => window.__sent.map(s => typeof s.msg === 'string' ? {ping: s.msg, origin: s.origin}
+            : {origin: s.origin, title: s.msg.perfetto.title, bytes: s.msg.perfetto.buffer.byteLength,
+               gzip: new Uint8Array(s.msg.perfetto.buffer.slice(0, 2)).join(',')})""")
+        assert sent[0] == {"ping": "PING", "origin": "https://ui.perfetto.dev"}
+        last = sent[-1]
+        assert last["origin"] == "https://ui.perfetto.dev" and last["title"].startswith("bert_h100 / ")
+        assert last["bytes"] > 1000 and last["gzip"] == "31,139"  # the augmented trace, gzip
+        page.context.set_offline(True)
+        frame.locator("button.tl-perfetto").click()
+        frame.wait_for_function("() => /needs internet/.test(document.querySelector('.tl-perfetto-status').textContent)",
+                                timeout=10000)
+        page.context.set_offline(False)
+    assert not console, console

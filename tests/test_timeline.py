@@ -1,0 +1,238 @@
+"""Timeline index and viewport queries: bounded answers, exact busy time (checked against intervals merged by hand
+from the trace's own tables), every wide event returned, routes on a scaled real trace, bad parameters."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tb_gpuinsight as gi
+from tb_gpuinsight.analysis import timeline as tl
+from tb_gpuinsight.analysis.overview.breakdown import LAUNCH_GAP_US
+
+from .corpus import corpus_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BERT = os.path.join(ROOT, "samples", "bert_h100", "h100-node.1751410836000000000.pt.trace.json.gz")
+BASE = "/data/plugin/gpuinsight"
+
+
+def _union_in(intervals, t0, t1) -> float:
+    """Busy time of [t0, t1] covered by a list of (start, end): a plain sweep, independent of the index."""
+    total, reach = 0.0, t0
+    for s, e in sorted(intervals):
+        s, e = max(s, reach), min(e, t1)
+        if e > s:
+            total += e - s
+            reach = e
+    return total
+
+
+def _gpu_intervals(trace, origin, device, stream):
+    out = []
+    for table in (trace.kernels, trace.memops):
+        on = (table["device"] == device) & (table["stream"] == stream)
+        out += list(zip((table["ts"][on] - origin).tolist(), (table["ts"][on] + table["dur"][on] - origin).tolist()))
+    return out
+
+
+@pytest.fixture(scope="module")
+def bert():
+    trace = gi.load(BERT)
+    return trace, tl.build_index(trace, gi.analyze(trace))
+
+
+def _ranges(duration, n=25, seed=0):
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        t0 = rng.uniform(-0.05, 0.9) * duration
+        yield t0, t0 + duration * 10 ** rng.uniform(-4, 0.1)
+
+
+def _check_viewport(index, trace, t0, t1, width):
+    view = tl.viewport(index, t0, t1, width)
+    px = (t1 - t0) / width
+    for lane in view["lanes"]:
+        info = index.lanes[lane["id"]]
+        bins = sum(lane["bins"]["busy_us"])
+        assert bins == pytest.approx(lane["busy_us"], rel=5e-3, abs=1e-3)
+        assert all(0 <= a <= b < width for a, b in zip(lane["bins"]["px0"], lane["bins"]["px1"]))
+        assert all(d >= px for d in lane["events"]["dur"])
+        if info["kind"] == "gpu":
+            exact = _union_in(_gpu_intervals(trace, index.origin_us, info["device"], info["stream"]), t0, t1)
+            assert lane["busy_us"] == pytest.approx(exact, rel=5e-3, abs=1e-3)
+    return view
+
+
+def test_aggregates_equal_the_exact_busy_time(bert):
+    trace, index = bert
+    for t0, t1 in _ranges(index.duration_us):
+        _check_viewport(index, trace, t0, t1, 800)
+
+
+def test_every_event_wider_than_a_pixel_is_returned(bert):
+    trace, index = bert
+    k = trace.kernels
+    gpu = next(lane for lane in index.lanes if lane["kind"] == "gpu")
+    t0, t1, width = 0.0, index.duration_us, 2000
+    px = (t1 - t0) / width
+    view = tl.viewport(index, t0, t1, width, lanes=[gpu["id"]])
+    [lane] = view["lanes"]
+    on = (k["device"] == gpu["device"]) & (k["stream"] == gpu["stream"]) & (k["dur"] >= px)
+    starts = sorted(np.round(k["ts"][on] - index.origin_us, 4).tolist())
+    assert set(starts) <= set(lane["events"]["start"])
+    classes = {index.names[n]: tl.CLASSES[c] for n, c in zip(lane["events"]["name"], lane["events"]["cls"])}
+    assert "GEMM" in classes.values() and all(c in tl.CLASSES for c in classes.values())
+
+
+def test_range_breakdown_and_find(bert):
+    trace, index = bert
+    out = tl.breakdown(index, 0, index.duration_us)
+    [device] = out["devices"]
+    k, m = trace.kernels, trace.memops
+    exact = _union_in(_gpu_intervals(trace, index.origin_us, 0, 7), 0, index.duration_us)
+    assert device["busy_us"] == pytest.approx(exact, rel=1e-5)
+    assert device["busy_us"] + device["idle_us"] == pytest.approx(index.duration_us)
+    assert sum(device["classes"].values()) == pytest.approx(device["busy_us"], rel=1e-6)
+    name = trace.kernels.strings["name"][k["name"][np.argmax(k["dur"])]]
+    found = tl.find(index, name)
+    assert found["count"] == int((np.asarray(trace.kernels.values("name"), dtype=object) == name).sum())
+    longest = found["longest"]
+    assert longest["end"] - longest["start"] == pytest.approx(float(k["dur"].max()))
+    assert tl.event(index, longest["index"])["name"] == name
+    assert tl.find(index, "no such kernel")["count"] == 0
+    assert len(m) and index.steps == ["ProfilerStep#6"]
+
+
+def test_idle_gaps_carry_the_overview_cause(bert):
+    _, index = bert
+    view = tl.viewport(index, 0, index.duration_us, 4000)
+    [gaps] = view["idle"]
+    assert gaps["start"] and len(gaps["cause"]) == len(gaps["start"])
+    launch_bound = tl.IDLE_CAUSES.index("launch-bound")
+    for s, e, cause in zip(gaps["start"], gaps["end"], gaps["cause"]):
+        assert 0 <= cause < len(tl.IDLE_CAUSES)
+        # The Overview's rule: an idle run shorter than LAUNCH_GAP_US (with no other evidence) is launch-bound;
+        # a longer one never is.
+        if e - s >= LAUNCH_GAP_US:
+            assert cause != launch_bound
+    assert launch_bound in gaps["cause"]
+    # Bands are the Overview's step windows.
+    assert [s["name"] for s in view["steps"]] == ["ProfilerStep#6"]
+
+
+def test_cpu_lanes_nest_ops_by_depth(bert):
+    trace, index = bert
+    cpu = [lane for lane in index.lanes if lane["kind"] == "cpu"]
+    assert [lane["depth"] for lane in cpu] == list(range(len(cpu))) and len(cpu) > 1
+    top = cpu[0]["id"]
+    a, b = index.lane_off[top], index.lane_off[top + 1]
+    # Top-level ops never overlap one another, and every op of depth 1 lies inside one of them.
+    assert np.all(index.start[a + 1:b] >= index.end[a:b - 1] - 1e-6)
+    c, d = index.lane_off[cpu[1]["id"]], index.lane_off[cpu[1]["id"] + 1]
+    j = np.searchsorted(index.start[a:b], index.start[c:d], side="right") - 1
+    assert np.all(index.end[a:b][j] >= index.end[c:d] - 1e-6)
+
+
+def test_bad_ranges_are_refused(bert):
+    _, index = bert
+    for t0, t1, width in ((5, 5, 100), (5, 1, 100), (0, float("nan"), 100), (0, 10, 0), (0, 10, tl.MAX_WIDTH + 1)):
+        with pytest.raises(tl.TimelineError):
+            tl.viewport(index, t0, t1, width)
+    with pytest.raises(tl.TimelineError):
+        tl.viewport(index, 0, 10, 100, lanes=[len(index.lanes)])
+
+
+# ---------------------------------------------------------------------------------------- a scaled real trace
+
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory):
+    """df_index_resolver (the corpus's biggest trace) repeated twice: ~430k events, served by the plugin."""
+    source = corpus_path("hta/df_index_resolver.json.gz")
+    logdir = tmp_path_factory.mktemp("timeline_logdir")
+    run = logdir / "scaled"
+    run.mkdir()
+    out = run / "w.1700000000000000000.pt.trace.json"
+    subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "scale_trace.py"), str(source), str(out),
+                    "--times", "2"], check=True, capture_output=True)
+    return logdir, out
+
+
+def test_routes_on_a_scaled_trace_are_bounded_and_exact(scaled, tmp_path):
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from tb_gpuinsight.plugin import GpuInsightPlugin
+    from tb_gpuinsight.service import LogdirService
+
+    logdir, path = scaled
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=60)
+    service.scan()
+    client = Client(application.TensorBoardWSGI([GpuInsightPlugin(
+        base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)]))
+    sel = {"run": "scaled", "worker": "w", "span": "all"}
+
+    def get(route, **params):
+        response = client.get(f"{BASE}/{route}", query_string={**sel, **params})
+        return response.status_code, json.loads(response.get_data(as_text=True))
+
+    code, meta = get("timeline/meta")
+    assert code == 200 and meta["events"] > 150_000 and meta["steps"] >= 10
+    trace = gi.load(str(path))
+    width = 1500
+    for t0, t1 in [(0, meta["duration_us"]), *_ranges(meta["duration_us"], n=6, seed=1)]:
+        code, view = get("timeline/view", t0=repr(t0), t1=repr(t1), width=width)
+        assert code == 200
+        lanes = len(view["lanes"])
+        assert view["items"] <= tl.MAX_EVENTS + lanes * width  # bounded, whatever the trace size
+        assert sum(len(lane["events"]["start"]) for lane in view["lanes"]) <= tl.MAX_EVENTS + 16 * lanes
+        for lane in view["lanes"]:
+            info = meta["lanes"][lane["id"]]
+            assert sum(lane["bins"]["busy_us"]) == pytest.approx(lane["busy_us"], rel=5e-3, abs=1e-3)
+            if info["kind"] == "gpu":
+                exact = _union_in(_gpu_intervals(trace, meta["origin_us"], info["device"], info["stream"]), t0, t1)
+                assert sum(lane["bins"]["busy_us"]) == pytest.approx(exact, rel=5e-3, abs=1e-3)
+                assert all(e is None or e >= 0 for e in lane["events"].get("eff", []))
+    code, rng = get("timeline/range", t0="0", t1=repr(meta["duration_us"]))
+    assert code == 200 and rng["devices"][0]["busy_us"] > 0
+    code, found = get("timeline/find", name=meta["names"][0])
+    assert code == 200 and found["count"] >= 2  # both copies
+    code, ev = get("timeline/event", index=found["longest"]["index"])
+    assert code == 200 and ev["name"] == meta["names"][0]
+    for bad in ({"t0": "1", "t1": "0"}, {"t0": "x", "t1": "1"}, {"t0": "0", "t1": "1", "width": "0"},
+                {"t0": "0", "t1": "1", "lanes": "a,b"}, {"t0": "0", "t1": "1", "lanes": "99999"},
+                {"t0": "0", "t1": "inf"}):
+        code, body = get("timeline/view", **bad)
+        assert code == 400 and body["error"], bad
+    code, body = get("timeline/meta", tspan="nope")
+    assert code == 404 and body["error"]
+    code, body = get("timeline/event", index="999999999")
+    assert code == 400 and body["error"]
+
+
+def test_command_exports_and_api_frame(tmp_path, capsys):
+    from tb_gpuinsight import cli
+
+    out_csv, out_json = tmp_path / "view.csv", tmp_path / "view.json"
+    code = cli.main(["timeline", BERT, "--t0", "0", "--t1", "3000", "--width", "400", "--csv", str(out_csv),
+                     "--json", str(out_json)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "GPU 0 (all streams)" in text and "busy" in text and "GEMM" in text
+    view = json.loads(out_json.read_text())
+    assert view["width"] == 400 and view["lanes"] and len(view["names"]) > 10
+    lines = out_csv.read_text().splitlines()
+    assert lines[0] == ",".join(tl.ROW_FIELDS) and len(lines) > 10
+    frame = gi.timeline(BERT, t0=0, t1=3000, width=400)
+    assert list(frame.columns) == list(tl.ROW_FIELDS) and len(frame) == len(lines) - 1
+    gpu = frame[frame["lane_label"].str.startswith("GPU")]
+    busy = gpu[gpu["item"] == "bins"]["busy_us"].sum()
+    trace = gi.load(BERT)
+    exact = _union_in(_gpu_intervals(trace, trace.meta.start_us, 0, 7), 0, 3000)
+    assert busy == pytest.approx(exact, rel=5e-3)
+    assert gpu[gpu["item"] == "event"]["pct_of_roof"].notna().any()
