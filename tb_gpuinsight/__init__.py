@@ -15,7 +15,7 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory",
+__all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
            "discover", "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index",
            "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
@@ -215,6 +215,19 @@ def timeline(trace: "KinetoTrace | os.PathLike[str] | str", t0: Optional[float] 
     return pd.DataFrame(tl.rows(index, view), columns=list(tl.ROW_FIELDS))
 
 
+def ranks(run: "os.PathLike[str] | str", cycle: int = -1,
+          devices_file: "Optional[os.PathLike[str] | str]" = None) -> "RanksReport":
+    """The multi-rank view of a distributed run directory (one trace per rank): `report.to_pandas("ranks")` (step,
+    compute, exposed / overlapped communication, memcpy, idle and wait per rank, ms per step), "steps" (rank x
+    step), "collectives" (per collective and size: count, time per rank, wait, transfer, algbw, busbw, % of the
+    interconnect), "instances" (each collective matched across ranks), "stragglers" (with their evidence);
+    `report.problems` lists missing or mismatched ranks. `cycle`: the n-th profiling cycle of every rank."""
+    from .analysis.ranks import from_run_dir
+    from .estimate.devices import load_datasheet
+
+    return from_run_dir(os.fspath(run), cycle, load_datasheet(devices_file))
+
+
 def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":
     """Read a tensor.trace file: `.table` (one row per record), `.errors` [(line number, reason)] of skipped
     malformed lines, `.to_pandas()`."""
@@ -244,6 +257,7 @@ if False:  # pragma: no cover - for type checkers only
     from .analysis.diff import DiffResult
     from .analysis.memory import MemoryReport
     from .analysis.overview import Overview
+    from .analysis.ranks import Report as RanksReport
     from .analysis.efficiency import Efficiency
     from .analysis.timeline import TimelineIndex
     import pandas

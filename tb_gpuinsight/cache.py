@@ -33,7 +33,7 @@ _MAGIC = b"TBGI-SUMMARY-1\n"  # then 32 bytes of SHA-256 of the payload, then th
 
 _STORED = ("kind", "name", "device", "stream", "ts", "dur", "op", "op_name", "link", "occupancy", "registers",
            "grid", "block", "event", "memop_bytes", "flops", "bytes", "flops_reason", "bytes_reason", "dtype",
-           "op_shape", "graph", "role", "source", "gap")
+           "op_shape", "graph", "role", "source", "gap", "comm_bytes", "comm_factor")
 
 
 def default_cache_dir() -> str:

@@ -28,6 +28,7 @@ SECTION_BUILDERS: Dict[str, str] = {
     "overview": "tb_gpuinsight.analysis.overview.breakdown:build_section",
     "memory": "tb_gpuinsight.analysis.memory:build_section",
     "timeline": "tb_gpuinsight.analysis.timeline:build_section",
+    "distributed": "tb_gpuinsight.analysis.ranks:build_section",
 }
 
 

@@ -28,6 +28,7 @@ from .logdir import FileEntry, Run, discover
 from .sections import Section, SectionContext, build_all
 
 ALL_SPANS = "all"
+ALL_WORKERS = "*"  # a selection's worker "all ranks": every worker of the run
 SETTLE_SECONDS = 30.0  # a failing file unchanged this long is reported broken, not "being written"
 MAX_WORKER_DEATHS = 2  # a span whose analysis killed its process this often waits for its file to change
 _TEST_HOLD_ENV = "TB_GPUINSIGHT_TEST_HOLD"  # tests only: workers stall on paths containing this text
@@ -384,7 +385,7 @@ class LogdirService:
             state = self.runs.get(run)
             if state is None:
                 raise NotFound(f"unknown run {run!r}")
-            spans = [s for (w, _), s in state.spans.items() if w == worker]
+            spans = [s for (w, _), s in state.spans.items() if w == worker or worker == ALL_WORKERS]
             if not spans:
                 raise NotFound(f"run {run!r} has no worker {worker!r}")
             if span != ALL_SPANS:

@@ -11,7 +11,7 @@ import {
   runErrorState,
 } from "./components/states";
 import { h, replace } from "./dom";
-import { ALL_SPANS, loadPrefs, nav, savePrefs, Store, type AppState } from "./state";
+import { ALL_SPANS, ALL_WORKERS, loadPrefs, nav, savePrefs, Store, type AppState } from "./state";
 import appCss from "./styles.css";
 import { TABS, type TabDef, type TabView } from "./tabs";
 
@@ -118,6 +118,7 @@ class App {
       next.run = run?.run ?? null;
     }
     const workers = run?.workers ?? [];
+    if (next.worker === ALL_WORKERS && workers.length > 1) return { ...next, span: ALL_SPANS };
     let worker = workers.find((w) => w.worker === next.worker);
     if (!worker) {
       worker = workers[0];

@@ -1,5 +1,5 @@
 // Application state: a tiny observable store, plus the preferences kept across reloads of the plugin iframe.
-import type { Dtype, Group } from "./api";
+import type { Dtype, Group, RunInfo, SpanInfo } from "./api";
 
 export type Listener<T> = (state: T, changed: ReadonlySet<keyof T>) => void;
 
@@ -38,6 +38,22 @@ export interface AppState {
 }
 
 export const ALL_SPANS = "all";
+/** The worker choice "all ranks": every span of every worker of the run, analysed together. */
+export const ALL_WORKERS = "*";
+
+/** Worker options of a run: its workers, then "All ranks" when it has several. */
+export function workerOptions(run: RunInfo | undefined): (readonly [string, string])[] {
+  const workers = run?.workers ?? [];
+  const options = workers.map((w) => [w.worker, w.worker] as const);
+  return workers.length > 1 ? [...options, [ALL_WORKERS, `All ranks (${workers.length})`] as const] : options;
+}
+
+/** The spans a worker choice covers (every worker's for "All ranks"). */
+export function spansOf(run: RunInfo | undefined, worker: string | null): SpanInfo[] {
+  const workers = run?.workers ?? [];
+  if (worker === ALL_WORKERS) return workers.flatMap((w) => w.spans);
+  return workers.find((w) => w.worker === worker)?.spans ?? [];
+}
 
 /** Per-user view preferences, remembered in localStorage (best effort: storage may be unavailable). */
 export interface Prefs {

@@ -37,12 +37,13 @@ from ..estimate.flops import OpEstimate, estimate_op, freeze
 from ..estimate.memo import default_memo
 from ..trace.kineto import KinetoTrace
 from ..trace.table import Interner, Table
+from .collectives import activity_columns, is_communication, mark_communication_groups, rate_communication
 from .correlate import (COMPILED_REGIONS, LINK_NAMES, NO_OP, graph_replayed, link_activities, op_parents,
                         under_compiled_region)
 from .kernel_roles import (COMPUTE, COPIES, EPILOGUE, LAYOUT, MEMCPY, MEMSET, ROLE_REASONS, ROLES, SPLITK, WORK,
                            helper_bytes_reason,
                            kernel_role)
-from .reasons import CODES, reason_rows
+from .reasons import CODES, RATED, reason_rows
 
 AUTO = "auto"
 _US = 1e-6
@@ -122,6 +123,7 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
     acts = _activities(trace, kernel_links, memop_links)
     estimates = _op_estimates(trace, acts["op"])
     _attribute(acts, _OpFacts(trace, estimates, under_compiled_region(trace.ops, parents)))
+    acts.columns.update(activity_columns(trace, acts))  # collective sizes: comm kernels are rated on the link
     op_shape = np.full(len(acts), -1, dtype=np.int32)
     linked = acts["op"] >= 0
     op_shape[linked] = trace.ops["shape"][acts["op"][linked]]
@@ -555,6 +557,9 @@ def _rate(acts: Table, devices: Dict[int, DeviceReport], dtype: str) -> None:
                         over_roof=over, roof_cause=cause, reason=_reasons(acts, devices, over, efficiency))
     acts.strings.update(bound=["compute", "memory", "unknown"], rate_dtype=dtype_codes.items,
                         roof_cause=list(ROOF_CAUSES.values()), reason=list(CODES))
+    rate_communication(acts, devices)
+    rated_link = is_communication(acts) & np.isfinite(acts["efficiency"])
+    acts["reason"][rated_link] = CODES.index(RATED)  # rated against the interconnect, not FLOPs or DRAM
 
 
 # Over the roof. Compute: more than 100 % of the dtype's peak is impossible. DRAM: the bytes model charges every
@@ -818,6 +823,7 @@ def _group_rates(acts: Table, inverse: np.ndarray, g: int, total: np.ndarray) ->
     no_arith = copy | (out["flops"] == 0)
     for col in ("tflops", "pct_peak", "intensity"):
         out[col][no_arith] = np.nan
+    mark_communication_groups(acts, inverse, first, bound, out)
     out["bound"] = bound
     out["over_roof"] = marked
     return out

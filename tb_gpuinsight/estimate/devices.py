@@ -52,7 +52,7 @@ _MEM_CONFIRM = (0.90, 1.10)
 _MEM_CONTRADICT = (0.75, 1.25)
 
 _ROW_KEYS = {"name", "vendor", "match", "num_sms", "compute_major", "memory_gb", "props_match", "peak_tflops",
-             "dram_gbps", "source", "match_note"}
+             "dram_gbps", "source", "match_note", "interconnect"}
 _VENDOR_WORDS = {"nvidia": ("nvidia", "geforce", "tesla", "quadro"), "amd": ("amd", "radeon", "instinct")}
 _VENDOR_LABEL = {"nvidia": "NVIDIA", "amd": "AMD"}
 
@@ -74,11 +74,13 @@ class DeviceSpec:
     props_match: bool = False
     match_note: str = ""
     origin: str = "built-in"
+    interconnect: Optional[Dict[str, Any]] = None  # GPU-to-GPU link: see `_interconnect`
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready form of the row."""
         return {"name": self.name, "vendor": self.vendor, "peak_tflops": dict(self.peak_tflops),
-                "dram_gbps": self.dram_gbps, "source": self.source, "note": self.note, "origin": self.origin}
+                "dram_gbps": self.dram_gbps, "source": self.source, "note": self.note, "origin": self.origin,
+                "interconnect": dict(self.interconnect) if self.interconnect else None}
 
 
 @dataclass(frozen=True)
@@ -260,7 +262,26 @@ def _parse_row(raw: Mapping[str, Any], where: str, origin: str) -> DeviceSpec:
         props_match=_bool(raw.get("props_match", False), where),
         match_note=_text(raw.get("match_note", ""), where, "match_note", allow_empty=True),
         origin=origin,
+        interconnect=_interconnect(raw.get("interconnect"), where, origin),
     )
+
+
+def _interconnect(v: Any, where: str, origin: str) -> Optional[Dict[str, Any]]:
+    """{"link": "NVLink 2.0", "gbps": 300, "bidirectional": true, "source": ...}: the datasheet's GPU-to-GPU figure.
+    Vendors quote NVLink / Infinity Fabric / PCIe as the sum of both directions; collectives move data one way per
+    link, so bus bandwidth is rated against `per_direction_gbps` (half of a bidirectional figure)."""
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where}: interconnect must be an object with link, gbps and bidirectional")
+    link = _text(v.get("link"), where, "interconnect.link")
+    gbps = _positive(v.get("gbps"), where, "interconnect.gbps")
+    both = v.get("bidirectional", True)
+    if not isinstance(both, bool):
+        raise ConfigError(f"{where}: interconnect.bidirectional must be true or false, got {both!r}")
+    url, note = _source(v.get("source"), where, origin)
+    return {"link": link, "gbps": gbps, "bidirectional": both, "per_direction_gbps": gbps / 2 if both else gbps,
+            "as": "both directions" if both else "one direction", "source": url, "note": note}
 
 
 def _text(v: Any, where: str, field_name: str, allow_empty: bool = False) -> str:

@@ -112,6 +112,15 @@ _ARG_FIELDS: Tuple[Tuple[str, str, Any], ...] = (
     ("device_type", "Device Type", Optional[int]),
     ("device_id", "Device Id", Optional[int]),
 )
+# Collective args (record_param_comms ops, c10d/NCCL kernels of newer builds), kept raw: their JSON types vary by
+# release (sizes as numbers or strings, ranks as a list or its text). `KinetoTrace.comm(code)` decodes one set.
+COMM_ARGS: Tuple[str, ...] = (
+    "Collective name", "In msg nelems", "Out msg nelems", "In split size", "Out split size", "Group size", "dtype",
+    "Process Group Name", "Process Group Description", "Process Group Ranks", "Process Group ID", "Rank", "Seq",
+    "Comms Id", "Global rank start", "Global rank stride",
+)
+_ARG_FIELDS += tuple((f"comm{i}", name, msgspec.Raw) for i, name in enumerate(COMM_ARGS))
+_COMM_ATTRS = tuple(f"comm{i}" for i in range(len(COMM_ARGS)))
 _ARG_NAMES = {name: attr for attr, name, _ in _ARG_FIELDS}
 
 
@@ -206,6 +215,7 @@ class KinetoTrace:
     launches: Table
     annotations: Table
     shapes: List[Tuple[bytes, bytes, bytes]]
+    comms: List[Tuple[bytes, ...]] = field(default_factory=list)
     memory: Table = field(default_factory=lambda: _Columns().finish("memory", _ORDER["memory"]))
     modules: Table = field(default_factory=lambda: _Columns().finish("modules", _ORDER["modules"]))
     enrichment: Any = None  # analysis/enrich.py's report once shapes were filled from companions
@@ -221,6 +231,10 @@ class KinetoTrace:
         if hit is None:
             hit = self._shape_cache[code] = tuple(_decode_json(b) for b in self.shapes[code])
         return hit
+
+    def comm(self, code: int) -> Dict[str, Any]:
+        """The collective args of a `comm` code (ops, kernels, annotations) by arg name; only those present."""
+        return {name: _decode_json(raw) for name, raw in zip(COMM_ARGS, self.comms[code]) if raw}
 
 
 def _decode_json(raw: bytes) -> Any:
@@ -299,7 +313,7 @@ class _Columns:
 
 _STRING_COLUMNS = {"name", "kind", "pid", "tid", "grid", "block", "module"}
 _EMPTY_DTYPE = {**{c: np.int32 for c in _STRING_COLUMNS}, "event": np.int64, "device_type": np.int32,
-                "device_id": np.int32, "addr": np.int64, "bytes": np.int64}
+                "device_id": np.int32, "addr": np.int64, "bytes": np.int64, "shape": np.int32, "comm": np.int32}
 
 
 def _as_text_categories(codes: np.ndarray, items: List) -> Tuple[np.ndarray, List]:
@@ -324,7 +338,8 @@ def _common(cols: _Columns, evs: List, args: List, n: int) -> None:
     cols.add_ints("ext_id", _ext_ids(args), n)
 
 
-def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, _kinds: List[str]) -> None:
+def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, _kinds: List[str],
+               comms: Interner) -> None:
     _common(cols, evs, args, n)
     cols.add_strings("pid", (e.pid for e in evs), n)
     cols.add_strings("tid", (e.tid for e in evs), n)
@@ -335,6 +350,16 @@ def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, 
     cols.add_floats("kernel_num_gb", (a.kernel_num_gb for a in args), n)
     cols.add("shape", np.fromiter((_shape_code(a, shapes) for a in args), dtype=np.int32, count=n))
     cols.add_strings("module", (a.module for a in args), n)
+    _add_comm(cols, args, n, comms)
+
+
+def _add_comm(cols: _Columns, args: List, n: int, comms: Interner) -> None:
+    cols.add("comm", np.fromiter((_comm_code(a, comms) for a in args), dtype=np.int32, count=n))
+
+
+def _comm_code(a, comms: Interner) -> int:
+    raws = tuple(bytes(getattr(a, attr)) for attr in _COMM_ATTRS)
+    return comms.code(raws) if any(raws) else _NO_ID
 
 
 def _shape_code(a, shapes: Interner) -> int:
@@ -359,7 +384,8 @@ def _stream_id(value: Union[int, str, None]) -> Optional[int]:
         return None
 
 
-def _build_kernels(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str]) -> None:
+def _build_kernels(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str],
+                   comms: Interner) -> None:
     _common(cols, evs, args, n)
     cols.add_ints("device", (_device_of(e, a) for e, a in zip(evs, args)), n, np.int32)
     cols.add_ints("stream", (_stream_id(a.stream) for a in args), n)
@@ -371,9 +397,10 @@ def _build_kernels(cols: _Columns, evs: List, args: List, n: int, _shapes, _kind
     cols.add_floats("occupancy", (a.occupancy if a.occupancy is not None else a.occupancy_legacy for a in args), n)
     cols.add_strings("grid", (bytes(a.grid) for a in args), n)
     cols.add_strings("block", (bytes(a.block) for a in args), n)
+    _add_comm(cols, args, n, comms)
 
 
-def _build_memops(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: List[str]) -> None:
+def _build_memops(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: List[str], _comms) -> None:
     cols.add_strings("kind", kinds, n)
     _common(cols, evs, args, n)
     cols.add_ints("device", (_device_of(e, a) for e, a in zip(evs, args)), n, np.int32)
@@ -383,7 +410,7 @@ def _build_memops(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds:
     cols.add_floats("bandwidth", (a.bandwidth for a in args), n)
 
 
-def _build_launches(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: List[str]) -> None:
+def _build_launches(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: List[str], _comms) -> None:
     cols.add_strings("kind", kinds, n)
     _common(cols, evs, args, n)
     cols.add_strings("pid", (e.pid for e in evs), n)
@@ -391,14 +418,18 @@ def _build_launches(cols: _Columns, evs: List, args: List, n: int, _shapes, kind
     cols.add_ints("correlation", (a.correlation for a in args), n)
 
 
-def _build_annotations(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: List[str]) -> None:
+def _build_annotations(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, kinds: List[str],
+                       comms: Interner) -> None:
     cols.add_strings("kind", kinds, n)
     _common(cols, evs, args, n)
     cols.add_strings("pid", (e.pid for e in evs), n)
     cols.add_strings("tid", (e.tid for e in evs), n)
+    # nccl:/gloo: annotations carry the collective's tensor (Input Dims / Input type): its size.
+    cols.add("shape", np.fromiter((_shape_code(a, shapes) for a in args), dtype=np.int32, count=n))
+    _add_comm(cols, args, n, comms)
 
 
-def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str]) -> None:
+def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str], _comms) -> None:
     """[memory] events: Bytes > 0 allocates, < 0 frees; the totals are absent before torch 1.10 (NaN)."""
     cols.add_floats("ts", (e.ts for e in evs), n)
     cols.add("dur", np.zeros(n))
@@ -412,7 +443,7 @@ def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds
     cols.add_floats("total_reserved", (a.total_reserved for a in args), n)
 
 
-def _build_modules(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str]) -> None:
+def _build_modules(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str], _comms) -> None:
     cols.add_strings("name", (e.name[len(MODULE_PREFIX):] for e in evs), n)
     cols.add_floats("ts", (e.ts for e in evs), n)
     cols.add_floats("dur", (e.dur for e in evs), n)
@@ -423,12 +454,12 @@ def _build_modules(cols: _Columns, evs: List, args: List, n: int, _shapes, _kind
 # Every table also has "event": the row's index in traceEvents (to write augmented traces, link back).
 _ORDER = {
     "ops": ("name", "ts", "dur", "ext_id", "pid", "tid", "rf_id", "seq", "fwd_tid", "kernel_flop", "kernel_num_gb",
-            "shape", "module", "event"),
+            "shape", "module", "comm", "event"),
     "kernels": ("name", "ts", "dur", "ext_id", "device", "stream", "correlation", "registers", "shared_mem",
-                "blocks_per_sm", "warps_per_sm", "occupancy", "grid", "block", "event"),
+                "blocks_per_sm", "warps_per_sm", "occupancy", "grid", "block", "comm", "event"),
     "memops": ("kind", "name", "ts", "dur", "ext_id", "device", "stream", "correlation", "bytes", "bandwidth", "event"),
     "launches": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "correlation", "event"),
-    "annotations": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "event"),
+    "annotations": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "shape", "comm", "event"),
     "memory": ("ts", "dur", "pid", "tid", "device_type", "device_id", "addr", "bytes", "total_allocated",
                "total_reserved", "event"),
     "modules": ("name", "ts", "dur", "pid", "tid", "event"),
@@ -462,6 +493,7 @@ class _Reader:
         self.columns = {t: _Columns() for t in TABLES}
         self.extras: Dict[str, Dict[str, List[np.ndarray]]] = {t: {} for t in TABLES}
         self.shapes = Interner()
+        self.comms = Interner()
         self.counts: Counter = Counter()
         self.malformed = 0
         self.malformed_args = 0
@@ -535,7 +567,7 @@ class _Reader:
         empty = self.empty_args
         args = [e.args or empty for e in evs]
         cols = self.columns[table]
-        _BUILDERS[table](cols, evs, args, n, self.shapes, kinds)
+        _BUILDERS[table](cols, evs, args, n, self.shapes, kinds, self.comms)
         if self.extra_args:
             self._add_extras(table, args, n)
         if table in ("memory", "modules"):  # the trace's time range stays that of its activities
@@ -645,7 +677,8 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
     del buf, events
     tables = reader.finish()
     meta = _meta(path, top, reader, tables, file_bytes, json_bytes, total)
-    return KinetoTrace(meta=meta, devices=_devices(top), shapes=reader.shapes.items, **tables)
+    return KinetoTrace(meta=meta, devices=_devices(top), shapes=reader.shapes.items, comms=reader.comms.items,
+                       **tables)
 
 
 def _file_size(path: str) -> int:

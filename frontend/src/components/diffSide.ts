@@ -1,13 +1,14 @@
 // One side of a diff: run / worker / span pickers (span includes "All spans"), like the header's picker.
 import type { RunInfo, Selection } from "../api";
 import { field, h, setOptions } from "../dom";
-import { ALL_SPANS } from "../state";
+import { ALL_SPANS, ALL_WORKERS, spansOf, workerOptions } from "../state";
 import { spanLabel, statusSuffix } from "./picker";
 
 /** Make a selection valid for the runs there are: an unknown worker or span falls back to the first / "all". */
 export function reconcileSide(runs: readonly RunInfo[], sel: Selection): Selection {
   const run = runs.find((r) => r.run === sel.run) ?? runs[0];
   if (!run) return sel;
+  if (sel.worker === ALL_WORKERS && run.workers.length > 1) return { run: run.run, worker: ALL_WORKERS, span: ALL_SPANS };
   const worker = run.workers.find((w) => w.worker === sel.worker) ?? run.workers[0];
   const span = sel.span !== ALL_SPANS && worker?.spans.some((s) => s.span === sel.span) ? sel.span : ALL_SPANS;
   return { run: run.run, worker: worker?.worker ?? sel.worker, span };
@@ -88,14 +89,16 @@ export class DiffSide {
     setOptions(this.runSel, runs.map((r) => [r.run, r.run + statusSuffix(r.status)] as const), this.sel.run);
     const run = runs.find((r) => r.run === this.sel.run);
     const workers = run?.workers ?? [];
-    setOptions(this.workerSel, workers.map((w) => [w.worker, w.worker] as const), this.sel.worker);
+    setOptions(this.workerSel, workerOptions(run), this.sel.worker);
     this.workerSel.disabled = workers.length <= 1;
-    const spans = workers.find((w) => w.worker === this.sel.worker)?.spans ?? [];
+    const allRanks = this.sel.worker === ALL_WORKERS;
+    const spans = spansOf(run, this.sel.worker);
     setOptions(
       this.spanSel,
-      [[ALL_SPANS, `All spans (${spans.length})`] as const, ...spans.map((s, i) => [s.span, spanLabel(s, i)] as const)],
+      [[ALL_SPANS, `All spans (${spans.length})`] as const, ...(allRanks ? [] : spans.map((s, i) => [s.span, spanLabel(s, i)] as const))],
       this.sel.span,
     );
+    this.spanSel.disabled = allRanks;
     this.spanSel.title = this.sel.span === ALL_SPANS ? "All spans of this worker, together" : this.sel.span;
   }
 }

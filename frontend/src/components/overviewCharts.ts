@@ -34,7 +34,7 @@ function axisTime(us: number): string {
 }
 
 /** A chart that owns its box and follows its size. */
-class ChartBox {
+export class ChartBox {
   readonly el: HTMLElement;
   protected chart: echarts.ECharts;
   private observer: ResizeObserver;

@@ -1,7 +1,7 @@
 // The header: run / worker / span pickers, a download menu for the augmented traces, and a refresh button.
 import { api, type RunInfo, type SpanInfo } from "../api";
 import { h, replace, setOptions } from "../dom";
-import { ALL_SPANS, type AppState } from "../state";
+import { ALL_SPANS, ALL_WORKERS, spansOf, workerOptions, type AppState } from "../state";
 import { openInPerfetto } from "./perfetto";
 
 export interface PickerHandlers {
@@ -85,24 +85,21 @@ export class Picker {
     this.runSel.disabled = runs.length === 0;
 
     const workers = run?.workers ?? [];
-    setOptions(
-      this.workerSel,
-      workers.map((w) => [w.worker, w.worker] as const),
-      state.worker ?? "",
-    );
+    setOptions(this.workerSel, workerOptions(run), state.worker ?? "");
     this.workerSel.disabled = workers.length <= 1;
 
     const worker = workers.find((w) => w.worker === state.worker);
-    const spans = worker?.spans ?? [];
+    const allRanks = state.worker === ALL_WORKERS;
+    const spans = spansOf(run, state.worker);
     setOptions(
       this.spanSel,
       [
-        [ALL_SPANS, `All spans (${spans.length})`] as const,
-        ...spans.map((s, i) => [s.span, spanLabel(s, i)] as const),
+        [ALL_SPANS, allRanks ? `All spans of all ranks (${spans.length})` : `All spans (${spans.length})`] as const,
+        ...(allRanks ? [] : spans.map((s, i) => [s.span, spanLabel(s, i)] as const)),
       ],
       state.span,
     );
-    this.spanSel.disabled = !worker;
+    this.spanSel.disabled = !worker || allRanks;
     this.spanSel.title = state.span === ALL_SPANS ? "All spans of this worker, together" : state.span;
 
     replace(

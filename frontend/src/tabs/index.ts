@@ -1,5 +1,6 @@
 // The tab registry, in display order. Later tabs replace their placeholder with a module of their own.
 import { diffTab } from "./diff";
+import { distributedTab } from "./distributed";
 import { executionGraphTab } from "./executionGraph";
 import { kernelEfficiencyTab } from "./kernelEfficiency";
 import { memoryTab } from "./memory";
@@ -16,6 +17,7 @@ export const TABS: readonly TabDef[] = [
   executionGraphTab,
   memoryTab,
   timelineTab,
+  distributedTab,
 ];
 
 export type { TabDef, TabView } from "./types";

@@ -1,0 +1,107 @@
+// Charts of the Distributed tab: each rank's mean step split into its parts (stacked bars) and a ranks x steps
+// heatmap of one metric. Both draw at most one page of ranks; the tab pages through the rest.
+import { BarChart, HeatmapChart } from "echarts/charts";
+import { GridComponent, LegendComponent, TooltipComponent, VisualMapComponent } from "echarts/components";
+import * as echarts from "echarts/core";
+import { CanvasRenderer } from "echarts/renderers";
+import { time } from "../format";
+import { ChartBox } from "./overviewCharts";
+import type { Heatmap, RankRow } from "./ranksApi";
+import { TOOLTIP_STYLE } from "./roofline";
+
+echarts.use([BarChart, HeatmapChart, GridComponent, LegendComponent, TooltipComponent, VisualMapComponent, CanvasRenderer]);
+
+const PARTS: ReadonlyArray<readonly [keyof RankRow, string, string]> = [
+  ["compute_us", "Compute", "#3b6ea5"],
+  ["comm_overlapped_us", "Communication (overlapped)", "#8fb8de"],
+  ["comm_exposed_us", "Communication (exposed)", "#d9822b"],
+  ["memcpy_us", "Memcpy / memset", "#2a9d8f"],
+  ["idle_us", "Idle", "#c8ccd2"],
+];
+
+/** A chart box whose height follows the number of ranks it draws. */
+class Chart extends ChartBox {
+  protected height(px: number): void {
+    this.el.style.height = `${px}px`;
+    this.chart.resize();
+  }
+}
+
+/** Mean step per rank, stacked: compute, overlapped and exposed communication, memcpy, idle. */
+export class RankBars extends Chart {
+  constructor(private onRank: (rank: number) => void) {
+    super("ranks-bars");
+    this.chart.on("click", (p) => this.onRank(Number((p as { name: string }).name)));
+  }
+
+  setData(rows: RankRow[], stragglers: Set<number>): void {
+    this.height(Math.max(160, Math.min(900, 18 * rows.length + 80)));
+    const ranks = rows.map((r) => String(r.rank));
+    this.chart.setOption(
+      {
+        animation: false,
+        grid: { left: 8, right: 24, top: 32, bottom: 28, containLabel: true },
+        legend: { top: 0, textStyle: { fontSize: 11 } },
+        tooltip: { ...TOOLTIP_STYLE, trigger: "axis", axisPointer: { type: "shadow" }, valueFormatter: (v: number) => time(v) },
+        xAxis: { type: "value", axisLabel: { formatter: (v: number) => time(v) } },
+        yAxis: {
+          type: "category",
+          inverse: true,
+          data: ranks,
+          axisLabel: { formatter: (r: string) => (stragglers.has(Number(r)) ? `{s|rank ${r} ⚑}` : `rank ${r}`), rich: { s: { color: "#c0392b", fontWeight: "bold" } } },
+        },
+        series: PARTS.map(([key, name, color]) => ({
+          type: "bar",
+          name,
+          stack: "step",
+          itemStyle: { color },
+          barMaxWidth: 16,
+          data: rows.map((r) => r[key] as number | null),
+        })),
+      },
+      true,
+    );
+  }
+}
+
+/** Ranks x steps heatmap of one metric (microseconds). */
+export class StepHeatmap extends Chart {
+  constructor() {
+    super("ranks-heatmap");
+  }
+
+  setData(map: Heatmap): void {
+    this.height(Math.max(160, Math.min(900, 16 * map.ranks.length + 90)));
+    const data: [number, number, number | null][] = [];
+    map.values.forEach((row, y) => row.forEach((v, x) => data.push([x, y, v])));
+    this.chart.setOption(
+      {
+        animation: false,
+        grid: { left: 8, right: 24, top: 8, bottom: 60, containLabel: true },
+        tooltip: {
+          ...TOOLTIP_STYLE,
+          formatter: (p: { value: [number, number, number | null] }) => {
+            const [x, y, v] = p.value;
+            const median = map.median_per_step[x];
+            return `rank ${map.ranks[y]}, step ${map.steps[x]}: ${time(v)} (median of all ranks ${time(median)})`;
+          },
+        },
+        xAxis: { type: "category", data: map.steps.map(String), name: "step", nameLocation: "middle", nameGap: 22 },
+        yAxis: { type: "category", inverse: true, data: map.ranks.map((r) => `rank ${r}`) },
+        visualMap: {
+          min: 0,
+          max: map.max ?? 1,
+          calculable: true,
+          orient: "horizontal",
+          left: "center",
+          bottom: 0,
+          itemHeight: 120,
+          formatter: (v: number) => time(v),
+          inRange: { color: ["#f4f7fb", "#8fb8de", "#3b6ea5", "#d9822b", "#c0392b"] },
+        },
+        series: [{ type: "heatmap", data, emphasis: { itemStyle: { borderColor: "#333", borderWidth: 1 } } }],
+      },
+      true,
+    );
+  }
+}

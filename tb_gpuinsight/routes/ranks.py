@@ -1,0 +1,110 @@
+"""Routes of the Distributed tab: a run's ranks, steps, collectives and straggler, from the stored sections.
+
+    /ranks          ?run[&cycle&instance_limit]
+                    -> {world_size, rank_count, source, ranks: [...], collectives: [...], stragglers: [...],
+                        problems: [...], interconnect, step_numbers, instances: [...], instance_count, pending,
+                        heatmap: (first page of /ranks_heatmap)}
+    /ranks_heatmap  ?run&metric[&cycle&offset&limit] -> {metric, steps, ranks, values, offset, limit, total_ranks,
+                        median_per_step, max}
+    /ranks_compare  ?run&rank[&cycle&limit] -> {rank, median_rank, summary, classes, rows}: the rank's kernels
+                        against the median rank's (the Diff of the two spans), biggest changes first
+
+`cycle` picks the n-th span (profiling cycle) of every worker, -1 = the latest. Ranks whose span is still being
+analysed are counted in `pending` and left out until ready; nothing here reads a trace.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Tuple
+
+from ..analysis import ranks as rk
+from ..analysis.diff import diff
+from ..service import NotFound, NotReady
+from . import params
+from .shapes import _Lru
+
+MAX_RANKS_PAGE = 1024
+_REPORTS = _Lru(16)
+
+
+def routes(plugin) -> Dict[str, Callable]:
+    return {"/ranks": lambda req: ranks_route(plugin, req),
+            "/ranks_heatmap": lambda req: heatmap_route(plugin, req),
+            "/ranks_compare": lambda req: compare_route(plugin, req)}
+
+
+def ranks_route(plugin, request) -> Dict[str, Any]:
+    report, pending, failed = _report(plugin, request)
+    out = report.to_dict(params.integer(request, "instance_limit", 500, 0, 100_000))
+    out["pending"] = pending
+    out["problems"] = failed + report.problems + (
+        [f"{pending} rank trace(s) still being analysed: not shown yet"] if pending else [])
+    out["heatmap"] = report.heatmap("dur", 0, 64)
+    return out
+
+
+def heatmap_route(plugin, request) -> Dict[str, Any]:
+    report = _report(plugin, request)[0]
+    metric = params.choice(request, "metric", rk.STEP_METRICS, "dur")
+    offset = params.integer(request, "offset", 0, 0, 10 ** 7)
+    limit = params.integer(request, "limit", 64, 1, MAX_RANKS_PAGE)
+    return report.heatmap(metric, offset, limit)
+
+
+def compare_route(plugin, request) -> Dict[str, Any]:
+    """One rank's kernels against the median rank's, with the Diff tab's arithmetic."""
+    report = _report(plugin, request)[0]
+    rank = params.integer(request, "rank", 0, 0, 10 ** 7)
+    limit = params.integer(request, "limit", 20, 1, 500)
+    rows = {r["rank"]: r for r in report.ranks}
+    if rank not in rows:
+        raise NotFound(f"run {params.text(request, 'run')!r} has no rank {rank} here")
+    median = rk.median_rank(report)
+    run = params.text(request, "run", required=True)
+    mine, theirs = rows[rank], median
+    result = diff(plugin.service.analysis(run, theirs["worker"], theirs["span"]),
+                  plugin.service.analysis(run, mine["worker"], mine["span"]),
+                  names=(f"median rank {theirs['rank']}", f"rank {rank}"))
+    ordered = sorted(result.rows, key=lambda r: -abs(r["delta_us"] or 0.0))
+    return {"rank": rank, "median_rank": theirs["rank"], "summary": result.summary, "classes": result.classes,
+            "rows": ordered[:limit]}
+
+
+def _report(plugin, request) -> Tuple[rk.Report, int, List[str]]:
+    run = params.text(request, "run", required=True)
+    cycle = params.integer(request, "cycle", -1, -1, 10 ** 6)
+    chosen, pending, failed = _chosen_spans(plugin, run, cycle)
+    if not chosen:
+        raise NotReady(f"run {run!r}: {pending} rank trace(s) still being analysed" if pending else
+                       f"run {run!r} has no analysed trace for cycle {cycle}")
+    key = (run, cycle, tuple(state.key for _, state in chosen))
+
+    def build() -> rk.Report:
+        traces = []
+        for worker, state in chosen:
+            (_, section), = plugin.service.sections(run, worker, state.span, rk.SECTION)
+            traces.append(rk.RankTrace(worker, state.span, section))
+        return rk.analyze(traces, plugin.service.datasheet())
+
+    return _REPORTS.get(key, build), pending, failed
+
+
+def _chosen_spans(plugin, run: str, cycle: int) -> Tuple[List[Tuple[str, Any]], int, List[str]]:
+    """(worker, span state) of every worker's cycle-th span that is analysed, how many are not yet, and the
+    reasons of those that failed."""
+    runs = {r["run"]: r for r in plugin.service.runs_json()["runs"]}
+    if run not in runs:
+        raise NotFound(f"unknown run {run!r}")
+    chosen, pending, failed = [], 0, []
+    for w in runs[run]["workers"]:
+        spans = w["spans"]
+        if not spans or cycle >= len(spans):
+            continue
+        span = spans[cycle]["span"]
+        state = plugin.service.span_states(run, w["worker"], span)[0]
+        if state.status == "ready":
+            chosen.append((w["worker"], state))
+        elif state.status == "error":
+            failed.append(f"{w['worker']}: {state.reason}")
+        else:
+            pending += 1
+    return chosen, pending, failed

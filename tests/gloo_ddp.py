@@ -1,0 +1,61 @@
+"""Records a real multi-rank CPU run: torch.distributed with gloo, one process per rank, a small DDP model, one
+rank slowed on purpose (it sleeps before each step), every rank profiled into one logdir by
+`tensorboard_trace_handler`. Used by the distributed tests as traces real torch writes."""
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+SLEEP_S = 0.03
+ACTIVE_STEPS = 3
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(rank: int, world: int, logdir: str, slow_rank: int, port: int) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(0)
+        model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                                                            torch.nn.Linear(64, 8)))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x, y = torch.randn(16, 64), torch.randn(16, 8)
+        schedule = torch.profiler.schedule(wait=0, warmup=1, active=ACTIVE_STEPS, repeat=1)
+        handler = torch.profiler.tensorboard_trace_handler(logdir, worker_name=f"rank{rank}")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
+                                    record_shapes=True, on_trace_ready=handler) as prof:
+            for _ in range(1 + ACTIVE_STEPS):
+                if rank == slow_rank:
+                    time.sleep(SLEEP_S)  # the straggler: late at every step's gradient all-reduce
+                loss = ((model(x) - y) ** 2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                prof.step()
+    finally:
+        dist.destroy_process_group()
+
+
+def record(logdir: str, world: int = 3, slow_rank: int = 1) -> str:
+    """Run `world` gloo ranks and write their traces to `logdir`; returns it. Ranks are forked (the
+    torch.multiprocessing.spawn API with the fork start method) so that they share this process's imported torch
+    rather than importing it again each."""
+    import torch.multiprocessing as mp
+    from torch.nn.parallel import DistributedDataParallel  # noqa: F401  (its imports, done once before forking)
+    import torch._dynamo  # noqa: F401  DDP imports it on first construction: seconds per rank otherwise
+
+    os.makedirs(logdir, exist_ok=True)
+    mp.start_processes(_rank_main, args=(world, logdir, slow_rank, _free_port()), nprocs=world, join=True,
+                       start_method="fork")
+    return logdir
