@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tb_gpuinsight
+from tb_gpuinsight.analysis.collectives import is_communication
 from tb_gpuinsight.analysis.efficiency import busy_time, is_copy_event, kernel_name_dtype
 from tb_gpuinsight.analysis.rows import group_rows
 from tb_gpuinsight.cli import main
@@ -74,7 +75,8 @@ def test_every_corpus_trace_analyzes(path):
         assert not ((acts["pct_dram"] > DRAM_MARGIN) & ~over).any()
         assert not ((acts["efficiency"] > 1.0) & ~over).any()
     assert (acts["reason"][over] == CODES.index("over_roof")).all()
-    no_estimate = ~is_copy_event(acts) & (np.isnan(acts["flops"]) | np.isnan(acts["bytes"]))
+    on_link = is_communication(acts) & np.isfinite(acts["efficiency"])  # rated on the interconnect instead
+    no_estimate = ~is_copy_event(acts) & ~on_link & (np.isnan(acts["flops"]) | np.isnan(acts["bytes"]))
     assert (acts["reason"][no_estimate] > 0).all(), "every kernel without an estimate says why"
     for report in eff.devices.values():
         s = report.summary

@@ -557,9 +557,19 @@ def _rate(acts: Table, devices: Dict[int, DeviceReport], dtype: str) -> None:
                         over_roof=over, roof_cause=cause, reason=_reasons(acts, devices, over, efficiency))
     acts.strings.update(bound=["compute", "memory", "unknown"], rate_dtype=dtype_codes.items,
                         roof_cause=list(ROOF_CAUSES.values()), reason=list(CODES))
+    _rate_links(acts, devices)
+
+
+def _rate_links(acts: Table, devices: Dict[int, DeviceReport]) -> None:
+    """Communication kernels are rated on the interconnect (busbw / link); above the link is over the roof."""
     rate_communication(acts, devices)
-    rated_link = is_communication(acts) & np.isfinite(acts["efficiency"])
-    acts["reason"][rated_link] = CODES.index(RATED)  # rated against the interconnect, not FLOPs or DRAM
+    comm = is_communication(acts) & np.isfinite(acts["efficiency"])
+    acts["reason"][comm] = CODES.index(RATED)
+    with np.errstate(invalid="ignore"):
+        over = comm & (acts["efficiency"] > 1.0)
+    acts["over_roof"][over] = True
+    acts["roof_cause"][over] = _CAUSE_CODES["link"]
+    acts["reason"][over] = CODES.index("over_roof")
 
 
 # Over the roof. Compute: more than 100 % of the dtype's peak is impossible. DRAM: the bytes model charges every
@@ -578,6 +588,8 @@ ROOF_CAUSES = {
     "fused": "FLOPs of a fused op charged to this kernel (or other kernels did part of the op's work)",
     "inplace": "bytes overestimated: in-place write into, or indexed read from, a large buffer (a slice is touched)",
     "bytes": "bytes overestimated: more than twice the DRAM peak, beyond what L2-resident operands explain",
+    "link": "above the interconnect's bandwidth: the message or group size was misread, or the transfer did not "
+            "cross the link (peers on the same GPU, several collectives in one kernel)",
 }
 _CAUSE_CODES = {key: i for i, key in enumerate(ROOF_CAUSES)}
 _INPLACE = ("index_put", "index_copy", "index_add", "scatter", "masked_scatter", "cache", "copy_", "fill_", "embedding",
