@@ -110,6 +110,7 @@ def test_gloo_run_names_the_slowed_rank_and_its_waits_match_the_trace(gloo_run):
     report = tb_gpuinsight.ranks(gloo_run)
     assert report.world_size == WORLD and [r["rank"] for r in report.ranks] == list(range(WORLD))
     assert report.source == "cpu" and not report.problems
+    assert all(r["idle_host_bound_us"] is None and r["idle_us"] >= 0 for r in report.ranks)  # no GPU: no GPU idle causes
     assert all(r["steps"] == 3 for r in report.ranks)
     [straggler] = report.stragglers
     assert straggler["rank"] == SLOW_RANK and f"rank {SLOW_RANK} arrived last" in straggler["evidence"]
@@ -177,10 +178,17 @@ def test_dlrm_collectives_and_comm_kernels_against_nvlink():
     assert big["busbw_gbps"] == pytest.approx(big["algbw_gbps"] * 1.75)
     assert big["algbw_gbps"] == pytest.approx(1576964.0 / (big["transfer_us"] * 1e-6) / 1e9)
     assert 0 < big["pct_link"] < 1
-    # Every rank's step is split without remainder.
+    # Every rank's step is split without remainder, idle by the Overview's causes (the same figures, not a copy).
+    causes = [f"{m}_us" for m, _ in rk.IDLE_CAUSES]
     for r in report.ranks:
-        parts = r["compute_us"] + r["comm_exposed_us"] + r["memcpy_us"] + r["idle_us"]
-        assert parts == pytest.approx(r["step_us"])
+        assert sum(r[c] for c in causes) == pytest.approx(r["idle_us"], rel=1e-9)
+        parts = r["compute_us"] + r["comm_exposed_us"] + r["memcpy_us"] + sum(r[c] for c in causes)
+        assert parts == pytest.approx(r["step_us"], rel=1e-3)
+        assert r["idle_host_bound_us"] > 0 and r["idle_launch_bound_us"] > 0
+    overview = tb_gpuinsight.overview(run, worker="worker3_step_12")
+    [step] = overview.steps
+    rank3 = next(r for r in report.ranks if r["rank"] == 3)
+    assert rank3["idle_sync_us"] == pytest.approx(step["sync_us"]) and rank3["step_us"] == pytest.approx(step["wall_us"])
     # Kernel table: NCCL kernels are "communication", rated on busbw over NVLink one way.
     eff = tb_gpuinsight.analyze(sorted(run.glob("worker0_*.pt.trace.json.gz"))[0])
     acts = eff.activities
@@ -209,18 +217,20 @@ def test_many_ranks_report_and_heatmap_pages():
     real = []
     for path in sorted(run.glob("*.pt.trace.json.gz")):
         trace = tb_gpuinsight.load(path)
-        real.append(build_section(rk.SECTION, SectionContext(trace, analyze_trace(trace))))
+        ctx = SectionContext(trace, analyze_trace(trace))
+        real.append((build_section(rk.SECTION, ctx), build_section("overview", ctx)))
     traces = []
     for rank in range(64):
-        section = real[rank % 8]
+        section, overview = real[rank % 8]
         info = {**section.info, "distributed": {**section.info["distributed"], "rank": rank, "world_size": 64}}
         traces.append(rk.RankTrace(f"worker{rank}", "s", types.SimpleNamespace(info=info, arrays=section.arrays,
-                                                                               error="")))
+                                                                               error=""), overview))
     report = rk.analyze(traces)
     assert len(report.ranks) == 64 and not [p for p in report.problems if "no trace" in p]
     page = report.heatmap("dur", offset=60, limit=16)
     assert page["ranks"] == [60, 61, 62, 63] and page["total_ranks"] == 64
     assert len(page["median_per_step"]) == len(page["steps"])
+    assert report.heatmap("idle_launch_bound")["values"][0][0] > 0
 
 
 def test_all_ranks_selection_combines_every_worker(tmp_path):

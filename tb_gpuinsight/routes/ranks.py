@@ -82,7 +82,8 @@ def _report(plugin, request) -> Tuple[rk.Report, int, List[str]]:
         traces = []
         for worker, state in chosen:
             (_, section), = plugin.service.sections(run, worker, state.span, rk.SECTION)
-            traces.append(rk.RankTrace(worker, state.span, section))
+            (_, overview), = plugin.service.sections(run, worker, state.span, "overview")
+            traces.append(rk.RankTrace(worker, state.span, section, overview))
         return rk.analyze(traces, plugin.service.datasheet())
 
     return _REPORTS.get(key, build), pending, failed
