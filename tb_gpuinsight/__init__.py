@@ -218,7 +218,9 @@ def timeline(trace: "KinetoTrace | os.PathLike[str] | str", t0: Optional[float] 
 def ranks(run: "os.PathLike[str] | str", cycle: int = -1,
           devices_file: "Optional[os.PathLike[str] | str]" = None) -> "RanksReport":
     """The multi-rank view of a distributed run directory (one trace per rank): `report.to_pandas("ranks")` (step,
-    compute, exposed / overlapped communication, memcpy, idle and wait per rank, ms per step), "steps" (rank x
+    compute, exposed / overlapped communication, memcpy, idle, idle by the Overview's causes (`idle_host_bound_us`,
+    `idle_launch_bound_us`, `idle_sync_us`, `idle_data_loading_us`, `idle_other_us`) and wait per rank, microseconds
+    per step), "steps" (rank x
     step), "collectives" (per collective and size: count, time per rank, wait, transfer, algbw, busbw, % of the
     interconnect), "instances" (each collective matched across ranks), "stragglers" (with their evidence);
     `report.problems` lists missing or mismatched ranks. `cycle`: the n-th profiling cycle of every rank."""
