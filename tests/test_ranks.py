@@ -251,6 +251,30 @@ def test_all_ranks_selection_combines_every_worker(tmp_path):
     allreduce = next(r for r in result.rows if r["name"].startswith("ncclKernel_AllReduce"))
     spread = allreduce["spread_b"]  # per-rank time of this kernel: min / median / max over the 8 ranks
     assert allreduce["spread_a"] is None and spread["min"] <= spread["median"] <= spread["max"]
+    # The kernel table of "All ranks": one row per kernel over every rank's GPU, with its spread over the ranks.
+    from tb_gpuinsight.routes import kernels as kernel_routes
+    plugin = types.SimpleNamespace(service=service)
+    request = _request(run="dlrm", worker="*", span="all", sort="rank_max_us", limit="500")
+    page = kernel_routes.kernels(every, request, ranks_routes.span_ranks(plugin, request))
+    assert page["rank_count"] == 8 and page["rows"][0]["name"].startswith("ncclKernel_SendRecv")
+    rows = {r["name"]: r for r in page["rows"]}
+    per_rank = {}  # the same kernel's time on each rank, from each rank's own analysis
+    for worker in sorted({s.worker for s in service.ready_states("dlrm", "*", "all")}):
+        table = service.analysis("dlrm", worker, "all").by_name().to_pandas()
+        for name, t in table.groupby("name")["total_us"].sum().items():
+            per_rank.setdefault(name, []).append(t)
+    assert set(rows) == set(per_rank)
+    for name, times in per_rank.items():
+        times += [0.0] * (8 - len(times))
+        r = rows[name]
+        assert r["ranks"] == sum(t > 0 for t in times) and r["total_us"] == pytest.approx(sum(times))
+        assert (r["rank_min_us"], r["rank_median_us"], r["rank_max_us"]) == \
+            pytest.approx((min(times), float(np.median(times)), max(times)))
+    assert all("device" not in r for r in page["rows"])
+    assert kernel_routes.kernels(one, _request(run="dlrm", worker="worker0_step_12"))["rank_count"] is None
+    frame = tb_gpuinsight.kernels_across_ranks(corpus_path("param/dlrm_8ranks"))
+    api = frame[frame["name"].str.startswith("ncclKernel_AllReduce")].iloc[0]
+    assert api["ranks"] == 8 and api["rank_median_us"] == pytest.approx(rows[api["name"]]["rank_median_us"])
 
 
 def test_interconnect_rows_are_sourced_and_rated_one_way(tmp_path):

@@ -257,23 +257,75 @@ def analyze(traces: Sequence[RankTrace], datasheet=None) -> Report:
 def from_run_dir(path: str, cycle: int = -1, datasheet=None) -> Report:
     """The report of one run directory, read and analysed here (CLI and Python API; the plugin uses the stored
     sections instead). `cycle`: the n-th span of every worker, -1 the latest."""
-    from ..logdir import discover
     from ..sections import SectionContext, build_section
+
+    traces = []
+    for worker, span, trace, eff in _rank_spans(path, cycle, datasheet):
+        ctx = SectionContext(trace, eff)
+        traces.append(RankTrace(worker, span, build_section(SECTION, ctx), build_section("overview", ctx)))
+    return analyze(traces, datasheet)
+
+
+def kernels_from_run_dir(path: str, cycle: int = -1, datasheet=None, group: str = "name") -> Table:
+    """The kernel table of every rank of a run directory together (`across_ranks`), read and analysed here."""
+    from .efficiency import combine
+
+    parts = [eff for _, _, _, eff in _rank_spans(path, cycle, datasheet)]
+    if not parts:
+        raise RanksError(f"{path}: no trace for cycle {cycle}")
+    eff = parts[0] if len(parts) == 1 else combine(parts, datasheet)
+    return across_ranks(eff.activities, np.arange(len(parts)), KERNEL_KEYS[group])
+
+
+def _rank_spans(path: str, cycle: int, datasheet):
+    """(worker, span name, loaded trace, its analysis) of the cycle-th span of every worker of one run."""
+    from ..logdir import discover
     from ..trace.kineto import load_kineto
     from .efficiency import analyze_trace
 
     runs = discover(path)
     if len(runs) != 1:
         raise RanksError(f"{path}: holds {len(runs)} runs; give one run directory")
-    traces = []
     for worker, spans in sorted(runs[0].workers.items()):
-        if not -len(spans) <= cycle < len(spans):
-            continue
-        span = spans[cycle]
-        trace = load_kineto(span.trace.path)
-        ctx = SectionContext(trace, analyze_trace(trace, datasheet=datasheet))
-        traces.append(RankTrace(worker, span.name, build_section(SECTION, ctx), build_section("overview", ctx)))
-    return analyze(traces, datasheet)
+        if -len(spans) <= cycle < len(spans):
+            trace = load_kineto(spans[cycle].trace.path)
+            yield worker, spans[cycle].name, trace, analyze_trace(trace, datasheet=datasheet)
+
+
+# The kernel table's groupings over all ranks: a kernel over every rank's GPU (no device in the key).
+KERNEL_KEYS = {"name": ("kind", "name"), "op": ("op_name", "kind", "name")}
+SPREAD_COLUMNS = ("ranks", "rank_min_us", "rank_median_us", "rank_max_us")
+
+
+def kernel_rows(table: Table, index: Optional[Sequence[int]] = None) -> List[Dict[str, Any]]:
+    """JSON-ready rows of an `across_ranks` table (all, or those at `index`): the kernel table's columns and the
+    spread over the ranks."""
+    from .rows import group_rows
+
+    index = range(len(table)) if index is None else index
+    return [{**row, **{c: table[c][i].item() for c in SPREAD_COLUMNS}} for i, row in zip(index, group_rows(table, index))]
+
+
+def across_ranks(acts: Table, span_rank: np.ndarray, keys: Tuple[str, ...]) -> Table:
+    """Activities of several ranks (a `span` column, `span_rank[span]` its rank 0..n-1) grouped by `keys`, rates
+    from the group's sums (`aggregate`), with each group's spread over the ranks: `ranks` it ran on, and the
+    min / median / max of its time per rank (0 on a rank where it did not run)."""
+    from .efficiency import aggregate
+
+    table = aggregate(acts, keys)
+    n, g = max(int(span_rank.max()) + 1, 1) if len(span_rank) else 1, len(table)
+    if len(acts):
+        _, inverse = np.unique(np.stack([acts[k].astype(np.int64) for k in keys], axis=1), axis=0,
+                               return_inverse=True)  # the same group order as `aggregate`
+        flat = inverse.reshape(-1) * n + (span_rank[acts["span"]] if "span" in acts else 0)
+        time = np.bincount(flat, weights=acts["dur"], minlength=g * n).reshape(g, n)
+        ran = np.bincount(flat, minlength=g * n).reshape(g, n) > 0
+    else:
+        time, ran = np.zeros((0, n)), np.zeros((0, n), dtype=bool)
+    spread = {"ranks": ran.sum(axis=1), "rank_min_us": time.min(axis=1, initial=np.inf),
+              "rank_median_us": np.median(time, axis=1) if g else np.zeros(0),
+              "rank_max_us": time.max(axis=1, initial=-np.inf)}
+    return Table(table.name, {**table.columns, **spread}, table.strings)
 
 
 def median_rank(report: Report) -> Optional[Dict[str, Any]]:
@@ -497,4 +549,5 @@ def _check_steps(ranked: Dict[int, RankTrace], steps: List[Dict[str, Any]], numb
 
 
 __all__ = ["SECTION", "RankTrace", "Report", "analyze", "from_run_dir", "median_rank", "build_section", "rank_from_name",
-           "RanksError", "STEP_METRICS", "IDLE_CAUSES"]
+           "RanksError", "STEP_METRICS", "IDLE_CAUSES", "across_ranks", "kernels_from_run_dir", "kernel_rows", "KERNEL_KEYS",
+           "SPREAD_COLUMNS"]

@@ -14,11 +14,13 @@ analysed are counted in `pending` and left out until ready; nothing here reads a
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
 
 from ..analysis import ranks as rk
 from ..analysis.diff import diff
-from ..service import NotFound, NotReady
+from ..service import ALL_WORKERS, NotFound, NotReady
 from . import params
 from .shapes import _Lru
 
@@ -67,6 +69,17 @@ def compare_route(plugin, request) -> Dict[str, Any]:
     ordered = sorted(result.rows, key=lambda r: -abs(r["delta_us"] or 0.0))
     return {"rank": rank, "median_rank": theirs["rank"], "summary": result.summary, "classes": result.classes,
             "rows": ordered[:limit]}
+
+
+def span_ranks(plugin, request) -> Optional[np.ndarray]:
+    """For an "All ranks" selection, the rank (0..n-1, by worker) of each span of its combined analysis, in the
+    order `service.analysis` combines them; None for a selection of one worker."""
+    run, worker, span = params.selection(request)
+    if worker != ALL_WORKERS:
+        return None
+    states = plugin.service.ready_states(run, worker, span)
+    workers = {w: i for i, w in enumerate(sorted({s.worker for s in states}))}
+    return np.array([workers[s.worker] for s in states], dtype=np.int64)
 
 
 def _report(plugin, request) -> Tuple[rk.Report, int, List[str]]:
