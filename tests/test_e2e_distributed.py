@@ -54,8 +54,9 @@ def test_distributed_tab_on_dlrm(tmp_path):
         frame.wait_for_selector(".tabulator-col[tabulator-field='rank_median_us']", timeout=60000)
         frame.locator(".tabulator-col[tabulator-field='rank_max_us']").click()
         frame.wait_for_function(
-            "() => [...document.querySelectorAll('.tabulator-row')].some(r => r.innerText.includes('ncclKernel_SendRecv')"
-            " && r.querySelector(\"[tabulator-field='ranks']\")?.innerText === '8')", timeout=60000)
+            "() => [...document.querySelectorAll('.tabulator-row')].some(r =>"
+            " r.innerText.includes('ncclKernel_SendRecv') && r.querySelector(\"[tabulator-field='ranks']\")?.innerText"
+            " === '8')", timeout=60000)
         assert "all ranks: one row per kernel" in frame.locator(".table-status").inner_text()
         page.screenshot(path=str(tmp_path / "all_ranks_kernels.png"), full_page=True)
     assert not console, console

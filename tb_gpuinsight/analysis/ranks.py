@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -303,7 +303,8 @@ def kernel_rows(table: Table, index: Optional[Sequence[int]] = None) -> List[Dic
     from .rows import group_rows
 
     index = range(len(table)) if index is None else index
-    return [{**row, **{c: table[c][i].item() for c in SPREAD_COLUMNS}} for i, row in zip(index, group_rows(table, index))]
+    rows = group_rows(table, index)
+    return [{**row, **{c: table[c][i].item() for c in SPREAD_COLUMNS}} for i, row in zip(index, rows)]
 
 
 def across_ranks(acts: Table, span_rank: np.ndarray, keys: Tuple[str, ...]) -> Table:
@@ -419,7 +420,8 @@ def _split(rank: int, t: RankTrace, problems: List[str]) -> List[Dict[str, Any]]
         idle = sum(causes.values())
         out = []
         for i, n in enumerate(a["step_number"].tolist()):
-            out.append({"number": n, "ts": float(a["step_start"][i]), "dur": float(a["step_end"][i] - a["step_start"][i]),
+            start = float(a["step_start"][i])
+            out.append({"number": n, "ts": start, "dur": float(a["step_end"][i]) - start,
                         "compute": float(compute[i]), "comm_exposed": float(a["t_communication"][i]),
                         "comm_overlapped": float(a["comm_overlapped_us"][i]),
                         "memcpy": float(a["t_memcpy"][i] + a["t_memset"][i]), "idle": float(idle[i]),
@@ -549,5 +551,5 @@ def _check_steps(ranked: Dict[int, RankTrace], steps: List[Dict[str, Any]], numb
 
 
 __all__ = ["SECTION", "RankTrace", "Report", "analyze", "from_run_dir", "median_rank", "build_section", "rank_from_name",
-           "RanksError", "STEP_METRICS", "IDLE_CAUSES", "across_ranks", "kernels_from_run_dir", "kernel_rows", "KERNEL_KEYS",
-           "SPREAD_COLUMNS"]
+           "RanksError", "STEP_METRICS", "IDLE_CAUSES", "across_ranks", "kernels_from_run_dir", "kernel_rows",
+           "KERNEL_KEYS", "SPREAD_COLUMNS"]
