@@ -281,6 +281,7 @@ def _route_stage(logdir: Path, reference: Path, cache: Path, failures: List[str]
         for state in states:
             if state.reason.startswith("internal error"):
                 failures.append(f"analysis: {state.reason.split(':')[1].strip()} (worker)")
+        _check_sections(service, states, failures)
         sel = {"run": "fz", "worker": states[0].worker}
         span = states[0].span
         first = _ask(client, "kernels", failures, **sel, span=span, limit=3)
@@ -299,9 +300,34 @@ def _route_stage(logdir: Path, reference: Path, cache: Path, failures: List[str]
             _ask(client, "shape_distribution", failures, **sel, span=span, op=op[:500])
         for route, extra in (("graph/view", {"focus": "1"}), ("graph/node", {"id": "0"}), ("graph/search", {"q": "a"})):
             _ask(client, route, failures, **sel, span=span, **extra)
+        memory = _ask(client, "memory", failures, **sel, span=span)
+        devices = memory.get("devices") if isinstance(memory, dict) else None
+        device = str(devices[0].get("device")) if devices and isinstance(devices[0], dict) else "cuda:0"
+        for route, extra in (("overview", {}), ("memory_curve", {"device": device, "width": "300"}),
+                             ("memory_allocations", {"device": device, "which": "never_freed"}),
+                             ("memory_ops", {"device": device}), ("timeline/meta", {}),
+                             ("timeline/view", {"t0": "0", "t1": "1e12", "width": "500"}),
+                             ("timeline/range", {"t0": "0", "t1": "1e12"}), ("timeline/find", {"name": name or "a"}),
+                             ("timeline/event", {"index": "0"})):
+            _ask(client, route, failures, **sel, span=span, **extra)
+        for route in ("ranks", "ranks_heatmap", "ranks_compare"):
+            _ask(client, route, failures, run="fz", rank="0")
         _ask(client, "trace", failures, **sel, span=span)
     finally:
         service.stop()
+
+
+def _check_sections(service, states, failures: List[str]) -> None:
+    """A view's builder that raised on this content is a bug hidden in its section (the span still loads)."""
+    from tb_gpuinsight.sections import SECTION_BUILDERS
+
+    for state in states:
+        if state.status != "ready":
+            continue
+        for name in SECTION_BUILDERS:
+            for _, section in service.sections("fz", state.worker, state.span, name):
+                if section.error.startswith("internal error"):
+                    failures.append(f"section {name}: {section.error.split(':')[1].strip()}")
 
 
 def _ask(client, route: str, failures: List[str], **query) -> object:
