@@ -343,7 +343,7 @@ def test_layout_transform_among_inputs_of_different_sizes_stays_unknown(tmp_path
     assert "output" in reasons[2]
 
 
-def test_split_k_gemm_reduction_bytes(corpus):
+def test_split_k_gemm_reduction_and_zeroing_bytes(corpus):
     """V100 ResNet-50's fc layer: mm [32, 1000] x [1000, 2048] ran as volta_sgemm with grid z = 5 (K in 5 slices)
     and a splitKreduce_kernel: it reads 5 fp32 partial [32, 2048] outputs and writes the output."""
     eff = tb_gpuinsight.analyze(corpus / "kineto" / "worker0.1623143089861.pt.trace.json.gz")
@@ -361,6 +361,15 @@ def test_split_k_gemm_reduction_bytes(corpus):
     assert "grid z" in acts.strings["bytes_reason"][acts["bytes_reason"][r]]
     mine = acts["op"] == op
     assert np.nansum(acts["flops"][mine]) == eff.op_estimates[op].flops  # the GEMM kernel keeps all FLOPs
+    # cuDNN zeroes grad_input (beta = 0) before a dgrad: dY [32, 2048, 7, 7], W [2048, 512, 1, 1] -> dX
+    # [32, 512, 7, 7] fp32 written once; its size (no Concrete Inputs in 2021) from the launch, 3136 x 256 threads.
+    scale = [i for i in _op_rows(eff, "aten::cudnn_convolution_backward_input")
+             if "scalePackedTensor" in names[acts["name"][i]]]
+    dims = {i: eff.trace.shape(int(eff.trace.ops["shape"][acts["op"][i]]))[0][1:3] for i in scale}
+    first = next(i for i in scale if dims[i] == [[32, 2048, 7, 7], [2048, 512, 1, 1]])
+    assert acts["bytes"][first] == 32 * 512 * 7 * 7 * 4 == 3_211_264 and acts["flops"][first] == 0
+    assert "inferred from its launch" in acts.strings["bytes_reason"][acts["bytes_reason"][first]]
+    assert not acts["over_roof"][scale].any()
 
 
 def test_split_k_without_a_split_count_is_a_lower_bound(tmp_path):

@@ -7,8 +7,9 @@ Model (documented for users in README "How efficiency is computed"):
 - One op may launch several kernels. Its FLOPs and bytes go to its receiving activities, split among them by
   duration so they sum to the op's totals exactly (nothing is double counted): its compute kernels (GEMM, conv,
   attention, Triton/Inductor, `kernel_roles.py`), else its plain work kernels, else its helpers. Helpers (layout
-  transforms, split-K reductions, bias/epilogue kernels, memsets, memcpys) take no FLOPs and their own bytes,
-  unknown with a reason when the trace does not give their size. Memsets/memcpys are known by their event kind.
+  transforms, split-K reductions, bias/epilogue kernels, memsets, memcpys) take no FLOPs and their own bytes: the
+  tensor they move (`helper_bytes.py`, with its provenance in the bytes reason), unknown with a reason when the
+  trace does not say which tensor or its size. Memsets/memcpys are known by their event kind.
 - Kernels replayed by a CUDA/HIP graph launch are not their enclosing op's work; compiled-region ops
   (`Torch-Compiled Region`, `CompiledFunction`) give no shape estimate. Without an op, a kernel takes the figures
   of identical launches (same name, grid, block, registers) when there are some.

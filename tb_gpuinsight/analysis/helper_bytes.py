@@ -16,13 +16,20 @@ of the op: `kernel_roles.py`). Where the trace does not say which tensor, the by
   Several transforms are never matched to several tensors by ranking sizes against durations.
 - Split-K reduction (`splitKreduce_kernel`...): reads `splits` partial results (fp32 workspace, or the output's
   dtype when wider) and writes the output: splits x numel x partial itemsize + numel x output itemsize. cuBLAS
-  puts the slices of K on the GEMM kernel's grid z, so `splits` = grid z / batch when the op has one compute
-  kernel whose z is a multiple >= 2 of its batch. Otherwise a lower bound with 2 partial results (a reduction of
+  puts the slices of K on the GEMM kernel's grid z, so for a GEMM op (mm, addmm, bmm, linear, matmul...) with
+  one compute kernel `splits` = grid z / batch when z is a multiple >= 2 of its batch (seen from 2 to 216 on
+  V100/A100 traces, the largest for K = 327680). Otherwise a lower bound with 2 partial results (a reduction of
   fewer is none), and the reason says "lower bound:".
 - Bias / epilogue kernels: a copy kernel of a GEMM with a bias (cuBLAS's beta = 1 path: the bias broadcast into
   the output before the GEMM) reads the bias and writes the output; any other epilogue (scaling, bias add, cast)
   reads and writes the output, plus the bias vector when the op has one. cuDNN's `compute*Offsets` kernels build
-  index tables whose size the trace does not give: unknown.
+  index tables whose size the trace does not give: unknown. cuDNN's `scalePackedTensor` scales a convolution
+  gradient by beta before accumulating into it; PyTorch always passes beta = 0, which by the BLAS convention
+  writes zeros without reading: one write of the gradient (a read + write would put the V100 ResNet-50 calls at
+  1.6x DRAM peak on tensors far larger than L2). When the gradient's size is not recorded (pre-2022 traces have
+  no Concrete Inputs), the kernel's launch gives it (one thread per element: grid x block threads), accepted only
+  as a multiple of N x C_in x grad_output's spatial size (true on every call of that trace, stride 1 and 2):
+  "inferred from its launch".
 """
 from __future__ import annotations
 
@@ -45,6 +52,7 @@ _CUDNN_TRANSPOSE = re.compile(r"nchwToNhwc|nhwcToNchw", re.I)
 _IM2COL = re.compile(r"im2col|col2im", re.I)
 _OFFSETS = re.compile(r"compute\w*Offsets", re.I)
 _COPY = re.compile(r"copy", re.I)
+_PER_ELEMENT = re.compile(r"scalePackedTensor", re.I)  # one thread per element of the tensor it scales
 _BATCHED_GEMMS = frozenset({"bmm", "baddbmm"})
 _BIAS_ARG = {"addmm": 0, "_addmm_activation": 0, "baddbmm": 0, "addbmm": 0, "linear": 2}
 _CONV_GRADS = {  # op -> (grad label, its size argument, inputs read (label, arg))
@@ -72,7 +80,7 @@ class OpTensors:
     inputs: Tuple[Tensor, ...]
     output: Optional[Tensor]
     bias: Optional[Tensor]
-    batch: int = 1  # GEMM batch count (grid z = batch x splits)
+    batch: int = 0  # GEMM batch count (a cuBLAS grid z = batch x splits); 0 for other ops
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,7 @@ class HelperLaunch:
     grid: Tuple[int, ...]
     position: str
     compute_grid: Tuple[int, ...] = ()
+    threads: int = 0  # grid x block
 
 
 @functools.lru_cache(maxsize=4096)
@@ -102,11 +111,12 @@ def op_tensors(name: str, dims: Any, types: Any, concrete: Any) -> OpTensors:
         return OpTensors(_labelled(args, reads), out, None)
     if op in GEMM_OPERANDS or op in ("linear", "matmul"):
         a, b = GEMM_OPERANDS[op][0] if op in GEMM_OPERANDS else (0, 1)
+        operands = _labelled(args, (("operand A", a), ("operand B", b)))
         out = _safe(lambda: Tensor("output", gemm_output_shape(op, args), out_size))
         bias = _labelled(args, (("bias", _BIAS_ARG[op]),)) if op in _BIAS_ARG else ()
-        batch = math.prod(out.shape[:-2]) if out is not None and op in _BATCHED_GEMMS else 1
-        return OpTensors(_labelled(args, (("operand A", a), ("operand B", b))), out, bias[0] if bias else None,
-                         batch)
+        batched = op in _BATCHED_GEMMS or (op == "matmul" and all(len(t.shape) >= 3 for t in operands))
+        batch = math.prod(out.shape[:-2]) if out is not None and batched else 1
+        return OpTensors(operands, out, bias[0] if bias else None, batch)
     inputs = _labelled(args, tuple((f"input {i}", i) for i in range(len(args))))
     return OpTensors(inputs, None, None)
 
@@ -188,7 +198,7 @@ def _splitk_bytes(launch: HelperLaunch, tensors: OpTensors) -> Tuple[Optional[fl
     numel = math.prod(out.shape)
     partial = max(PARTIAL_ITEMSIZE, out.itemsize)
     z = launch.compute_grid[2] if len(launch.compute_grid) == 3 else 0
-    splits = z // tensors.batch if z and z % tensors.batch == 0 else 0
+    splits = z // tensors.batch if z and tensors.batch and z % tensors.batch == 0 else 0
     if splits >= 2:
         return float(splits * numel * partial + out.nbytes), \
             f"split-K reduction: reads {splits} partial {out.label}s ({partial}-byte), writes the {out.label} " \
@@ -202,6 +212,8 @@ def _epilogue_bytes(launch: HelperLaunch, tensors: OpTensors) -> Tuple[Optional[
     if _OFFSETS.search(launch.name):
         return None, "offset-table kernel of a cuDNN call: its size is not in the trace"
     out, bias = tensors.output, tensors.bias
+    if _PER_ELEMENT.search(launch.name):
+        return _zeroed_gradient_bytes(launch, tensors)
     if out is None:
         return None, helper_bytes_reason(EPILOGUE)
     if bias is not None and _COPY.search(launch.name) and launch.position != "after":
@@ -209,6 +221,23 @@ def _epilogue_bytes(launch: HelperLaunch, tensors: OpTensors) -> Tuple[Optional[
     extra = bias.nbytes if bias is not None else 0
     with_bias = " + bias read" if bias is not None else ""
     return float(2 * out.nbytes + extra), f"epilogue on the {out.label}: read + write{with_bias}"
+
+
+def _zeroed_gradient_bytes(launch: HelperLaunch, tensors: OpTensors) -> Tuple[Optional[float], str]:
+    """cuDNN's beta = 0 scaling of a convolution gradient: one write of it (its size recorded, else its thread
+    count when that is consistent with the op's shapes)."""
+    if tensors.output is not None:
+        return float(tensors.output.nbytes), f"zeroing of {tensors.output.label} (beta = 0): written, not read"
+    by_label = {t.label: t for t in tensors.inputs}
+    dy, w = by_label.get("grad_output dY"), by_label.get("weight W")
+    if dy is None or w is None or len(dy.shape) < 3 or not launch.threads:
+        return None, helper_bytes_reason(EPILOGUE)
+    unit = dy.shape[0] * w.shape[1] * math.prod(dy.shape[2:])  # N x C_in x output spatial
+    if launch.threads % unit:
+        return None, helper_bytes_reason(EPILOGUE)
+    return float(launch.threads * dy.itemsize), \
+        "zeroing of grad_input dX (beta = 0): written, not read (its size inferred from its launch: one thread " \
+        "per element)"
 
 
 # ------------------------------------------------------------------------------------------ activity table
@@ -235,7 +264,7 @@ def helper_rows_bytes(acts, op: np.ndarray, role: np.ndarray, helper: np.ndarray
         return nbytes, notes
     compute = (op >= 0) & (role == ROLES.index("compute"))
     spans = _compute_spans(op[compute], acts["ts"][compute], np.flatnonzero(compute))
-    names, grids = acts.strings["name"], acts.strings.get("grid", [])
+    names, grids, blocks = acts.strings["name"], acts.strings.get("grid", []), acts.strings.get("block", [])
     ops = trace.ops
     for row in np.flatnonzero(ruled).tolist():
         o = int(op[row])
@@ -243,8 +272,9 @@ def helper_rows_bytes(acts, op: np.ndarray, role: np.ndarray, helper: np.ndarray
         ts = acts["ts"][row]
         position = "" if first is None else "before" if ts < first else "after" if ts > last else "between"
         compute_grid = _grid(grids, acts["grid"][rows[0]]) if len(rows) == 1 else ()
-        launch = HelperLaunch(ROLES[role[row]], names[acts["name"][row]], _grid(grids, acts["grid"][row]),
-                              position, compute_grid)
+        grid = _grid(grids, acts["grid"][row])
+        threads = math.prod(grid) * math.prod(_grid(blocks, acts["block"][row])) if grid else 0
+        launch = HelperLaunch(ROLES[role[row]], names[acts["name"][row]], grid, position, compute_grid, threads)
         code = int(ops["shape"][o])
         tensors = op_tensors(ops.strings["name"][ops["name"][o]], *(freeze(x) for x in trace.shape(code))) if code >= 0 else \
             OpTensors((), None, None)
