@@ -17,9 +17,9 @@ of the op: `kernel_roles.py`). Where the trace does not say which tensor, the by
 - Split-K reduction (`splitKreduce_kernel`...): reads `splits` partial results (fp32 workspace, or the output's
   dtype when wider) and writes the output: splits x numel x partial itemsize + numel x output itemsize. cuBLAS
   puts the slices of K on the GEMM kernel's grid z, so for a GEMM op (mm, addmm, bmm, linear, matmul...) with
-  one compute kernel `splits` = grid z / batch when z is a multiple >= 2 of its batch (seen from 2 to 216 on
-  V100/A100 traces, the largest for K = 327680). Otherwise a lower bound with 2 partial results (a reduction of
-  fewer is none), and the reason says "lower bound:".
+  one compute kernel and a `splitKreduce` reduction, `splits` = grid z / batch when z is a multiple >= 2 of its
+  batch (seen from 2 to 216 on V100/A100 traces, the largest for K = 327680). Otherwise (GEMV `reduce_1Block`...)
+  a lower bound with 2 partial results (a reduction of fewer is none), and the reason says "lower bound:".
 - Bias / epilogue kernels: a copy kernel of a GEMM with a bias (cuBLAS's beta = 1 path: the bias broadcast into
   the output before the GEMM) reads the bias and writes the output; any other epilogue (scaling, bias add, cast)
   reads and writes the output, plus the bias vector when the op has one. cuDNN's `compute*Offsets` kernels build
@@ -46,12 +46,15 @@ from ..estimate.bytes import (CONV_FORWARD_OPS, GEMM_OPERANDS, OpArgs, UnknownEs
                               conv_output_shape, gemm_output_shape, op_key)
 from ..estimate.dtypes import itemsize
 from ..estimate.flops import freeze
+from ..trace.kineto import KinetoTrace
+from ..trace.table import Table
 from .kernel_roles import EPILOGUE, LAYOUT, ROLES, SPLITK, helper_bytes_reason
 
 _CUDNN_TRANSPOSE = re.compile(r"nchwToNhwc|nhwcToNchw", re.I)
 _IM2COL = re.compile(r"im2col|col2im", re.I)
 _OFFSETS = re.compile(r"compute\w*Offsets", re.I)
 _COPY = re.compile(r"copy", re.I)
+_SPLITK_REDUCE = re.compile(r"splitKreduce", re.I)  # cuBLAS GEMM split-K: the slices of K on the GEMM's grid z
 _PER_ELEMENT = re.compile(r"scalePackedTensor", re.I)  # one thread per element of the tensor it scales
 _BATCHED_GEMMS = frozenset({"bmm", "baddbmm"})
 _BIAS_ARG = {"addmm": 0, "_addmm_activation": 0, "baddbmm": 0, "addbmm": 0, "linear": 2}
@@ -197,7 +200,7 @@ def _splitk_bytes(launch: HelperLaunch, tensors: OpTensors) -> Tuple[Optional[fl
         return None, helper_bytes_reason(SPLITK) + " and the op's output shape is not known"
     numel = math.prod(out.shape)
     partial = max(PARTIAL_ITEMSIZE, out.itemsize)
-    z = launch.compute_grid[2] if len(launch.compute_grid) == 3 else 0
+    z = launch.compute_grid[2] if len(launch.compute_grid) == 3 and _SPLITK_REDUCE.search(launch.name) else 0
     splits = z // tensors.batch if z and tensors.batch and z % tensors.batch == 0 else 0
     if splits >= 2:
         return float(splits * numel * partial + out.nbytes), \
@@ -242,6 +245,7 @@ def _zeroed_gradient_bytes(launch: HelperLaunch, tensors: OpTensors) -> Tuple[Op
 
 # ------------------------------------------------------------------------------------------ activity table
 
+@functools.lru_cache(maxsize=4096)
 def parse_grid(text: str) -> Tuple[int, ...]:
     """A launch grid as the trace records it (JSON list text) -> tuple of ints (() when absent or malformed)."""
     try:
@@ -252,8 +256,8 @@ def parse_grid(text: str) -> Tuple[int, ...]:
         isinstance(v, int) for v in value) else ()
 
 
-def helper_rows_bytes(acts, op: np.ndarray, role: np.ndarray, helper: np.ndarray,
-                      trace) -> Tuple[np.ndarray, Dict[int, str]]:
+def helper_rows_bytes(acts: Table, op: np.ndarray, role: np.ndarray, helper: np.ndarray,
+                      trace: KinetoTrace) -> Tuple[np.ndarray, Dict[int, str]]:
     """Bytes (NaN when unknown) of every helper row with a tensor rule, and per such row its provenance or reason.
 
     `op`: launching op per activity (-1: none), `role`: role codes, `helper`: helper rows of an estimated op."""
@@ -265,6 +269,7 @@ def helper_rows_bytes(acts, op: np.ndarray, role: np.ndarray, helper: np.ndarray
     compute = (op >= 0) & (role == ROLES.index("compute"))
     spans = _compute_spans(op[compute], acts["ts"][compute], np.flatnonzero(compute))
     names, grids, blocks = acts.strings["name"], acts.strings.get("grid", []), acts.strings.get("block", [])
+    by_op: Dict[Tuple[int, int], OpTensors] = {}
     ops = trace.ops
     for row in np.flatnonzero(ruled).tolist():
         o = int(op[row])
@@ -275,13 +280,22 @@ def helper_rows_bytes(acts, op: np.ndarray, role: np.ndarray, helper: np.ndarray
         grid = _grid(grids, acts["grid"][row])
         threads = math.prod(grid) * math.prod(_grid(blocks, acts["block"][row])) if grid else 0
         launch = HelperLaunch(ROLES[role[row]], names[acts["name"][row]], grid, position, compute_grid, threads)
-        code = int(ops["shape"][o])
-        tensors = op_tensors(ops.strings["name"][ops["name"][o]], *(freeze(x) for x in trace.shape(code))) if code >= 0 else \
-            OpTensors((), None, None)
+        key = (int(ops["name"][o]), int(ops["shape"][o]))  # distinct ops are few: estimate each once
+        tensors = by_op.get(key)
+        if tensors is None:
+            tensors = by_op[key] = _op_tensors_of(trace, o)
         value, note = helper_bytes(launch, tensors)
         nbytes[row] = np.nan if value is None else value
         notes[row] = note
     return nbytes, notes
+
+
+def _op_tensors_of(trace: KinetoTrace, op: int) -> OpTensors:
+    ops = trace.ops
+    code = int(ops["shape"][op])
+    if code < 0:
+        return OpTensors((), None, None)
+    return op_tensors(ops.strings["name"][ops["name"][op]], *(freeze(x) for x in trace.shape(code)))
 
 
 def _compute_spans(op: np.ndarray, ts: np.ndarray, rows: np.ndarray) -> Dict[int, Tuple[float, float, List[int]]]:
