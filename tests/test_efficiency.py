@@ -218,6 +218,7 @@ def test_group_rows_are_json_safe(corpus):
 # ------------------------------------------------------------------ attribution by kernel role, roof, reasons
 
 from tb_gpuinsight.analysis.efficiency import DRAM_MARGIN, aggregate  # noqa: E402
+from tb_gpuinsight.analysis.helper_bytes import cudnn_transpose_grid  # noqa: E402
 from tb_gpuinsight.analysis.kernel_roles import kernel_role  # noqa: E402
 from tb_gpuinsight.analysis.reasons import CODES  # noqa: E402
 
@@ -283,12 +284,14 @@ def test_rocm_memset_and_fill_kernel_take_no_flops(tmp_path):
 
 
 def test_cudnn_conv_flops_only_on_the_conv_kernel(corpus):
-    """The ViT patch-embedding convolution of the H100 Falconsai trace: cuDNN launched nchwToNhwc / nhwcToNchw
-    transposes and a memset around its CUTLASS fprop kernel. Only the fprop kernel carries the convolution's
-    FLOPs (exactly the op's estimate); the transposes have none and their own (unknown) bytes."""
+    """The ViT patch-embedding convolution of the H100 Falconsai trace (X [4, 3, 224, 224], W [768, 3, 16, 16],
+    stride 16, bf16): cuDNN launched nchwToNhwc transposes of X and W before its CUTLASS fprop kernel and an
+    nhwcToNchw of the output after it. Only the fprop kernel carries the convolution's FLOPs (exactly the op's
+    estimate); each transpose reads and writes the tensor it converts, identified by its launch grid."""
     eff = tb_gpuinsight.analyze(corpus / "tracelens" / "h100__Falconsai_nsfw_image_detection__1016002.json.gz")
     acts = eff.activities
     rows = _op_rows(eff, "aten::cudnn_convolution")
+    rows = rows[np.argsort(acts["ts"][rows])]
     names = [acts.strings["name"][acts["name"][r]] for r in rows]
     conv = [r for r, n in zip(rows, names) if "fprop" in n]
     layout = [r for r, n in zip(rows, names) if "ToNhwcKernel" in n or "ToNchwKernel" in n]
@@ -296,12 +299,97 @@ def test_cudnn_conv_flops_only_on_the_conv_kernel(corpus):
     op = int(acts["op"][conv[0]])
     est = eff.op_estimates[op]
     assert est.flops > 0
-    assert acts["flops"][conv[0]] == est.flops
-    assert all(acts["flops"][r] == 0 and np.isnan(acts["bytes"][r]) for r in layout)
+    assert acts["flops"][conv[0]] == est.flops and acts["bytes"][conv[0]] == est.bytes
+    x_bytes = 4 * 3 * 224 * 224 * 2                    # 1,204,224
+    w_bytes = 768 * 3 * 16 * 16 * 2                    # 1,179,648
+    y_bytes = 4 * 768 * (224 // 16) * (224 // 16) * 2  # 1,204,224: [4, 768, 14, 14]
+    assert [acts["bytes"][r] for r in layout] == [2 * x_bytes, 2 * w_bytes, 2 * y_bytes] == \
+        [2_408_448, 2_359_296, 2_408_448]
+    reasons = [acts.strings["bytes_reason"][acts["bytes_reason"][r]] for r in layout]
+    assert [t.split(":")[0] for t in reasons] == ["layout transform of input X", "layout transform of weight W",
+                                                  "layout transform of output Y"]
+    assert all("matched by its launch grid" in t for t in reasons)
+    assert all(acts["flops"][r] == 0 for r in layout)
     assert all(np.isnan(acts["tflops"][r]) or acts["tflops"][r] == 0 for r in layout)
+    assert all(acts["pct_dram"][r] == pytest.approx(acts["bytes"][r] / (acts["dur"][r] * 1e-6) / 1e9 / 3350.0)
+               for r in layout)  # rated on DRAM: H100 SXM5 3,350 GB/s
     assert {acts.strings["role"][acts["role"][r]] for r in layout} == {"layout"}
+    assert np.nansum(acts["flops"][rows]) == est.flops
     row = next(r for r in group_rows(eff.by_name()) if "nchwToNhwcKernel" in r["name"])
-    assert row["tflops"] is None and row["intensity"] is None and row["bound"] != "compute"
+    assert row["tflops"] is None and row["intensity"] is None and row["bound"] == "memory"
+
+
+def test_cudnn_transpose_grid_matches_recorded_launches():
+    # (ceil(H*W / 32), ceil(C / 32), N): the V100 ResNet-50 and H100 traces' recorded grids
+    assert cudnn_transpose_grid((32, 256, 28, 28)) == (25, 8, 32)
+    assert cudnn_transpose_grid((256, 256, 3, 3)) == (1, 8, 256)
+    assert cudnn_transpose_grid((4, 768, 14, 14)) == (7, 24, 4)
+
+
+def test_layout_transform_among_inputs_of_different_sizes_stays_unknown(tmp_path):
+    """A transform before the conv kernel whose grid matches neither X nor W (a padded copy?): the trace does not
+    say which input it converts; an output transform after it is the output (inferred from order)."""
+    dims = [[8, 64, 32, 32], [128, 64, 3, 3], [], [], [], [], []]
+    types = ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar"]
+    path = _write_trace(tmp_path, H100_PROPS, [("aten::cudnn_convolution", dims, types, [
+        ("kernel", "void nchwToNhwcKernel<float, float, float, true, false>", 5.0, {"grid": [9, 9, 9]}),
+        ("kernel", "volta_scudnn_128x64_relu_interior_nn_v1", 50.0, {}),
+        ("kernel", "void nhwcToNchwKernel<float, float, float, true, false>", 5.0, {})])])
+    acts = tb_gpuinsight.analyze(path).activities
+    reasons = [acts.strings["bytes_reason"][c] for c in acts["bytes_reason"]]
+    assert np.isnan(acts["bytes"][0]) and "input X, weight W" in reasons[0] and "does not say" in reasons[0]
+    assert acts["reason"][0] == CODES.index("helper")
+    assert np.isnan(acts["bytes"][2])  # the output shape needs stride/padding: not recorded here
+    assert "output" in reasons[2]
+
+
+def test_split_k_gemm_reduction_and_zeroing_bytes(corpus):
+    """V100 ResNet-50's fc layer: mm [32, 1000] x [1000, 2048] ran as volta_sgemm with grid z = 5 (K in 5 slices)
+    and a splitKreduce_kernel: it reads 5 fp32 partial [32, 2048] outputs and writes the output."""
+    eff = tb_gpuinsight.analyze(corpus / "kineto" / "worker0.1623143089861.pt.trace.json.gz")
+    acts = eff.activities
+    names = acts.strings["name"]
+    rows = _op_rows(eff, "aten::mm")
+    reduce_rows = [r for r in rows if names[acts["name"][r]].startswith("void splitKreduce_kernel")]
+    assert reduce_rows
+    r = reduce_rows[0]
+    op = int(acts["op"][r])
+    assert eff.trace.shape(int(eff.trace.ops["shape"][op]))[0] == [[32, 1000], [1000, 2048]]
+    numel = 32 * 2048
+    assert acts["bytes"][r] == 5 * numel * 4 + numel * 4 == 1_572_864
+    assert acts["flops"][r] == 0
+    assert "grid z" in acts.strings["bytes_reason"][acts["bytes_reason"][r]]
+    mine = acts["op"] == op
+    assert np.nansum(acts["flops"][mine]) == eff.op_estimates[op].flops  # the GEMM kernel keeps all FLOPs
+    # cuDNN zeroes grad_input (beta = 0) before a dgrad: dY [32, 2048, 7, 7], W [2048, 512, 1, 1] -> dX
+    # [32, 512, 7, 7] fp32 written once; its size (no Concrete Inputs in 2021) from the launch, 3136 x 256 threads.
+    scale = [i for i in _op_rows(eff, "aten::cudnn_convolution_backward_input")
+             if "scalePackedTensor" in names[acts["name"][i]]]
+    dims = {i: eff.trace.shape(int(eff.trace.ops["shape"][acts["op"][i]]))[0][1:3] for i in scale}
+    first = next(i for i in scale if dims[i] == [[32, 2048, 7, 7], [2048, 512, 1, 1]])
+    assert acts["bytes"][first] == 32 * 512 * 7 * 7 * 4 == 3_211_264 and acts["flops"][first] == 0
+    assert "inferred from its launch" in acts.strings["bytes_reason"][acts["bytes_reason"][first]]
+    assert not acts["over_roof"][scale].any()
+
+
+def test_split_k_without_a_split_count_is_a_lower_bound(tmp_path):
+    """A bf16 GEMM [256, 4096] x [4096, 1024] whose kernel grid does not say the split count: the reduction reads
+    at least 2 fp32 partial outputs and writes the bf16 output (lower bound, said so); the bias copy before the
+    GEMM of an addmm reads the bias and writes the output."""
+    dims = [[1024], [256, 4096], [4096, 1024], [], []]
+    types = ["c10::BFloat16"] * 3 + ["Scalar", "Scalar"]
+    path = _write_trace(tmp_path, H100_PROPS, [("aten::addmm", dims, types, [
+        ("kernel", "void at::native::unrolled_elementwise_kernel<at::native::copy_device_to_device>", 4.0, {}),
+        ("kernel", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 40.0, {}),
+        ("kernel", "void splitKreduce_kernel<float, __nv_bfloat16, float, float>", 6.0, {})])])
+    eff = tb_gpuinsight.analyze(path)
+    acts = eff.activities
+    numel = 256 * 1024
+    assert acts["bytes"][0] == 1024 * 2 + numel * 2            # bias read, output written
+    assert acts["bytes"][2] == 2 * numel * 4 + numel * 2       # 2 fp32 partials read, bf16 output written
+    assert acts.strings["bytes_reason"][acts["bytes_reason"][2]].startswith("lower bound:")
+    assert acts["flops"][0] == acts["flops"][2] == 0 and acts["flops"][1] == 2 * 256 * 4096 * 1024
+    assert [acts.strings["role"][c] for c in acts["role"]] == ["epilogue", "compute", "splitk"]
 
 
 def test_kernel_roles_registry():

@@ -7,8 +7,9 @@ Model (documented for users in README "How efficiency is computed"):
 - One op may launch several kernels. Its FLOPs and bytes go to its receiving activities, split among them by
   duration so they sum to the op's totals exactly (nothing is double counted): its compute kernels (GEMM, conv,
   attention, Triton/Inductor, `kernel_roles.py`), else its plain work kernels, else its helpers. Helpers (layout
-  transforms, split-K reductions, bias/epilogue kernels, memsets, memcpys) take no FLOPs and their own bytes,
-  unknown with a reason when the trace does not give their size. Memsets/memcpys are known by their event kind.
+  transforms, split-K reductions, bias/epilogue kernels, memsets, memcpys) take no FLOPs and their own bytes: the
+  tensor they move (`helper_bytes.py`, with its provenance in the bytes reason), unknown with a reason when the
+  trace does not say which tensor or its size. Memsets/memcpys are known by their event kind.
 - Kernels replayed by a CUDA/HIP graph launch are not their enclosing op's work; compiled-region ops
   (`Torch-Compiled Region`, `CompiledFunction`) give no shape estimate. Without an op, a kernel takes the figures
   of identical launches (same name, grid, block, registers) when there are some.
@@ -41,8 +42,8 @@ from .collectives import activity_columns, is_communication, mark_communication_
 from .correlate import (COMPILED_REGIONS, LINK_NAMES, NO_OP, graph_replayed, link_activities, op_parents,
                         under_compiled_region)
 from .kernel_roles import (COMPUTE, COPIES, EPILOGUE, LAYOUT, MEMCPY, MEMSET, ROLE_REASONS, ROLES, SPLITK, WORK,
-                           helper_bytes_reason,
-                           kernel_role)
+                           helper_bytes_reason, kernel_role)
+from .helper_bytes import helper_rows_bytes
 from .reasons import CODES, RATED, reason_rows
 
 AUTO = "auto"
@@ -292,6 +293,8 @@ def _attribute(acts: Table, facts: _OpFacts) -> None:
     flops[receiver & np.isin(role, [ROLES.index(MEMSET), ROLES.index(MEMCPY)])] = 0.0  # fills do no arithmetic
     nbytes = np.where(receiver, est.bytes * share, np.nan)
     flops[helper | copy_event] = 0.0
+    own_bytes, notes = helper_rows_bytes(acts, op, role, helper, facts.trace)  # the tensor each helper moves
+    nbytes[helper] = own_bytes[helper]
     nbytes[copy_event] = acts["memop_bytes"][copy_event]
     source = np.where(receiver, np.where(est.inductor, _SOURCE["inductor"], _SOURCE["formula"]), 0).astype(np.int8)
     source[helper] = _SOURCE["formula"]
@@ -299,7 +302,8 @@ def _attribute(acts: Table, facts: _OpFacts) -> None:
     inferred = _infer_from_twins(acts, flops, nbytes, (op < 0) & ~copy_event)
     source[inferred] = _SOURCE["twin"]
     no_op = (op < 0) & ~inferred & ~copy_event
-    flops_reason, bytes_reason, reasons = _reason_texts(est, receiver, helper, role, copy_event & np.isnan(nbytes))
+    flops_reason, bytes_reason, reasons = _reason_texts(est, receiver, helper, role, copy_event & np.isnan(nbytes),
+                                                        notes)
     flops_reason[inferred] = bytes_reason[inferred] = reasons.code(INFERRED)
     flops_reason[no_op] = bytes_reason[no_op] = reasons.code("no launching op in the trace")
     dtype = np.where(receiver | helper, est.dtype, -1).astype(np.int32)
@@ -325,8 +329,9 @@ def _receivers(acts: Table, op: np.ndarray, est: "_EstimateArrays",
 
 
 def _reason_texts(est: "_EstimateArrays", receiver: np.ndarray, helper: np.ndarray, role: np.ndarray,
-                  sizeless_copy: np.ndarray) -> Tuple[np.ndarray, np.ndarray, Interner]:
-    """FLOP and byte reason codes per activity: the op's for receivers, the role's for helpers."""
+                  sizeless_copy: np.ndarray, notes: Dict[int, str]) -> Tuple[np.ndarray, np.ndarray, Interner]:
+    """FLOP and byte reason codes per activity: the op's for receivers, the role's for helpers (or, for helpers
+    with a tensor rule, the provenance of their bytes or why they are unknown: `notes`)."""
     reasons = Interner()
     reasons.code("")
     flops_reason = np.where(receiver, est.flops_reason, 0).astype(np.int32)
@@ -337,6 +342,8 @@ def _reason_texts(est: "_EstimateArrays", receiver: np.ndarray, helper: np.ndarr
         rows = helper & (role == code)
         flops_reason[rows] = reasons.code(f"{ROLES[code]} kernel: {ROLE_REASONS[ROLES[code]]}")
         bytes_reason[rows] = reasons.code(helper_bytes_reason(ROLES[code]))
+    for row, note in notes.items():
+        bytes_reason[row] = reasons.code(note)
     bytes_reason[sizeless_copy] = reasons.code(helper_bytes_reason(MEMCPY))
     return flops_reason, bytes_reason, reasons
 

@@ -4,7 +4,7 @@ One op often launches several kernels: a cuDNN convolution launches layout trans
 its conv kernel, cuBLAS a split-K reduction after its GEMM, MIOpen `batched_transpose_*` and `SubTensorOp*`
 kernels, ROCm fills a buffer with `__amd_rocclr_fillBuffer`. The op's FLOPs are the work of its compute kernels
 only; a helper moves a tensor and does no arithmetic of the op's formula. The roles below decide who gets what
-(see `efficiency._attribute`):
+(see `efficiency._attribute`; a helper's own bytes, the tensor it moves, are `helper_bytes.py`'s):
 
 - compute: GEMM, convolution and attention kernels (by `kernel_names` class), the FFT and Winograd stages of
   cuDNN convolutions (`fft2d_r2c`, `winograd`: the algorithm's arithmetic), Triton / Inductor kernels.
@@ -79,7 +79,7 @@ def kernel_role(name: str, kind: str = "kernel") -> str:
 
 
 def helper_bytes_reason(role: str) -> str:
-    """Why a helper kernel's bytes are unknown (its size is not in the trace)."""
+    """Why a helper kernel's bytes are unknown when no tensor rule (`helper_bytes.py`) gives them."""
     return {LAYOUT: "layout transform: the trace does not say which of the op's tensors it moves",
             SPLITK: "split-K reduction: the number of partial results is not in the trace",
             EPILOGUE: "helper of a GEMM/convolution/attention op: the tensor it touches is not in the trace",
