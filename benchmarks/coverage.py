@@ -4,7 +4,8 @@ the kernel time came from (rec = recorded by the profiler, ET = an Execution Tra
 dims with the ET's Concrete Inputs, inf = inferred convolution parameters, none = no shapes or no op) with the
 companion Execution Trace used (discovered as `analyze` does: the span's own, then the folder's).
 
-    python benchmarks/coverage.py [FOLDER]     (default: ../shared/traces)
+    python benchmarks/coverage.py [FOLDER]              (default: ../shared/traces)
+    python benchmarks/coverage.py --reasons [FOLDER]    why the rest has no rating: % of kernel time per reason code
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import tb_gpuinsight
 from tb_gpuinsight.analysis.enrich import shape_sources
+from tb_gpuinsight.analysis.reasons import REASONS
 from tb_gpuinsight.errors import GpuInsightError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,12 +23,17 @@ _SHORT = {"recorded": "rec", "ET shapes": "ET", "inferred": "inf", "recorded + E
 
 
 def main() -> None:
-    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(os.environ.get("TB_GPUINSIGHT_CORPUS",
-                                                                             ROOT.parent / "shared" / "traces"))
+    args = sys.argv[1:]
+    reasons = "--reasons" in args
+    args = [a for a in args if a != "--reasons"]
+    folder = Path(args[0]) if args else Path(os.environ.get("TB_GPUINSIGHT_CORPUS", ROOT.parent / "shared" / "traces"))
     if not folder.is_dir():
         sys.exit(f"coverage: no trace folder at {folder} (give one, or set TB_GPUINSIGHT_CORPUS)")
-    print(f"{'trace':<58}{'dev':>4}  {'datasheet row':<30}{'kernels':>8}{'FLOPs':>8}{'bytes':>8}{'eff.':>7}  "
-          f"{'shapes (kernel time)':<28}ET used")
+    if reasons:
+        print(f"{'trace':<44}{'dev':>4}{'rated':>7}" + "".join(f"{code[:9]:>10}" for code in REASONS))
+    else:
+        print(f"{'trace':<58}{'dev':>4}  {'datasheet row':<30}{'kernels':>8}{'FLOPs':>8}{'bytes':>8}{'eff.':>7}  "
+              f"{'shapes (kernel time)':<28}ET used")
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         if tb_gpuinsight.sniff(path).kind != "kineto":
             continue
@@ -39,6 +46,10 @@ def main() -> None:
         devices = [d for d in result.summary() if d["summary"]["kernel_count"]]
         if not devices:
             print(f"{name:<58}     (no GPU kernels)")
+        if reasons:
+            for d in devices:
+                print(_reason_row(name[:43], d))
+            continue
         sources = _sources(result)
         for d in devices:
             s = d["summary"]
@@ -56,6 +67,14 @@ def _sources(result) -> str:
         parts.append(f"none {100 * none:.0f}%")
     used = [os.path.basename(e["path"]) for e in info["execution_traces"] if e["used"]]
     return f"{', '.join(parts):<28}{used[0][:40] if used else '-'}"
+
+
+def _reason_row(name: str, device) -> str:
+    """One device's kernel time by reason code (blank where 0), and the share rated."""
+    shares = {r["code"]: r["time_share"] for r in device["summary"]["reasons"]}
+    rated = 1.0 - sum(shares.values())
+    cells = "".join(f"{100 * shares[c]:>10.1f}" if shares.get(c) else f"{'':>10}" for c in REASONS)
+    return f"{name:<44}{device['id']:>4}{100 * rated:>7.1f}{cells}"
 
 
 def _pct(v) -> str:

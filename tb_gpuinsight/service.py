@@ -31,7 +31,6 @@ ALL_SPANS = "all"
 ALL_WORKERS = "*"  # a selection's worker "all ranks": every worker of the run
 SETTLE_SECONDS = 30.0  # a failing file unchanged this long is reported broken, not "being written"
 MAX_WORKER_DEATHS = 2  # a span whose analysis killed its process this often waits for its file to change
-_TEST_HOLD_ENV = "TB_GPUINSIGHT_TEST_HOLD"  # tests only: workers stall on paths containing this text
 
 log = logging.getLogger(__name__)
 
@@ -134,9 +133,6 @@ def supervised_job(marker_dir: str, key: str, func: Callable[..., Any], *args: A
     with open(marker, "w", encoding="utf-8") as f:
         f.write(key)
     try:
-        hold = os.environ.get(_TEST_HOLD_ENV)
-        if hold and hold in args[0]:
-            time.sleep(600)
         return func(*args)
     finally:
         try:
@@ -150,8 +146,12 @@ class LogdirService:
 
     def __init__(self, logdir: str, cache_dir: Optional[str] = None, devices_file: Optional[str] = None,
                  extra_args: Sequence[str] = (), workers: Optional[int] = None, scan_interval: float = 10.0,
-                 max_loaded: int = 32, max_trace_gb: Optional[float] = None) -> None:
+                 max_loaded: int = 32, max_trace_gb: Optional[float] = None,
+                 summarize: Optional[Callable[..., Tuple[str, Any, bool]]] = None) -> None:
+        """`summarize`: the worker-process job that turns a trace into a summary (default `summarize_file`; a
+        module-level function with its signature, so that spawned workers can import it)."""
         self.logdir = logdir
+        self.summarize = summarize or summarize_file
         self.cache = cache_mod.SummaryCache(cache_dir if cache_dir is not None else cache_mod.default_cache_dir())
         self.devices_file = devices_file
         self.extra_args = tuple(extra_args)
@@ -260,7 +260,7 @@ class LogdirService:
 
     def _submit(self, span: SpanState) -> None:
         span.status = "loading"
-        job = (summarize_file, span.entry.path, self.extra_args, [e.path for e in span.execution_traces],
+        job = (self.summarize, span.entry.path, self.extra_args, [e.path for e in span.execution_traces],
                [e.path for e in span.tensor_traces], span.identity, self.max_trace_gb)
         if self.workers <= 0:
             self._finish(span, job[0](*job[1:]))
