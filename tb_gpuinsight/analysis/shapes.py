@@ -185,7 +185,9 @@ class Timeline:
             return cls(np.empty(0, dtype=np.int64), [], [])
         top = np.flatnonzero(op_parents(ops) < 0)
         base_us = (trace.meta.base_time_ns or 0) / 1000.0
-        start = np.round((ops["ts"][top] + base_us) * 1000.0).astype(np.int64)
+        ns = np.round((ops["ts"][top] + base_us) * 1000.0)
+        # A corrupt timestamp (inf, or past int64 nanoseconds) sorts last and can never match a record.
+        start = np.where(np.isfinite(ns) & (np.abs(ns) < 9e18), ns, np.iinfo(np.int64).max).astype(np.int64)
         order = np.argsort(start, kind="stable")
         top, start = top[order], start[order]
         names = ops.strings["name"]
