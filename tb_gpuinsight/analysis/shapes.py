@@ -187,7 +187,7 @@ class Timeline:
         base_us = (trace.meta.base_time_ns or 0) / 1000.0
         ns = np.round((ops["ts"][top] + base_us) * 1000.0)
         # A corrupt timestamp (inf, or past int64 nanoseconds) sorts last and can never match a record.
-        start = np.where(np.isfinite(ns) & (np.abs(ns) < 9e18), ns, np.iinfo(np.int64).max).astype(np.int64)
+        start = np.where(np.isfinite(ns) & (np.abs(ns) < 9e18), ns, 9e18).astype(np.int64)
         order = np.argsort(start, kind="stable")
         top, start = top[order], start[order]
         names = ops.strings["name"]
