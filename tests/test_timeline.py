@@ -162,7 +162,8 @@ def scaled(tmp_path_factory):
     return logdir, out
 
 
-def test_routes_on_a_scaled_trace_are_bounded_and_exact(scaled, tmp_path):
+def _serve(logdir, cache, **sel):
+    """A `get(route, **params) -> (status, JSON)` on the plugin served by real TensorBoard over `logdir`."""
     from tensorboard.backend import application
     from tensorboard.plugins import base_plugin
     from werkzeug.test import Client
@@ -170,17 +171,21 @@ def test_routes_on_a_scaled_trace_are_bounded_and_exact(scaled, tmp_path):
     from tb_gpuinsight.plugin import GpuInsightPlugin
     from tb_gpuinsight.service import LogdirService
 
-    logdir, path = scaled
-    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=60)
+    service = LogdirService(str(logdir), cache_dir=str(cache), workers=0, scan_interval=60)
     service.scan()
     client = Client(application.TensorBoardWSGI([GpuInsightPlugin(
         base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)]))
-    sel = {"run": "scaled", "worker": "w", "span": "all"}
 
     def get(route, **params):
         response = client.get(f"{BASE}/{route}", query_string={**sel, **params})
         return response.status_code, json.loads(response.get_data(as_text=True))
 
+    return get
+
+
+def test_routes_on_a_scaled_trace_are_bounded_and_exact(scaled, tmp_path):
+    logdir, path = scaled
+    get = _serve(logdir, tmp_path / "cache", run="scaled", worker="w", span="all")
     code, meta = get("timeline/meta")
     assert code == 200 and meta["events"] > 150_000 and meta["steps"] >= 10
     trace = gi.load(str(path))
@@ -236,3 +241,58 @@ def test_command_exports_and_api_frame(tmp_path, capsys):
     exact = _union_in(_gpu_intervals(trace, trace.meta.start_us, 0, 7), 0, 3000)
     assert busy == pytest.approx(exact, rel=5e-3)
     assert gpu[gpu["item"] == "event"]["pct_of_roof"].notna().any()
+
+
+def test_all_ranks_stack_on_one_time_base(tmp_path):
+    """The worker "*" stacks the 8 DLRM ranks' stored indexes: lanes of every rank, bounded answers, and a
+    collective that ends together on every rank once each trace is placed by its absolute start."""
+    logdir = tmp_path / "logdir"
+    logdir.mkdir()
+    os.symlink(corpus_path("param/dlrm_8ranks"), logdir / "dlrm")
+    get = _serve(logdir, tmp_path / "cache", run="dlrm", worker="*", span="all")
+    code, meta = get("timeline/meta")
+    assert code == 200 and [r["rank"] for r in meta["ranks"]] == list(range(8))
+    offsets = [r["offset_us"] for r in meta["ranks"]]
+    assert min(offsets) == 0 and max(offsets) > 1000  # the ranks' traces start milliseconds apart
+    width = 1500
+    code, view = get("timeline/view", t0="0", t1=repr(meta["duration_us"]), width=width, depth="0")
+    assert code == 200
+    shown = [meta["lanes"][lane["id"]] for lane in view["lanes"]]
+    assert {lane["rank"] for lane in shown if lane["kind"] == "gpu"} == set(range(8))
+    assert {lane["rank"] for lane in shown if lane["kind"] == "cpu"} == set(range(8))
+    assert all(lane["depth"] == 0 for lane in shown if lane["kind"] == "cpu")  # CPU lanes collapsed
+    events = sum(len(lane["events"]["start"]) for lane in view["lanes"])
+    assert events <= max(tl.MAX_EVENTS, 16 * len(shown)) and view["items"] <= tl.MAX_EVENTS + len(shown) * width
+    code, small = get("timeline/view", t0="0", t1=repr(meta["duration_us"]), width=width, depth="0",
+                      lanes=",".join(str(lane["id"]) for lane in shown))
+    assert code == 200 and small["items"] == view["items"]
+    code, tight = get("timeline/view", t0="0", t1=repr(meta["duration_us"]), width="200")
+    assert code == 200 and sum(len(lane["events"]["start"]) for lane in tight["lanes"]) <= tl.MAX_EVENTS
+    # Rank 3's stream lane holds what its own span's timeline holds, shifted by its offset.
+    rank3 = next(lane for lane in shown if lane["rank"] == 3 and lane["kind"] == "gpu")
+    own = _serve(logdir, tmp_path / "cache", run="dlrm", worker=rank3["worker"], span=rank3["span"])
+    off = offsets[3]
+    local = next(lane for lane in own("timeline/meta")[1]["lanes"] if lane["label"] == rank3["label"].split(" · ", 1)[1])
+    code, alone = own("timeline/view", t0=repr(-off), t1=repr(meta["duration_us"] - off), width=width,
+                      lanes=str(local["id"]))
+    stacked = next(lane for lane in view["lanes"] if lane["id"] == rank3["id"])
+    assert stacked["busy_us"] == pytest.approx(alone["lanes"][0]["busy_us"])
+    assert stacked["events"]["start"] == pytest.approx([s + off for s in alone["lanes"][0]["events"]["start"]])
+    # The step's three all-reduces end within tens of microseconds on every rank (their starts differ by the
+    # ranks' arrival, their ends by the ring's last hop), though the traces start up to milliseconds apart.
+    name = next(n for n in meta["names"] if n.startswith("ncclKernel_AllReduce"))
+    code, found = get("timeline/find", name=name)
+    assert code == 200 and found["count"] == 24
+    ends = {}
+    for occ in found["occurrences"]:
+        ends.setdefault(meta["lanes"][occ["lane"]]["rank"], []).append(occ["end"])
+    assert sorted(ends) == list(range(8))
+    per_instance = np.array([sorted(e) for _, e in sorted(ends.items())])
+    assert np.ptp(per_instance, axis=0).max() < 50
+    code, ev = get("timeline/event", index=found["longest"]["index"])
+    assert code == 200 and ev["name"] == name and ev["worker"] == meta["ranks"][ev["rank"]]["worker"]
+    code, rng = get("timeline/range", t0="0", t1=repr(meta["duration_us"]))
+    assert code == 200 and len(rng["devices"]) == 8 and all(d["label"].startswith("rank ") for d in rng["devices"])
+    for bad in ({"t0": "1", "t1": "0"}, {"t0": "0", "t1": "1", "lanes": str(len(meta["lanes"]))}):
+        code, body = get("timeline/view", **bad)
+        assert code == 400 and body["error"], bad
