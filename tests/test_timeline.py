@@ -138,6 +138,16 @@ def test_cpu_lanes_nest_ops_by_depth(bert):
     assert np.all(index.end[a:b][j] >= index.end[c:d] - 1e-6)
 
 
+def test_a_cpu_only_trace_draws_with_efficiency_colours():
+    """No GPU activity: the activity table is empty and every event is a CPU op (no % of roof)."""
+    trace = gi.load(os.path.join(ROOT, "samples", "cpu_mlp", "cpu-worker.1795250381965892228.pt.trace.json"))
+    eff = gi.analyze(trace)
+    index = tl.build_index(trace, eff)
+    view = tl.viewport(index, 0, index.duration_us, 500, efficiency=eff.activities["efficiency"])
+    events = [e for lane in view["lanes"] for e in lane["events"]["eff"]]
+    assert len(eff.activities) == 0 and events and all(e is None for e in events)
+
+
 def test_bad_ranges_are_refused(bert):
     _, index = bert
     for t0, t1, width in ((5, 5, 100), (5, 1, 100), (0, float("nan"), 100), (0, 10, 0), (0, 10, tl.MAX_WIDTH + 1)):
@@ -296,3 +306,21 @@ def test_all_ranks_stack_on_one_time_base(tmp_path):
     for bad in ({"t0": "1", "t1": "0"}, {"t0": "0", "t1": "1", "lanes": str(len(meta["lanes"]))}):
         code, body = get("timeline/view", **bad)
         assert code == 400 and body["error"], bad
+
+
+
+def test_all_ranks_from_the_command_line_and_api(tmp_path, capsys):
+    """The CLI and the API stack the ranks of a run directory as the plugin does (read from the traces there)."""
+    from tb_gpuinsight import cli
+
+    run = corpus_path("param/dlrm_8ranks")
+    stack = gi.timeline_ranks(run)
+    ranks = stack.meta()["ranks"]
+    assert [r["rank"] for r in ranks] == list(range(8)) and min(r["offset_us"] for r in ranks) == 0
+    assert ranks[0]["offset_us"] == pytest.approx(stack.ranks[0].index.origin_us - stack.origin_us)
+    out_csv = tmp_path / "ranks.csv"
+    assert cli.main(["timeline", str(run), "--width", "300", "--csv", str(out_csv)]) == 0
+    text = capsys.readouterr().out
+    assert all(f"rank {r} · GPU {r} (all streams)" in text for r in range(8))
+    labels = {line.split(",")[1].split(" · ")[0] for line in out_csv.read_text().splitlines()[1:]}
+    assert labels == {f"rank {r}" for r in range(8)}

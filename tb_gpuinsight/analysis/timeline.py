@@ -359,7 +359,8 @@ def _wide_events(index: TimelineIndex, lane: int, t0: float, t1: float, px: floa
            "cls": index.cls[rows].tolist(), "name": index.name[rows].tolist(), "act": act.tolist(),
            "index": rows.tolist()}
     if efficiency is not None:
-        eff = np.where(act >= 0, efficiency[np.maximum(act, 0)], np.nan) if len(act) else np.empty(0)
+        eff = np.full(len(act), np.nan)
+        eff[act >= 0] = efficiency[act[act >= 0]]  # CPU ops (-1) have none; a CPU-only trace has no table
         out["eff"] = [None if v != v else round(float(v), 4) for v in eff.tolist()]
     return out
 

@@ -46,6 +46,15 @@ class Stack:
         self.event_base = np.cumsum([0] + [r.index.event_count for r in self.ranks])
         self.lanes = [self._lane(i, lane) for i, r in enumerate(self.ranks) for lane in r.index.lanes]
 
+    @property
+    def event_count(self) -> int:
+        return int(self.event_base[-1])
+
+    @property
+    def steps(self) -> List[str]:
+        """ProfilerSteps of the first rank (the bands drawn)."""
+        return self.ranks[0].index.steps
+
     def _lane(self, i: int, lane: Dict[str, Any]) -> Dict[str, Any]:
         r = self.ranks[i]
         out = {**lane, "id": int(self.lane_base[i] + lane["id"]), "rank": r.rank, "worker": r.worker,
@@ -155,6 +164,30 @@ class Stack:
                 out += [{**row, "id": int(self.lane_base[i] + row["id"]), "label": f"rank {r.rank} · {row['label']}"}
                         for row in rows]
         return {"t0": t0, "t1": t1, "range_us": t1 - t0, "devices": devices, "lanes": lanes}
+
+
+def from_run_dir(path: str, cycle: int = -1, datasheet=None) -> Stack:
+    """The stacked timeline of a run directory (one trace per rank), each trace read here once (CLI and Python
+    API; the plugin stacks the stored indexes instead). Ranks as the Distributed view numbers them; `cycle`: the
+    n-th span of every worker, -1 the latest."""
+    from ..logdir import discover
+    from ..sections import SectionContext, build_section
+    from ..trace.kineto import load_kineto
+    from . import ranks as rk
+    from .efficiency import analyze_trace
+
+    runs = discover(path)
+    if len(runs) != 1:
+        raise tl.TimelineError(f"{path}: holds {len(runs)} runs; give one run directory")
+    traces, indexes = [], {}
+    for worker, spans in sorted(runs[0].workers.items()):
+        if -len(spans) <= cycle < len(spans):
+            trace = load_kineto(spans[cycle].trace.path)
+            ctx = SectionContext(trace, analyze_trace(trace, datasheet=datasheet))
+            traces.append(rk.RankTrace(worker, spans[cycle].name, build_section(rk.SECTION, ctx)))
+            indexes[worker] = tl.build_index(trace, ctx.eff)
+    report = rk.analyze(traces, datasheet)
+    return Stack([RankIndex(r["rank"], r["worker"], r["span"], indexes[r["worker"]]) for r in report.ranks])
 
 
 def _shift(values: List[float], off: float) -> List[float]:
