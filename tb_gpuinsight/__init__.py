@@ -16,6 +16,7 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 __version__ = "0.1.0"
 
 __all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
+           "kernels_across_ranks",
            "discover", "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index", "timeline_ranks",
            "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
@@ -228,7 +229,9 @@ def timeline(trace: "KinetoTrace | os.PathLike[str] | str", t0: Optional[float] 
 def ranks(run: "os.PathLike[str] | str", cycle: int = -1,
           devices_file: "Optional[os.PathLike[str] | str]" = None) -> "RanksReport":
     """The multi-rank view of a distributed run directory (one trace per rank): `report.to_pandas("ranks")` (step,
-    compute, exposed / overlapped communication, memcpy, idle and wait per rank, ms per step), "steps" (rank x
+    compute, exposed / overlapped communication, memcpy, idle, idle by the Overview's causes (`idle_host_bound_us`,
+    `idle_launch_bound_us`, `idle_sync_us`, `idle_data_loading_us`, `idle_other_us`) and wait per rank, microseconds
+    per step), "steps" (rank x
     step), "collectives" (per collective and size: count, time per rank, wait, transfer, algbw, busbw, % of the
     interconnect), "instances" (each collective matched across ranks), "stragglers" (with their evidence);
     `report.problems` lists missing or mismatched ranks. `cycle`: the n-th profiling cycle of every rank."""
@@ -236,6 +239,23 @@ def ranks(run: "os.PathLike[str] | str", cycle: int = -1,
     from .estimate.devices import load_datasheet
 
     return from_run_dir(os.fspath(run), cycle, load_datasheet(devices_file))
+
+
+def kernels_across_ranks(run: "os.PathLike[str] | str", cycle: int = -1, group: str = "name",
+                         devices_file: "Optional[os.PathLike[str] | str]" = None):
+    """The kernel table of every rank of a distributed run directory together, as a pandas DataFrame: one row per
+    kernel (`group="op"`: per launching op and kernel) over every rank's GPU, its figures from the sums over all
+    ranks, with its spread over the ranks: `ranks` (how many it ran on) and `rank_min_us` / `rank_median_us` /
+    `rank_max_us` (its time per rank, 0 on a rank where it did not run). `cycle`: the n-th profiling cycle."""
+    import pandas as pd
+
+    from .analysis.ranks import KERNEL_KEYS, kernel_rows, kernels_from_run_dir
+    from .estimate.devices import load_datasheet
+
+    if group not in KERNEL_KEYS:
+        raise ValueError(f"unknown group {group!r}: use one of {', '.join(KERNEL_KEYS)}")
+    table = kernels_from_run_dir(os.fspath(run), cycle, load_datasheet(devices_file), group)
+    return pd.DataFrame(kernel_rows(table)).sort_values("total_us", ascending=False, ignore_index=True)
 
 
 def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":

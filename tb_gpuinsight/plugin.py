@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-import math
 import os
 import re
 import threading
@@ -23,6 +22,7 @@ from werkzeug import wrappers, wsgi
 from .analysis.efficiency import AUTO, Efficiency
 from .errors import GpuInsightError, TraceError
 from .estimate.devices import DTYPES
+from .jsonutil import finite
 from .routes import ROUTE_MODULES, params
 from .service import LogdirService, NotFound, NotReady, SpanFailed
 
@@ -148,17 +148,7 @@ def _dumps(obj: Any) -> str:
     try:
         return json.dumps(obj, allow_nan=False, separators=(",", ":"))
     except ValueError:
-        return json.dumps(_finite(obj), allow_nan=False, separators=(",", ":"))
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+        return json.dumps(finite(obj), allow_nan=False, separators=(",", ":"))
 
 
 _STATUS = ((params.BadRequest, 400), (NotFound, 404), (NotReady, 503), (SpanFailed, 422), (TraceError, 422))

@@ -441,3 +441,15 @@ def test_missing_user_file_is_config_error(tmp_path):
 ])
 def test_normalize_dtype(s, key):
     assert normalize_dtype(s) == key
+
+
+def test_matching_is_memoised_per_datasheet():
+    from tb_gpuinsight.estimate.devices import load_datasheet, match_device
+
+    rows = load_datasheet()
+    props = {"name": "NVIDIA H100 80GB HBM3", "numSms": 132, "computeMajor": 9, "totalGlobalMem": 85e9}
+    first = match_device(props, rows)
+    assert match_device(dict(props), rows) is first  # re-rating asks again: answered from the memo
+    other = load_datasheet()[:1]  # another sheet never sees the first sheet's answer
+    assert match_device(props, other) is not first
+    assert first.spec is not None and "H100" in first.spec.name

@@ -19,6 +19,8 @@ def test_distributed_tab_on_dlrm(tmp_path):
         frame.get_by_role("tab", name="Distributed").click()
         frame.wait_for_function("() => document.querySelectorAll('.ranks-per-rank tbody tr').length === 8",
                                 timeout=120000)
+        head = frame.locator(".ranks-per-rank thead").inner_text()
+        assert all(c in head for c in ("Host-bound", "Launch-bound", "Sync", "Data loading", "Other idle")), head
         straggler = frame.locator(".ranks-straggler").inner_text()
         assert "Straggler: rank 7" in straggler and "arrived last at 5 of 8" in straggler, straggler
         assert "row-straggler" in (frame.locator(".ranks-per-rank tbody tr").nth(7).get_attribute("class") or "")
@@ -48,4 +50,13 @@ def test_distributed_tab_on_dlrm(tmp_path):
             "() => [...document.querySelectorAll('.badge')].filter(b => /^GPU [0-7]$/.test(b.innerText)).length === 8",
             timeout=120000)
         frame.wait_for_selector(".tag-communication", timeout=60000)
+        # The table spans every rank: its spread over the ranks in its own columns (every NCCL kernel on all 8).
+        frame.wait_for_selector(".tabulator-col[tabulator-field='rank_median_us']", timeout=60000)
+        frame.locator(".tabulator-col[tabulator-field='rank_max_us']").click()
+        frame.wait_for_function(
+            "() => [...document.querySelectorAll('.tabulator-row')].some(r =>"
+            " r.innerText.includes('ncclKernel_SendRecv') && r.querySelector(\"[tabulator-field='ranks']\")?.innerText"
+            " === '8')", timeout=60000)
+        assert "all ranks: one row per kernel" in frame.locator(".table-status").inner_text()
+        page.screenshot(path=str(tmp_path / "all_ranks_kernels.png"), full_page=True)
     assert not console, console

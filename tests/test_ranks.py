@@ -110,6 +110,8 @@ def test_gloo_run_names_the_slowed_rank_and_its_waits_match_the_trace(gloo_run):
     report = tb_gpuinsight.ranks(gloo_run)
     assert report.world_size == WORLD and [r["rank"] for r in report.ranks] == list(range(WORLD))
     assert report.source == "cpu" and not report.problems
+    # No GPU: idle has no cause (the Overview's causes are GPU idle causes).
+    assert all(r["idle_host_bound_us"] is None and r["idle_us"] >= 0 for r in report.ranks)
     assert all(r["steps"] == 3 for r in report.ranks)
     [straggler] = report.stragglers
     assert straggler["rank"] == SLOW_RANK and f"rank {SLOW_RANK} arrived last" in straggler["evidence"]
@@ -177,10 +179,18 @@ def test_dlrm_collectives_and_comm_kernels_against_nvlink():
     assert big["busbw_gbps"] == pytest.approx(big["algbw_gbps"] * 1.75)
     assert big["algbw_gbps"] == pytest.approx(1576964.0 / (big["transfer_us"] * 1e-6) / 1e9)
     assert 0 < big["pct_link"] < 1
-    # Every rank's step is split without remainder.
+    # Every rank's step is split without remainder, idle by the Overview's causes (the same figures, not a copy).
+    causes = [f"{m}_us" for m, _ in rk.IDLE_CAUSES]
     for r in report.ranks:
-        parts = r["compute_us"] + r["comm_exposed_us"] + r["memcpy_us"] + r["idle_us"]
-        assert parts == pytest.approx(r["step_us"])
+        assert sum(r[c] for c in causes) == pytest.approx(r["idle_us"], rel=1e-9)
+        parts = r["compute_us"] + r["comm_exposed_us"] + r["memcpy_us"] + sum(r[c] for c in causes)
+        assert parts == pytest.approx(r["step_us"], rel=1e-3)
+        assert r["idle_host_bound_us"] > 0 and r["idle_launch_bound_us"] > 0
+    overview = tb_gpuinsight.overview(run, worker="worker3_step_12")
+    [step] = overview.steps
+    rank3 = next(r for r in report.ranks if r["rank"] == 3)
+    assert rank3["idle_sync_us"] == pytest.approx(step["sync_us"])
+    assert rank3["step_us"] == pytest.approx(step["wall_us"])
     # Kernel table: NCCL kernels are "communication", rated on busbw over NVLink one way.
     eff = tb_gpuinsight.analyze(sorted(run.glob("worker0_*.pt.trace.json.gz"))[0])
     acts = eff.activities
@@ -209,18 +219,20 @@ def test_many_ranks_report_and_heatmap_pages():
     real = []
     for path in sorted(run.glob("*.pt.trace.json.gz")):
         trace = tb_gpuinsight.load(path)
-        real.append(build_section(rk.SECTION, SectionContext(trace, analyze_trace(trace))))
+        ctx = SectionContext(trace, analyze_trace(trace))
+        real.append((build_section(rk.SECTION, ctx), build_section("overview", ctx)))
     traces = []
     for rank in range(64):
-        section = real[rank % 8]
+        section, overview = real[rank % 8]
         info = {**section.info, "distributed": {**section.info["distributed"], "rank": rank, "world_size": 64}}
         traces.append(rk.RankTrace(f"worker{rank}", "s", types.SimpleNamespace(info=info, arrays=section.arrays,
-                                                                               error="")))
+                                                                               error=""), overview))
     report = rk.analyze(traces)
     assert len(report.ranks) == 64 and not [p for p in report.problems if "no trace" in p]
     page = report.heatmap("dur", offset=60, limit=16)
     assert page["ranks"] == [60, 61, 62, 63] and page["total_ranks"] == 64
     assert len(page["median_per_step"]) == len(page["steps"])
+    assert report.heatmap("idle_launch_bound")["values"][0][0] > 0
 
 
 def test_all_ranks_selection_combines_every_worker(tmp_path):
@@ -241,6 +253,30 @@ def test_all_ranks_selection_combines_every_worker(tmp_path):
     allreduce = next(r for r in result.rows if r["name"].startswith("ncclKernel_AllReduce"))
     spread = allreduce["spread_b"]  # per-rank time of this kernel: min / median / max over the 8 ranks
     assert allreduce["spread_a"] is None and spread["min"] <= spread["median"] <= spread["max"]
+    # The kernel table of "All ranks": one row per kernel over every rank's GPU, with its spread over the ranks.
+    from tb_gpuinsight.routes import kernels as kernel_routes
+    plugin = types.SimpleNamespace(service=service)
+    request = _request(run="dlrm", worker="*", span="all", sort="rank_max_us", limit="500")
+    page = kernel_routes.kernels(every, request, ranks_routes.span_ranks(plugin, request))
+    assert page["rank_count"] == 8 and page["rows"][0]["name"].startswith("ncclKernel_SendRecv")
+    rows = {r["name"]: r for r in page["rows"]}
+    per_rank = {}  # the same kernel's time on each rank, from each rank's own analysis
+    for worker in sorted({s.worker for s in service.ready_states("dlrm", "*", "all")}):
+        table = service.analysis("dlrm", worker, "all").by_name().to_pandas()
+        for name, t in table.groupby("name")["total_us"].sum().items():
+            per_rank.setdefault(name, []).append(t)
+    assert set(rows) == set(per_rank)
+    for name, times in per_rank.items():
+        times += [0.0] * (8 - len(times))
+        r = rows[name]
+        assert r["ranks"] == sum(t > 0 for t in times) and r["total_us"] == pytest.approx(sum(times))
+        assert (r["rank_min_us"], r["rank_median_us"], r["rank_max_us"]) == \
+            pytest.approx((min(times), float(np.median(times)), max(times)))
+    assert all("device" not in r for r in page["rows"])
+    assert kernel_routes.kernels(one, _request(run="dlrm", worker="worker0_step_12"))["rank_count"] is None
+    frame = tb_gpuinsight.kernels_across_ranks(corpus_path("param/dlrm_8ranks"))
+    api = frame[frame["name"].str.startswith("ncclKernel_AllReduce")].iloc[0]
+    assert api["ranks"] == 8 and api["rank_median_us"] == pytest.approx(rows[api["name"]]["rank_median_us"])
 
 
 def test_interconnect_rows_are_sourced_and_rated_one_way(tmp_path):

@@ -138,12 +138,19 @@ export interface KernelRow {
   over_roof_share?: number | null;
   roof_cause?: string | null;
   efficiency?: number | null;
+  /** "All ranks" only: the ranks the kernel ran on, and its time per rank (0 on a rank where it did not run). */
+  ranks?: number;
+  rank_min_us?: number;
+  rank_median_us?: number;
+  rank_max_us?: number;
 }
 
 export interface KernelsResponse {
   total: number;
   dtype: string;
   rows: KernelRow[];
+  /** "All ranks": how many ranks the rows span (null for one worker). */
+  rank_count?: number | null;
 }
 
 export interface RooflinePoint {

@@ -6,11 +6,12 @@ the traces themselves, so a run of a thousand ranks costs a thousand small secti
 
 Per trace (`build_section`):
 - rank and world size from `distributedInfo`, else from the worker name (`rank3`, `rank-3`, `worker3`, `_rank3`);
-- steps from `ProfilerStep#N` annotations (the whole trace as one step when there are none), each split into
-  compute, exposed communication, communication overlapped with compute, memcpy/memset not under either, and
-  idle; on GPU traces from the kernels (communication = NCCL/RCCL kernels), on CPU traces from the CPU ops and the
-  gloo collectives;
+- on traces without GPU activity (gloo on CPU), each step split into CPU compute (the CPU ops), exposed and
+  overlapped communication (the gloo collectives) and idle, over the Overview's step windows;
 - the collective instances (`collectives.extract`).
+A GPU trace's step split is the Overview's (its stored "overview" section): compute = the compute kernel classes,
+exposed communication, overlapped communication, memcpy + memset, and idle by cause (host-bound, launch-bound,
+synchronisation, data loading, other), summing to the step's wall time; nothing is classified twice.
 Across ranks (`analyze`): instances are matched by (process group, collective, n-th of its kind in that group);
 for each, the last rank to arrive sets the start of the transfer: a rank's wait = last arrival - its arrival
 (clipped to its own end), transfer = its end - last arrival. The straggler is the rank that arrives last at the
@@ -20,17 +21,21 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import GpuInsightError
 from ..trace.table import Table
 from . import collectives as coll
+from .overview.breakdown import COMPUTE
+from .overview.steps import step_windows
 
 SECTION = "distributed"
 _STEP_COLUMNS = ("number", "ts", "dur", "compute", "comm", "overlap", "memcpy", "idle")
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+# Idle by cause: (step metric, the Overview's category); a CPU-only trace has no GPU idle causes (None).
+IDLE_CAUSES = (("idle_host_bound", "host_bound"), ("idle_launch_bound", "launch_bound"), ("idle_sync", "sync"),
+               ("idle_data_loading", "data_loading"), ("idle_other", "idle_other"))
 _RANK_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)(?!.*(?:rank|worker)[-_]?\d)", re.IGNORECASE)
 _MAX_PG_RANKS = 64  # pg_config rank lists longer than this are stored as their count
 
@@ -53,9 +58,11 @@ def build_section(ctx) -> "Any":
     trace, eff = ctx.trace, ctx.eff
     kernel_ops = eff.activities["op"][:len(trace.kernels)]
     table, how = coll.extract(trace, kernel_ops)
-    steps = _steps(trace)
+    windows = step_windows(trace)
+    steps = {"number": windows.number, "ts": windows.start, "dur": windows.end - windows.start}
     table.columns["step"] = _step_of(table["ts"], steps)
-    breakdown = _breakdown(trace, table, steps, how["source"] == "kernel")
+    # GPU traces take their split from the overview section; only a CPU-only trace is split here.
+    breakdown = _cpu_breakdown(trace, table, steps) if not len(eff.activities) else None
     info = {
         "distributed": _trimmed(trace.meta.distributed),
         "source": how["source"],
@@ -63,7 +70,8 @@ def build_section(ctx) -> "Any":
         "devices": [{k: d.get(k) for k in ("id", "name", "numSms", "computeMajor", "totalGlobalMem")}
                     for d in trace.devices[:1]],
     }
-    steps_matrix = np.stack([breakdown[k].astype(np.float64) for k in _STEP_COLUMNS], axis=1)
+    steps_matrix = np.stack([breakdown[k].astype(np.float64) for k in _STEP_COLUMNS], axis=1) if breakdown \
+        else np.zeros((0, len(_STEP_COLUMNS)))
     return Section(SECTION, info, {"collectives": coll.pack(table), "steps": steps_matrix})
 
 
@@ -81,28 +89,6 @@ def _trimmed(info: Optional[dict]) -> Dict[str, Any]:
                         "ranks": ranks if isinstance(ranks, list) and len(ranks) <= _MAX_PG_RANKS else None})
     out["process_groups"] = pgs
     return out
-
-
-def _steps(trace) -> Dict[str, np.ndarray]:
-    ann = trace.annotations
-    names = ann.strings.get("name", [])
-    number = np.array([int(m.group(1)) if (m := _STEP.match(n)) else -1 for n in names], dtype=np.int64)
-    if len(ann) and len(names):
-        rows = np.flatnonzero(number[ann["name"]] >= 0)
-    else:
-        rows = np.empty(0, dtype=np.int64)
-    if not len(rows):  # no step markers: the traced window is one step
-        start = trace.meta.start_us or 0.0
-        return {"number": np.array([0]), "ts": np.array([start]), "dur": np.array([trace.meta.duration_us])}
-    # one row per step number (a step annotated on several threads keeps its earliest, longest span)
-    nums = number[ann["name"][rows]]
-    out_n, out_ts, out_dur = [], [], []
-    for n in np.unique(nums).tolist():
-        r = rows[nums == n]
-        ts = float(ann["ts"][r].min())
-        end = float((ann["ts"][r] + ann["dur"][r]).max())
-        out_n.append(n), out_ts.append(ts), out_dur.append(end - ts)
-    return {"number": np.array(out_n, dtype=np.int64), "ts": np.array(out_ts), "dur": np.array(out_dur)}
 
 
 def _step_of(ts: np.ndarray, steps: Dict[str, np.ndarray]) -> np.ndarray:
@@ -142,35 +128,24 @@ def _overlap(a: Tuple[np.ndarray, np.ndarray], b: Tuple[np.ndarray, np.ndarray])
     return _length(a) + _length(b) - _length(_merged(s, e, -np.inf, np.inf))
 
 
-def _breakdown(trace, table: Table, steps: Dict[str, np.ndarray], gpu: bool) -> Dict[str, np.ndarray]:
-    """Per step: compute, exposed and overlapped communication, memcpy, idle (microseconds)."""
+def _cpu_breakdown(trace, table: Table, steps: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """Per step of a CPU-only trace: CPU compute (ops other than the collectives' own), exposed and overlapped
+    communication, idle (microseconds); memcpy is 0 (no GPU)."""
     comm_ts, comm_end = table["ts"], table["ts"] + table["dur"]
-    if gpu:
-        k = trace.kernels
-        is_comm = np.zeros(len(k), dtype=bool)
-        is_comm[table["activity"][table["activity"] >= 0]] = True
-        comp_ts, comp_end = k["ts"][~is_comm], (k["ts"] + k["dur"])[~is_comm]
-        mem_ts, mem_end = trace.memops["ts"], trace.memops["ts"] + trace.memops["dur"]
-    else:
-        ops = trace.ops
-        names = ops.strings.get("name", [])
-        marker = np.array([bool(coll.canonical_kind(n)) or n == "record_param_comms" for n in names], dtype=bool)
-        keep = ~marker[ops["name"]] if len(ops) and len(names) else np.zeros(len(ops), dtype=bool)
-        comp_ts, comp_end = ops["ts"][keep], (ops["ts"] + ops["dur"])[keep]
-        mem_ts = mem_end = np.empty(0)
+    ops = trace.ops
+    names = ops.strings.get("name", [])
+    marker = np.array([bool(coll.canonical_kind(n)) or n == "record_param_comms" for n in names], dtype=bool)
+    keep = ~marker[ops["name"]] if len(ops) and len(names) else np.zeros(len(ops), dtype=bool)
+    comp_ts, comp_end = ops["ts"][keep], (ops["ts"] + ops["dur"])[keep]
     out = {k: np.zeros(len(steps["number"])) for k in ("compute", "comm", "overlap", "memcpy", "idle")}
     for i, (lo, dur) in enumerate(zip(steps["ts"].tolist(), steps["dur"].tolist())):
         hi = lo + dur
         comp = _merged(comp_ts, comp_end, lo, hi)
         comm = _merged(comm_ts, comm_end, lo, hi)
-        mem = _merged(mem_ts, mem_end, lo, hi)
-        busy = _merged(np.concatenate([comp[0], comm[0], mem[0]]), np.concatenate([comp[1], comm[1], mem[1]]),
-                       lo, hi)
+        busy = _merged(np.concatenate([comp[0], comm[0]]), np.concatenate([comp[1], comm[1]]), lo, hi)
         out["compute"][i] = _length(comp)
         out["comm"][i] = _length(comm)
         out["overlap"][i] = _overlap(comp, comm)
-        either = _merged(np.concatenate([comp[0], comm[0]]), np.concatenate([comp[1], comm[1]]), lo, hi)
-        out["memcpy"][i] = _length(busy) - _length(either)
         out["idle"][i] = dur - _length(busy)
     return {"number": steps["number"], "ts": steps["ts"], "dur": steps["dur"], **out}
 
@@ -179,10 +154,12 @@ def _breakdown(trace, table: Table, steps: Dict[str, np.ndarray], gpu: bool) -> 
 
 @dataclass
 class RankTrace:
-    """One rank's data as read from its section: which worker and span it came from, and the section."""
+    """One rank's data as read from its stored sections: which worker and span it came from, its "distributed"
+    section and its "overview" section (the step split of a GPU trace)."""
     worker: str
     span: str
     section: Any
+    overview: Any = None
 
 
 @dataclass
@@ -234,7 +211,8 @@ class Report:
 
 
 _PARTS = ("ranks", "steps", "collectives", "instances", "stragglers")
-STEP_METRICS = ("dur", "compute", "comm_exposed", "comm_overlapped", "memcpy", "idle", "comm_wait")
+STEP_METRICS = ("dur", "compute", "comm_exposed", "comm_overlapped", "memcpy", "idle",
+                *(k for k, _ in IDLE_CAUSES), "comm_wait")
 
 
 def _f(x: Any) -> Optional[float]:
@@ -260,8 +238,12 @@ def analyze(traces: Sequence[RankTrace], datasheet=None) -> Report:
     ranked, world = _assign_ranks(usable, problems)
     tables = {r: coll.unpack(t.section.arrays["collectives"], t.section.info["collective_strings"])
               for r, t in ranked.items()}
+    splits = {r: _split(r, t, problems) for r, t in ranked.items()}
+    for r, rows in splits.items():  # collectives belong to the steps of the split shown
+        tables[r].columns["step"] = _step_of(tables[r]["ts"], {k: np.array([s[k] for s in rows]) if rows else
+                                                               np.empty(0) for k in ("number", "ts", "dur")})
     waits, instances, matched = _match(tables, problems)
-    steps = _step_rows(ranked, waits)
+    steps = _step_rows(splits, waits)
     ranks = _rank_rows(ranked, steps, instances)
     link = _interconnect(ranked, datasheet)
     comm_table = _collective_rows(instances, tables, world, link)
@@ -275,23 +257,76 @@ def analyze(traces: Sequence[RankTrace], datasheet=None) -> Report:
 def from_run_dir(path: str, cycle: int = -1, datasheet=None) -> Report:
     """The report of one run directory, read and analysed here (CLI and Python API; the plugin uses the stored
     sections instead). `cycle`: the n-th span of every worker, -1 the latest."""
-    from ..logdir import discover
     from ..sections import SectionContext, build_section
+
+    traces = []
+    for worker, span, trace, eff in _rank_spans(path, cycle, datasheet):
+        ctx = SectionContext(trace, eff)
+        traces.append(RankTrace(worker, span, build_section(SECTION, ctx), build_section("overview", ctx)))
+    return analyze(traces, datasheet)
+
+
+def kernels_from_run_dir(path: str, cycle: int = -1, datasheet=None, group: str = "name") -> Table:
+    """The kernel table of every rank of a run directory together (`across_ranks`), read and analysed here."""
+    from .efficiency import combine
+
+    parts = [eff for _, _, _, eff in _rank_spans(path, cycle, datasheet)]
+    if not parts:
+        raise RanksError(f"{path}: no trace for cycle {cycle}")
+    eff = parts[0] if len(parts) == 1 else combine(parts, datasheet)
+    return across_ranks(eff.activities, np.arange(len(parts)), KERNEL_KEYS[group])
+
+
+def _rank_spans(path: str, cycle: int, datasheet):
+    """(worker, span name, loaded trace, its analysis) of the cycle-th span of every worker of one run."""
+    from ..logdir import discover
     from ..trace.kineto import load_kineto
     from .efficiency import analyze_trace
 
     runs = discover(path)
     if len(runs) != 1:
         raise RanksError(f"{path}: holds {len(runs)} runs; give one run directory")
-    traces = []
     for worker, spans in sorted(runs[0].workers.items()):
-        if not -len(spans) <= cycle < len(spans):
-            continue
-        span = spans[cycle]
-        trace = load_kineto(span.trace.path)
-        ctx = SectionContext(trace, analyze_trace(trace, datasheet=datasheet))
-        traces.append(RankTrace(worker, span.name, build_section(SECTION, ctx)))
-    return analyze(traces, datasheet)
+        if -len(spans) <= cycle < len(spans):
+            trace = load_kineto(spans[cycle].trace.path)
+            yield worker, spans[cycle].name, trace, analyze_trace(trace, datasheet=datasheet)
+
+
+# The kernel table's groupings over all ranks: a kernel over every rank's GPU (no device in the key).
+KERNEL_KEYS = {"name": ("kind", "name"), "op": ("op_name", "kind", "name")}
+SPREAD_COLUMNS = ("ranks", "rank_min_us", "rank_median_us", "rank_max_us")
+
+
+def kernel_rows(table: Table, index: Optional[Sequence[int]] = None) -> List[Dict[str, Any]]:
+    """JSON-ready rows of an `across_ranks` table (all, or those at `index`): the kernel table's columns and the
+    spread over the ranks."""
+    from .rows import group_rows
+
+    index = range(len(table)) if index is None else index
+    rows = group_rows(table, index)
+    return [{**row, **{c: table[c][i].item() for c in SPREAD_COLUMNS}} for i, row in zip(index, rows)]
+
+
+def across_ranks(acts: Table, span_rank: np.ndarray, keys: Tuple[str, ...]) -> Table:
+    """Activities of several ranks (a `span` column, `span_rank[span]` its rank 0..n-1) grouped by `keys`, rates
+    from the group's sums (`aggregate`), with each group's spread over the ranks: `ranks` it ran on, and the
+    min / median / max of its time per rank (0 on a rank where it did not run)."""
+    from .efficiency import aggregate
+
+    table = aggregate(acts, keys)
+    n, g = max(int(span_rank.max()) + 1, 1) if len(span_rank) else 1, len(table)
+    if len(acts):
+        _, inverse = np.unique(np.stack([acts[k].astype(np.int64) for k in keys], axis=1), axis=0,
+                               return_inverse=True)  # the same group order as `aggregate`
+        flat = inverse.reshape(-1) * n + (span_rank[acts["span"]] if "span" in acts else 0)
+        time = np.bincount(flat, weights=acts["dur"], minlength=g * n).reshape(g, n)
+        ran = np.bincount(flat, minlength=g * n).reshape(g, n) > 0
+    else:
+        time, ran = np.zeros((0, n)), np.zeros((0, n), dtype=bool)
+    spread = {"ranks": ran.sum(axis=1), "rank_min_us": time.min(axis=1, initial=np.inf),
+              "rank_median_us": np.median(time, axis=1) if g else np.zeros(0),
+              "rank_max_us": time.max(axis=1, initial=-np.inf)}
+    return Table(table.name, {**table.columns, **spread}, table.strings)
 
 
 def median_rank(report: Report) -> Optional[Dict[str, Any]]:
@@ -375,15 +410,41 @@ def _match(tables: Dict[int, Table], problems: List[str]):
     return waits, instances, len(instances)
 
 
-def _step_rows(ranked: Dict[int, RankTrace], waits: Dict[Tuple[int, int], float]) -> List[Dict[str, Any]]:
+def _split(rank: int, t: RankTrace, problems: List[str]) -> List[Dict[str, Any]]:
+    """One rank's steps: the Overview's split for a trace with GPU activity, else the CPU split stored here."""
+    ov = t.overview
+    if ov is not None and not ov.error and ov.info.get("gpu_activities"):
+        a = ov.arrays
+        compute = sum(a[f"t_{k}"] for k in COMPUTE)
+        causes = {m: a[f"t_{k}"] for m, k in IDLE_CAUSES}
+        idle = sum(causes.values())
+        out = []
+        for i, n in enumerate(a["step_number"].tolist()):
+            start = float(a["step_start"][i])
+            out.append({"number": n, "ts": start, "dur": float(a["step_end"][i]) - start,
+                        "compute": float(compute[i]), "comm_exposed": float(a["t_communication"][i]),
+                        "comm_overlapped": float(a["comm_overlapped_us"][i]),
+                        "memcpy": float(a["t_memcpy"][i] + a["t_memset"][i]), "idle": float(idle[i]),
+                        **{m: float(v[i]) for m, v in causes.items()}})
+        return out
+    if ov is not None and ov.error:
+        problems.append(f"rank {rank}: no step split ({ov.error})")
+    out = []
+    for values in t.section.arrays["steps"].reshape(-1, len(_STEP_COLUMNS)).tolist():
+        s = dict(zip(_STEP_COLUMNS, values))
+        out.append({"number": int(s["number"]), "ts": s["ts"], "dur": s["dur"], "compute": s["compute"],
+                    "comm_exposed": s["comm"] - s["overlap"], "comm_overlapped": s["overlap"], "memcpy": s["memcpy"],
+                    "idle": s["idle"], **{m: None for m, _ in IDLE_CAUSES}})  # no GPU: no GPU idle causes
+    return out
+
+
+def _step_rows(splits: Dict[int, List[Dict[str, Any]]], waits: Dict[Tuple[int, int], float]) -> List[Dict[str, Any]]:
     rows = []
-    for rank, t in ranked.items():
-        for values in t.section.arrays["steps"].reshape(-1, len(_STEP_COLUMNS)).tolist():
-            s = dict(zip(_STEP_COLUMNS, values))
+    for rank, split in splits.items():
+        for s in split:
             step = int(s["number"])
-            rows.append({"rank": rank, "step": step, "dur": s["dur"], "compute": s["compute"],
-                         "comm_exposed": s["comm"] - s["overlap"], "comm_overlapped": s["overlap"],
-                         "memcpy": s["memcpy"], "idle": s["idle"], "comm_wait": waits.get((rank, step), 0.0)})
+            rows.append({"rank": rank, "step": step, **{m: s[m] for m in STEP_METRICS if m != "comm_wait"},
+                         "comm_wait": waits.get((rank, step), 0.0)})
     return rows
 
 
@@ -401,13 +462,19 @@ def _rank_rows(ranked: Dict[int, RankTrace], steps: List[Dict[str, Any]],
     rows = []
     for rank, t in ranked.items():
         mine = by_rank.get(rank, [])
-        mean = {m: float(np.mean([s[m] for s in mine])) if mine else None for m in STEP_METRICS}
+        mean = {m: _mean([s[m] for s in mine]) for m in STEP_METRICS}
         rows.append({"rank": rank, "worker": t.worker, "span": t.span, "steps": len(mine),
                      "step_us": mean["dur"], "compute_us": mean["compute"],
                      "comm_exposed_us": mean["comm_exposed"], "comm_overlapped_us": mean["comm_overlapped"],
-                     "memcpy_us": mean["memcpy"], "idle_us": mean["idle"], "comm_wait_us": mean["comm_wait"],
+                     "memcpy_us": mean["memcpy"], "idle_us": mean["idle"],
+                     **{f"{m}_us": mean[m] for m, _ in IDLE_CAUSES}, "comm_wait_us": mean["comm_wait"],
                      "arrived_last": last_count.get(rank, 0), "others_waited_us": caused.get(rank, 0.0)})
     return rows
+
+
+def _mean(values: List[Optional[float]]) -> Optional[float]:
+    """Mean per step; None when there are no steps or the figure is unknown (None) on this rank."""
+    return float(np.mean(values)) if values and all(v is not None for v in values) else None
 
 
 def _interconnect(ranked: Dict[int, RankTrace], datasheet) -> Dict[str, Any]:
@@ -483,5 +550,6 @@ def _check_steps(ranked: Dict[int, RankTrace], steps: List[Dict[str, Any]], numb
                             f"{' ...' if len(missing) > 5 else ''} (steps are aligned by number)")
 
 
-__all__ = ["SECTION", "RankTrace", "Report", "analyze", "from_run_dir", "median_rank", "build_section", "rank_from_name", "RanksError",
-           "STEP_METRICS"]
+__all__ = ["SECTION", "RankTrace", "Report", "analyze", "from_run_dir", "median_rank", "build_section", "rank_from_name",
+           "RanksError", "STEP_METRICS", "IDLE_CAUSES", "across_ranks", "kernels_from_run_dir", "kernel_rows",
+           "KERNEL_KEYS", "SPREAD_COLUMNS"]

@@ -5,7 +5,7 @@ import json
 import sys
 from typing import List
 
-from ..analysis.ranks import Report, from_run_dir
+from ..analysis.ranks import IDLE_CAUSES, Report, from_run_dir
 from ..estimate.devices import load_datasheet
 
 _PARTS = ("ranks", "steps", "collectives", "instances", "stragglers")
@@ -43,13 +43,17 @@ def describe(report: Report) -> List[str]:
              f"{'GPU kernels' if report.source == 'kernel' else 'CPU (gloo) annotations'}; "
              f"interconnect {report.interconnect.get('how')}", "",
              f"{'rank':>5} {'worker':<22}{'step ms':>9}{'compute':>9}{'comm exp':>9}{'comm ovl':>9}{'memcpy':>8}"
-             f"{'idle':>8}{'wait':>8}{'last':>6}{'others waited ms':>18}"]
+             f"{'idle':>8}{'host':>7}{'launch':>7}{'sync':>7}{'data':>7}{'other':>7}"
+             f"{'wait':>8}{'last':>6}{'others waited ms':>18}"]
     for r in report.ranks:
         lines.append(f"{r['rank']:>5} {r['worker'][:21]:<22}{_ms(r['step_us']):>9}{_ms(r['compute_us']):>9}"
                      f"{_ms(r['comm_exposed_us']):>9}{_ms(r['comm_overlapped_us']):>9}{_ms(r['memcpy_us']):>8}"
-                     f"{_ms(r['idle_us']):>8}{_ms(r['comm_wait_us']):>8}{r['arrived_last']:>6}"
+                     f"{_ms(r['idle_us']):>8}{_causes(r)}"
+                     f"{_ms(r['comm_wait_us']):>8}{r['arrived_last']:>6}"
                      f"{_ms(r['others_waited_us']):>18}")
-    lines += ["", "(ms per step; wait = time in collectives waiting for the last rank to arrive)", "",
+    lines += ["", "(ms per step; idle split by cause as in the Overview: host-bound, launch-bound, synchronisation, "
+              "data loading, other; '-' on a CPU-only trace; wait = time in collectives waiting for the last rank "
+              "to arrive)", "",
               f"{'collective':<15}{'dtype':<10}{'bytes':>12}{'n':>4} {'algo':<12}{'count':>6}{'ms/rank':>9}"
               f"{'wait ms':>9}{'xfer us':>9}{'algbw GB/s':>11}{'busbw GB/s':>11}{'% link':>8}"]
     for c in report.collectives:
@@ -66,6 +70,10 @@ def describe(report: Report) -> List[str]:
     for p in report.problems:
         lines.append(f"note: {p}")
     return lines
+
+
+def _causes(row) -> str:
+    return "".join(f"{_ms(row[m + '_us']):>7}" for m, _ in IDLE_CAUSES)
 
 
 def _ms(us) -> str:

@@ -403,12 +403,23 @@ def match_device(props: Mapping[str, Any], datasheet: Optional[Sequence[DeviceSp
     if not trace_name:
         return DeviceMatch("", None, "unknown: the trace gives no device name, so no datasheet row can be "
                                      f"chosen; add one with --devices FILE or {ENV_VAR}")
-    name = " ".join(trace_name.lower().split())
     facts = _Facts.of(props)
+    # Memoised per (name, properties, datasheet): every re-rating (a dtype change in the UI, "all spans") asks again.
+    key = (trace_name, facts, id(rows))
+    hit = _MATCHES.get(key)
+    if hit is not None and hit[0] is rows:
+        return hit[1]
+    name = " ".join(trace_name.lower().split())
     candidates = _name_candidates(name, rows, facts)
-    if candidates:
-        return _pick_by_name(trace_name, name, candidates, facts)
-    return _match_by_props(trace_name, name, rows, facts)
+    match = _pick_by_name(trace_name, name, candidates, facts) if candidates else \
+        _match_by_props(trace_name, name, rows, facts)
+    if len(_MATCHES) >= 256:
+        _MATCHES.clear()
+    _MATCHES[key] = (rows, match)  # the rows object is kept so that a reused id() can never alias another sheet
+    return match
+
+
+_MATCHES: Dict[Tuple[str, "_Facts", int], Tuple[Sequence[DeviceSpec], DeviceMatch]] = {}
 
 
 def _name_candidates(name: str, rows: Sequence[DeviceSpec], facts: _Facts) -> List[_Candidate]:

@@ -5,10 +5,13 @@ from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
+from ..analysis import ranks as rk
 from ..analysis.efficiency import AUTO, Efficiency, aggregate
 from ..analysis.rows import SORTABLE, group_rows, name_filter, sort_order
 from ..estimate.devices import DTYPES
+from ..service import NotReady
 from . import params
+from .ranks import span_ranks
 
 MAX_LIMIT = 5000
 
@@ -16,7 +19,7 @@ MAX_LIMIT = 5000
 def routes(plugin) -> Dict[str, Callable]:
     return {
         "/devices": lambda req: devices(plugin.analysis(req)),
-        "/kernels": lambda req: kernels(plugin.analysis(req), req),
+        "/kernels": lambda req: kernels(plugin.analysis(req), req, span_ranks(plugin, req)),
         "/roofline": lambda req: roofline(plugin.analysis(req), params.device(req)),
         "/kernel_ops": lambda req: kernel_ops(plugin.analysis(req), req),
     }
@@ -26,12 +29,19 @@ def devices(eff: Efficiency) -> Dict[str, Any]:
     return {"devices": eff.summary(), "dtypes": list(DTYPES)}
 
 
-def kernels(eff: Efficiency, request) -> Dict[str, Any]:
-    """A page of the grouped kernel table, filtered and sorted on the server."""
+def kernels(eff: Efficiency, request, span_rank: Optional[np.ndarray] = None) -> Dict[str, Any]:
+    """A page of the grouped kernel table, filtered and sorted on the server. `span_rank` (an "All ranks"
+    selection): one row per kernel over every rank's GPU, with its spread over the ranks (`SPREAD_COLUMNS`)."""
     device = params.device(request)
     group = params.choice(request, "group", ("name", "op"), "name")
     window = time_window(request)
-    if window is None:
+    if span_rank is not None:  # all ranks: the device cards keep their own figures, the table spans every GPU
+        acts = eff.activities
+        if len(acts) and int(acts["span"].max()) >= len(span_rank):  # a rank became ready in between: ask again
+            raise NotReady("the ranks of this selection changed while it was read")
+        in_window = acts if window is None else acts.take((acts["ts"] >= window[0]) & (acts["ts"] < window[1]))
+        table = rk.across_ranks(in_window, span_rank, rk.KERNEL_KEYS[group])
+    elif window is None:
         table = eff.by_name(device) if group == "name" else eff.by_op(device)
     else:  # one step of the Overview: activities that start in [t0, t1) of the trace's time
         acts = eff.activities
@@ -44,16 +54,19 @@ def kernels(eff: Efficiency, request) -> Dict[str, Any]:
     op = params.text(request, "op", default="")
     if op and "op_name" in table:
         mask &= name_filter(table, op, column="op_name")
-    sort = params.choice(request, "sort", sorted(SORTABLE), "total_us")
+    spread = rk.SPREAD_COLUMNS if span_rank is not None else ()
+    sort = params.choice(request, "sort", sorted(SORTABLE) + list(spread), "total_us")
     descending = params.choice(request, "order", ("desc", "asc"), "desc") == "desc"
     order = sort_order(table, sort, descending)
     order = order[mask[order]]
     offset = params.integer(request, "offset", 0, 0, 10 ** 9)
     limit = params.integer(request, "limit", 200, 1, MAX_LIMIT)
-    rows = group_rows(table, order[offset: offset + limit].tolist())
+    page = order[offset: offset + limit].tolist()
+    rows = rk.kernel_rows(table, page) if spread else group_rows(table, page)
     for row in rows:  # what /kernel_ops takes back: names can be any length, the key is 16 characters
         row["name_key"] = params.name_key(row["name"])
-    return {"total": int(len(order)), "dtype": eff.dtype, "group": group, "rows": rows}
+    return {"total": int(len(order)), "dtype": eff.dtype, "group": group, "rows": rows,
+            "rank_count": int(span_rank.max()) + 1 if spread else None}
 
 
 def time_window(request) -> Optional[tuple]:

@@ -14,11 +14,13 @@ analysed are counted in `pending` and left out until ready; nothing here reads a
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
 
 from ..analysis import ranks as rk
 from ..analysis.diff import diff
-from ..service import NotFound, NotReady
+from ..service import ALL_WORKERS, NotFound, NotReady
 from . import params
 from .shapes import _Lru
 
@@ -69,6 +71,17 @@ def compare_route(plugin, request) -> Dict[str, Any]:
             "rows": ordered[:limit]}
 
 
+def span_ranks(plugin, request) -> Optional[np.ndarray]:
+    """For an "All ranks" selection, the rank (0..n-1, by worker) of each span of its combined analysis, in the
+    order `service.analysis` combines them; None for a selection of one worker."""
+    run, worker, span = params.selection(request)
+    if worker != ALL_WORKERS:
+        return None
+    states = plugin.service.ready_states(run, worker, span)
+    workers = {w: i for i, w in enumerate(sorted({s.worker for s in states}))}
+    return np.array([workers[s.worker] for s in states], dtype=np.int64)
+
+
 def _report(plugin, request) -> Tuple[rk.Report, int, List[str]]:
     run = params.text(request, "run", required=True)
     cycle = params.integer(request, "cycle", -1, -1, 10 ** 6)
@@ -82,7 +95,8 @@ def _report(plugin, request) -> Tuple[rk.Report, int, List[str]]:
         traces = []
         for worker, state in chosen:
             (_, section), = plugin.service.sections(run, worker, state.span, rk.SECTION)
-            traces.append(rk.RankTrace(worker, state.span, section))
+            (_, overview), = plugin.service.sections(run, worker, state.span, "overview")
+            traces.append(rk.RankTrace(worker, state.span, section, overview))
         return rk.analyze(traces, plugin.service.datasheet())
 
     return _REPORTS.get(key, build), pending, failed

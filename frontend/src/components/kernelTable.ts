@@ -26,6 +26,8 @@ export interface KernelTableOptions {
   /** The rows of the page now shown. */
   onRows(rows: KernelRow[]): void;
   onError(message: string): void;
+  /** "All ranks": rows span every rank's GPU; show each row's spread over the ranks. */
+  rankSpread?: boolean;
 }
 
 type Formatter = (row: KernelRow) => HTMLElement;
@@ -70,6 +72,36 @@ export function pctBar(frac: number, cls: string, title: string): HTMLElement {
     h("div", { class: "pbar-track" }, h("div", { class: "pbar-fill", style: { width: `${width.toFixed(1)}%` } })),
     h("span", { class: "pbar-text", text: pct(frac) }),
   );
+}
+
+/** "All ranks" columns: on how many ranks a kernel ran and its time per rank (min / median / max). */
+function rankSpreadColumns(
+  fmt: (f: Formatter) => (cell: CellComponent) => HTMLElement,
+  header: (title: string, tip: string) => () => HTMLElement,
+): ColumnDefinition[] {
+  const perRank = (field: "rank_min_us" | "rank_median_us" | "rank_max_us", title: string, tip: string): ColumnDefinition => ({
+    title,
+    field,
+    width: 112,
+    hozAlign: "right",
+    cssClass: "col-rank-spread",
+    titleFormatter: header(title, `${tip} time of the kernel on one rank (0 on a rank where it did not run)`),
+    formatter: fmt((r) => cellText(time(r[field] ?? null))),
+  });
+  return [
+    {
+      title: "Ranks",
+      field: "ranks",
+      width: 80,
+      hozAlign: "right",
+      cssClass: "col-rank-spread",
+      titleFormatter: header("Ranks", "How many of the selection's ranks the kernel ran on"),
+      formatter: fmt((r) => cellText(count(r.ranks ?? 0))),
+    },
+    perRank("rank_min_us", "Min/rank", "Smallest"),
+    perRank("rank_median_us", "Med./rank", "Median"),
+    perRank("rank_max_us", "Max/rank", "Largest"),
+  ];
 }
 
 export class KernelTable {
@@ -148,6 +180,7 @@ export class KernelTable {
         titleFormatter: header("Share", "Share of the device's kernel time"),
         formatter: fmt((r) => cellText(pct(r.time_share))),
       },
+      ...(opts.rankSpread ? rankSpreadColumns(fmt, header) : []),
       {
         title: "TFLOP/s",
         field: "tflops",

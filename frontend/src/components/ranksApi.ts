@@ -1,7 +1,17 @@
 // Types and fetchers of the Distributed routes (/ranks, /ranks_heatmap).
 import { getJson, type DiffRow, type DiffSummary } from "../api";
 
-export type StepMetric = "dur" | "compute" | "comm_exposed" | "comm_overlapped" | "memcpy" | "idle" | "comm_wait";
+/** Idle by cause, as the Overview splits it (step metric, label, the Overview's category key for its colour). */
+export const IDLE_CAUSES = [
+  ["idle_host_bound", "Idle: host-bound", "host_bound"],
+  ["idle_launch_bound", "Idle: launch-bound", "launch_bound"],
+  ["idle_sync", "Idle: synchronisation", "sync"],
+  ["idle_data_loading", "Idle: data loading", "data_loading"],
+  ["idle_other", "Idle: other", "idle_other"],
+] as const;
+
+export type IdleCause = (typeof IDLE_CAUSES)[number][0];
+export type StepMetric = "dur" | "compute" | "comm_exposed" | "comm_overlapped" | "memcpy" | "idle" | IdleCause | "comm_wait";
 
 export const STEP_METRICS: ReadonlyArray<readonly [StepMetric, string]> = [
   ["dur", "Step time"],
@@ -11,6 +21,7 @@ export const STEP_METRICS: ReadonlyArray<readonly [StepMetric, string]> = [
   ["comm_wait", "Wait in collectives"],
   ["memcpy", "Memcpy / memset"],
   ["idle", "Idle"],
+  ...IDLE_CAUSES.map(([m, label]) => [m, label] as const),
 ];
 
 export interface RankRow {
@@ -24,6 +35,12 @@ export interface RankRow {
   comm_overlapped_us: number | null;
   memcpy_us: number | null;
   idle_us: number | null;
+  /** Idle by cause (null on a CPU-only trace: no GPU idle to split). */
+  idle_host_bound_us: number | null;
+  idle_launch_bound_us: number | null;
+  idle_sync_us: number | null;
+  idle_data_loading_us: number | null;
+  idle_other_us: number | null;
   comm_wait_us: number | null;
   arrived_last: number;
   others_waited_us: number;

@@ -5,18 +5,25 @@ import { GridComponent, LegendComponent, TooltipComponent, VisualMapComponent } 
 import * as echarts from "echarts/core";
 import { CanvasRenderer } from "echarts/renderers";
 import { time } from "../format";
-import { ChartBox } from "./overviewCharts";
-import type { Heatmap, RankRow } from "./ranksApi";
+import { CATEGORY_COLORS, ChartBox } from "./overviewCharts";
+import { IDLE_CAUSES, type Heatmap, type RankRow } from "./ranksApi";
 import { TOOLTIP_STYLE } from "./roofline";
 
 echarts.use([BarChart, HeatmapChart, GridComponent, LegendComponent, TooltipComponent, VisualMapComponent, CanvasRenderer]);
 
-const PARTS: ReadonlyArray<readonly [keyof RankRow, string, string]> = [
-  ["compute_us", "Compute", "#3b6ea5"],
-  ["comm_overlapped_us", "Communication (overlapped)", "#8fb8de"],
-  ["comm_exposed_us", "Communication (exposed)", "#d9822b"],
-  ["memcpy_us", "Memcpy / memset", "#2a9d8f"],
-  ["idle_us", "Idle", "#c8ccd2"],
+const OVERLAPPED = "Communication (overlapped, under compute)";
+type Part = readonly [string, string, (r: RankRow) => number | null];
+
+/** The stacked parts, summing to the step: busy time, then idle by the Overview's causes in its colours (a
+ * CPU-only trace's idle has no cause: one grey part). Overlapped communication ran under compute, so it is a thin
+ * bar of its own beside the stack, not part of it. */
+const PARTS: ReadonlyArray<Part> = [
+  ["Compute", "#3b6ea5", (r) => r.compute_us],
+  [OVERLAPPED, "#8fb8de", (r) => r.comm_overlapped_us],
+  ["Communication (exposed)", "#d9822b", (r) => r.comm_exposed_us],
+  ["Memcpy / memset", "#2a9d8f", (r) => r.memcpy_us],
+  ...IDLE_CAUSES.map(([m, label, key]): Part => [label, CATEGORY_COLORS[key], (r) => r[`${m}_us`]]),
+  ["Idle (no GPU: no cause)", "#c8ccd2", (r) => (r.idle_host_bound_us == null ? r.idle_us : null)],
 ];
 
 /** A chart box whose height follows the number of ranks it draws. */
@@ -27,7 +34,7 @@ class Chart extends ChartBox {
   }
 }
 
-/** Mean step per rank, stacked: compute, overlapped and exposed communication, memcpy, idle. */
+/** Mean step per rank, stacked: compute, overlapped and exposed communication, memcpy, idle by cause. */
 export class RankBars extends Chart {
   constructor(private onRank: (rank: number) => void) {
     super("ranks-bars");
@@ -50,13 +57,13 @@ export class RankBars extends Chart {
           data: ranks,
           axisLabel: { formatter: (r: string) => (stragglers.has(Number(r)) ? `{s|rank ${r} ⚑}` : `rank ${r}`), rich: { s: { color: "#c0392b", fontWeight: "bold" } } },
         },
-        series: PARTS.map(([key, name, color]) => ({
+        series: PARTS.map(([name, color, value]) => ({
           type: "bar",
           name,
-          stack: "step",
+          stack: name === OVERLAPPED ? "overlap" : "step",
           itemStyle: { color },
-          barMaxWidth: 16,
-          data: rows.map((r) => r[key] as number | null),
+          barMaxWidth: name === OVERLAPPED ? 5 : 16,
+          data: rows.map(value),
         })),
       },
       true,

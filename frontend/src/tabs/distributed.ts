@@ -3,7 +3,7 @@
 // its evidence. Everything comes from /ranks (per-trace summaries); ranks are paged, never drawn all at once.
 import { ApiError, isAbort, type Selection } from "../api";
 import { RankBars, StepHeatmap } from "../components/ranksCharts";
-import { ranksApi, STEP_METRICS, type CollectiveRow, type RankCompare, type RankRow, type RanksResponse, type StepMetric } from "../components/ranksApi";
+import { IDLE_CAUSES, ranksApi, STEP_METRICS, type CollectiveRow, type RankCompare, type RankRow, type RanksResponse, type StepMetric } from "../components/ranksApi";
 import { emptyState, errorState, inlineError, loadingState } from "../components/states";
 import { field, h, replace, select } from "../dom";
 import { bytes, count, gbps, pct, sig, time } from "../format";
@@ -35,13 +35,15 @@ function rankCells(r: RankRow): Cell[] {
     time(r.comm_overlapped_us),
     time(r.memcpy_us),
     time(r.idle_us),
+    ...IDLE_CAUSES.map(([m]) => time(r[`${m}_us`])),
     time(r.comm_wait_us),
     count(r.arrived_last),
     time(r.others_waited_us),
   ];
 }
 
-const RANK_HEAD = ["Rank", "Worker", "Step", "Compute", "Comm exposed", "Comm overlapped", "Memcpy", "Idle", "Wait in collectives", "Arrived last", "Others waited"];
+const RANK_HEAD = ["Rank", "Worker", "Step", "Compute", "Comm exposed", "Comm overlapped", "Memcpy", "Idle",
+  "Host-bound", "Launch-bound", "Sync", "Data loading", "Other idle", "Wait in collectives", "Arrived last", "Others waited"];
 const COLL_HEAD = ["Collective", "dtype", "Size", "Ranks", "Algorithm", "Count", "Time / rank", "Wait", "Transfer", "algbw", "busbw", "% of link"];
 
 function collectiveCells(c: CollectiveRow): Cell[] {
@@ -124,7 +126,10 @@ class DistributedView implements TabView {
           ? h("details", { class: "banner banner-warn" }, h("summary", { text: `${d.problems.length} note${d.problems.length === 1 ? "" : "s"} on the ranks` }), h("ul", null, ...d.problems.map((p) => h("li", { text: p }))))
           : null,
         this.stragglers(d),
-        panel("Ranks: mean step split", h("div", { class: "muted small", text: "Click a rank (bar or row) to compare it with the median rank." }), this.focus, this.rankHost),
+        panel("Ranks: mean step split", h("div", {
+          class: "muted small",
+          text: "Mean per step. Idle is split by cause as in the Overview (host-bound, launch-bound, synchronisation, data loading, other); a CPU-only trace has no GPU idle to split (—). Click a rank (bar or row) to compare it with the median rank.",
+        }), this.focus, this.rankHost),
         panel(`Ranks × steps`, h("div", { class: "controls" }, field("Metric", metricSelect)), this.heatStatus, this.heat.el),
         panel(
           "Collectives",
@@ -214,7 +219,8 @@ class DistributedView implements TabView {
     if (!row) return;
     const keys: ReadonlyArray<readonly [keyof RankRow, string]> = [
       ["step_us", "Step"], ["compute_us", "Compute"], ["comm_exposed_us", "Comm exposed"], ["comm_overlapped_us", "Comm overlapped"],
-      ["memcpy_us", "Memcpy"], ["idle_us", "Idle"], ["comm_wait_us", "Wait in collectives"],
+      ["memcpy_us", "Memcpy"], ["idle_us", "Idle"], ...IDLE_CAUSES.map(([m, label]) => [`${m}_us` as const, label] as const),
+      ["comm_wait_us", "Wait in collectives"],
     ];
     const median = (k: keyof RankRow) => {
       const v = d.ranks.map((r) => r[k] as number | null).filter((x): x is number => x != null).sort((a, b) => a - b);

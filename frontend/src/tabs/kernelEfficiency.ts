@@ -17,7 +17,7 @@ import { emptyState, inlineError, loadingState, requestErrorState } from "../com
 import { debounce, field, h, replace, select } from "../dom";
 import { count } from "../format";
 import { showOnTimeline } from "../nav";
-import { loadPrefs, nav, savePrefs, scopeFor, Store } from "../state";
+import { ALL_WORKERS, loadPrefs, nav, savePrefs, scopeFor, Store } from "../state";
 import type { TabDef, TabView } from "./types";
 
 export const TOP_N = [25, 50, 100, 200, 500] as const;
@@ -127,6 +127,11 @@ class KernelEfficiencyView implements TabView {
     this.build();
   }
 
+  /** "All ranks": the table aggregates every rank (the server groups across their GPUs). */
+  private get allRanks(): boolean {
+    return this.sel.worker === ALL_WORKERS;
+  }
+
   private get device(): DeviceInfo | undefined {
     return this.devices.find((d) => d.id === this.view.get().device);
   }
@@ -223,6 +228,7 @@ class KernelEfficiencyView implements TabView {
         );
       },
       deviceMatched: () => this.device?.matched ?? false,
+      rankSpread: this.allRanks,
       onSelect: (row) => this.view.set({ selected: row.name }),
       onLoaded: (total, dtype) => this.showTableStatus(total, dtype),
       onError: (message) => replace(this.tableStatus, inlineError(message)),
@@ -243,6 +249,7 @@ class KernelEfficiencyView implements TabView {
     if (s.filter) parts.push(`matching “${s.filter}”`);
     if (s.op) parts.push(`launched by ${s.op}`);
     parts.push(s.dtype === "auto" ? "rated against each kernel's own dtype" : `rated against the ${dtype} peak`);
+    if (this.allRanks) parts.push("all ranks: one row per kernel over every rank's GPU, with its time per rank (min / median / max)");
     replace(this.tableStatus, h("span", { class: "muted", text: parts.join(" · ") }));
   }
 

@@ -6,10 +6,10 @@ together for the route, the CLI and the Python API.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Sequence, Tuple
 
+from ...jsonutil import finite
 from ...sections import Section
 from ..efficiency import Efficiency
 from .breakdown import BUSY, CATEGORIES, IDLE, LABELS, LAUNCH_GAP_US
@@ -30,7 +30,7 @@ class Overview:
 
     def to_json(self) -> Dict[str, Any]:
         """Everything as JSON-ready data (NaN and infinities as None), as the /overview route answers."""
-        return _json_safe({"categories": [{"key": k, "label": LABELS[k], "kind": "busy" if (k, LABELS[k]) in BUSY else "idle"}
+        return finite({"categories": [{"key": k, "label": LABELS[k], "kind": "busy" if (k, LABELS[k]) in BUSY else "idle"}
                                for k in CATEGORIES],
                 "source": self.source, "missing": self.missing, "launch_gap_us": LAUNCH_GAP_US,
                 "headline": self.headline, "spans": self.spans, "steps": self.steps,
@@ -54,16 +54,6 @@ class Overview:
         import pandas as pd
 
         return pd.DataFrame([{k: v for k, v in s.items() if not isinstance(v, dict)} for s in self.spans])
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 def build_overview(parts: Sequence[Tuple[str, Section, Efficiency]]) -> Overview:
