@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 
 __all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
            "kernels_across_ranks",
-           "discover", "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index",
+           "discover", "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index", "timeline_ranks",
            "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
 
@@ -198,6 +198,16 @@ def timeline_index(trace: "KinetoTrace | os.PathLike[str] | str") -> "TimelineIn
     return build_index(trace, analyze(trace))
 
 
+def timeline_ranks(run: "os.PathLike[str] | str", cycle: int = -1) -> "TimelineStack":
+    """The Timeline of a distributed run directory (one trace per rank) with every rank stacked on one time base
+    (each trace placed by its absolute start): `.meta()`, `.viewport(t0, t1, width)`, `.find(name)`,
+    `.breakdown(t0, t1)`, times in us from the earliest rank's first event. `cycle`: the n-th span of every rank."""
+    from .analysis.timeline_stack import from_run_dir
+    from .estimate.devices import load_datasheet
+
+    return from_run_dir(os.fspath(run), cycle, load_datasheet())
+
+
 def timeline(trace: "KinetoTrace | os.PathLike[str] | str", t0: Optional[float] = None,
              t1: Optional[float] = None, width: int = 1000) -> "pandas.DataFrame":
     """What the Timeline tab draws for [t0, t1] (us from the trace's first event; default the whole trace) at
@@ -280,4 +290,5 @@ if False:  # pragma: no cover - for type checkers only
     from .analysis.ranks import Report as RanksReport
     from .analysis.efficiency import Efficiency
     from .analysis.timeline import TimelineIndex
+    from .analysis.timeline_stack import Stack as TimelineStack
     import pandas

@@ -1,6 +1,7 @@
 """End to end: real TensorBoard over samples/, headless Chromium. The Timeline draws a span; wheel zoom narrows the
 view; zoomed to one kernel, a click on it opens the kernel drawer; "Show on timeline" from a kernel row lands on that
-kernel; "Open in Perfetto" speaks Perfetto's PING/PONG protocol (against a stand-in window) and says when offline."""
+kernel, and so does "on timeline" next to a kernel link of an Overview recommendation; "Open in Perfetto" speaks
+Perfetto's PING/PONG protocol (against a stand-in window) and says when offline."""
 from __future__ import annotations
 
 from .browser import plugin_page
@@ -79,6 +80,26 @@ def test_timeline_zoom_click_and_show_on_timeline(tmp_path):
         assert "highlighted" in frame.locator(".tl-found").inner_text()
         found = frame.evaluate(f"() => ({CANVAS})().highlight.length")
         assert found >= 1
+        v0, v1 = _viewport(frame)
+        occ = frame.evaluate(f"() => ({CANVAS})().highlight")
+        assert any(v0 <= o["start"] and o["end"] <= v1 for o in occ)
+
+        # "on timeline" next to a kernel link of an Overview recommendation: every launch highlighted, one shown.
+        frame.locator("nav.tabs button", has_text="Overview").click()
+        link = frame.locator(".ov-rec-links .ov-link-pair").first
+        link.wait_for(timeout=60000)
+        link_name = link.locator(".ov-link").get_attribute("title")
+        assert link_name != row_name  # lands somewhere new
+        link.locator(".show-on-timeline").click()
+        frame.wait_for_function("n => document.querySelector('.drawer:not([hidden]) .kernel-name')?.textContent === n"
+                                " && document.querySelector('nav.tabs button.active')?.textContent === 'Timeline'",
+                                arg=link_name, timeout=60000)
+        _wait_drawn(frame)
+        count = frame.evaluate("() => fetch('./timeline/find?' + new URLSearchParams({run: 'bert_h100', "
+                               "worker: 'h100-node', span: 'all', name: %r})).then(r => r.json()).then(j => j.count)"
+                               % link_name)
+        assert count >= 1 and frame.evaluate(f"() => ({CANVAS})().highlight.length") == count
+        assert f"{count} occurrence" in frame.locator(".tl-found").inner_text()
         v0, v1 = _viewport(frame)
         occ = frame.evaluate(f"() => ({CANVAS})().highlight")
         assert any(v0 <= o["start"] and o["end"] <= v1 for o in occ)

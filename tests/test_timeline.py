@@ -138,6 +138,16 @@ def test_cpu_lanes_nest_ops_by_depth(bert):
     assert np.all(index.end[a:b][j] >= index.end[c:d] - 1e-6)
 
 
+def test_a_cpu_only_trace_draws_with_efficiency_colours():
+    """No GPU activity: the activity table is empty and every event is a CPU op (no % of roof)."""
+    trace = gi.load(os.path.join(ROOT, "samples", "cpu_mlp", "cpu-worker.1795250381965892228.pt.trace.json"))
+    eff = gi.analyze(trace)
+    index = tl.build_index(trace, eff)
+    view = tl.viewport(index, 0, index.duration_us, 500, efficiency=eff.activities["efficiency"])
+    events = [e for lane in view["lanes"] for e in lane["events"]["eff"]]
+    assert len(eff.activities) == 0 and events and all(e is None for e in events)
+
+
 def test_bad_ranges_are_refused(bert):
     _, index = bert
     for t0, t1, width in ((5, 5, 100), (5, 1, 100), (0, float("nan"), 100), (0, 10, 0), (0, 10, tl.MAX_WIDTH + 1)):
@@ -162,7 +172,8 @@ def scaled(tmp_path_factory):
     return logdir, out
 
 
-def test_routes_on_a_scaled_trace_are_bounded_and_exact(scaled, tmp_path):
+def _serve(logdir, cache, **sel):
+    """A `get(route, **params) -> (status, JSON)` on the plugin served by real TensorBoard over `logdir`."""
     from tensorboard.backend import application
     from tensorboard.plugins import base_plugin
     from werkzeug.test import Client
@@ -170,17 +181,21 @@ def test_routes_on_a_scaled_trace_are_bounded_and_exact(scaled, tmp_path):
     from tb_gpuinsight.plugin import GpuInsightPlugin
     from tb_gpuinsight.service import LogdirService
 
-    logdir, path = scaled
-    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=60)
+    service = LogdirService(str(logdir), cache_dir=str(cache), workers=0, scan_interval=60)
     service.scan()
     client = Client(application.TensorBoardWSGI([GpuInsightPlugin(
         base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)]))
-    sel = {"run": "scaled", "worker": "w", "span": "all"}
 
     def get(route, **params):
         response = client.get(f"{BASE}/{route}", query_string={**sel, **params})
         return response.status_code, json.loads(response.get_data(as_text=True))
 
+    return get
+
+
+def test_routes_on_a_scaled_trace_are_bounded_and_exact(scaled, tmp_path):
+    logdir, path = scaled
+    get = _serve(logdir, tmp_path / "cache", run="scaled", worker="w", span="all")
     code, meta = get("timeline/meta")
     assert code == 200 and meta["events"] > 150_000 and meta["steps"] >= 10
     trace = gi.load(str(path))
@@ -236,3 +251,76 @@ def test_command_exports_and_api_frame(tmp_path, capsys):
     exact = _union_in(_gpu_intervals(trace, trace.meta.start_us, 0, 7), 0, 3000)
     assert busy == pytest.approx(exact, rel=5e-3)
     assert gpu[gpu["item"] == "event"]["pct_of_roof"].notna().any()
+
+
+def test_all_ranks_stack_on_one_time_base(tmp_path):
+    """The worker "*" stacks the 8 DLRM ranks' stored indexes: lanes of every rank, bounded answers, and a
+    collective that ends together on every rank once each trace is placed by its absolute start."""
+    logdir = tmp_path / "logdir"
+    logdir.mkdir()
+    os.symlink(corpus_path("param/dlrm_8ranks"), logdir / "dlrm")
+    get = _serve(logdir, tmp_path / "cache", run="dlrm", worker="*", span="all")
+    code, meta = get("timeline/meta")
+    assert code == 200 and [r["rank"] for r in meta["ranks"]] == list(range(8))
+    offsets = [r["offset_us"] for r in meta["ranks"]]
+    assert min(offsets) == 0 and max(offsets) > 1000  # the ranks' traces start milliseconds apart
+    width = 1500
+    code, view = get("timeline/view", t0="0", t1=repr(meta["duration_us"]), width=width, depth="0")
+    assert code == 200
+    shown = [meta["lanes"][lane["id"]] for lane in view["lanes"]]
+    assert {lane["rank"] for lane in shown if lane["kind"] == "gpu"} == set(range(8))
+    assert {lane["rank"] for lane in shown if lane["kind"] == "cpu"} == set(range(8))
+    assert all(lane["depth"] == 0 for lane in shown if lane["kind"] == "cpu")  # CPU lanes collapsed
+    events = sum(len(lane["events"]["start"]) for lane in view["lanes"])
+    assert events <= max(tl.MAX_EVENTS, 16 * len(shown)) and view["items"] <= tl.MAX_EVENTS + len(shown) * width
+    code, small = get("timeline/view", t0="0", t1=repr(meta["duration_us"]), width=width, depth="0",
+                      lanes=",".join(str(lane["id"]) for lane in shown))
+    assert code == 200 and small["items"] == view["items"]
+    code, tight = get("timeline/view", t0="0", t1=repr(meta["duration_us"]), width="200")
+    assert code == 200 and sum(len(lane["events"]["start"]) for lane in tight["lanes"]) <= tl.MAX_EVENTS
+    # Rank 3's stream lane holds what its own span's timeline holds, shifted by its offset.
+    rank3 = next(lane for lane in shown if lane["rank"] == 3 and lane["kind"] == "gpu")
+    own = _serve(logdir, tmp_path / "cache", run="dlrm", worker=rank3["worker"], span=rank3["span"])
+    off = offsets[3]
+    local = next(lane for lane in own("timeline/meta")[1]["lanes"] if lane["label"] == rank3["label"].split(" · ", 1)[1])
+    code, alone = own("timeline/view", t0=repr(-off), t1=repr(meta["duration_us"] - off), width=width,
+                      lanes=str(local["id"]))
+    stacked = next(lane for lane in view["lanes"] if lane["id"] == rank3["id"])
+    assert stacked["busy_us"] == pytest.approx(alone["lanes"][0]["busy_us"])
+    assert stacked["events"]["start"] == pytest.approx([s + off for s in alone["lanes"][0]["events"]["start"]])
+    # The step's three all-reduces end within tens of microseconds on every rank (their starts differ by the
+    # ranks' arrival, their ends by the ring's last hop), though the traces start up to milliseconds apart.
+    name = next(n for n in meta["names"] if n.startswith("ncclKernel_AllReduce"))
+    code, found = get("timeline/find", name=name)
+    assert code == 200 and found["count"] == 24
+    ends = {}
+    for occ in found["occurrences"]:
+        ends.setdefault(meta["lanes"][occ["lane"]]["rank"], []).append(occ["end"])
+    assert sorted(ends) == list(range(8))
+    per_instance = np.array([sorted(e) for _, e in sorted(ends.items())])
+    assert np.ptp(per_instance, axis=0).max() < 50
+    code, ev = get("timeline/event", index=found["longest"]["index"])
+    assert code == 200 and ev["name"] == name and ev["worker"] == meta["ranks"][ev["rank"]]["worker"]
+    code, rng = get("timeline/range", t0="0", t1=repr(meta["duration_us"]))
+    assert code == 200 and len(rng["devices"]) == 8 and all(d["label"].startswith("rank ") for d in rng["devices"])
+    for bad in ({"t0": "1", "t1": "0"}, {"t0": "0", "t1": "1", "lanes": str(len(meta["lanes"]))}):
+        code, body = get("timeline/view", **bad)
+        assert code == 400 and body["error"], bad
+
+
+
+def test_all_ranks_from_the_command_line_and_api(tmp_path, capsys):
+    """The CLI and the API stack the ranks of a run directory as the plugin does (read from the traces there)."""
+    from tb_gpuinsight import cli
+
+    run = corpus_path("param/dlrm_8ranks")
+    stack = gi.timeline_ranks(run)
+    ranks = stack.meta()["ranks"]
+    assert [r["rank"] for r in ranks] == list(range(8)) and min(r["offset_us"] for r in ranks) == 0
+    assert ranks[0]["offset_us"] == pytest.approx(stack.ranks[0].index.origin_us - stack.origin_us)
+    out_csv = tmp_path / "ranks.csv"
+    assert cli.main(["timeline", str(run), "--width", "300", "--csv", str(out_csv)]) == 0
+    text = capsys.readouterr().out
+    assert all(f"rank {r} · GPU {r} (all streams)" in text for r in range(8))
+    labels = {line.split(",")[1].split(" · ")[0] for line in out_csv.read_text().splitlines()[1:]}
+    assert labels == {f"rank {r}" for r in range(8)}

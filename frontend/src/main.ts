@@ -86,6 +86,7 @@ class App {
     // A tab asked for another tab (a step click in the Overview, an evidence link): switch span, then tab.
     nav.subscribe((n, changed) => {
       if (!changed.has("request") || !n.request) return;
+      if (n.request.worker) this.select({ worker: n.request.worker });
       if (n.request.span) this.select({ span: n.request.span });
       this.store.set({ tab: n.request.tab });
     });

@@ -1,10 +1,13 @@
 // "Show on timeline": the target waits here until the Timeline tab mounts (the shell switches tabs through
 // state.ts's openTab, as every cross-tab link does).
-import { openTab } from "./state";
+import { h } from "./dom";
+import { ALL_SPANS, openTab } from "./state";
 
 export interface TimelineTarget {
   name: string;
   device?: number;
+  /** The span to look in (the header's "all spans" leaves the Timeline's own choice). */
+  span?: string;
 }
 
 let pendingTimeline: TimelineTarget | null = null;
@@ -13,6 +16,16 @@ let pendingTimeline: TimelineTarget | null = null;
 export function showOnTimeline(target: TimelineTarget): void {
   pendingTimeline = target;
   openTab("timeline");
+}
+
+/** A small "Show on timeline" button for `name` (a kernel or an op), for any tab's rows and panels. */
+export function timelineButton(name: string, span?: string, text = "Show on timeline"): HTMLElement {
+  return h("button", {
+    class: "btn btn-small show-on-timeline",
+    text,
+    title: `Highlight every occurrence of ${name} on the Timeline`,
+    on: { click: () => showOnTimeline({ name, span: span && span !== ALL_SPANS ? span : undefined }) },
+  });
 }
 
 /** The target a Timeline tab should land on, once (null when none is pending). */

@@ -117,15 +117,15 @@ export interface KernelFocus {
 export interface NavState {
   scope: StepScope | null;
   focus: KernelFocus | null;
-  request: { tab: string; span: string | null; seq: number } | null;
+  request: { tab: string; span: string | null; worker: string | null; seq: number } | null;
 }
 
 export const nav = new Store<NavState>({ scope: null, focus: null, request: null });
 let navSeq = 0;
 
-/** Ask the shell to show `tab` (and, when given, switch the header to `span`). */
-export function openTab(tab: string, span: string | null = null): void {
-  nav.set({ request: { tab, span, seq: ++navSeq } });
+/** Ask the shell to show `tab` (and, when given, switch the header to `worker`, then `span`). */
+export function openTab(tab: string, span: string | null = null, worker: string | null = null): void {
+  nav.set({ request: { tab, span, worker, seq: ++navSeq } });
 }
 
 /** The step scope when it applies to `sel` (same run, worker and span), else null. */

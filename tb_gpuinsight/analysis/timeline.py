@@ -61,6 +61,7 @@ class TimelineIndex:
     names: List[str]
     steps: List[str]
     arrays: Dict[str, np.ndarray]
+    base_us: float = 0.0  # the trace's baseTimeNanoseconds in us: origin_us + base_us is absolute
 
     def __getattr__(self, key: str) -> np.ndarray:
         try:
@@ -77,14 +78,14 @@ class TimelineIndex:
 
     def to_section(self) -> Section:
         info = {"origin_us": self.origin_us, "duration_us": self.duration_us, "lanes": self.lanes,
-                "names": self.names, "steps": self.steps, "classes": list(CLASSES)}
+                "names": self.names, "steps": self.steps, "classes": list(CLASSES), "base_us": self.base_us}
         return Section(SECTION, info, dict(self.arrays))
 
     @classmethod
     def from_section(cls, section: Section) -> "TimelineIndex":
         info = section.check().info
         return cls(info["origin_us"], info["duration_us"], info["lanes"], info["names"], info["steps"],
-                   section.arrays)
+                   section.arrays, float(info.get("base_us", 0.0)))
 
     def busy_upto(self, group: int, x: np.ndarray) -> np.ndarray:
         """Busy time of one segment group from the start of the trace up to each time in `x` (sorted,
@@ -133,7 +134,8 @@ def build_index(trace, eff) -> TimelineIndex:
     arrays.update(step_start=steps.start - origin if has_steps else np.empty(0),
                   step_end=steps.end - origin if has_steps else np.empty(0))
     step_names = [f"ProfilerStep#{n}" for n in steps.number.tolist()] if has_steps else []
-    return TimelineIndex(origin, float(trace.meta.duration_us), lanes, list(names.items), step_names, arrays)
+    return TimelineIndex(origin, float(trace.meta.duration_us), lanes, list(names.items), step_names, arrays,
+                         (trace.meta.base_time_ns or 0) / 1000.0)
 
 
 def _lane_part(start, end, cls, name, act) -> Dict[str, np.ndarray]:
@@ -357,7 +359,8 @@ def _wide_events(index: TimelineIndex, lane: int, t0: float, t1: float, px: floa
            "cls": index.cls[rows].tolist(), "name": index.name[rows].tolist(), "act": act.tolist(),
            "index": rows.tolist()}
     if efficiency is not None:
-        eff = np.where(act >= 0, efficiency[np.maximum(act, 0)], np.nan) if len(act) else np.empty(0)
+        eff = np.full(len(act), np.nan)
+        eff[act >= 0] = efficiency[act[act >= 0]]  # CPU ops (-1) have none; a CPU-only trace has no table
         out["eff"] = [None if v != v else round(float(v), 4) for v in eff.tolist()]
     return out
 

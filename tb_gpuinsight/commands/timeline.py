@@ -1,23 +1,28 @@
 """`tb-gpuinsight timeline TRACE`: the lanes of a trace's timeline with their busy time over a range, and a
 viewport's level-of-detail items exported as JSON or CSV (what the Timeline tab draws for that range and width).
+Given a run directory with one trace per rank, every rank is stacked on one time base (the tab's "All ranks").
 
     tb-gpuinsight timeline TRACE                              # lanes, busy / idle per GPU over the whole trace
     tb-gpuinsight timeline TRACE --t0 1000 --t1 5000          # the same over a range (us from the trace start)
     tb-gpuinsight timeline TRACE --width 1600 --json view.json  # export the viewport (also --csv)
+    tb-gpuinsight timeline RUN_DIR --cycle -1                 # every rank's lanes, busy / idle per rank's GPU
 """
 from __future__ import annotations
 
 import csv
 import json
-from typing import List
+import os
+from typing import List, Union
 
 from ..analysis import timeline as tl
+from ..analysis.timeline_stack import Stack
 
 
 def register(sub) -> None:
     """Add the `timeline` subcommand."""
     p = sub.add_parser("timeline", help="timeline lanes, busy/idle over a range; export a viewport as JSON or CSV")
-    p.add_argument("trace", help="a Kineto trace (.json or .json.gz)")
+    p.add_argument("trace", help="a Kineto trace (.json or .json.gz), or a run directory of one trace per rank")
+    p.add_argument("--cycle", type=int, default=-1, help="run directory: the n-th span of every rank (-1: latest)")
     p.add_argument("--t0", type=float, default=None, help="range start, us from the trace's first event (default 0)")
     p.add_argument("--t1", type=float, default=None, help="range end, us from the trace's first event (default end)")
     p.add_argument("--width", type=int, default=1000, help="pixels of the viewport: sets the level of detail")
@@ -29,13 +34,16 @@ def register(sub) -> None:
 
 def run(args) -> int:
     """Entry of `tb-gpuinsight timeline`."""
-    from .. import timeline_index
+    from .. import timeline_index, timeline_ranks
 
-    index = timeline_index(args.trace)
+    index = timeline_ranks(args.trace, args.cycle) if os.path.isdir(args.trace) else timeline_index(args.trace)
     t0 = 0.0 if args.t0 is None else args.t0
     t1 = index.duration_us if args.t1 is None else args.t1
     lanes = [int(x) for x in args.lanes.split(",") if x] or None
-    view = tl.viewport(index, t0, t1, args.width, lanes)
+    if isinstance(index, Stack):
+        view = index.viewport(t0, t1, args.width, lanes)
+    else:
+        view = tl.viewport(index, t0, t1, args.width, lanes)
     for line in describe(index, t0, t1):
         print(line)
     if args.json:
@@ -50,9 +58,9 @@ def run(args) -> int:
     return 0
 
 
-def describe(index: tl.TimelineIndex, t0: float, t1: float) -> List[str]:
+def describe(index: Union[tl.TimelineIndex, Stack], t0: float, t1: float) -> List[str]:
     """Human lines: the range, each GPU's busy and idle time by class, each lane's busy time."""
-    found = tl.breakdown(index, t0, t1)
+    found = index.breakdown(t0, t1) if isinstance(index, Stack) else tl.breakdown(index, t0, t1)
     lines = [f"range     {t0:,.1f} .. {t1:,.1f} us ({t1 - t0:,.1f} us) of {index.duration_us:,.1f} us; "
              f"{index.event_count:,} events in {len(found['lanes'])} lanes; {len(index.steps)} profiler steps"]
     for dev in found["devices"]:

@@ -2,7 +2,9 @@
 occurrence of a name, and one event. All read the span's stored timeline index (never the trace).
 
 The timeline is per span. With "all spans" selected the tab names one span itself (`tspan`), by default the
-first analysed one; `/timeline/meta` lists the choices.
+first analysed one; `/timeline/meta` lists the choices. With the worker "all ranks" (`*`) every route answers for
+the run's ranks stacked on one time base (analysis/timeline_stack.py): one span per rank, the Distributed tab's
+choice (`cycle`: the n-th span of every worker, -1 the latest).
 """
 from __future__ import annotations
 
@@ -12,10 +14,14 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..analysis import timeline as tl
-from ..service import NotFound
+from ..analysis.timeline_stack import RankIndex, Stack
+from ..service import ALL_WORKERS, NotFound
 from . import params
+from .ranks import _report as rank_report
+from .shapes import _Lru
 
 MAX_LANES = 512
+_STACKS = _Lru(8)
 
 
 def routes(plugin) -> Dict[str, Callable]:
@@ -38,6 +44,23 @@ def span_index(plugin, request) -> Tuple[str, List[str], tl.TimelineIndex]:
     if pick is None or not found:
         raise NotFound(f"no analysed span {wanted!r} in this selection")
     return names[pick], names, tl.TimelineIndex.from_section(found[pick][1])
+
+
+def all_ranks(request) -> bool:
+    return params.selection(request)[1] == ALL_WORKERS
+
+
+def rank_stack(plugin, request) -> Stack:
+    """The run's ranks stacked (one span per rank, as the Distributed tab picks them), from their stored indexes."""
+    run = params.text(request, "run", required=True)
+    ranks = rank_report(plugin, request)[0].ranks
+    found = [(r, plugin.service.sections(run, r["worker"], r["span"], tl.SECTION)[0]) for r in ranks]
+
+    def build() -> Stack:
+        return Stack([RankIndex(r["rank"], r["worker"], r["span"], tl.TimelineIndex.from_section(section))
+                      for r, (_, section) in found])
+
+    return _STACKS.get(tuple(state.key for _, (state, _) in found), build)
 
 
 def number(request, name: str, default: Optional[float] = None) -> float:
@@ -68,26 +91,35 @@ def _lanes(request) -> Optional[List[int]]:
 
 
 def meta_route(plugin, request) -> Dict[str, Any]:
+    if all_ranks(request):
+        return {"span": "", "spans": [], **rank_stack(plugin, request).meta()}
     span, spans, index = span_index(plugin, request)
     return {"span": span, "spans": spans, **tl.meta(index)}
 
 
 def view_route(plugin, request) -> Dict[str, Any]:
     """`t0`, `t1` (us from the trace start), `width` (pixels), optional `lanes`, `depth` (deepest CPU level)."""
-    span, _, index = span_index(plugin, request)
     depth = params.integer(request, "depth", tl.MAX_DEPTH, 0, tl.MAX_DEPTH)
     width = params.integer(request, "width", 1000, 1, tl.MAX_WIDTH)
-    efficiency, over = _efficiency(plugin, request, span)
+    run = params.text(request, "run", required=True)
+    if all_ranks(request):
+        stack = rank_stack(plugin, request)
+        rated = [_efficiency(plugin, run, r.worker, r.span) for r in stack.ranks]
+        out = stack.viewport(number(request, "t0"), number(request, "t1"), width, _lanes(request), depth,
+                             efficiency=[eff for eff, _ in rated])
+        out["span"], out["over_roof_column"] = "", any(over for _, over in rated)
+        return out
+    span, _, index = span_index(plugin, request)
+    efficiency, over = _efficiency(plugin, run, params.selection(request)[1], span)
     out = tl.viewport(index, number(request, "t0"), number(request, "t1"), width, _lanes(request), depth,
                       efficiency=efficiency)
     out["span"], out["over_roof_column"] = span, over
     return out
 
 
-def _efficiency(plugin, request, span: str) -> Tuple[np.ndarray, bool]:
+def _efficiency(plugin, run: str, worker: str, span: str) -> Tuple[np.ndarray, bool]:
     """Each activity's fraction of its roof. When the activity table flags estimates over the roof, those keep
     their flag (the tab marks them) and `over_roof_column` says that the flag came from the table."""
-    run, worker, _ = params.selection(request)
     acts = plugin.service.analysis(run, worker, span).activities
     eff = acts["efficiency"].astype(np.float64)
     if "over_roof" in acts:
@@ -97,18 +129,25 @@ def _efficiency(plugin, request, span: str) -> Tuple[np.ndarray, bool]:
 
 
 def range_route(plugin, request) -> Dict[str, Any]:
+    if all_ranks(request):
+        return {"span": "", **rank_stack(plugin, request).breakdown(number(request, "t0"), number(request, "t1"))}
     span, _, index = span_index(plugin, request)
     return {"span": span, **tl.breakdown(index, number(request, "t0"), number(request, "t1"))}
 
 
 def find_route(plugin, request) -> Dict[str, Any]:
-    span, _, index = span_index(plugin, request)
     name = params.text(request, "name", required=True)
     t0 = number(request, "t0") if request.args.get("t0") else None
     t1 = number(request, "t1") if request.args.get("t1") else None
+    if all_ranks(request):
+        return {"span": "", **rank_stack(plugin, request).find(name, t0, t1)}
+    span, _, index = span_index(plugin, request)
     return {"span": span, **tl.find(index, name, t0, t1)}
 
 
 def event_route(plugin, request) -> Dict[str, Any]:
+    row = params.integer(request, "index", 0, 0, 1 << 40)
+    if all_ranks(request):
+        return rank_stack(plugin, request).event(row)
     span, _, index = span_index(plugin, request)
-    return {"span": span, **tl.event(index, params.integer(request, "index", 0, 0, 1 << 40))}
+    return {"span": span, **tl.event(index, row)}

@@ -1,6 +1,7 @@
 // The details panel of one execution-graph node: figures, schema, inputs and outputs, linked kernels.
 import { h } from "../dom";
 import { count, flop, pct, tflops, time, UNKNOWN } from "../format";
+import { timelineButton } from "../nav";
 import { stat } from "./details";
 import type { EtArgs, GraphKernel, NodeDetails } from "./graphApi";
 
@@ -34,11 +35,11 @@ function argsTable(args: EtArgs, empty: string): HTMLElement {
   );
 }
 
-function kernelsTable(kernels: GraphKernel[]): HTMLElement {
+function kernelsTable(kernels: GraphKernel[], span: string): HTMLElement {
   return h(
     "table",
     { class: "inputs graph-kernels" },
-    h("thead", null, h("tr", null, ...["Kernel", "Time", "TFLOP/s", "% peak", "Efficiency"].map((t) => h("th", { text: t })))),
+    h("thead", null, h("tr", null, ...["Kernel", "Time", "TFLOP/s", "% peak", "Efficiency", ""].map((t) => h("th", { text: t })))),
     h(
       "tbody",
       null,
@@ -51,6 +52,7 @@ function kernelsTable(kernels: GraphKernel[]): HTMLElement {
           h("td", { class: "num", text: tflops(k.tflops) }),
           h("td", { class: "num", text: pct(k.pct_peak) }),
           h("td", { class: "num", text: pct(k.efficiency) }),
+          h("td", null, timelineButton(k.name, span, "timeline")),
         ),
       ),
     ),
@@ -67,8 +69,8 @@ export interface NodeActions {
   onReveal(id: number): void;
 }
 
-/** The body of the details drawer for one node. */
-export function nodeDetails(d: NodeDetails, actions: NodeActions): HTMLElement {
+/** The body of the details drawer for one node (of the header's `span`: "show on timeline" looks there). */
+export function nodeDetails(d: NodeDetails, actions: NodeActions, span: string): HTMLElement {
   const s = d.summary;
   const buttons = h(
     "div",
@@ -121,7 +123,7 @@ export function nodeDetails(d: NodeDetails, actions: NodeActions): HTMLElement {
       );
     }
     const kernels = d.kernels ?? [];
-    parts.push(section("Linked kernels", kernels.length ? kernelsTable(kernels) : h("div", { class: "muted small", text: "No GPU kernel linked to this node." })));
+    parts.push(section("Linked kernels", kernels.length ? kernelsTable(kernels, span) : h("div", { class: "muted small", text: "No GPU kernel linked to this node." })));
   }
   return h("div", { class: "graph-details" }, ...parts);
 }

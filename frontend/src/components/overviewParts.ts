@@ -2,6 +2,7 @@
 import type { OverviewCategory, OverviewHeadline, Recommendation, StepRow } from "../api";
 import { h } from "../dom";
 import { count, pct, sig, time, tflops, UNKNOWN } from "../format";
+import { timelineButton } from "../nav";
 import { figure } from "./deviceCard";
 import { CATEGORY_COLORS } from "./overviewCharts";
 
@@ -127,14 +128,19 @@ export function recommendationList(recs: Recommendation[], onLink: (filter: stri
           ? h(
               "div",
               { class: "ov-rec-links" },
-              h("span", { class: "muted small", text: "Open in the kernel table: " }),
+              h("span", { class: "muted small", text: "Open in the kernel table or on the timeline: " }),
               ...r.links.map((l) =>
-                h("button", {
-                  class: "btn btn-small ov-link",
-                  text: l.label.length > 60 ? l.label.slice(0, 57) + "…" : l.label,
-                  title: l.label,
-                  on: { click: () => onLink(l.filter, l.op, l.span) },
-                }),
+                h(
+                  "span",
+                  { class: "ov-link-pair" },
+                  h("button", {
+                    class: "btn btn-small ov-link",
+                    text: l.label.length > 60 ? l.label.slice(0, 57) + "…" : l.label,
+                    title: l.label,
+                    on: { click: () => onLink(l.filter, l.op, l.span) },
+                  }),
+                  timelineButton(l.filter, l.span, "on timeline"),
+                ),
               ),
             )
           : null,

@@ -11,6 +11,10 @@ export interface TimelineLane {
   tid?: string;
   depth?: number;
   events: number;
+  /** Stacked ranks ("All ranks"): the rank, worker and span the lane belongs to. */
+  rank?: number;
+  worker?: string;
+  span?: string;
 }
 
 export interface TimelineMeta {
@@ -25,6 +29,8 @@ export interface TimelineMeta {
   events: number;
   steps: number;
   max_width: number;
+  /** Stacked ranks only: each rank's span and where its trace starts on the common time base. */
+  ranks?: { rank: number; worker: string; span: string; offset_us: number }[];
 }
 
 export interface LaneEvents {
@@ -60,7 +66,7 @@ export interface TimelineView {
   lanes: LaneView[];
   steps: { name: string; start: number; end: number }[];
   /** GPU idle gaps of at least a pixel; `cause` indexes TimelineMeta.idle_causes. */
-  idle: { device: number; start: number[]; end: number[]; cause: number[] }[];
+  idle: { device: number; rank?: number; start: number[]; end: number[]; cause: number[] }[];
   over_roof_column: boolean;
 }
 

@@ -378,7 +378,7 @@ export class TimelineCanvas {
     const batch = new RectBatch();
     for (const gap of this.data?.idle ?? []) {
       this.lanes.forEach((lane, row) => {
-        if (lane.kind !== "gpu" || lane.device !== gap.device) return;
+        if (lane.kind !== "gpu" || lane.device !== gap.device || lane.rank !== gap.rank) return;
         const y = RULER_H + STEP_H + row * LANE_H;
         for (let i = 0; i < gap.start.length; i++) {
           const x0 = this.xOf(gap.start[i]);

@@ -7,6 +7,7 @@ import { IDLE_CAUSES, ranksApi, STEP_METRICS, type CollectiveRow, type RankCompa
 import { emptyState, errorState, inlineError, loadingState } from "../components/states";
 import { field, h, replace, select } from "../dom";
 import { bytes, count, gbps, pct, sig, time } from "../format";
+import { ALL_WORKERS, openTab } from "../state";
 import type { TabDef, TabView } from "./types";
 
 const RANK_PAGE = 64;
@@ -111,6 +112,16 @@ class DistributedView implements TabView {
         "div",
         { class: "ranks" },
         this.summary(d),
+        h(
+          "div",
+          { class: "controls" },
+          h("button", {
+            class: "btn btn-small ranks-timeline",
+            text: "All ranks on the timeline",
+            title: "Stack every rank's GPU streams and CPU threads on one time base in the Timeline tab",
+            on: { click: () => openTab("timeline", null, ALL_WORKERS) },
+          }),
+        ),
         d.problems.length
           ? h("details", { class: "banner banner-warn" }, h("summary", { text: `${d.problems.length} note${d.problems.length === 1 ? "" : "s"} on the ranks` }), h("ul", null, ...d.problems.map((p) => h("li", { text: p }))))
           : null,

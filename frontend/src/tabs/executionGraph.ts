@@ -264,7 +264,7 @@ class ExecutionGraphView implements TabView {
           onExpand: (n) => this.expand(n),
           onCollapse: (n) => this.collapse(n),
           onReveal: (n) => this.reveal(n),
-        }),
+        }, this.sel.span),
       );
     } catch (err) {
       if (!isAbort(err)) replace(this.bodyEl, inlineError(err instanceof Error ? err.message : String(err)));

@@ -8,6 +8,7 @@ import { ShapesTable, type ShapesColumn } from "../components/shapesTable";
 import { emptyState, inlineError } from "../components/states";
 import { debounce, h, replace } from "../dom";
 import { bytes, count, flop, pct, sig, time } from "../format";
+import { timelineButton } from "../nav";
 import type { TabDef, TabView } from "./types";
 
 const PAGE = 100;
@@ -160,7 +161,7 @@ class TensorShapesView implements TabView {
         this.chart = new ShapeChart();
         replace(this.chartHost, this.chart.el);
       }
-      replace(this.chartStatus);
+      replace(this.chartStatus, timelineButton(op, this.sel.span, `Show ${op} on timeline`));
       this.chart.setData(res);
     } catch (err) {
       if (this.controller.signal.aborted || isAbort(err)) return;

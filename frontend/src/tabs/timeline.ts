@@ -1,6 +1,7 @@
 // Timeline tab: one span's GPU streams and CPU threads on a canvas, level of detail from the server (events wider
 // than a pixel, per-pixel aggregates otherwise), steps, idle gaps, classes or % of roof, a range breakdown, find
-// and "show on timeline", the kernel details drawer, and "Open in Perfetto".
+// and "show on timeline", the kernel details drawer, and "Open in Perfetto". With the worker "All ranks" it stacks
+// every rank's stream lanes and top-level CPU lanes on one time base (the server aligns them).
 // The viewport lives in the plugin frame's URL hash (#t0=…&t1=…&tspan=…): reloading the frame restores it.
 import { api, isAbort, type KernelRow, type Selection } from "../api";
 import { Details, drawer, stat } from "../components/details";
@@ -11,7 +12,7 @@ import { timelineApi, type RangeBreakdown, type TimelineLane, type TimelineMeta 
 import { field, h, replace, select } from "../dom";
 import { count, pct, time } from "../format";
 import { takeTimelineTarget, type TimelineTarget } from "../nav";
-import { nav, scopeFor } from "../state";
+import { ALL_WORKERS, nav, scopeFor } from "../state";
 import type { TabDef, TabView } from "./types";
 
 const FETCH_DELAY_MS = 40;
@@ -52,11 +53,29 @@ class TimelineTabView implements TabView {
   ) {
     this.details = new Details({ onFilterOp: () => undefined, onClose: () => this.pick(null), onShowOnTimeline: (name) => void this.find({ name }) });
     this.cpuDrawer = drawer("Op details", this.cpuBody, () => this.pick(null));
-    void this.load(this.initialSpan(), takeTimelineTarget());
+    this.start();
   }
 
-  /** The span to draw first: the Overview's scoped step's span, else the one in the frame's hash, else the first. */
-  private initialSpan(): string {
+  private start(): void {
+    const target = takeTimelineTarget();
+    void this.load(this.initialSpan(target), target);
+  }
+
+  /** What timeline times count from. */
+  private get origin(): string {
+    return this.stacked ? "from the earliest rank's first event" : "from the span start";
+  }
+
+  /** Every rank stacked ("All ranks"): one span per rank, chosen by the server. */
+  private get stacked(): boolean {
+    return this.sel.worker === ALL_WORKERS;
+  }
+
+  /** The span to draw first: a "show on timeline" target's span, the Overview's scoped step's span, else the one
+   * in the frame's hash, else the first. */
+  private initialSpan(target: TimelineTarget | null): string {
+    if (this.stacked) return "";
+    if (target?.span) return target.span;
     const scope = nav.get().scope;
     if (scope && scope.run === this.sel.run && scope.worker === this.sel.worker) return scope.span;
     return readHash().tspan ?? "";
@@ -79,7 +98,7 @@ class TimelineTabView implements TabView {
     }
     this.tspan = this.meta.span;
     if (!this.meta.events) {
-      replace(this.host, emptyState("Nothing to draw", "This span has no GPU activity and no CPU op."));
+      replace(this.host, emptyState("Nothing to draw", this.stacked ? "No rank has GPU activity or CPU ops." : "This span has no GPU activity and no CPU op."));
       return;
     }
     this.build();
@@ -126,13 +145,7 @@ class TimelineTabView implements TabView {
       h("button", { class: "btn", text: "−", title: "Zoom out (S)", on: { click: () => this.canvas?.zoom(1 / 0.6) } }),
       h("button", { class: "btn", text: "+", title: "Zoom in (W)", on: { click: () => this.canvas?.zoom(0.6) } }),
       h("button", { class: "btn", text: "Fit", title: "Show the whole span (0)", on: { click: () => this.canvas?.fit() } }),
-      h("a", { class: "btn", text: "Download", title: "The augmented trace (.json.gz)", attrs: { href: traceUrl, download: "" } }),
-      h("button", {
-        class: "btn tl-perfetto",
-        text: "Open in Perfetto",
-        title: "Open the augmented trace in ui.perfetto.dev (needs internet)",
-        on: { click: () => openInPerfetto(traceUrl, `${this.sel.run} / ${this.tspan}`, (text) => replace(perfettoStatus, text)) },
-      }),
+      ...(this.stacked ? [] : this.traceButtons(traceUrl, perfettoStatus)),
       perfettoStatus,
     );
     replace(
@@ -145,6 +158,7 @@ class TimelineTabView implements TabView {
           { class: "panel" },
           h("div", { class: "panel-head" }, h("h2", { class: "panel-title", text: "Timeline" }), controls),
           this.legend(),
+          this.stacked ? this.ranksNote(meta) : null,
           this.notice,
           this.viewError,
           this.canvas.el,
@@ -158,6 +172,28 @@ class TimelineTabView implements TabView {
     );
     replace(this.rangeEl, h("span", { class: "muted", text: "Shift+drag on the timeline to see busy, idle and class times of a range." }));
     this.applyDepth(1);
+  }
+
+  /** Download and Perfetto act on one trace: a single span only. */
+  private traceButtons(traceUrl: string, perfettoStatus: HTMLElement): HTMLElement[] {
+    return [
+      h("a", { class: "btn", text: "Download", title: "The augmented trace (.json.gz)", attrs: { href: traceUrl, download: "" } }),
+      h("button", {
+        class: "btn tl-perfetto",
+        text: "Open in Perfetto",
+        title: "Open the augmented trace in ui.perfetto.dev (needs internet)",
+        on: { click: () => openInPerfetto(traceUrl, `${this.sel.run} / ${this.tspan}`, (text) => replace(perfettoStatus, text)) },
+      }),
+    ];
+  }
+
+  private ranksNote(meta: TimelineMeta): HTMLElement {
+    const ranks = meta.ranks ?? [];
+    const late = ranks.reduce((m, r) => Math.max(m, r.offset_us), 0);
+    return h("div", {
+      class: "muted small tl-ranks",
+      text: `${ranks.length} ranks stacked on one time base (each trace placed by its absolute start; they start up to ${time(late)} apart) · per rank: its GPU streams, then its threads' top-level ops · times from the earliest rank's first event`,
+    });
   }
 
   private legend(): HTMLElement {
@@ -185,7 +221,7 @@ class TimelineTabView implements TabView {
   private applyDepth(frac: number): void {
     const meta = this.meta;
     if (!meta || !this.canvas) return;
-    const depth = depthFor(frac);
+    const depth = this.stacked ? 0 : depthFor(frac);
     if (depth === this.depth) return;
     this.depth = depth;
     const lanes = meta.lanes.filter((l) => l.kind === "gpu" || (l.kind === "cpu" && (l.depth ?? 0) <= depth));
@@ -247,7 +283,8 @@ class TimelineTabView implements TabView {
     try {
       const res = await timelineApi.find(this.spanSel, this.tspan, target.name, this.controller.signal);
       if (!res.longest) {
-        replace(this.notice, inlineError(`“${target.name}” does not occur in span ${this.tspan}${(this.meta?.spans.length ?? 0) > 1 ? ": choose another span" : ""}.`));
+        const where = this.stacked ? "on any rank" : `in span ${this.tspan}${(this.meta?.spans.length ?? 0) > 1 ? ": choose another span" : ""}`;
+        replace(this.notice, inlineError(`“${target.name}” does not occur ${where}.`));
         this.canvas?.setHighlight([]);
         return;
       }
@@ -274,25 +311,28 @@ class TimelineTabView implements TabView {
     const lane = this.meta?.lanes[ev.lane];
     if (lane?.kind === "gpu") {
       this.cpuDrawer.hidden = true;
-      void this.openKernel(ev, lane.device ?? 0);
+      void this.openKernel(ev, lane);
     } else {
       this.details.close();
       this.openOp(ev, lane);
     }
   }
 
-  /** The kernel table's drawer for a GPU event: its kernel row (all its launches) and launching ops. */
-  private async openKernel(ev: PickedEvent, device: number): Promise<void> {
+  /** The kernel table's drawer for a GPU event: its kernel row (all its launches) and launching ops, in the
+   * event's own span (its rank's, when stacked). */
+  private async openKernel(ev: PickedEvent, lane: TimelineLane): Promise<void> {
     let row: KernelRow | null = null;
+    const device = lane.device ?? 0;
+    const sel = lane.worker && lane.span ? { ...this.sel, worker: lane.worker, span: lane.span } : this.spanSel;
     try {
       const q = { device, dtype: "auto" as const, group: "name" as const, filter: ev.name, op: "", sort: "total_us", order: "desc" as const, offset: 0, limit: 50 };
-      const res = await api.kernels(this.spanSel, q, this.controller.signal);
+      const res = await api.kernels(sel, q, this.controller.signal);
       row = res.rows.find((r) => r.name === ev.name) ?? null;
     } catch (err) {
       if (isAbort(err)) return;
     }
-    this.details.open(ev.name, row, (signal) => api.kernelOps(this.spanSel, device, ev.name, signal));
-    this.details.el.querySelector(".kernel-name")?.after(h("div", { class: "muted small tl-occurrence", text: `This launch: ${time(ev.dur)} at ${time(ev.start)} from the span start` }));
+    this.details.open(ev.name, row, (signal) => api.kernelOps(sel, device, ev.name, signal));
+    this.details.el.querySelector(".kernel-name")?.after(h("div", { class: "muted small tl-occurrence", text: `This launch: ${time(ev.dur)} at ${time(ev.start)} ${this.origin}${lane.rank !== undefined ? ` (rank ${lane.rank})` : ""}` }));
   }
 
   private openOp(ev: PickedEvent, lane: TimelineLane | undefined): void {
@@ -300,7 +340,7 @@ class TimelineTabView implements TabView {
     replace(
       this.cpuBody,
       h("div", { class: "kernel-name", text: ev.name }),
-      h("div", { class: "stats" }, stat("Duration", time(ev.dur)), stat("Start", time(ev.start), "from the span start"), stat("Thread", lane?.tid ?? "—"), stat("Depth", String(lane?.depth ?? 0))),
+      h("div", { class: "stats" }, stat("Duration", time(ev.dur)), stat("Start", time(ev.start), this.origin), lane?.rank !== undefined ? stat("Rank", String(lane.rank)) : null, stat("Thread", lane?.tid ?? "—"), stat("Depth", String(lane?.depth ?? 0))),
       h("button", { class: "btn btn-small", text: "Find every occurrence", on: { click: () => void this.find({ name: ev.name }) } }),
     );
   }
@@ -309,7 +349,7 @@ class TimelineTabView implements TabView {
     this.teardown();
     this.sel = sel;
     this.controller = new AbortController();
-    void this.load(this.initialSpan(), takeTimelineTarget());
+    this.start();
   }
 
   private teardown(): void {
