@@ -12,6 +12,7 @@ event; events that still do not fit are counted in `meta.malformed_events` and s
 """
 from __future__ import annotations
 
+import operator
 import os
 import re
 from collections import Counter
@@ -121,6 +122,7 @@ COMM_ARGS: Tuple[str, ...] = (
 )
 _ARG_FIELDS += tuple((f"comm{i}", name, msgspec.Raw) for i, name in enumerate(COMM_ARGS))
 _COMM_ATTRS = tuple(f"comm{i}" for i in range(len(COMM_ARGS)))
+_comm_values = operator.attrgetter(*_COMM_ATTRS)
 _ARG_NAMES = {name: attr for attr, name, _ in _ARG_FIELDS}
 
 
@@ -358,8 +360,10 @@ def _add_comm(cols: _Columns, args: List, n: int, comms: Interner) -> None:
 
 
 def _comm_code(a, comms: Interner) -> int:
-    raws = tuple(bytes(getattr(a, attr)) for attr in _COMM_ATTRS)
-    return comms.code(raws) if any(raws) else _NO_ID
+    raws = _comm_values(a)  # one C call; most events carry none of these args, so test before converting
+    if not any(raws):
+        return _NO_ID
+    return comms.code(tuple(bytes(r) for r in raws))
 
 
 def _shape_code(a, shapes: Interner) -> int:
@@ -468,17 +472,16 @@ _ORDER = {
 
 # ---------------------------------------------------------------------------------------------------------------
 
-def _destination(e, canon: Optional[str]) -> Optional[Tuple[str, str]]:
-    """(table, kind) of an event, None for events no table keeps."""
+def _other_destination(e, canon: Optional[str]) -> Optional[Tuple[str, str]]:
+    """(table, kind) of a timed event that is not a complete event of a TABLE_OF category (memory instants,
+    module events), None for events no table keeps."""
     if e.ts is None:
         return None
     if e.ph in ("i", "I"):
         return ("memory", "") if e.name == MEMORY_EVENT else None
-    if e.ph != "X":
-        return None
-    if canon == "python_function":
-        return ("modules", "") if e.name.startswith(MODULE_PREFIX) else None
-    return TABLE_OF.get(canon) if canon else None
+    if e.ph == "X" and canon == "python_function" and e.name.startswith(MODULE_PREFIX):
+        return ("modules", "")
+    return None
 
 
 class _Reader:
@@ -510,7 +513,9 @@ class _Reader:
             if e is None:
                 continue
             canon = CATEGORIES.get(e.cat) or CATEGORIES.get(e.cat.lower())
-            dest = _destination(e, canon)
+            dest = TABLE_OF.get(canon) if canon else None  # the common case, inline: no call per event
+            if dest is None or e.ph != "X" or e.ts is None:
+                dest = _other_destination(e, canon)
             if dest is not None:
                 bucket = buckets[dest[0]]
                 bucket[0].append(e)
