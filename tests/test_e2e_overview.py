@@ -1,10 +1,12 @@
 """End to end: real TensorBoard, headless Chromium, the Overview tab (landing view) on the samples and on a
-multi-span run; a step click scopes the Kernel efficiency tab to that step; an evidence link filters it."""
+multi-span run; a step click scopes the Kernel efficiency, Timeline and Memory tabs to that step; an evidence link
+filters the kernel table."""
 from __future__ import annotations
 
 import os
 import re
 import shutil
+from urllib.parse import parse_qs, urlparse
 
 from .browser import SAMPLES, plugin_page
 
@@ -46,6 +48,18 @@ def test_overview_tab(tmp_path):
         frame.wait_for_function(ROWS, timeout=60000)
         status = frame.locator(".table-status").first.inner_text()
         assert re.search(r"\d+ kernels", status), status
+        # ... and the Timeline to that step's range (its wall time is the viewport's width), with the same chip.
+        wall = re.search(r"\((.+)\)", frame.locator(".chip-step").inner_text()).group(1)
+        frame.get_by_role("tab", name="Timeline").click()
+        frame.wait_for_selector(".tl .chip-step", timeout=60000)
+        frame.wait_for_function("w => (document.querySelector('.tl-status')?.textContent || '').includes(w)",
+                                arg=f"({wall}) ·", timeout=60000)
+        # ... and the Memory curve, zoomed to the step: its window is fetched at full detail.
+        with page.expect_request(lambda r: "memory_curve" in r.url and "start_us=" in r.url, timeout=60000) as req:
+            frame.get_by_role("tab", name="Memory").click()
+        window = parse_qs(urlparse(req.value.url).query)
+        assert float(window["end_us"][0]) > float(window["start_us"][0]), window
+        frame.wait_for_selector(".memory .chip-step", timeout=60000)
         frame.locator(".chip-step .chip-x").click()
         frame.wait_for_selector(".chip-step", state="detached", timeout=30000)
 

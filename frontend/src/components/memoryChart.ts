@@ -104,6 +104,15 @@ export class MemoryChart {
     this.render(false);
   }
 
+  /** Zoom the x axis to a window (absolute µs; null: the whole span); the chart then asks for its detail. */
+  zoomTo(range: [number, number] | null): void {
+    const d = this.data;
+    if (!d) return;
+    const ms = (us: number) => (us - d.t0) / 1000;
+    if (range) this.chart.dispatchAction({ type: "dataZoom", startValue: ms(range[0]), endValue: ms(range[1]) });
+    else if (this.detail) this.chart.dispatchAction({ type: "dataZoom", start: 0, end: 100 });
+  }
+
   /** Points of one op's allocations on the curve (null clears them). */
   setMarks(label: string | null, rows: AllocationRow[]): void {
     this.marks = label == null ? null : { label, points: rows.filter((r) => r.t_ms != null && r.allocated_after != null).map((r) => [r.t_ms as number, r.allocated_after as number]) };

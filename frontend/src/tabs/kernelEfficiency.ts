@@ -14,6 +14,7 @@ import { Details } from "../components/details";
 import { KernelTable } from "../components/kernelTable";
 import { Roofline } from "../components/roofline";
 import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
+import { stepChip } from "../components/stepChip";
 import { debounce, field, h, replace, select } from "../dom";
 import { count } from "../format";
 import { showOnTimeline } from "../nav";
@@ -295,23 +296,7 @@ class KernelEfficiencyView implements TabView {
   }
 
   private renderScopeChip(): void {
-    const scope = scopeFor(this.sel);
-    replace(
-      this.scopeChip,
-      scope
-        ? h(
-            "span",
-            { class: "chip chip-step", title: "Only kernels that started in this step (chosen in the Overview)" },
-            h("span", { text: `step: ${scope.label}` }),
-            h("button", {
-              class: "chip-x",
-              text: "×",
-              attrs: { "aria-label": "Show every step" },
-              on: { click: () => nav.set({ scope: null }) },
-            }),
-          )
-        : null,
-    );
+    replace(this.scopeChip, stepChip(scopeFor(this.sel), "Only kernels that started in this step (chosen in the Overview)"));
   }
 
   private async loadRoofline(): Promise<void> {

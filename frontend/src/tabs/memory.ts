@@ -7,8 +7,10 @@ import { memoryApi, type AllocationRow, type MemoryDevice, type MemorySummary, t
 import { MemoryChart } from "../components/memoryChart";
 import { ShapesTable, type ShapesColumn } from "../components/shapesTable";
 import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
+import { stepChip } from "../components/stepChip";
 import { field, h, replace, select } from "../dom";
 import { bytes, count, time } from "../format";
+import { nav, scopeFor, type StepScope } from "../state";
 import type { TabDef, TabView } from "./types";
 
 const PAGE = 100;
@@ -81,9 +83,26 @@ class MemoryView implements TabView {
   private allocs: ShapesTable<AllocationRow> | null = null;
   private ops: ShapesTable<OpMemoryRow> | null = null;
   private curveRequest = 0;
+  private scopeChip = h("span", { class: "chips" });
+  private unsubscribeNav: () => void;
 
   constructor(private host: HTMLElement, private sel: Selection) {
+    this.unsubscribeNav = nav.subscribe((_, changed) => {
+      if (changed.has("scope")) this.showScope();
+    });
     void this.load();
+  }
+
+  /** The Overview's step scope when it is a step of the span shown. */
+  private get scope(): StepScope | null {
+    return this.summary ? scopeFor({ ...this.sel, span: this.summary.span }) : null;
+  }
+
+  /** Zoom the curve to the scoped step (memory times are trace µs, as the step's), or out once it is cleared. */
+  private showScope(): void {
+    const scope = this.scope;
+    replace(this.scopeChip, stepChip(scope, "The Overview's step: the curve zoomed to its time range"));
+    this.chart?.zoomTo(scope ? [scope.t0, scope.t1] : null);
   }
 
   private async load(): Promise<void> {
@@ -129,7 +148,7 @@ class MemoryView implements TabView {
       h(
         "div",
         { class: "memory" },
-        panel("Memory over time", h("div", { class: "controls" }, field("Device", deviceSel)), spanNote, deviceFacts(d, s.start_us), chartStatus, this.chart.el),
+        panel("Memory over time", h("div", { class: "controls" }, field("Device", deviceSel), this.scopeChip), spanNote, deviceFacts(d, s.start_us), chartStatus, this.chart.el),
         panel("Allocations", h("div", { class: "controls" }, field("Show", whichSel)), allocStatus, allocHost),
         panel("Allocations by op", h("div", { class: "muted small", text: "Click an op to see its allocations on the curve." }), opsStatus, opsHost),
       ),
@@ -171,6 +190,7 @@ class MemoryView implements TabView {
     try {
       const overview = await memoryApi.curve(this.sel, this.device, this.chart?.width ?? 1000, null, this.controller.signal);
       this.chart?.setData({ t0: s.start_us, overview, steps: s.steps, peak: d.peak });
+      this.showScope();
     } catch (err) {
       if (this.controller.signal.aborted || isAbort(err)) return;
       replace(status, inlineError(err instanceof Error ? err.message : String(err)));
@@ -221,6 +241,7 @@ class MemoryView implements TabView {
   }
 
   destroy(): void {
+    this.unsubscribeNav();
     this.controller.abort();
     this.teardownParts();
     replace(this.host);

@@ -1,5 +1,5 @@
 // Overview tab (the landing view): headline figures, where each step's time goes, ranked recommendations, and a
-// trend across the spans of a worker. Clicking a step scopes the Kernel efficiency tab to that step.
+// trend across the spans of a worker. Clicking a step scopes the Kernel efficiency, Timeline and Memory tabs to it.
 import { api, isAbort, type OverviewHeadline, type OverviewResponse, type Selection } from "../api";
 import { breakdownTable, headlineCards, recommendationList } from "../components/overviewParts";
 import { StepChart, TrendChart } from "../components/overviewCharts";
@@ -62,7 +62,7 @@ class OverviewView implements TabView {
       headlineCards(hl),
       panel(
         "Where each step's time goes",
-        `GPU time by kernel class, GPU idle by cause; overlapping streams counted once · click a step to scope the Kernel efficiency tab`,
+        `GPU time by kernel class, GPU idle by cause; overlapping streams counted once · click a step to scope the Kernel efficiency, Timeline and Memory tabs`,
         stepChart.el,
         breakdownTable(res.steps, res.categories, (i) => this.scopeStep(i)),
       ),

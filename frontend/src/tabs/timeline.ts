@@ -7,12 +7,13 @@ import { api, isAbort, type KernelRow, type Selection } from "../api";
 import { Details, drawer, stat } from "../components/details";
 import { openInPerfetto } from "../components/perfetto";
 import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
+import { stepChip } from "../components/stepChip";
 import { CLASS_COLORS, IDLE_COLORS, TimelineCanvas, efficiencyColor, type ColorMode, type PickedEvent } from "../components/timelineCanvas";
 import { timelineApi, type RangeBreakdown, type TimelineLane, type TimelineMeta } from "../components/timelineApi";
 import { field, h, replace, select } from "../dom";
 import { count, pct, time } from "../format";
 import { takeTimelineTarget, type TimelineTarget } from "../nav";
-import { ALL_WORKERS, nav, scopeFor } from "../state";
+import { ALL_WORKERS, nav, scopeFor, type StepScope } from "../state";
 import type { TabDef, TabView } from "./types";
 
 const FETCH_DELAY_MS = 40;
@@ -46,6 +47,8 @@ class TimelineTabView implements TabView {
   private details: Details;
   private cpuBody = h("div", { class: "drawer-body" });
   private cpuDrawer: HTMLElement;
+  private scopeChip = h("span", { class: "chips" });
+  private unsubscribeNav: () => void;
 
   constructor(
     private host: HTMLElement,
@@ -53,6 +56,9 @@ class TimelineTabView implements TabView {
   ) {
     this.details = new Details({ onFilterOp: () => undefined, onClose: () => this.pick(null), onShowOnTimeline: (name) => void this.find({ name }) });
     this.cpuDrawer = drawer("Op details", this.cpuBody, () => this.pick(null));
+    this.unsubscribeNav = nav.subscribe((_, changed) => {
+      if (changed.has("scope") && this.canvas) this.showScope();
+    });
     this.start();
   }
 
@@ -103,11 +109,31 @@ class TimelineTabView implements TabView {
     }
     this.build();
     const hash = readHash();
-    const scope = scopeFor(this.sel) ?? scopeFor({ ...this.sel, span: this.tspan });
+    const scope = this.renderChip();
     if (target) void this.find(target);
-    else if (scope && scope.span === this.tspan) this.canvas?.setViewport(scope.t0 - this.meta.origin_us, scope.t1 - this.meta.origin_us);
+    else if (scope) this.showScope();
     else if (hash.t0 !== undefined && hash.t1 !== undefined && hash.t1 > hash.t0 && hash.tspan === this.tspan) this.canvas?.setViewport(hash.t0, hash.t1);
     else this.canvas?.fit();
+  }
+
+  /** The Overview's step scope when it is a step of the span drawn (never when ranks are stacked). */
+  private get scope(): StepScope | null {
+    return this.stacked ? null : scopeFor({ ...this.sel, span: this.tspan });
+  }
+
+  /** Open on the scoped step's range (trace µs, shifted to the timeline's origin), or the whole span once cleared. */
+  private showScope(): void {
+    const scope = this.renderChip();
+    const origin = this.meta?.origin_us ?? 0;
+    if (scope) this.canvas?.setViewport(scope.t0 - origin, scope.t1 - origin);
+    else this.canvas?.fit();
+  }
+
+  /** Show the chip of the scope that applies to the span drawn (none: no chip); returns that scope. */
+  private renderChip(): StepScope | null {
+    const scope = this.scope;
+    replace(this.scopeChip, stepChip(scope, "The Overview's step: the timeline opened on its time range"));
+    return scope;
   }
 
   private build(): void {
@@ -147,6 +173,7 @@ class TimelineTabView implements TabView {
       h("button", { class: "btn", text: "Fit", title: "Show the whole span (0)", on: { click: () => this.canvas?.fit() } }),
       ...(this.stacked ? [] : this.traceButtons(traceUrl, perfettoStatus)),
       perfettoStatus,
+      this.scopeChip,
     );
     replace(
       this.host,
@@ -363,6 +390,7 @@ class TimelineTabView implements TabView {
   }
 
   destroy(): void {
+    this.unsubscribeNav();
     this.teardown();
     this.details.destroy();
     this.cpuDrawer.remove();
