@@ -72,7 +72,7 @@ def _sources(result) -> str:
 def _reason_row(name: str, device) -> str:
     """One device's kernel time by reason code (blank where 0), and the share rated."""
     shares = {r["code"]: r["time_share"] for r in device["summary"]["reasons"]}
-    rated = 1.0 - sum(shares.values())
+    rated = max(0.0, 1.0 - sum(shares.values()))
     cells = "".join(f"{100 * shares[c]:>10.1f}" if shares.get(c) else f"{'':>10}" for c in REASONS)
     return f"{name:<44}{device['id']:>4}{100 * rated:>7.1f}{cells}"
 
