@@ -2,7 +2,7 @@
 // plus tb_gpuinsight/static/THIRD_PARTY_LICENSES.txt with the license texts of the bundled libraries.
 //   node scripts/build.mjs           write both files
 //   node scripts/build.mjs --check   rebuild into a temp folder and compare byte-for-byte with the committed files
-import { build } from "esbuild";
+import { build, transform } from "esbuild";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -54,7 +54,19 @@ function banner() {
   ].join("\n");
 }
 
+// The stylesheet is bundled as text, so esbuild never parses it: parse it here, so that a broken rule (an unclosed
+// block swallows every rule after it) fails the build instead of silently unstyling later tabs.
+async function checkCss() {
+  const file = path.join(root, "src/styles.css");
+  const { warnings } = await transform(readFileSync(file, "utf8"), { loader: "css" });
+  if (warnings.length) {
+    const where = (w) => (w.location ? `src/styles.css:${w.location.line}: ` : "src/styles.css: ");
+    throw new Error(warnings.map((w) => where(w) + w.text).join("\n"));
+  }
+}
+
 async function buildInto(dir) {
+  await checkCss();
   await build({
     absWorkingDir: root,
     entryPoints: ["src/main.ts"],

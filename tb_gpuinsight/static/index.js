@@ -1411,6 +1411,7 @@ table.diff-spreads td {
   margin: 4px 0 0;
   padding-left: 18px;
   text-align: left;
+}
 
 /* ---- Timeline tab ---- */
 .tl-canvas-host {
