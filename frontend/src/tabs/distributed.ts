@@ -150,7 +150,7 @@ class DistributedView implements TabView {
     const parts = [
       `${count(d.rank_count)} rank trace${d.rank_count === 1 ? "" : "s"} of world size ${d.world_size ?? "—"}`,
       `${count(d.step_numbers.length)} step${d.step_numbers.length === 1 ? "" : "s"}`,
-      `${count(d.instance_count)} collective instances matched (${source})`,
+      d.instance_count ? `${count(d.instance_count)} collective instances matched (${source})` : "no collective in these traces",
       `interconnect: ${d.interconnect.how}`,
     ];
     return h("div", { class: "ranks-summary muted", text: parts.join(" · ") });
