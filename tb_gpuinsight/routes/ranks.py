@@ -22,10 +22,10 @@ from ..analysis import ranks as rk
 from ..analysis.diff import diff
 from ..service import ALL_WORKERS, NotFound, NotReady
 from . import params
-from .shapes import _Lru
+from .lru import Lru
 
 MAX_RANKS_PAGE = 1024
-_REPORTS = _Lru(16)
+_REPORTS = Lru(16)
 
 
 def routes(plugin) -> Dict[str, Callable]:
@@ -35,7 +35,7 @@ def routes(plugin) -> Dict[str, Callable]:
 
 
 def ranks_route(plugin, request) -> Dict[str, Any]:
-    report, pending, failed = _report(plugin, request)
+    report, pending, failed = rank_report(plugin, request)
     out = report.to_dict(params.integer(request, "instance_limit", 500, 0, 100_000))
     out["pending"] = pending
     out["problems"] = failed + report.problems + (
@@ -45,7 +45,7 @@ def ranks_route(plugin, request) -> Dict[str, Any]:
 
 
 def heatmap_route(plugin, request) -> Dict[str, Any]:
-    report = _report(plugin, request)[0]
+    report = rank_report(plugin, request)[0]
     metric = params.choice(request, "metric", rk.STEP_METRICS, "dur")
     offset = params.integer(request, "offset", 0, 0, 10 ** 7)
     limit = params.integer(request, "limit", 64, 1, MAX_RANKS_PAGE)
@@ -54,7 +54,7 @@ def heatmap_route(plugin, request) -> Dict[str, Any]:
 
 def compare_route(plugin, request) -> Dict[str, Any]:
     """One rank's kernels against the median rank's, with the Diff tab's arithmetic."""
-    report = _report(plugin, request)[0]
+    report = rank_report(plugin, request)[0]
     rank = params.integer(request, "rank", 0, 0, 10 ** 7)
     limit = params.integer(request, "limit", 20, 1, 500)
     rows = {r["rank"]: r for r in report.ranks}
@@ -82,7 +82,7 @@ def span_ranks(plugin, request) -> Optional[np.ndarray]:
     return np.array([workers[s.worker] for s in states], dtype=np.int64)
 
 
-def _report(plugin, request) -> Tuple[rk.Report, int, List[str]]:
+def rank_report(plugin, request) -> Tuple[rk.Report, int, List[str]]:
     run = params.text(request, "run", required=True)
     cycle = params.integer(request, "cycle", -1, -1, 10 ** 6)
     chosen, pending, failed = _chosen_spans(plugin, run, cycle)

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
@@ -30,6 +28,7 @@ from ..analysis import shapes as sh
 from ..logdir import FileEntry
 from ..service import NotReady
 from . import params
+from .lru import Lru
 
 MAX_LIMIT = 5000
 LRU_SIZE = 32
@@ -46,29 +45,8 @@ class SpanShapes:
     key: Tuple[str, int, int]  # (path, size, mtime_ns) of the trace it was read from
 
 
-class _Lru:
-    """A small thread-safe LRU; values are built outside the lock (two racing builds are harmless)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: "OrderedDict[Any, Any]" = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Any, build: Callable[[], Any]) -> Any:
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        value = build()
-        with self._lock:
-            self._items[key] = value
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return value
-
-
-_SPANS = _Lru(LRU_SIZE)
-_TENSORS = _Lru(8)
+_SPANS = Lru(LRU_SIZE)
+_TENSORS = Lru(8)
 
 
 def routes(plugin) -> Dict[str, Callable]:

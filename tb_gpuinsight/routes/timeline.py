@@ -17,11 +17,11 @@ from ..analysis import timeline as tl
 from ..analysis.timeline_stack import RankIndex, Stack
 from ..service import ALL_WORKERS, NotFound
 from . import params
-from .ranks import _report as rank_report
-from .shapes import _Lru
+from .ranks import rank_report
+from .lru import Lru
 
 MAX_LANES = 512
-_STACKS = _Lru(8)
+_STACKS = Lru(8)
 
 
 def routes(plugin) -> Dict[str, Callable]:
