@@ -156,6 +156,18 @@ def test_ranks_name_the_longest_path_and_the_straggler(tmp_path):
     assert out["longest"] in ("w0", "w1") and "w1 (rank 1) spends the least time in communication" in out["why"]
 
 
+def test_a_thread_blocked_on_another_thread_waits_for_it(tmp_path):
+    """The main thread sits in backward() (no op) while the autograd thread works: the path runs through the
+    autograd thread, joined at both ends, instead of calling the main thread's wait host idle time."""
+    events = [op("forward", 0, 100, tid=1), op("optimizer", 620, 80, tid=1), op("backward_op", 150, 450, tid=2)]
+    cp = path_of(tmp_path, events)
+    assert causes(cp) == {"cpu_op": 630, "sync_wait": 70}
+    assert [(s[1], s[2]) for s in kinds(cp)] == [("cpu_op", "forward"), ("thread_wait", "backward_op"),
+                                                 ("cpu_op", "backward_op"), ("thread_wait", "optimizer"),
+                                                 ("cpu_op", "optimizer")]
+    assert cp.notes["thread_waits"] == 2
+
+
 # ------------------------------------------------------------------------------------------ Execution Trace
 
 def _et(nodes):
@@ -194,16 +206,16 @@ def test_same_answer_with_and_without_an_execution_trace(tmp_path):
 
 
 def test_a_cross_thread_data_dependency_from_the_et(tmp_path):
-    """The consumer on thread 2 reads what the producer on thread 1 wrote: with the ET the path runs through the
-    producer instead of charging the consumer thread's wait to host idle time."""
+    """The consumer on thread 2 reads what the producer on thread 1 wrote, resuming too late after it for a thread
+    join to be inferred: only the ET shows the dependency, and the path then runs through the producer."""
     events = [op("producer", 0, 500, tid=1, **{"Record function id": 1}), op("z", 0, 100, tid=2),
-              op("consumer", 600, 100, tid=2, **{"Record function id": 2})]
+              op("consumer", 1100, 100, tid=2, **{"Record function id": 2})]
     et = _write_et(tmp_path, [_node(2, "producer", 1, 1, outputs=[7]), _node(3, "consumer", 2, 2, inputs=[7])])
     bare, linked = path_of(tmp_path, events), path_of(tmp_path, events, ets=[et])
-    assert causes(bare) == {"cpu_op": 200, "idle": 500}
-    assert causes(linked) == {"cpu_op": 600, "sync_wait": 100}
-    assert ("sync_wait", "data_wait", "consumer", 500, 100) in kinds(linked)
-    assert linked.notes["et"]["data_edges"] == 1
+    assert causes(bare) == {"cpu_op": 200, "idle": 1000}
+    assert causes(linked) == {"cpu_op": 600, "sync_wait": 600}
+    assert ("sync_wait", "data_wait", "consumer", 500, 600) in kinds(linked)
+    assert linked.notes["et"]["data_edges"] == 1 and bare.notes["thread_waits"] == 0
 
 
 # ------------------------------------------------------------------------------------------ users' entry points

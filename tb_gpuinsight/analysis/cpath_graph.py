@@ -22,6 +22,11 @@ edges of HTA's critical-path model (CPU nesting, launch, stream order, sync):
   `cudaStreamWaitEvent` / `hipStreamWaitEvent`, an activity that started more than `WAIT_GAP_US` after all its
   known dependencies, within `WAIT_GAP_US` of the end of an activity on another stream of its device, is taken to
   have waited for it (kind "stream_wait", inferred). Cause "sync_wait".
+- Thread joins: a CPU event that starts more than `WAIT_GAP_US` after its own thread's last dependency (or an
+  annotation whose own time ends so), within `THREAD_WAKE_US` of another thread of its process finishing an event,
+  waited for that thread: the main thread blocked in `backward()` while the autograd thread works, a worker
+  thread started or joined. Its start (the annotation's end) depends on that event's end: "sync_wait", kind
+  "thread_wait" (inferred: Kineto records no such link).
 - Host syncs: a blocking call (`cuda|hip` Stream/Device/Event `Synchronize`, synchronous `Memcpy`, or any runtime
   call whose own GPU activity finished inside it, e.g. a `cudaMemcpyAsync` to pageable memory) ends when the GPU
   work it waited for ended, when that was after the call began: the stream of its `Stream Sync` event, the device
@@ -53,10 +58,11 @@ from .overview.host import SYNC_CALL
 CAUSES: Tuple[str, ...] = ("cpu_op", "kernel", "launch", "sync_wait", "communication", "idle")
 CPU_OP, KERNEL, LAUNCH, SYNC_WAIT, COMMUNICATION, IDLE = range(len(CAUSES))
 KINDS: Tuple[str, ...] = ("cpu_op", "annotation", "runtime", "launch", "sync", "kernel", "memcpy", "memset",
-                          "stream_wait", "host_gap", "data_wait")
+                          "stream_wait", "host_gap", "data_wait", "thread_wait")
 K_OP, K_ANNOTATION, K_RUNTIME, K_LAUNCH, K_SYNC, K_KERNEL, K_MEMCPY, K_MEMSET, K_STREAM_WAIT, K_HOST_GAP, \
-    K_DATA_WAIT = range(len(KINDS))
+    K_DATA_WAIT, K_THREAD_WAIT = range(len(KINDS))
 WAIT_GAP_US = 20.0  # an activity this much later than its known dependencies, this close to another stream's end
+THREAD_WAKE_US = 500.0  # a blocked thread resumes within this of the event it waited for (GIL, wake-up)
 SLACK_US = 2.0  # CPU and GPU clocks and whole-microsecond timestamps disagree by about this much
 _STEP = re.compile(r"^ProfilerStep#\d+$")
 _CPU_COMM = re.compile(r"^record_param_comms$|^c10d::|^nccl:|^gloo:|ProcessGroup", re.I)
@@ -105,6 +111,7 @@ class _Cpu:
     ts: np.ndarray
     end: np.ndarray
     thread_key: np.ndarray
+    process: np.ndarray  # code of the event's pid
     thread: np.ndarray
     name: np.ndarray
     cause: np.ndarray
@@ -132,10 +139,10 @@ def _cpu_events(trace, names: Interner, gpu_corr: np.ndarray) -> _Cpu:
     ann_rows = np.flatnonzero(_kind_mask(ann, ("cpu",)) & ~_name_mask(ann, _STEP))
     call_rows = np.flatnonzero(_kind_mask(launches, ("runtime", "driver")))
     parts = [(ops, op_rows, K_OP), (ann, ann_rows, K_ANNOTATION), (launches, call_rows, K_RUNTIME)]
-    threads = Interner()
-    cols: Dict[str, List[np.ndarray]] = {k: [] for k in ("ts", "end", "key", "tid", "name", "kind", "comm")}
+    threads, processes = Interner(), Interner()
+    cols: Dict[str, List[np.ndarray]] = {k: [] for k in ("ts", "end", "key", "proc", "tid", "name", "kind", "comm")}
     for table, rows, kind in parts:
-        _append_cpu(cols, table, rows, kind, names, threads)
+        _append_cpu(cols, table, rows, kind, names, (threads, processes))
     cat = {k: np.concatenate(v) if v else np.empty(0) for k, v in cols.items()}
     n_ops, n_ann = len(op_rows), len(ann_rows)
     kind = cat["kind"].astype(np.int8)
@@ -151,17 +158,23 @@ def _cpu_events(trace, names: Interner, gpu_corr: np.ndarray) -> _Cpu:
     launch_row = np.full(len(kind), NO, dtype=np.int64)
     launch_row[calls] = call_rows
     return _Cpu(cat["ts"].astype(np.float64), cat["end"].astype(np.float64), cat["key"].astype(np.int64),
-                cat["tid"].astype(np.int64), cat["name"].astype(np.int32), cause, kind, correlation, op_row,
+                cat["proc"].astype(np.int64), cat["tid"].astype(np.int64), cat["name"].astype(np.int32), cause, kind, correlation, op_row,
                 launch_row)
 
 
-def _append_cpu(cols, table: Table, rows: np.ndarray, kind: int, names: Interner, threads: Interner) -> None:
+def _append_cpu(cols, table: Table, rows: np.ndarray, kind: int, names: Interner,
+                interners: Tuple[Interner, Interner]) -> None:
     if not len(rows):
         return
+    threads, processes = interners
     pid_s, tid_s, name_s = table.strings["pid"], table.strings["tid"], table.strings["name"]
-    key_of = np.array([threads.code((pid_s[p], tid_s[t])) for p, t in
-                       zip(table["pid"][rows].tolist(), table["tid"][rows].tolist())], dtype=np.int64)
-    tid_num = np.array([_number(tid_s[t]) for t in table["tid"][rows].tolist()], dtype=np.int64)
+    pairs, which = np.unique(np.stack([table["pid"][rows], table["tid"][rows]], 1), axis=0, return_inverse=True)
+    keys = np.array([threads.code((pid_s[p], tid_s[t])) for p, t in pairs.tolist()], dtype=np.int64)
+    numbers = np.array([_number(tid_s[t]) for t in pairs[:, 1].tolist()], dtype=np.int64)
+    procs = np.array([processes.code(pid_s[p]) for p in pairs[:, 0].tolist()], dtype=np.int64)
+    which = which.reshape(-1)
+    key_of, tid_num = keys[which], numbers[which]
+    cols["proc"].append(procs[which])
     code = np.fromiter((names.code(n) for n in name_s), dtype=np.int32, count=len(name_s))
     comm = np.fromiter((bool(_CPU_COMM.search(n)) or kernel_class(n) == "communication" for n in name_s),
                        dtype=bool, count=len(name_s))
@@ -239,6 +252,7 @@ def build_graph(trace, acts: Table) -> Graph:
     g.seg_event[0::2] = g.seg_event[1::2] = np.arange(n)
     g.pred[1::2] = 2 * np.arange(n)  # end <- own start, until children or a sync say otherwise
     _cpu_nesting(g, cpu)
+    _thread_waits(g, cpu)
     launch_event = g.launch_event = _launch_events(cpu, gpu)
     launch_time = np.where(launch_event >= 0, g.ts[np.maximum(launch_event, 0)], -np.inf)
     issued = np.where(launch_event >= 0, launch_time, gpu.ts)  # when each activity was queued
@@ -287,6 +301,45 @@ def _cpu_nesting(g: Graph, cpu: _Cpu) -> None:
     # end <- last child's end (the event's own time after its children)
     has = last_child >= 0
     g.pred[2 * e[has] + 1] = 2 * last_child[has] + 1
+
+
+def _thread_waits(g: Graph, cpu: _Cpu) -> None:
+    """Cross-thread joins (see the module docstring): a start, or the end of an annotation's own time, that came
+    more than WAIT_GAP_US after its predecessor on its own thread, within THREAD_WAKE_US of another thread of its
+    process finishing an event, depends on that event's end (kind "thread_wait")."""
+    n = g.n_cpu
+    g.notes["thread_waits"] = 0
+    if n < 2 or len(np.unique(cpu.thread_key)) < 2:
+        return
+    e = np.arange(n)
+    ann_ends = e[cpu.kind == K_ANNOTATION]
+    points = np.concatenate([2 * e, 2 * ann_ends + 1])
+    owner = points >> 1
+    at = np.where(points & 1, cpu.end[owner], cpu.ts[owner])
+    pred = g.pred[points]
+    arrival = np.where(pred >= 0, np.where(pred & 1, g.end[pred >> 1], g.ts[pred >> 1]), -np.inf)
+    late = np.flatnonzero(at - arrival > WAIT_GAP_US)
+    if not len(late):
+        return
+    by_end = np.argsort(cpu.end, kind="stable")
+    ends = cpu.end[by_end]
+    pos = np.searchsorted(ends, at[late] + SLACK_US, "right") - 1
+    found = np.full(len(late), NO, dtype=np.int64)
+    mine = owner[late]
+    for back in range(8):  # the latest few ends before each point: the first on another thread of the process
+        p = pos - back
+        cand = by_end[np.maximum(p, 0)]
+        ok = (found < 0) & (p >= 0) & (cpu.thread_key[cand] != cpu.thread_key[mine])
+        ok &= (cpu.process[cand] == cpu.process[mine]) & (cpu.end[cand] > arrival[late])
+        ok &= at[late] - cpu.end[cand] <= THREAD_WAKE_US
+        found[ok] = cand[ok]
+    hit = found >= 0
+    where = points[late[hit]]
+    g.pred[where] = 2 * found[hit] + 1
+    g.seg_cause[where] = SYNC_WAIT
+    g.seg_kind[where] = K_THREAD_WAIT
+    g.seg_event[where] = mine[hit]
+    g.notes["thread_waits"] = int(hit.sum())
 
 
 def _sorted_index(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
