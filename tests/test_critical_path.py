@@ -101,6 +101,30 @@ def test_stream_synchronize_waits_for_the_kernel(tmp_path, with_sync_event):
     assert cp.notes["host_syncs_waiting"] == 1
 
 
+def test_event_synchronize_waits_for_the_recorded_work(tmp_path):
+    """cudaEventSynchronize waits for the work recorded before its event (k1 on stream 7), not for the last work
+    to end inside the call (k2 on stream 8)."""
+    events = [call("cudaLaunchKernel", 10, 10, 1), kernel("k1", 50, 400, 1, stream=7),
+              call("cudaEventRecord", 22, 2, 2), call("cudaLaunchKernel", 26, 4, 3), kernel("k2", 60, 392, 3, stream=8),
+              call("cudaEventSynchronize", 40, 415, 4), sync("Event Sync", 454, 4, wait_stream=7, record=2),
+              op("after", 460, 10)]
+    cp = path_of(tmp_path, events)
+    assert causes(cp) == {"cpu_op": 10, "launch": 40, "kernel": 400, "sync_wait": 5, "idle": 5}  # from the first event
+    assert "k1" in {s[2] for s in kinds(cp)} and "k2" not in {s[2] for s in kinds(cp)}
+
+
+def test_graph_replay_kernels_all_hang_on_the_graph_launch(tmp_path):
+    """The kernels a cudaGraphLaunch replays share its correlation id: each depends on that call, and on the
+    previous one on the stream; the host waits for the last."""
+    events = [op("replay", 0, 340), call("cudaGraphLaunch", 10, 10, 1), kernel("g1", 30, 100, 1),
+              kernel("g2", 130, 100, 1), kernel("g3", 230, 100, 1), call("cudaStreamSynchronize", 25, 310, 2)]
+    cp = path_of(tmp_path, events)
+    assert causes(cp) == {"cpu_op": 15, "launch": 20, "kernel": 300, "sync_wait": 5}
+    assert [s[2] for s in kinds(cp)] == ["replay", "cudaGraphLaunch", "g1", "g2", "g3", "cudaStreamSynchronize",
+                                         "replay"]
+    assert {s["correlation"] for s in cp.segments() if s["kind"] == "kernel"} == {1}
+
+
 def _two_streams(with_args):
     waits = dict(wait_stream=7, record=2) if with_args else {}
     return [op("outer", 0, 60), call("cudaLaunchKernel", 10, 10, 1), kernel("producer", 100, 500, 1, stream=7),
@@ -229,6 +253,27 @@ def test_json_limit_step_and_section_round_trip(tmp_path):
     assert [s["dur_us"] for s in out["segments"]] == [500, 100] and [s["index"] for s in out["segments"]] == [0, 1]
     assert set(out["totals"]) == set(CAUSES) and out["causes"] == list(CAUSES)
     assert not to_json([("s", cp)], step="7")["available"]
+
+
+SMALL = ["hta/event_sync_trace.json.gz", "hta/benchmark_result_2869224_1695835535_trace.json.gz",
+         "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "tracelens/vllm_decode_full__graph_execution.json.gz",
+         "tracelens/mi210__gpu_only_trace.json.gz", "hta/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+         "hta/inference_rank_1.json.gz", "kineto/gpu_metrics_input.json"]
+
+
+@pytest.mark.parametrize("rel", SMALL)
+def test_every_step_is_covered_on_real_traces(rel):
+    """AMD, graph replay, GPU-only, CPU-only, 2021-era traces: segments tile each step, causes sum to its wall."""
+    trace = tb_gpuinsight.load(corpus_path(rel))
+    cp = compute(trace, analyze_trace(trace).activities)
+    assert cp.steps
+    for i, s in enumerate(cp.steps):
+        segs = cp.segments(i)
+        assert sum(s["causes"].values()) == pytest.approx(s["wall_us"])
+        assert sum(x["dur_us"] for x in segs) == pytest.approx(s["wall_us"])
+        assert all(x["dur_us"] > 0 for x in segs)
+        starts = [x["start_us"] for x in segs]
+        assert starts == sorted(starts) and starts[0] == pytest.approx(s["start_us"])
 
 
 DLRM = "param/dlrm_8ranks"
