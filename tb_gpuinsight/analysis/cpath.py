@@ -30,9 +30,10 @@ from .cpath_graph import CAUSES, IDLE, K_HOST_GAP, KINDS, NO, Graph, build_graph
 from .overview.steps import SOURCE_STEPS, step_windows
 
 SECTION = "critical_path"
-_SEG_COLS = ("step", "cause", "kind", "name", "start", "dur", "thread", "stream", "correlation", "et_id")
+_SEG_COLS = ("step", "cause", "kind", "name", "start", "dur", "thread", "device", "stream", "correlation", "et_id")
 _SEG_DTYPES = {"step": np.int32, "cause": np.int8, "kind": np.int8, "name": np.int32, "start": np.float64,
-               "dur": np.float64, "thread": np.int64, "stream": np.int64, "correlation": np.int64, "et_id": np.int64}
+               "dur": np.float64, "thread": np.int64, "device": np.int64, "stream": np.int64,
+               "correlation": np.int64, "et_id": np.int64}
 HOST_GAP = "(host, outside any op)"
 
 
@@ -40,7 +41,7 @@ HOST_GAP = "(host, outside any op)"
 class CriticalPath:
     """The critical path of every step of one trace. `seg` holds the segments in path order (step by step) as
     columns: step index, cause / kind codes (into CAUSES / KINDS), name code (into `names`), start (us from the
-    trace's first event, the Timeline's time base), dur, thread, stream, correlation, ET node id (-1 = none)."""
+    trace's first event, the Timeline's time base), dur, thread, device, stream, correlation, ET node id (-1 = none)."""
     steps: List[Dict[str, Any]]
     seg: Dict[str, np.ndarray]
     names: List[str]
@@ -86,7 +87,7 @@ class CriticalPath:
                 "kind": KINDS[int(s["kind"][i])], "name": self.names[int(s["name"][i])],
                 "start_us": float(s["start"][i]), "dur_us": float(s["dur"][i]),
                 "share": float(s["dur"][i]) / wall if wall > 0 else 0.0,
-                "thread": _opt(s["thread"][i]), "stream": _opt(s["stream"][i]),
+                "thread": _opt(s["thread"][i]), "device": _opt(s["device"][i]), "stream": _opt(s["stream"][i]),
                 "correlation": _opt(s["correlation"][i]), "et_id": _opt(s["et_id"][i])}
 
     def step_index(self, wanted: str) -> Optional[int]:
@@ -116,7 +117,8 @@ class CriticalPath:
         import pandas as pd
 
         return pd.DataFrame(self.segments(), columns=["index", "step", "cause", "kind", "name", "start_us", "dur_us",
-                                                      "share", "thread", "stream", "correlation", "et_id"])
+                                                      "share", "thread", "device", "stream", "correlation",
+                                                      "et_id"])
 
 
 def _opt(x) -> Optional[int]:
@@ -178,7 +180,8 @@ def _segment_columns(g: Graph, parts: List[Tuple[int, np.ndarray]]) -> Tuple[Dic
 
     seg = {"step": np.concatenate([np.full(len(p[1]), p[0]) for p in parts]) if parts else np.empty(0),
            "cause": rows[:, 1], "kind": rows[:, 2], "name": code.reshape(-1), "start": rows[:, 3] - g.origin_us,
-           "dur": rows[:, 4] - rows[:, 3], "thread": per_event(g.thread), "stream": per_event(g.stream),
+           "dur": rows[:, 4] - rows[:, 3], "thread": per_event(g.thread), "device": per_event(g.device),
+           "stream": per_event(g.stream),
            "correlation": per_event(g.correlation),
            "et_id": per_event(g.et_id) if g.et_id is not None else np.full(len(rows), NO)}
     return {k: np.asarray(v).astype(_SEG_DTYPES[k]) for k, v in seg.items()}, names

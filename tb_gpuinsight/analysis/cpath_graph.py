@@ -67,7 +67,6 @@ SLACK_US = 2.0  # CPU and GPU clocks and whole-microsecond timestamps disagree b
 _STEP = re.compile(r"^ProfilerStep#\d+$")
 _CPU_COMM = re.compile(r"^record_param_comms$|^c10d::|^nccl:|^gloo:|ProcessGroup", re.I)
 _STREAM_WAIT_CALL = re.compile(r"^(?:cuda|hip)StreamWaitEvent$|^cuStreamWaitEvent$")
-_RECORD_CALL = re.compile(r"^(?:cuda|hip)EventRecord(?:WithFlags)?$|^cuEventRecord$")
 NO = -1
 
 
@@ -84,6 +83,7 @@ class Graph:
     kind: np.ndarray
     thread: np.ndarray  # numeric thread id of CPU events, -1 elsewhere or when the id is not a number
     stream: np.ndarray  # GPU stream, -1 for CPU events
+    device: np.ndarray  # GPU device, -1 for CPU events
     correlation: np.ndarray
     n_cpu: int
     pred: np.ndarray = field(default=None)
@@ -158,8 +158,8 @@ def _cpu_events(trace, names: Interner, gpu_corr: np.ndarray) -> _Cpu:
     launch_row = np.full(len(kind), NO, dtype=np.int64)
     launch_row[calls] = call_rows
     return _Cpu(cat["ts"].astype(np.float64), cat["end"].astype(np.float64), cat["key"].astype(np.int64),
-                cat["proc"].astype(np.int64), cat["tid"].astype(np.int64), cat["name"].astype(np.int32), cause, kind, correlation, op_row,
-                launch_row)
+                cat["proc"].astype(np.int64), cat["tid"].astype(np.int64), cat["name"].astype(np.int32), cause, kind,
+                correlation, op_row, launch_row)
 
 
 def _append_cpu(cols, table: Table, rows: np.ndarray, kind: int, names: Interner,
@@ -216,14 +216,11 @@ def _gpu_events(trace, acts: Table, names: Interner) -> _Gpu:
     act_names, kinds = acts.strings.get("name", []), acts.strings.get("kind", [])
     code = np.fromiter((names.code(x) for x in act_names), dtype=np.int32, count=len(act_names))
     kind_of = np.array([{"memcpy": K_MEMCPY, "memset": K_MEMSET}.get(k, K_KERNEL) for k in kinds], dtype=np.int8)
-    ts = acts["ts"].astype(np.float64) if n else np.empty(0)
-    return _Gpu(ts, ts + np.maximum(np.nan_to_num(acts["dur"]), 0.0) if n else np.empty(0),
-                acts["device"].astype(np.int64) if n else np.empty(0, np.int64),
-                acts["stream"].astype(np.int64) if n else np.empty(0, np.int64), correlation,
-                code[acts["name"]] if n else np.empty(0, np.int32),
-                np.where(is_communication(acts), COMMUNICATION, KERNEL).astype(np.int8) if n else np.empty(0, np.int8),
-                kind_of[acts["kind"]] if n else np.empty(0, np.int8),
-                acts["op"].astype(np.int64) if n else np.empty(0, np.int64))
+    ts = acts["ts"].astype(np.float64)
+    cause = np.where(is_communication(acts), COMMUNICATION, KERNEL).astype(np.int8)
+    return _Gpu(ts, ts + np.maximum(np.nan_to_num(acts["dur"]), 0.0), acts["device"].astype(np.int64),
+                acts["stream"].astype(np.int64), correlation, code[acts["name"]] if n else np.empty(0, np.int32),
+                cause, kind_of[acts["kind"]] if n else np.empty(0, np.int8), acts["op"].astype(np.int64))
 
 
 # ------------------------------------------------------------------------------------------------- build
@@ -241,6 +238,7 @@ def build_graph(trace, acts: Table) -> Graph:
               kind=np.concatenate([cpu.kind, gpu.kind]).astype(np.int8),
               thread=np.concatenate([cpu.thread, np.full(len(gpu.ts), NO)]).astype(np.int64),
               stream=np.concatenate([np.full(n_cpu, NO), gpu.stream]).astype(np.int64),
+              device=np.concatenate([np.full(n_cpu, NO), gpu.device]).astype(np.int64),
               correlation=np.concatenate([cpu.correlation, gpu.correlation]).astype(np.int64), n_cpu=n_cpu)
     n = len(g)
     g.pred = np.full(2 * n, NO, dtype=np.int64)
