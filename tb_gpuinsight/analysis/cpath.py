@@ -140,7 +140,8 @@ def compute(trace, acts, execution_traces: Sequence[str] = ()) -> CriticalPath:
 
     g = build_graph(trace, acts)
     et_info = apply_et(g, trace, execution_traces) if execution_traces else None
-    windows = step_windows(trace)
+    launched = np.where(g.launch_event >= 0, g.ts[np.maximum(g.launch_event, 0)], np.nan)
+    windows = step_windows(trace, g.end[g.n_cpu:], launched)  # the Overview's windows: the last keeps its GPU tail
     origin = g.origin_us
     rank = (trace.meta.distributed or {}).get("rank")
     walker = _Walker(g)
