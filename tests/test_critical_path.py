@@ -319,3 +319,25 @@ def test_routes_on_the_dlrm_ranks(dlrm_logdir, tmp_path):
     assert get("critical_path", worker=worker, limit="0")[0] == 400
     assert get("critical_path", worker="nobody")[0] == 404
     assert get("critical_path/ranks", run="nope")[0] == 404
+
+
+def test_routes_say_why_when_the_path_could_not_be_built(tmp_path, monkeypatch):
+    """A builder failure is the span's failure for this view (422 with its reason); other views still work."""
+    from tb_gpuinsight.analysis import cpath
+
+    from .test_timeline import _serve
+
+    run = tmp_path / "logdir" / "tiny"
+    run.mkdir(parents=True)
+    (run / "w.1700000000000000000.pt.trace.json").write_text(json.dumps({"traceEvents": STREAM_SYNC}))
+
+    def broken(ctx):
+        raise ValueError("no luck")
+
+    monkeypatch.setattr(cpath, "build_section", broken)
+    get = _serve(tmp_path / "logdir", tmp_path / "cache", run="tiny", worker="w")
+    code, out = get("critical_path")
+    assert code == 422 and "critical path: internal error: ValueError: no luck" in out["error"]
+    assert get("overview")[0] == 200
+    code, ranks = get("critical_path/ranks")
+    assert code == 200 and ranks["ranks"] == [] and "no luck" in ranks["problems"][0]
