@@ -86,6 +86,15 @@ def test_host_bound_step_is_mostly_cpu_ops(tmp_path):
                                          "aten::b", "cudaLaunchKernel", "k2", "(host, outside any op)"]
 
 
+def test_back_to_back_events_follow_each_other(tmp_path):
+    """Whole-microsecond traces put one event's start exactly at the previous one's end: siblings, not nested
+    (nested, b's time would be lost to a host gap after a)."""
+    events = [op("a", 0, 100), op("b", 100, 100), op("c", 250, 50)]
+    cp = path_of(tmp_path, events)
+    assert [(s[2], s[3], s[4]) for s in kinds(cp)] == [("a", 0, 100), ("b", 100, 100),
+                                                       ("(host, outside any op)", 200, 50), ("c", 250, 50)]
+
+
 STREAM_SYNC = [step(1, 0, 600), op("aten::item", 0, 500), call("cudaLaunchKernel", 10, 10, 1),
                kernel("k1", 25, 400, 1), call("cudaStreamSynchronize", 30, 400, 2), op("aten::add", 510, 90)]
 

@@ -266,8 +266,9 @@ def _cpu_nesting(g: Graph, cpu: _Cpu) -> None:
     g.parent = np.full(n, NO, dtype=np.int64)
     if not n:
         return
-    table = Table("cpu", {"ts": cpu.ts, "dur": cpu.end - cpu.ts, "pid": np.zeros(n, np.int32),
-                          "tid": cpu.thread_key.astype(np.int32)})
+    # 1 ns shorter for nesting only: an event starting exactly where another ends follows it, not inside it.
+    table = Table("cpu", {"ts": cpu.ts, "dur": np.maximum(cpu.end - cpu.ts - 1e-3, 0.0),
+                          "pid": np.zeros(n, np.int32), "tid": cpu.thread_key.astype(np.int32)})
     parent = g.parent = op_parents(table)
     group = np.where(parent >= 0, parent, -(cpu.thread_key + 2))
     order = np.lexsort((-(cpu.end - cpu.ts), cpu.ts, group))
