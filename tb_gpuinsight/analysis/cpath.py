@@ -151,18 +151,22 @@ def compute(trace, acts, execution_traces: Sequence[str] = ()) -> CriticalPath:
     for i, (t0, t1) in enumerate(zip(windows.start.tolist(), windows.end.tolist())):
         segs = np.array(walker.walk(t0, t1), dtype=np.float64).reshape(-1, 5)
         parts.append((i, segs))
-        dur = segs[:, 4] - segs[:, 3]
-        per_cause = np.bincount(segs[:, 1].astype(np.int64), weights=dur, minlength=len(CAUSES))
-        causes = {c: float(per_cause[k]) for k, c in enumerate(CAUSES)}
-        wall = t1 - t0
-        steps.append({"step": labels[i], "number": int(windows.number[i]), "start_us": t0 - origin,
-                      "end_us": t1 - origin, "wall_us": wall, "path_us": wall - causes["idle"], "causes": causes})
+        steps.append({"step": labels[i], "number": int(windows.number[i]), **_step_times(segs, t0, t1, origin)})
     seg, names = _segment_columns(g, parts)
     notes = dict(g.notes)
     if et_info:
         notes["et"] = et_info
     return CriticalPath(steps, seg, names, origin, (trace.meta.base_time_ns or 0) / 1000.0,
                         bool(et_info and et_info.get("used")), rank if isinstance(rank, int) else None, notes)
+
+
+def _step_times(segs: np.ndarray, t0: float, t1: float, origin: float) -> Dict[str, Any]:
+    """A step's window (us from the trace's first event), wall and path time, and its time per cause."""
+    per_cause = np.bincount(segs[:, 1].astype(np.int64), weights=segs[:, 4] - segs[:, 3], minlength=len(CAUSES))
+    causes = {c: float(per_cause[k]) for k, c in enumerate(CAUSES)}
+    wall = t1 - t0
+    return {"start_us": t0 - origin, "end_us": t1 - origin, "wall_us": wall, "path_us": wall - causes["idle"],
+            "causes": causes}
 
 
 def _segment_columns(g: Graph, parts: List[Tuple[int, np.ndarray]]) -> Tuple[Dict[str, np.ndarray], List[str]]:
@@ -182,8 +186,7 @@ def _segment_columns(g: Graph, parts: List[Tuple[int, np.ndarray]]) -> Tuple[Dic
     seg = {"step": np.concatenate([np.full(len(p[1]), p[0]) for p in parts]) if parts else np.empty(0),
            "cause": rows[:, 1], "kind": rows[:, 2], "name": code.reshape(-1), "start": rows[:, 3] - g.origin_us,
            "dur": rows[:, 4] - rows[:, 3], "thread": per_event(g.thread), "device": per_event(g.device),
-           "stream": per_event(g.stream),
-           "correlation": per_event(g.correlation),
+           "stream": per_event(g.stream), "correlation": per_event(g.correlation),
            "et_id": per_event(g.et_id) if g.et_id is not None else np.full(len(rows), NO)}
     return {k: np.asarray(v).astype(_SEG_DTYPES[k]) for k, v in seg.items()}, names
 
