@@ -533,25 +533,28 @@ def _scoped_work(trace, cpu: _Cpu, gpu: _Gpu, calls: np.ndarray, issued: np.ndar
     launches = trace.launches
     sync_corr = np.where(_kind_mask(launches, ("sync",)), launches["correlation"], NO)
     sync_row = find(_sorted_index(sync_corr), cpu.correlation[calls])
-    key = _stream_keys(gpu.device, gpu.stream)
     t0, t1 = cpu.ts[calls], cpu.end[calls] + SLACK_US
     out = _last_ending_in(gpu.end, np.ones(len(gpu.end), bool), t0, t1)
+    q = np.flatnonzero(sync_row >= 0)
+    if not len(q):
+        return out
+    rows = sync_row[q]
     names = launches.strings.get("name", [])
-    for q in np.flatnonzero(sync_row >= 0).tolist():
-        row = int(sync_row[q])
-        what = names[launches["name"][row]]
-        dev, stream = int(_col(launches, "device")[row]), int(_col(launches, "stream")[row])
-        if what == "Stream Sync" and stream >= 0:
-            scope = key == _stream_keys(np.array([dev]), np.array([stream]))[0]
-        elif what == "Context Sync" and dev >= 0:
-            scope = gpu.device == dev
-        elif what == "Event Sync" and _col(launches, "wait_corr")[row] >= 0:
-            src = _recorded_work(trace, cpu, gpu, key, issued, np.array([row]))[0]
-            out[q] = src if src >= 0 and t0[q] < gpu.end[src] <= t1[q] else NO
-            continue
-        else:
-            continue
-        out[q] = _last_ending_in(gpu.end, scope, t0[q:q + 1], t1[q:q + 1])[0]
+    what = np.array([names[c] for c in launches["name"][rows].tolist()], dtype=object)
+    device, stream = _col(launches, "device")[rows].astype(np.int64), _col(launches, "stream")[rows]
+    key = _stream_keys(gpu.device, gpu.stream)
+    scopes = ((what == "Stream Sync") & (stream >= 0), _stream_keys(device, stream), key), \
+        ((what == "Context Sync") & (device >= 0), device, gpu.device)
+    for chosen, query_key, member_key in scopes:  # one pass per stream or device synchronised on: few
+        for k in np.unique(query_key[chosen]).tolist():
+            mine = q[chosen & (query_key == k)]
+            out[mine] = _last_ending_in(gpu.end, member_key == k, t0[mine], t1[mine])
+    events = (what == "Event Sync") & (_col(launches, "wait_corr")[rows] >= 0)
+    if events.any():
+        src = _recorded_work(trace, cpu, gpu, key, issued, rows[events])
+        mine = q[events]
+        ends = gpu.end[np.maximum(src, 0)]
+        out[mine] = np.where((src >= 0) & (t0[mine] < ends) & (ends <= t1[mine]), src, NO)
     return out
 
 
