@@ -407,7 +407,7 @@ def _gpu_starts(g: Graph, trace, cpu: _Cpu, gpu: _Gpu, launch_event: np.ndarray,
     g.seg_cause[points[by_wait]] = SYNC_WAIT
     g.seg_kind[points[by_wait]] = K_STREAM_WAIT
     g.notes["stream_waits"] = int((wait_src >= 0).sum())
-    g.notes["stream_waits_on_path_candidates"] = int(by_wait.sum())
+    g.notes["stream_waits_critical"] = int(by_wait.sum())  # the last to arrive at their activity
     g.notes["stream_wait_source"] = inferred
 
 
