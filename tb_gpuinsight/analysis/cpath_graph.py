@@ -189,10 +189,12 @@ def _append_cpu(cols, table: Table, rows: np.ndarray, kind: int, names: Interner
 
 
 def _number(text: str) -> int:
+    """A thread id as a number, -1 when it is not one (or does not fit an int64)."""
     try:
-        return int(text)
+        value = int(text)
     except (TypeError, ValueError):
         return NO
+    return value if -(1 << 63) <= value < 1 << 63 else NO
 
 
 @dataclass
