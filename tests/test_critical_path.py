@@ -354,8 +354,8 @@ def test_routes_say_why_when_the_path_could_not_be_built(tmp_path, monkeypatch):
 
 def test_odd_values_do_not_break_the_path(tmp_path):
     """Thread ids beyond int64, far-future times, ids that do not fit: the path is still built, every step tiled."""
-    events = [op("a", 0, 100, tid=2 ** 64 + 5), op("b", 9.3e18, 10, tid="main"), call("cudaLaunchKernel", 10, 5, 2 ** 63),
-              kernel("k", 20, 10, 2 ** 63), op("c", 200, 10, tid=-(2 ** 63) - 1)]
+    events = [op("a", 0, 100, tid=2 ** 64 + 5), op("b", 9.3e18, 10, tid="main"),
+              call("cudaLaunchKernel", 10, 5, 2 ** 63), kernel("k", 20, 10, 2 ** 63), op("c", 200, 10, tid=-(2 ** 63) - 1)]
     cp = path_of(tmp_path, events)
     for i, s in enumerate(cp.steps):
         assert sum(x["dur_us"] for x in cp.segments(i)) == pytest.approx(s["wall_us"])
