@@ -155,6 +155,17 @@ def test_two_streams_joined_by_an_event_wait(tmp_path, with_args):
     assert cp.notes["stream_wait_source"] == ("cuda_sync events" if with_args else "inferred")
 
 
+def test_a_short_copy_waiting_on_another_stream(tmp_path):
+    """A 1 us copy ends before any other activity could: the inferred wait looks past the copy itself."""
+    copy = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "pid": 0, "tid": 8,
+            "ts": 603, "dur": 1, "args": {"device": 0, "stream": 8, "correlation": 4, "bytes": 4}}
+    events = [op("outer", 0, 60), call("cudaLaunchKernel", 10, 10, 1), kernel("producer", 100, 500, 1, stream=7),
+              call("cudaStreamWaitEvent", 30, 2, 3), call("cudaMemcpyAsync", 40, 15, 4), copy]
+    cp = path_of(tmp_path, events)
+    assert ("sync_wait", "stream_wait", "Memcpy DtoH (Device -> Pageable)", 600, 3) in kinds(cp)
+    assert causes(cp) == {"cpu_op": 10, "launch": 90, "kernel": 501, "sync_wait": 3}
+
+
 def _collective(rank, compute_us):
     """A rank computes for `compute_us`, then all-reduces; the collective ends at 900 us on every rank, so a
     rank that computed less waited longer in it."""

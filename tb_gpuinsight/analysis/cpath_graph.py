@@ -498,11 +498,12 @@ def _inferred_waits(gpu: _Gpu, key: np.ndarray, known: np.ndarray) -> np.ndarray
         ends = gpu.end[by_end]
         q = late[gpu.device[late] == dev]
         pos = np.searchsorted(ends, gpu.ts[q] + SLACK_US, "right") - 1
-        ok = pos >= 0
-        cand = np.where(ok, by_end[np.maximum(pos, 0)], NO)
-        close = ok & (gpu.ts[q] - gpu.end[np.maximum(cand, 0)] <= WAIT_GAP_US) & \
-            (key[np.maximum(cand, 0)] != key[q]) & (gpu.end[np.maximum(cand, 0)] > known[q])
-        out[q[close]] = cand[close]
+        for back in range(8):  # the latest few ends: the first on another stream (short activities end early)
+            p = pos - back
+            cand = by_end[np.maximum(p, 0)]
+            ok = (out[q] < 0) & (p >= 0) & (key[cand] != key[q]) & (gpu.end[cand] > known[q])
+            ok &= gpu.ts[q] - gpu.end[cand] <= WAIT_GAP_US
+            out[q[ok]] = cand[ok]
     return out
 
 
