@@ -90,8 +90,9 @@ class CriticalPath:
                 "thread": _opt(s["thread"][i]), "device": _opt(s["device"][i]), "stream": _opt(s["stream"][i]),
                 "correlation": _opt(s["correlation"][i]), "et_id": _opt(s["et_id"][i])}
 
-    def step_index(self, wanted: str) -> Optional[int]:
-        """A step by its label ("ProfilerStep#12"), its number ("12") or its position ("#0")."""
+    def step_index(self, wanted: Any) -> Optional[int]:
+        """A step by its label ("ProfilerStep#12"), its number ("12" or 12) or its position ("#0")."""
+        wanted = str(wanted)
         for i, step in enumerate(self.steps):
             if wanted in (step["step"], str(step.get("number"))):
                 return i
