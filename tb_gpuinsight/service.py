@@ -28,6 +28,7 @@ from .estimate.devices import DeviceSpec, load_datasheet
 from .logdir import FileEntry, Run, discover
 from .sections import Section, SectionContext, build_all
 from .store import open_store
+from .trace.source import is_url
 from .store.jobs import span_job
 
 ALL_SPANS = "all"
@@ -369,7 +370,9 @@ class LogdirService:
     def runs_json(self) -> Dict[str, Any]:
         with self._lock:
             runs = [self._run_json(r) for r in sorted(self.runs.values(), key=lambda r: r.name)]
-        return {"runs": runs, "scan_interval_s": self.scan_interval, "logdir_error": self.scan_error or None}
+        # remote_traces: a trace download fetches the trace from object storage first (the UI says how much).
+        return {"runs": runs, "scan_interval_s": self.scan_interval, "logdir_error": self.scan_error or None,
+                "remote_traces": is_url(self.logdir)}
 
     def _run_json(self, run: RunState) -> Dict[str, Any]:
         spans = list(run.spans.values())

@@ -112,12 +112,13 @@ def _frames(name: str, summary: Summary, datasheet) -> Dict[str, Any]:
     eff = summary.eff.rerate(AUTO, datasheet)
     frames = {"kernels": eff.activities.to_pandas(), "ops": eff.by_op().to_pandas()}
     overview = summary.sections.get("overview")
-    frames["steps"] = pd.DataFrame(step_rows(overview) if overview and not overview.error else [])
+    frames["steps"] = pd.DataFrame(step_rows(overview, filename) if overview and not overview.error else [])
     frames["collectives"] = (unpack(distributed.arrays["collectives"], distributed.info["collective_strings"])
                              .to_pandas() if distributed and not distributed.error else pd.DataFrame())
     for frame in frames.values():
         for i, (col, value) in enumerate(ident.items()):
-            frame.insert(i, col, value)
+            if col not in frame.columns:
+                frame.insert(i, col, value)
         _plain_strings(frame)
     return frames
 

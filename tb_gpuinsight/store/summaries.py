@@ -81,7 +81,7 @@ class SummaryStore:
         trace version; False when the store cannot be written."""
         ok = self._write(key, cache_mod.seal(payload))
         if ok and self.failure(key) is not None:
-            self._delete(f"{FAILURES}/{key}.json")
+            self.clear_failure(key)
         return ok
 
     def delete(self, key: str) -> None:
@@ -102,11 +102,11 @@ class SummaryStore:
 
     def failure_keys(self) -> Set[str]:
         """Keys of the trace versions whose analysis failed for good (one listing)."""
-        return {n[: -len(".json")] for n in self._list(FAILURES) if n.endswith(".json")}
+        return {n[: -len(".json")] + SUFFIX for n in self._list(FAILURES) if n.endswith(".json")}
 
     def failure(self, key: str) -> Optional[Dict[str, Any]]:
         """The failure record of a trace version: {"identity", "reason", "attempts", "time", "engine"}."""
-        data = self._read(f"{FAILURES}/{key}.json")
+        data = self._read(_failure_name(key))
         try:
             record = json.loads(data.decode("utf-8")) if data is not None else None
         except ValueError:
@@ -118,11 +118,11 @@ class SummaryStore:
         record = {"identity": identity, "reason": " ".join(str(reason).split())[:500], "attempts": attempts,
                   "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   "engine": ENGINE_VERSION}
-        return self._write(f"{FAILURES}/{key}.json", json.dumps(record).encode("utf-8"))
+        return self._write(_failure_name(key), json.dumps(record).encode("utf-8"))
 
     def clear_failure(self, key: str) -> None:
         """Forget a failure record (the next run analyses the trace again)."""
-        self._delete(f"{FAILURES}/{key}.json")
+        self._delete(_failure_name(key))
 
     # ---------------------------------------------------------------------------------------------- plumbing
 
@@ -179,6 +179,11 @@ class SummaryStore:
             return call()
         except Exception:  # any remote failure (network, credentials, missing object) is a miss
             return default
+
+
+def _failure_name(key: str) -> str:
+    stem = key[: -len(SUFFIX)] if key.endswith(SUFFIX) else key
+    return f"{FAILURES}/{stem}.json"
 
 
 def open_store(url: Optional[str]) -> SummaryStore:

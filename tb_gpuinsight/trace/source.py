@@ -149,6 +149,19 @@ def _open_remote(url: str, block_size: int):
         raise OSError(0, f"{type(exc).__name__}: {exc}"[:200]) from None
 
 
+def file_size(path: "os.PathLike[str] | str") -> int:
+    """Size in bytes of a local file or a URL's object (an OSError when it cannot be told)."""
+    if not is_url(path):
+        return os.path.getsize(path)
+    fs, inner = url_filesystem(os.fspath(path))
+    try:
+        return int(fs.size(inner))
+    except OSError:
+        raise
+    except Exception as exc:  # botocore / google-auth errors are not OSErrors
+        raise OSError(0, f"{type(exc).__name__}: {exc}"[:200]) from None
+
+
 def _open_sized(path: "os.PathLike[str] | str", block_size: int = _CHUNK) -> Tuple[BinaryIO, int]:
     """(open file, its size) for a local regular file or a URL."""
     if is_url(path):
