@@ -184,6 +184,9 @@ def _remote_folders(root: str) -> List[Tuple[str, List[Optional[FileEntry]]]]:
     return sorted(folders.items())
 
 
+_REMOTE_SNIFFED: Dict[Tuple[str, str], Sniffed] = {}
+
+
 def _remote_entry(url: str, name: str, info: Dict) -> Optional[FileEntry]:
     stamp = info.get("LastModified") or info.get("mtime") or info.get("updated")
     mtime_ns = int(stamp.timestamp() * 1e9) if hasattr(stamp, "timestamp") else 0
@@ -191,7 +194,12 @@ def _remote_entry(url: str, name: str, info: Dict) -> Optional[FileEntry]:
     size = int(info.get("size") or 0)
     if _TRACE_NAME.search(name):  # taken at its name: sniffing would cost a request per rank
         return FileEntry(url, KINETO, size, mtime_ns, etag=etag.strip('"'))
-    sniffed = sniff(url)
+    sniffed = _REMOTE_SNIFFED.get((url, etag))
+    if sniffed is None:  # one ranged read per companion file and version, not one per scan
+        sniffed = sniff(url)
+        if len(_REMOTE_SNIFFED) > 100_000:
+            _REMOTE_SNIFFED.clear()
+        _REMOTE_SNIFFED[(url, etag)] = sniffed
     if sniffed.kind == OTHER:
         return None
     return FileEntry(url, sniffed.kind, size, mtime_ns, sniffed.reason, etag=etag.strip('"'))
