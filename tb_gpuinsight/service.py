@@ -70,7 +70,8 @@ class SpanState:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"span": self.span, "stamp": self.stamp, "status": self.status, "bytes": self.entry.size,
-                **({"reason": self.reason} if self.reason else {})}
+                **({"reason": self.reason} if self.reason else {}),
+                **({"remote": True} if is_url(self.entry.path) else {})}  # a download fetches it first
 
 
 @dataclass

@@ -51,5 +51,8 @@ def test_tensorboard_on_s3_logdir_and_store(tmp_path):
             straggler = frame.locator(".ranks-straggler").inner_text()
             assert "Straggler: rank 7" in straggler and "arrived last at 5 of 8" in straggler, straggler
             assert "all_reduce" in frame.locator(".ranks-collectives").inner_text()
+            # the download menu says what a download of a trace in object storage fetches first
+            link = frame.locator(".menu-list li a").first.text_content()
+            assert "kB from object storage first" in link, link
             page.screenshot(path=str(tmp_path / "distributed_s3.png"), full_page=True)
         assert not console, console
