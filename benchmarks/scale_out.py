@@ -57,9 +57,16 @@ def one_run(trace: str, n: int, workers: int, engine: str) -> Dict[str, float]:
         for s in report.stats:
             peaks[s["pid"]] = max(peaks.get(s["pid"], 0), s["peak_rss"])
         return {"total_s": report.seconds, "per_file_s": sum(s["seconds"] for s in report.stats) / n,
-                "peaks_mib": sorted(p / 2**20 for p in peaks.values()), **view_times(logdir, store)}
+                "peaks_mib": sorted(p / 2**20 for p in peaks.values()), **cold_view_times(logdir, store)}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cold_view_times(logdir: str, store: str) -> Dict[str, float]:
+    """`view_times` in a fresh interpreter: no answer or report cached in memory by an earlier run."""
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--view", logdir, store],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def view_times(logdir: str, store: str) -> Dict[str, float]:
@@ -156,7 +163,11 @@ def main() -> None:
     ap.add_argument("--engine", choices=("dask", "local"), default="dask")
     ap.add_argument("--large-mb", type=float, default=None)
     ap.add_argument("--memory-limit", default="2GB")
+    ap.add_argument("--view", nargs=2, metavar=("LOGDIR", "STORE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.view:
+        print(json.dumps(view_times(*args.view)))
+        return
     if not os.path.isfile(args.trace):
         raise SystemExit(f"{args.trace}: not found (set TB_GPUINSIGHT_CORPUS or pass a trace)")
     large(args) if args.large_mb else scaling(args)
