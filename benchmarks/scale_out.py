@@ -57,6 +57,7 @@ def one_run(trace: str, n: int, workers: int, engine: str) -> Dict[str, float]:
         for s in report.stats:
             peaks[s["pid"]] = max(peaks.get(s["pid"], 0), s["peak_rss"])
         return {"total_s": report.seconds, "per_file_s": sum(s["seconds"] for s in report.stats) / n,
+                "cpu_per_file_s": sum(s["cpu_seconds"] for s in report.stats) / n,
                 "peaks_mib": sorted(p / 2**20 for p in peaks.values()), **cold_view_times(logdir, store)}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -104,8 +105,9 @@ def uncompressed_mb(trace: str) -> float:
 def scaling(args) -> None:
     mb = uncompressed_mb(args.trace)
     print(f"trace {os.path.basename(args.trace)}: {os.path.getsize(args.trace) / 1e6:.1f} MB on disk, "
-          f"{mb:.1f} MB of JSON; engine {args.engine}; {os.cpu_count()} cores")
-    print(f"{'files':>6}{'workers':>8}{'total s':>9}{'files/s':>9}{'s/file':>8}{'speedup':>8}"
+          f"{mb:.1f} MB of JSON; engine {args.engine}; {os.cpu_count()} cores; load average "
+          f"{os.getloadavg()[0]:.1f} at start")
+    print(f"{'files':>6}{'workers':>8}{'total s':>9}{'files/s':>9}{'s/file':>8}{'cpu s/file':>11}{'speedup':>8}"
           f"{'peak RSS per worker MiB':>26}{'scan s':>8}{'rank view s':>12}{'ranks view s':>13}")
     rates: List[float] = []
     for n in args.files:
@@ -113,14 +115,16 @@ def scaling(args) -> None:
         for w in args.workers:
             r = one_run(args.trace, n, w, args.engine)
             base = base or r["total_s"]
-            rates.append(r["per_file_s"])
+            rates.append(r["cpu_per_file_s"])
             peaks = ", ".join(f"{p:.0f}" for p in r["peaks_mib"])
             print(f"{n:>6}{w:>8}{r['total_s']:>9.1f}{n / r['total_s']:>9.2f}{r['per_file_s']:>8.2f}"
+                  f"{r['cpu_per_file_s']:>11.2f}"
                   f"{base / r['total_s']:>8.2f}{peaks:>26}{r['scan_s']:>8.2f}{r['rank_view_s']:>12.3f}"
                   f"{r['ranks_view_s']:>13.3f}", flush=True)
     per_file = sorted(rates)[len(rates) // 2]
-    rate = mb / per_file  # MB of JSON per second per worker
-    print(f"\nmedian {per_file:.2f} s per {mb:.1f} MB file = {rate:.1f} MB/s per worker")
+    rate = mb / per_file  # MB of JSON per CPU second: a worker with a core of its own
+    print(f"\nmedian {per_file:.2f} CPU s per {mb:.1f} MB file = {rate:.1f} MB/s per worker with a core of its own "
+          f"(CPU time, not wall time: this machine's other load does not inflate it)")
     tb, ranks = 1e6, 2048
     for k in (1, 16, 64, 256):
         print(f"1 TB / {ranks} ranks (~{tb / ranks:.0f} MB each) on {k:>3} workers: "

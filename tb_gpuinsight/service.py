@@ -28,8 +28,8 @@ from .estimate.devices import DeviceSpec, load_datasheet
 from .logdir import FileEntry, Run, discover
 from .sections import Section, SectionContext, build_all
 from .store import open_store
-from .trace.source import is_url
 from .store.jobs import span_job
+from .trace.source import is_url
 
 ALL_SPANS = "all"
 ALL_WORKERS = "*"  # a selection's worker "all ranks": every worker of the run

@@ -61,16 +61,21 @@ def summarize_job(job: Job) -> Tuple[str, Any, bool]:
 
 def summarize_into(store_url: str, job: Job) -> Tuple[str, str, Dict[str, float]]:
     """Worker entry (local pool or Dask worker): read the trace, write its summary to the store, answer
-    ("ok", "", stats) or ("error", one-line reason, stats); stats: seconds, this process's peak RSS in bytes and
-    its pid. Only this short answer travels back."""
-    start = time.perf_counter()
+    ("ok", "", stats) or ("error", one-line reason, stats); stats: wall and CPU seconds, this process's peak RSS
+    in bytes and its pid. Only this short answer travels back."""
+    start, cpu = time.perf_counter(), _cpu_seconds()
     kind, payload, _ = summarize_job(job)
     answer = ("ok", "")
     if kind != "ok":
         answer = ("error", str(payload))
     elif not open_store(store_url).put(job.key, payload):
         answer = ("error", f"cannot write the summary to the store {store_url}")
-    stats = {"seconds": time.perf_counter() - start, "pid": os.getpid(),
+    stats = {"seconds": time.perf_counter() - start, "cpu_seconds": _cpu_seconds() - cpu, "pid": os.getpid(),
              "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}  # Linux reports KiB
     return answer[0], answer[1], stats
 
+
+def _cpu_seconds() -> float:
+    """CPU time of this thread (a Dask worker's other threads are not the job's), else of the process."""
+    usage = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
+    return usage.ru_utime + usage.ru_stime
