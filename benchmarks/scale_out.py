@@ -153,8 +153,9 @@ def large(args) -> None:
                   f"({report.failed[0][1]})")
             return
         s = report.stats[0]
-        print(f"{size:.0f} MB trace on one worker limited to {args.memory_limit}: {s['seconds']:.1f} s, "
-              f"worker peak RSS {s['peak_rss'] / 2**20:.0f} MiB ({s['peak_rss'] / 1e6 / size:.2f}x the JSON)")
+        print(f"{size:.0f} MB trace on one worker limited to {args.memory_limit}: {s['seconds']:.1f} s wall, "
+              f"{s['cpu_seconds']:.1f} CPU s ({size / s['cpu_seconds']:.1f} MB/s per core), worker peak RSS "
+              f"{s['peak_rss'] / 2**20:.0f} MiB ({s['peak_rss'] / 1e6 / size:.2f}x the JSON)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
