@@ -158,8 +158,12 @@ class LogdirService:
         store's URL or path (default `cache_dir`, else the user's cache directory; "" keeps summaries in memory)."""
         self.logdir = logdir
         self.summarize = summarize or summarize_file
-        self.store = open_store(store if store is not None else
-                                cache_dir if cache_dir is not None else cache_mod.default_cache_dir())
+        self.store_error = ""  # a store that cannot be opened (its protocol's package missing): said, not fatal
+        try:
+            self.store = open_store(store if store is not None else
+                                    cache_dir if cache_dir is not None else cache_mod.default_cache_dir())
+        except GpuInsightError as exc:
+            self.store, self.store_error = open_store(""), f"summary store: {exc}; summaries are kept in memory"
         self.devices_file = devices_file
         self.extra_args = tuple(extra_args)
         self.max_trace_gb = max_trace_gb  # None: the default cap of each worker (its available memory / 3)
@@ -372,7 +376,8 @@ class LogdirService:
         with self._lock:
             runs = [self._run_json(r) for r in sorted(self.runs.values(), key=lambda r: r.name)]
         # remote_traces: a trace download fetches the trace from object storage first (the UI says how much).
-        return {"runs": runs, "scan_interval_s": self.scan_interval, "logdir_error": self.scan_error or None,
+        return {"runs": runs, "scan_interval_s": self.scan_interval,
+                "logdir_error": self.scan_error or self.store_error or None,
                 "remote_traces": is_url(self.logdir)}
 
     def _run_json(self, run: RunState) -> Dict[str, Any]:

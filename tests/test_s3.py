@@ -85,3 +85,9 @@ def test_damaged_s3_summary_is_refused_and_removed(s3):
 def test_unknown_protocol_is_one_line():
     with pytest.raises(ConfigError, match="nosuchfs"):
         source.url_filesystem("nosuchfs://bucket/logs")
+
+
+def test_a_store_that_cannot_be_opened_is_said_not_fatal(tmp_path):
+    service = LogdirService(str(tmp_path), store="nosuchfs://bucket/store", workers=0, scan_interval=3600)
+    service.scan()
+    assert "nosuchfs" in service.runs_json()["logdir_error"] and not service.store
