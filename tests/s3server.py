@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import urllib.request
 from contextlib import contextmanager
 from typing import Dict, Iterator
 
@@ -27,6 +28,8 @@ def s3_server() -> Iterator[Dict[str, str]]:
     server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
+    # moto keeps its buckets in process-wide state: every server starts empty (no bucket of an earlier test)
+    urllib.request.urlopen(urllib.request.Request(endpoint + "/moto-api/reset", method="POST"), timeout=30).close()
     conf = {"endpoint_url": endpoint, "key": KEY, "secret": SECRET}
     saved = fsspec.config.conf.get("s3")
     fsspec.config.conf["s3"] = conf
