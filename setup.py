@@ -15,6 +15,9 @@ setup(
         # msgspec: typed JSON decode that skips unneeded fields; the reader's speed and memory rest on it.
         "msgspec>=0.18",
         "numpy>=1.22",
+        # fsspec: one small pure-Python package through which logdirs and summary stores on object storage are
+        # read (the protocol packages themselves are the s3/gcs extras).
+        "fsspec>=2023.1",
         "pandas>=1.4",
         "tensorboard>=2.11",
         "werkzeug>=2.0",
@@ -22,7 +25,13 @@ setup(
     extras_require={
         # torch supplies the FLOP formulas (torch.utils.flop_counter); without it FLOPs are "unknown".
         "torch": ["torch>=2.1"],
-        "test": ["pytest>=7", "hypothesis>=6", "orjson>=3.9", "playwright>=1.40", "torch>=2.1"],
+        # Object-store logdirs and summary stores (s3://, gs://), and batch summarising on a Dask cluster.
+        "s3": ["s3fs>=2023.1"],
+        "gcs": ["gcsfs>=2023.1"],
+        "cluster": ["dask[distributed]>=2023.1"],
+        # export-parquet: pandas writes Parquet through pyarrow (about 40 MB; most users never need it).
+        "parquet": ["pyarrow>=12"],
+        "test": ["pytest>=7", "hypothesis>=6", "orjson>=3.9", "playwright>=1.40", "torch>=2.1", "moto[server]>=5"],
     },
     entry_points={
         "console_scripts": ["tb-gpuinsight=tb_gpuinsight.cli:main"],

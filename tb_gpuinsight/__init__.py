@@ -18,7 +18,8 @@ __version__ = "0.1.0"
 __all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
            "kernels_across_ranks", "critical_path", "critical_path_ranks",
            "discover", "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index", "timeline_ranks",
-           "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
+           "summarize", "export_parquet", "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError",
+           "ConfigError"]
 
 
 def load(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
@@ -317,6 +318,34 @@ def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":
     return read_tt(path)
 
 
+def summarize(logdir: "os.PathLike[str] | str", store: Optional[str] = None, engine: str = "local",
+              scheduler: Optional[str] = None, workers: Optional[int] = None, extra_args: Iterable[str] = (),
+              retry_failed: bool = False, max_trace_gb: Optional[float] = None) -> "BatchReport":
+    """Summarise every trace of a logdir (a path, or a URL such as s3://bucket/logs) not yet in a summary store
+    (a path or URL; default the plugin's cache directory), as `tb-gpuinsight summarize` does.
+
+    `engine`: "local" (a pool of `workers` processes) or "dask" (a dask.distributed cluster at `scheduler`, or a
+    local one of `workers` processes; needs the `cluster` extra). Workers read the traces themselves and write the
+    summaries to the store. A failed trace is retried once, then recorded in the store with its reason and skipped
+    by later runs unless `retry_failed`. Returns a report: `.done`, `.already`, `.failed` [(trace, reason)],
+    `.seconds`, `.stats` (per file: seconds, peak_rss, pid)."""
+    from .store.batch import summarize as run_batch
+
+    return run_batch(os.fspath(logdir), store=store, engine=engine, scheduler=scheduler,
+                     workers=workers if workers is not None else min(os.cpu_count() or 1, 4),
+                     extra_args=tuple(extra_args), max_trace_gb=max_trace_gb, retry_failed=retry_failed)
+
+
+def export_parquet(store: str, out: "os.PathLike[str] | str", logdir: Optional[str] = None,
+                   devices_file: "Optional[os.PathLike[str] | str]" = None) -> "ExportReport":
+    """Write `out/{kernels,ops,steps,collectives}.parquet` from every summary in a store, one row per GPU
+    activity / op / step / collective instance of every rank, each naming its run, worker, rank and span (needs
+    the `parquet` extra). `logdir`: only the traces it holds now. Returns a report with `.rows` per table."""
+    from .store.export import export_parquet as write
+
+    return write(os.fspath(store), os.fspath(out), logdir=logdir, devices_file=devices_file)
+
+
 # Capture helpers need torch: imported on first use so that `import tb_gpuinsight` stays light.
 _CAPTURE = {"TensorTrace": "tensortrace", "trace_handler": "profiling", "profile": "profiling"}
 
@@ -343,4 +372,6 @@ if False:  # pragma: no cover - for type checkers only
     from .analysis.timeline import TimelineIndex
     from .analysis.timeline_stack import Stack as TimelineStack
     from .analysis.cpath import CriticalPathReport
+    from .store.batch import BatchReport
+    from .store.export import ExportReport
     import pandas

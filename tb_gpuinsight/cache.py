@@ -4,11 +4,11 @@ A summary is the analysis's activity table before rating (FLOPs, bytes, dtype, o
 plus the trace's device properties, the shape signatures of launching ops and the trace metadata. Rating against
 the datasheet is redone on load (cheap), so a changed devices file applies without re-reading traces.
 
-Files live outside the logdir (default: the user's cache directory), named by a hash of the trace's identity
-(absolute path, size, mtime, engine version, reader options); they are numpy `.npz` archives read with
-`allow_pickle=False` (no code runs on load), prefixed by a SHA-256 of their content, written atomically (temporary
-file, fsync, rename). Each summary also records the identity it was computed for: a summary that fails its checksum,
-does not load or belongs to another trace is an error the service repairs by deleting it and analysing again.
+This module is the summary's envelope: a numpy `.npz` archive read with `allow_pickle=False` (no code runs on
+load), sealed with a SHA-256 of its content (`seal` / `unseal`). Where summaries live, how they are named and how
+they are written atomically is the summary store's business (`tb_gpuinsight.store`). Each summary also records the
+identity it was computed for: a summary that fails its checksum, does not load or belongs to another trace is an
+error the service repairs by deleting it and analysing again.
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ import hashlib
 import io
 import json
 import os
-import tempfile
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
@@ -46,25 +45,13 @@ class CorruptSummary(ValueError):
     """A stored summary that fails its checksum, does not load, or belongs to another trace or engine."""
 
 
-def identity(path: str, size: int, mtime_ns: int, options: str = "") -> Dict[str, Any]:
-    """What a summary is the analysis of: one version of one trace file, read by this engine with these options."""
-    return {"path": os.path.abspath(path), "size": int(size), "mtime_ns": int(mtime_ns), "engine": ENGINE_VERSION,
-            "options": options}
-
-
-def cache_key(path: str, size: int, mtime_ns: int, options: str = "") -> str:
-    """Name of the summary file for one version of one trace file."""
-    ident = identity(path, size, mtime_ns, options)
-    text = "|".join(str(ident[k]) for k in ("path", "size", "mtime_ns", "engine", "options"))
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:40] + ".npz"
-
-
 @dataclasses.dataclass
 class Summary:
     """A stored summary: the unrated analysis, the trace metadata and the views' sections."""
     eff: Efficiency
     meta: Dict[str, Any]
     sections: Dict[str, Section]
+    identity: Optional[Dict[str, Any]] = None  # the trace it was computed for (see `store.trace_identity`)
 
 
 def to_bytes(eff: Efficiency, meta: Dict[str, Any], sections: Optional[Mapping[str, Section]] = None,
@@ -124,7 +111,7 @@ def _load_summary(data: bytes) -> Tuple[Summary, Any]:
     acts = Table("activities", columns, header["strings"])
     shapes = {int(k): tuple(v) for k, v in header["shapes"].items()}
     eff = Efficiency(None, acts, {}, AUTO, {}, header["device_props"], shapes)
-    return Summary(eff, header["meta"], sections), header.get("identity")
+    return Summary(eff, header["meta"], sections, header.get("identity")), header.get("identity")
 
 
 def meta_dict(meta) -> Dict[str, Any]:
@@ -136,72 +123,14 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-class SummaryCache:
-    """A directory of summaries. Every failure to read or write is a miss, never an error for the caller."""
-
-    def __init__(self, directory: Optional[str]) -> None:
-        self.directory = directory
-
-    def get(self, key: str) -> Optional[bytes]:
-        """The stored payload; None when absent or unreadable. Raises CorruptSummary (after deleting the file)
-        when it fails its checksum."""
-        if not self.directory:
-            return None
-        try:
-            with open(os.path.join(self.directory, key), "rb") as f:
-                data = f.read()
-        except OSError:
-            return None
-        head = len(_MAGIC) + 32
-        if data[: len(_MAGIC)] != _MAGIC or hashlib.sha256(data[head:]).digest() != data[len(_MAGIC): head]:
-            self.delete(key)
-            raise CorruptSummary("the summary fails its checksum")
-        return data[head:]
-
-    def delete(self, key: str) -> None:
-        """Remove a summary (a damaged one); a failure is ignored."""
-        if self.directory:
-            try:
-                os.unlink(os.path.join(self.directory, key))
-            except OSError:
-                pass
-
-    def has(self, key: str) -> bool:
-        """Whether a summary exists (a stat, not a read: the scanner asks this for every new span)."""
-        return bool(self.directory) and os.path.isfile(os.path.join(self.directory, key))
-
-    def put(self, key: str, data: bytes) -> bool:
-        """Write atomically; False when the directory cannot be written."""
-        if not self.directory:
-            return False
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
-            with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC + hashlib.sha256(data).digest())
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())  # the rename must never publish a file whose content is not on disk
-            os.replace(tmp, os.path.join(self.directory, key))
-            _fsync_dir(self.directory)
-            return True
-        except OSError:
-            try:
-                os.unlink(tmp)  # type: ignore[possibly-undefined]
-            except (OSError, UnboundLocalError):
-                pass
-            return False
+def seal(payload: bytes) -> bytes:
+    """A payload framed for storage: magic, SHA-256 of the payload, payload."""
+    return _MAGIC + hashlib.sha256(payload).digest() + payload
 
 
-def _fsync_dir(directory: str) -> None:
-    """Make a rename durable (best effort: not every file system lets a directory be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+def unseal(data: bytes) -> bytes:
+    """The payload of `seal`'s framing; raises CorruptSummary when the magic or the checksum does not match."""
+    head = len(_MAGIC) + 32
+    if data[: len(_MAGIC)] != _MAGIC or hashlib.sha256(data[head:]).digest() != data[len(_MAGIC): head]:
+        raise CorruptSummary("the summary fails its checksum")
+    return data[head:]

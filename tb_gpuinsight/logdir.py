@@ -5,6 +5,10 @@ Kineto trace. `tensorboard_trace_handler` names each trace `{worker}.{time_ns}.p
 `{worker}.pt.trace.json`); each file is one span of its worker, spans ordered by their stamp. Execution Trace and
 tensor.trace files in the same directory are companions; one whose name carries the same `{worker}.{stamp}` prefix
 belongs to that span, the others to the run.
+
+A logdir may be an fsspec URL (`s3://bucket/logs`, `gs://...`): it is listed in one recursive listing (sizes,
+ETags and times come with it), files named like Kineto traces are taken at their name and others are sniffed from
+their first block, so discovering runs downloads no trace.
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from .errors import TraceError
-from .trace.source import read_head
+from .trace.source import is_url, read_head, url_filesystem
 
 KINETO = "kineto"
 ET = "execution_trace"
@@ -103,6 +107,12 @@ class FileEntry:
     size: int
     mtime_ns: int
     reason: str = ""
+    etag: str = ""  # an object store's version of the file (then preferred to mtime_ns in summary keys)
+
+    @property
+    def version(self) -> str:
+        """What changes when the file changes: its ETag on an object store, else its mtime in ns."""
+        return self.etag or str(self.mtime_ns)
 
 
 @dataclass
@@ -116,7 +126,7 @@ class Span:
 
     @property
     def name(self) -> str:
-        return os.path.basename(self.trace.path)
+        return _basename(self.trace.path)
 
 
 @dataclass
@@ -137,14 +147,62 @@ class Run:
 def discover(logdir: "os.PathLike[str] | str") -> List[Run]:
     """Every run under `logdir`, sorted by name. Unreadable files are listed on their run, never raised."""
     root = os.fspath(logdir)
-    if not os.path.isdir(root):
-        raise TraceError(root, "not a directory")
-    runs = []
-    for dirpath, files in _walk(root):
-        run = _scan_dir(root, dirpath, files)
-        if run is not None:
-            runs.append(run)
+    if is_url(root):
+        folders = _remote_folders(root)
+    else:
+        if not os.path.isdir(root):
+            raise TraceError(root, "not a directory")
+        folders = ((dirpath, [_entry(os.path.join(dirpath, f)) for f in files if _CANDIDATE.search(f)])
+                   for dirpath, files in _walk(root))
+    runs = [r for r in (_scan_dir(root, dirpath, entries) for dirpath, entries in folders) if r is not None]
     return sorted(runs, key=lambda r: r.name)
+
+
+def relative_name(root: str, path: str) -> str:
+    """A file's path relative to its logdir, with "/" separators (for a local path or a URL)."""
+    if is_url(root):
+        return path[len(root.rstrip("/")) + 1:]
+    return os.path.relpath(path, root).replace(os.sep, "/")
+
+
+def _remote_folders(root: str) -> List[Tuple[str, List[Optional[FileEntry]]]]:
+    """(folder URL, entries) of an object-store logdir, from one recursive listing."""
+    fs, base = url_filesystem(root)
+    protocol = root.split("://", 1)[0]
+    try:
+        listing = fs.find(base, detail=True)
+    except FileNotFoundError:
+        raise TraceError(root, "no such logdir") from None
+    except Exception as exc:  # credentials, network: one line
+        raise TraceError(root, f"cannot list: {type(exc).__name__}: {exc}"[:200]) from None
+    folders: Dict[str, List[Optional[FileEntry]]] = {}
+    for path, info in sorted(listing.items()):
+        name = path.rsplit("/", 1)[-1]
+        if info.get("type") == "file" and _CANDIDATE.search(name):
+            url = f"{protocol}://{path}"
+            folders.setdefault(url.rsplit("/", 1)[0], []).append(_remote_entry(url, name, info))
+    return sorted(folders.items())
+
+
+_REMOTE_SNIFFED: Dict[Tuple[str, str], Sniffed] = {}
+
+
+def _remote_entry(url: str, name: str, info: Dict) -> Optional[FileEntry]:
+    stamp = info.get("LastModified") or info.get("mtime") or info.get("updated")
+    mtime_ns = int(stamp.timestamp() * 1e9) if hasattr(stamp, "timestamp") else 0
+    etag = str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or info.get("generation") or "")
+    size = int(info.get("size") or 0)
+    if _TRACE_NAME.search(name):  # taken at its name: sniffing would cost a request per rank
+        return FileEntry(url, KINETO, size, mtime_ns, etag=etag.strip('"'))
+    sniffed = _REMOTE_SNIFFED.get((url, etag))
+    if sniffed is None:  # one ranged read per companion file and version, not one per scan
+        sniffed = sniff(url)
+        if len(_REMOTE_SNIFFED) > 100_000:
+            _REMOTE_SNIFFED.clear()
+        _REMOTE_SNIFFED[(url, etag)] = sniffed
+    if sniffed.kind == OTHER:
+        return None
+    return FileEntry(url, sniffed.kind, size, mtime_ns, sniffed.reason, etag=etag.strip('"'))
 
 
 def _walk(root: str) -> Iterator[Tuple[str, List[str]]]:
@@ -165,17 +223,17 @@ def _walk(root: str) -> Iterator[Tuple[str, List[str]]]:
         yield dirpath, sorted(filenames)
 
 
-def _scan_dir(root: str, dirpath: str, filenames: List[str]) -> Optional[Run]:
-    entries = [e for e in (_entry(os.path.join(dirpath, f)) for f in filenames if _CANDIDATE.search(f)) if e]
+def _scan_dir(root: str, dirpath: str, found: List[Optional[FileEntry]]) -> Optional[Run]:
+    entries = [e for e in found if e]
     traces = [e for e in entries if e.kind == KINETO]
     unreadable = [e for e in entries if e.kind == UNREADABLE]
     if not traces and not unreadable:
         return None
-    rel = os.path.relpath(dirpath, root)
-    run = Run(name=rel.replace(os.sep, "/"), path=dirpath, unreadable=unreadable)
+    rel = relative_name(root, dirpath) if dirpath.rstrip("/") != root.rstrip("/") else "."
+    run = Run(name=rel, path=dirpath, unreadable=unreadable)
     spans: Dict[Tuple[str, Optional[int]], Span] = {}
     for entry in traces:
-        worker, stamp = split_name(os.path.basename(entry.path))
+        worker, stamp = split_name(_basename(entry.path))
         span = Span(worker=worker, stamp=stamp, trace=entry)
         spans[(worker, stamp)] = span
         run.workers.setdefault(worker, []).append(span)
@@ -188,9 +246,13 @@ def _scan_dir(root: str, dirpath: str, filenames: List[str]) -> Optional[Run]:
 
 
 def _attach(run: Run, spans: Dict[Tuple[str, Optional[int]], Span], entry: FileEntry) -> None:
-    span = spans.get(split_name(os.path.basename(entry.path)))
+    span = spans.get(split_name(_basename(entry.path)))
     owner = span if span is not None and span.stamp is not None else run
     (owner.execution_traces if entry.kind == ET else owner.tensor_traces).append(entry)
+
+
+def _basename(path: str) -> str:
+    return path.rsplit("/", 1)[-1] if is_url(path) else os.path.basename(path)
 
 
 def _entry(path: str) -> Optional[FileEntry]:

@@ -3,6 +3,10 @@
 Every route answers JSON (`{"error": "one line"}` with a 4xx/5xx status on failure). Route parameters are
 validated against what discovery found: a run, worker or span is looked up by name among discovered ones and no
 request value is ever used as a path, so no route can read outside the logdir.
+
+The logdir may be an object-store URL (`--logdir s3://bucket/logs`, `gs://...`, through fsspec) and summaries may
+come from a summary store anywhere (`--gpuinsight_store URL`): runs are listed without downloading traces, and
+every tab is served from the store's summaries; only a trace download reads the trace itself, on demand.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from .estimate.devices import DTYPES
 from .jsonutil import finite
 from .routes import ROUTE_MODULES, params
 from .service import LogdirService, NotFound, NotReady, SpanFailed
+from .trace.source import is_url
 
 PLUGIN_NAME = "gpuinsight"
 RETRY_AFTER_S = 2  # what a 503 ("still loading") tells the client to wait
@@ -39,10 +44,13 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
 
     def __init__(self, context: base_plugin.TBContext, service: Optional[LogdirService] = None) -> None:
         flags = context.flags
-        logdir = os.path.abspath(os.path.expanduser(context.logdir)) if context.logdir else ""
+        logdir = context.logdir or ""
+        if logdir and not is_url(logdir):
+            logdir = os.path.abspath(os.path.expanduser(logdir))
         self.service = service or LogdirService(
             logdir,
             cache_dir=_flag(flags, "gpuinsight_cache_dir"),
+            store=_flag(flags, "gpuinsight_store"),
             devices_file=_flag(flags, "gpuinsight_devices") or os.environ.get("TB_GPUINSIGHT_DEVICES"),
             extra_args=[a for a in (_flag(flags, "gpuinsight_extra_args") or "").split(",") if a.strip()],
             workers=_flag(flags, "gpuinsight_workers"),
@@ -207,6 +215,9 @@ class GpuInsightLoader(base_plugin.TBLoader):
         group = parser.add_argument_group("gpuinsight plugin")
         group.add_argument("--gpuinsight_cache_dir", default=None,
                            help="where analysed trace summaries are kept (default: ~/.cache/tb_gpuinsight)")
+        group.add_argument("--gpuinsight_store", default=None, metavar="URL",
+                           help="summary store to serve and fill (a path, s3://bucket/prefix, gs://...; "
+                                "default: --gpuinsight_cache_dir); `tb-gpuinsight summarize` fills one in batch")
         group.add_argument("--gpuinsight_devices", default=None,
                            help="JSON file adding or overriding device datasheet rows")
         group.add_argument("--gpuinsight_extra_args", default="",

@@ -1,5 +1,6 @@
 """The plugin's model of a logdir: runs discovered in the background, spans analysed on a bounded pool of worker
-processes, summaries kept in a persistent cache and an LRU in memory.
+processes, summaries kept in a summary store (`tb_gpuinsight.store`: the local cache directory by default, or any
+fsspec URL) and an LRU in memory. Spans whose summary the store already holds are ready without reading the trace.
 
 Span states: "pending" (queued), "loading", "waiting" (the file failed to parse but is still changing, so it is
 probably being written: retried when it changes or settles), "ready", "error" (with a one-line reason).
@@ -26,6 +27,9 @@ from .errors import GpuInsightError, TraceError
 from .estimate.devices import DeviceSpec, load_datasheet
 from .logdir import FileEntry, Run, discover
 from .sections import Section, SectionContext, build_all
+from .store import open_store
+from .store.jobs import span_job
+from .trace.source import is_url
 
 ALL_SPANS = "all"
 ALL_WORKERS = "*"  # a selection's worker "all ranks": every worker of the run
@@ -66,7 +70,8 @@ class SpanState:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"span": self.span, "stamp": self.stamp, "status": self.status, "bytes": self.entry.size,
-                **({"reason": self.reason} if self.reason else {})}
+                **({"reason": self.reason} if self.reason else {}),
+                **({"remote": True} if is_url(self.entry.path) else {})}  # a download fetches it first
 
 
 @dataclass
@@ -147,12 +152,18 @@ class LogdirService:
     def __init__(self, logdir: str, cache_dir: Optional[str] = None, devices_file: Optional[str] = None,
                  extra_args: Sequence[str] = (), workers: Optional[int] = None, scan_interval: float = 10.0,
                  max_loaded: int = 32, max_trace_gb: Optional[float] = None,
-                 summarize: Optional[Callable[..., Tuple[str, Any, bool]]] = None) -> None:
+                 summarize: Optional[Callable[..., Tuple[str, Any, bool]]] = None, store: Optional[str] = None) -> None:
         """`summarize`: the worker-process job that turns a trace into a summary (default `summarize_file`; a
-        module-level function with its signature, so that spawned workers can import it)."""
+        module-level function with its signature, so that spawned workers can import it). `store`: the summary
+        store's URL or path (default `cache_dir`, else the user's cache directory; "" keeps summaries in memory)."""
         self.logdir = logdir
         self.summarize = summarize or summarize_file
-        self.cache = cache_mod.SummaryCache(cache_dir if cache_dir is not None else cache_mod.default_cache_dir())
+        self.store_error = ""  # a store that cannot be opened (its protocol's package missing): said, not fatal
+        try:
+            self.store = open_store(store if store is not None else
+                                    cache_dir if cache_dir is not None else cache_mod.default_cache_dir())
+        except GpuInsightError as exc:
+            self.store, self.store_error = open_store(""), f"summary store: {exc}; summaries are kept in memory"
         self.devices_file = devices_file
         self.extra_args = tuple(extra_args)
         self.max_trace_gb = max_trace_gb  # None: the default cap of each worker (its available memory / 3)
@@ -220,38 +231,44 @@ class LogdirService:
         except OSError as exc:
             self.scan_error = f"{self.logdir}: {exc.strerror or exc}"
             return
+        stored = (self.store.keys(), self.store.failure_keys())  # two listings per scan, not a request per span
         with self._lock:
             for run in found:
-                self._update_run(run)
+                self._update_run(run, *stored)
             if self.runs:
                 self.active = True
             todo = [s for r in self.runs.values() for s in r.spans.values() if s.status == "pending"]
         for span in todo:
             self._submit(span)
 
-    def _update_run(self, run: Run) -> None:
+    def _update_run(self, run: Run, stored: set, failed: set) -> None:
         state = self.runs.setdefault(run.name, RunState(run.name))
         state.unreadable = run.unreadable
         for worker, spans in run.workers.items():
             for span in spans:
-                e = span.trace
+                job = span_job(self.logdir, run, span, self.extra_args)
                 companions = {"execution_traces": span.execution_traces + run.execution_traces,
                               "tensor_traces": span.tensor_traces + run.tensor_traces}
-                # ET shapes change the analysis: an ET that appears or changes later makes a new summary.
-                ets = "|".join(f"{c.path}:{c.size}:{c.mtime_ns}" for c in companions["execution_traces"])
-                options = "|".join(self.extra_args) + "|et:" + ets
-                key = cache_mod.cache_key(e.path, e.size, e.mtime_ns, options)
                 old = state.spans.get((worker, span.name))
-                if old is not None and old.key == key:
+                if old is not None and old.key == job.key:
                     self._maybe_retry(old)
                     old.__dict__.update(companions)
                     continue
-                new = SpanState(run.name, worker, span.name, e, span.stamp, key, **companions,
-                                identity=cache_mod.identity(e.path, e.size, e.mtime_ns, options))
+                new = SpanState(run.name, worker, span.name, span.trace, span.stamp, job.key, **companions,
+                                identity=job.identity)
                 self.generation += 1
-                if self.cache.has(key):
+                if job.key in stored:
                     new.status = "ready"
+                elif job.key in failed:
+                    self._failed_before(new)
                 state.spans[(worker, span.name)] = new
+
+    def _failed_before(self, span: SpanState) -> None:
+        """A span the store records as failed (by this server or a `summarize` run) is not analysed again until
+        its file changes; the record's reason is the span's."""
+        record = self.store.failure(span.key)
+        if record is not None:
+            span.status, span.reason = "error", record["reason"]
 
     def _maybe_retry(self, span: SpanState) -> None:
         """A span that failed while its file was still changing gets another try once it settles."""
@@ -333,20 +350,22 @@ class LogdirService:
 
     def _finish(self, span: SpanState, result: Tuple[str, Any, bool]) -> None:
         kind, payload, incomplete = result
+        # Store I/O (a network round trip on an object store) happens before taking the lock.
+        if kind == "ok" and not self.store.put(span.key, payload):
+            self._remember(span.key, self._rated(payload, span))  # store not writable: keep in memory
+        age = time.time() - span.entry.mtime_ns / 1e9
+        waiting = kind == "error" and incomplete and age < SETTLE_SECONDS
+        if kind == "error" and not waiting:
+            self.store.put_failure(span.key, span.identity, payload)
         with self._lock:
             span.future = None
             self.generation += 1
             if kind == "retry":
                 span.status, span.reason = "pending", ""
                 self._wake.set()
-                return
-            if kind == "ok":
-                if not self.cache.put(span.key, payload):
-                    self._remember(span.key, self._rated(payload, span))  # cache not writable: keep in memory
+            elif kind == "ok":
                 span.status, span.reason = "ready", ""
-                return
-            age = time.time() - span.entry.mtime_ns / 1e9
-            if incomplete and age < SETTLE_SECONDS:
+            elif waiting:
                 span.status, span.reason = "waiting", f"still being written? {payload}"
             else:
                 span.status, span.reason = "error", payload
@@ -356,7 +375,10 @@ class LogdirService:
     def runs_json(self) -> Dict[str, Any]:
         with self._lock:
             runs = [self._run_json(r) for r in sorted(self.runs.values(), key=lambda r: r.name)]
-        return {"runs": runs, "scan_interval_s": self.scan_interval, "logdir_error": self.scan_error or None}
+        # remote_traces: a trace download fetches the trace from object storage first (the UI says how much).
+        return {"runs": runs, "scan_interval_s": self.scan_interval,
+                "logdir_error": self.scan_error or self.store_error or None,
+                "remote_traces": is_url(self.logdir)}
 
     def _run_json(self, run: RunState) -> Dict[str, Any]:
         spans = list(run.spans.values())
@@ -441,10 +463,10 @@ class LogdirService:
                 self._loaded.move_to_end(span.key)
                 return hit
         try:
-            data = self.cache.get(span.key)
+            data = self.store.get(span.key)
             eff = self._rated(data, span) if data is not None else None
         except cache_mod.CorruptSummary as exc:
-            self.cache.delete(span.key)
+            self.store.delete(span.key)
             self._repair(span, str(exc))
         if eff is None:  # evicted from disk meanwhile: analyse again
             self._requeue(span)
@@ -489,7 +511,7 @@ class LogdirService:
         """Path of the augmented trace (gzip) of an analysed span: written once per version of the file, by an
         analysis worker (never in this process, whatever the trace's size), then served from the cache.
         Raises NotReady while it is still being written after `timeout` seconds, SpanFailed when it cannot be."""
-        directory = self.cache.directory or self._scratch_dir()
+        directory = self.store.directory or self._scratch_dir()
         dst = os.path.join(directory, span.key[: -len(".npz")] + ".augmented.json.gz")
         if os.path.isfile(dst):
             return dst

@@ -139,7 +139,7 @@ def _wsgi(plugin):
 
 
 def _summary_file(service, span):
-    return os.path.join(service.cache.directory, span.key)
+    return os.path.join(service.store.directory, span.key)
 
 
 def test_corrupt_and_swapped_summaries_are_recomputed(logdir, tmp_path):
@@ -163,7 +163,7 @@ def test_corrupt_and_swapped_summaries_are_recomputed(logdir, tmp_path):
     fresh = _restart(logdir, tmp_path)
     shutil.copyfile(_summary_file(fresh, vit), _summary_file(fresh, bert))
     assert _eventually_same(fresh, good)
-    assert not any(n.startswith(".tmp") for n in os.listdir(fresh.cache.directory))
+    assert not any(n.startswith(".tmp") for n in os.listdir(fresh.store.directory))
 
 
 def _restart(logdir, tmp_path):

@@ -35,6 +35,10 @@ export interface SpanInfo {
   status: RunStatus;
   /** Why the span failed (status "error") or waits. */
   reason?: string;
+  /** Size of the trace file in bytes. */
+  bytes?: number;
+  /** The trace lies in object storage (s3://, gs://): downloading it fetches the whole file first. */
+  remote?: boolean;
 }
 
 export interface WorkerInfo {

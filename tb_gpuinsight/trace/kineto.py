@@ -23,7 +23,7 @@ import msgspec
 import numpy as np
 
 from ..errors import TraceError
-from .source import TraceBytes, os_error_reason, read_all
+from .source import TraceBytes, file_size, os_error_reason, read_all
 from .table import Interner, Table
 
 # Raw category -> canonical category. Legacy (2021) names map onto the 2022+ vocabulary.
@@ -697,7 +697,7 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
 
 def _file_size(path: str) -> int:
     try:
-        return os.path.getsize(path)
+        return file_size(path)  # a local file or an object-store URL
     except OSError as exc:
         raise TraceError(path, os_error_reason(exc)) from None
 

@@ -7,15 +7,20 @@ a reader that is done with the tail of the buffer can hand those pages back to t
 Reading is bounded: only regular files are opened (a FIFO or a device is refused before any read, so nothing
 blocks or grows forever), and the uncompressed content may not pass a cap (`max_trace_bytes`), checked while
 inflating, so a small gzip bomb fails fast with a one-line reason instead of exhausting memory.
+
+A path may also be an fsspec URL (`s3://bucket/run/w.pt.trace.json.gz`, `gs://...`, any registered protocol but
+`file://`): it is read through fsspec in `_CHUNK` blocks into the same buffer, so a remote trace costs the same
+memory as a local one and is fetched only when a worker reads it. `read_head` fetches only the first block.
 """
 from __future__ import annotations
 
 import mmap
 import os
+import re
 import stat
 import struct
 import zlib
-from typing import BinaryIO, Callable, Optional
+from typing import BinaryIO, Callable, Optional, Tuple
 
 from ..errors import TraceError
 
@@ -103,6 +108,67 @@ def open_regular(path: "os.PathLike[str] | str") -> BinaryIO:
     return os.fdopen(fd, "rb", buffering=0)
 
 Progress = Callable[[int, int], None]
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
+
+
+def is_url(path: "os.PathLike[str] | str") -> bool:
+    """True for an fsspec URL of a non-local file system (s3://, gs://, memory://, ...); False for a local path
+    or a file:// URL."""
+    match = _URL.match(os.fspath(path))
+    return bool(match) and match.group(1).lower() not in ("file", "local")
+
+
+def url_filesystem(url: str):
+    """(fsspec file system, path within it) of a URL. Raises ConfigError with a one-line reason when the
+    protocol's package is not installed (e.g. s3:// without the `s3` extra)."""
+    from ..errors import ConfigError
+
+    try:
+        import fsspec.core
+
+        fs, path = fsspec.core.url_to_fs(url)
+    except ImportError:
+        proto = (_URL.match(url) or [None, "?"])[1]
+        extra = _EXTRAS.get(proto.lower())
+        hint = f"pip install 'tb_gpuinsight[{extra}]'" if extra else "install the fsspec package for it"
+        raise ConfigError(f"{proto}:// paths need an extra package: {hint}") from None
+    except ValueError as exc:  # unknown protocol, malformed URL
+        raise ConfigError(f"{url}: {exc}") from None
+    return fs, path
+
+
+def _open_remote(url: str, block_size: int):
+    """An fsspec file opened for reading, any library's failure turned into an OSError with a short reason."""
+    fs, path = url_filesystem(url)
+    try:
+        return fs.open(path, "rb", block_size=block_size)
+    except OSError:
+        raise
+    except Exception as exc:  # botocore / google-auth errors are not OSErrors
+        raise OSError(0, f"{type(exc).__name__}: {exc}"[:200]) from None
+
+
+def file_size(path: "os.PathLike[str] | str") -> int:
+    """Size in bytes of a local file or a URL's object (an OSError when it cannot be told)."""
+    if not is_url(path):
+        return os.path.getsize(path)
+    fs, inner = url_filesystem(os.fspath(path))
+    try:
+        return int(fs.size(inner))
+    except OSError:
+        raise
+    except Exception as exc:  # botocore / google-auth errors are not OSErrors
+        raise OSError(0, f"{type(exc).__name__}: {exc}"[:200]) from None
+
+
+def _open_sized(path: "os.PathLike[str] | str", block_size: int = _CHUNK) -> Tuple[BinaryIO, int]:
+    """(open file, its size) for a local regular file or a URL."""
+    if is_url(path):
+        f = _open_remote(os.fspath(path), block_size)
+        return f, int(f.size)
+    f = open_regular(path)
+    return f, os.fstat(f.fileno()).st_size
 
 
 class TraceBytes:
@@ -162,14 +228,16 @@ class TraceBytes:
 
 def is_gzip(path: "os.PathLike[str] | str") -> bool:
     """True when the file starts with the gzip magic bytes (whatever its name says)."""
-    with open_regular(path) as f:
+    f, _ = _open_sized(path, 1 << 16)
+    with f:
         return f.read(2) == GZIP_MAGIC
 
 
 def read_head(path: "os.PathLike[str] | str", limit: int = 1 << 16) -> bytes:
     """The first `limit` uncompressed bytes of a file, inflating gzip. Raises OSError: SpecialFileError for a FIFO
     or device, CorruptGzip when gzip data does not inflate."""
-    with open_regular(path) as f:
+    f, _ = _open_sized(path, limit)
+    with f:
         head = f.read(limit)
     if not head.startswith(GZIP_MAGIC):
         return head
@@ -186,8 +254,8 @@ def read_all(path: "os.PathLike[str] | str", progress: Optional[Progress] = None
     TraceError with a one-line reason."""
     limit = max_bytes if max_bytes is not None else max_trace_bytes()
     try:
-        with open_regular(path) as f:
-            size = os.fstat(f.fileno()).st_size
+        f, size = _open_sized(path)
+        with f:
             magic = f.read(2)
             f.seek(0)
             if magic != GZIP_MAGIC:
@@ -197,6 +265,12 @@ def read_all(path: "os.PathLike[str] | str", progress: Optional[Progress] = None
         raise TraceError(path, "out of memory while reading the trace; free memory or lower --max-trace-gb") from None
     except OSError as exc:
         raise TraceError(path, os_error_reason(exc)) from None
+    except TraceError:
+        raise
+    except Exception as exc:  # a remote file system's own error while reading (network, credentials)
+        if not is_url(path):
+            raise
+        raise TraceError(path, f"cannot read: {type(exc).__name__}: {exc}"[:200]) from None
 
 
 def _check_size(path, size: int, limit: int, inflated: bool) -> None:

@@ -1,6 +1,7 @@
 // The header: run / worker / span pickers, a download menu for the augmented traces, and a refresh button.
 import { api, type RunInfo, type SpanInfo } from "../api";
 import { h, replace, setOptions } from "../dom";
+import { bytes } from "../format";
 import { ALL_SPANS, ALL_WORKERS, spansOf, workerOptions, type AppState } from "../state";
 import { openInPerfetto } from "./perfetto";
 
@@ -110,7 +111,7 @@ export class Picker {
               "li",
               null,
               h("a", {
-                text: s.span,
+                text: s.span + fetchNotice(s),
                 attrs: { href: api.traceUrl(run.run, worker.worker, s.span), download: "" },
               }),
               perfettoButton(api.traceUrl(run.run, worker.worker, s.span), `${run.run} / ${s.span}`),
@@ -120,6 +121,11 @@ export class Picker {
     );
     this.downloadMenu.hidden = !worker;
   }
+}
+
+/** What a download of a trace in object storage costs first (it is fetched whole), else nothing. */
+export function fetchNotice(span: SpanInfo): string {
+  return span.remote && span.bytes != null ? ` (fetches ${bytes(span.bytes)} from object storage first)` : "";
 }
 
 /** "Open in Perfetto" beside a download link; its own text says how it went (offline: download instead). */
