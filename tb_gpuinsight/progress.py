@@ -1,48 +1,60 @@
-"""Stderr progress bars for long reads and batch runs, shown only when stderr is a terminal."""
+"""Stderr progress bars for long reads and batch runs, shown only when stderr is a terminal. No third-party package:
+the CLI and batch workers on bare machines need none."""
 from __future__ import annotations
 
 import sys
 import time
 from typing import Callable, Optional
 
-
-def terminal_progress(label: str) -> Optional[Callable[[str, int, int], None]]:
-    """A `progress(stage, done, total)` callback drawing a tqdm bar per stage, or None when not on a terminal."""
-    if not sys.stderr.isatty():
-        return None
-    from tqdm import tqdm
-
-    bars = {}
-
-    def update(stage: str, done: int, total: int) -> None:
-        bar = bars.get(stage)
-        if bar is None:
-            unit = "B" if stage == "read" else " events"
-            bar = bars[stage] = tqdm(total=total, desc=f"{label} {stage}", unit=unit, unit_scale=True,
-                                     leave=False, file=sys.stderr)
-        bar.update(done - bar.n)
-        if done >= total:
-            bar.close()
-
-    return update
+_WIDTH = 30
 
 
-def count_progress(label: str, unit: str) -> Optional[Callable[[int, int], None]]:
-    """A `progress(done, total)` callback drawing one self-updating line (`label done/total unit, rate, ETA`), or
-    None when stderr is not a terminal. No third-party package: batch runs on bare workers need none."""
-    if not sys.stderr.isatty():
-        return None
-    start = time.monotonic()
+def _si(value: float) -> str:
+    for unit in ("", "k", "M", "G", "T"):
+        if abs(value) < 1000 or unit == "T":
+            return f"{value:.0f}{unit}" if unit == "" else f"{value:.1f}{unit}"
+        value /= 1000.0
+    return f"{value:.1f}T"
 
-    def update(done: int, total: int) -> None:
-        elapsed = time.monotonic() - start
-        width = 30
-        filled = int(width * done / total) if total else width
+
+class _Line:
+    """One self-updating stderr line: `label [####....] done/total unit in N s, M s left`."""
+
+    def __init__(self, label: str, unit: str, si: bool = False) -> None:
+        self.label, self.unit, self.si = label, unit, si
+        self.start = time.monotonic()
+
+    def draw(self, done: int, total: int) -> None:
+        elapsed = time.monotonic() - self.start
+        filled = int(_WIDTH * done / total) if total else _WIDTH
         eta = f", {elapsed / done * (total - done):.0f} s left" if 0 < done < total else ""
-        sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {unit} "
+        count = f"{_si(done)}/{_si(total)}" if self.si else f"{done}/{total}"
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (_WIDTH - filled)}] {count} {self.unit} "
                          f"in {elapsed:.0f} s{eta}  ")
         if done >= total:
             sys.stderr.write("\n")
         sys.stderr.flush()
 
+
+def terminal_progress(label: str) -> Optional[Callable[[str, int, int], None]]:
+    """A `progress(stage, done, total)` callback drawing a line per stage (bytes read, events parsed), or None when
+    not on a terminal."""
+    if not sys.stderr.isatty():
+        return None
+    lines = {}
+
+    def update(stage: str, done: int, total: int) -> None:
+        line = lines.get(stage)
+        if line is None:
+            line = lines[stage] = _Line(f"{label} {stage}", "B" if stage == "read" else "events", si=True)
+        line.draw(done, total)
+
     return update
+
+
+def count_progress(label: str, unit: str) -> Optional[Callable[[int, int], None]]:
+    """A `progress(done, total)` callback drawing one self-updating line (`label done/total unit, ETA`), or None
+    when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        return None
+    return _Line(label, unit).draw
