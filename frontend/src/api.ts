@@ -352,10 +352,12 @@ export type DiffStatus = "both" | "added" | "removed";
 export type DiffClass =
   | "GEMM"
   | "attention"
-  | "convolution"
+  | "conv"
   | "elementwise"
   | "reduction"
-  | "memcpy/memset"
+  | "norm"
+  | "memcpy"
+  | "memset"
   | "communication"
   | "other";
 

@@ -95,7 +95,7 @@ export class DiffTable {
         field: "class",
         width: 104,
         headerSortStartingDir: "asc",
-        titleFormatter: header("Class", "Kernel class: GEMM, attention, convolution, elementwise, reduction…"),
+        titleFormatter: header("Class", "Kernel class: GEMM, attention, conv, elementwise, reduction, norm, communication, memcpy, memset, other"),
         formatter: fmt((r) => cellText(r.class)),
       },
       {
