@@ -119,8 +119,9 @@ def roofline(eff: Efficiency, device: Optional[int]) -> Dict[str, Any]:
             "peak_tflops": match.peak_tflops(dtype) if match and dtype else None,
             "dram_gbps": match.dram_gbps if match else None,
             "ridge": match.ridge_point(dtype) if match and dtype else None,
-            "points": [{**{k: r[k] for k in ("name", "intensity", "tflops", "total_us", "count", "pct_peak", "dtype",
-                                             "gbps", "bound", "over_roof", "roof_cause")},
+            "points": [{**{k: r[k] for k in ("name", "display_name", "demangled", "kernel_class", "intensity", "tflops",
+                                             "total_us", "count", "pct_peak", "dtype", "gbps", "bound", "over_roof",
+                                             "roof_cause")},
                         "name_key": params.name_key(r["name"])} for r in rows]}
 
 

@@ -2,7 +2,7 @@
 // remote (server-side) sorting and pagination (see remoteTable.ts). Cells are DOM nodes filled through textContent
 // (see kernelTable.ts).
 import type { CellComponent, ColumnDefinition } from "tabulator-tables";
-import { isAbort, type DiffResponse, type DiffRow, type DiffSort, type Order } from "../api";
+import { isAbort, type DiffBy, type DiffResponse, type DiffRow, type DiffSort, type Order } from "../api";
 import { h } from "../dom";
 import { count, isKnown, pct, sig, time } from "../format";
 import { deltaClass, noiseTitle, signedPct, signedTime, spreadText, statusTag } from "./diffFormat";
@@ -18,6 +18,8 @@ export interface DiffPageRequest {
 
 export interface DiffTableOptions {
   pageSize: number;
+  /** Rows per kernel or per op + shapes: in op mode Calls are op calls and launches get their own column. */
+  by: DiffBy;
   /** Fetch one page; the caller adds the two sides and the filters. */
   fetchPage(req: DiffPageRequest): Promise<DiffResponse>;
   onLoaded(res: DiffResponse, sort: DiffSort): void;
@@ -61,7 +63,7 @@ export class DiffTable {
     const pair = (
       title: string,
       tip: string,
-      key: "count" | "time_us" | "tflops" | "pct_peak",
+      key: "count" | "launches" | "time_us" | "tflops" | "pct_peak",
       width: number,
       show: (v: number, r: DiffRow, side: "a" | "b") => HTMLElement,
       why: string,
@@ -76,7 +78,7 @@ export class DiffTable {
         hozAlign: key === "pct_peak" ? "left" : "right",
         headerSort: sortable,
         titleFormatter: header(side.toUpperCase(), `${tip}: ${side === "a" ? "baseline (A)" : "compare (B)"}`),
-        formatter: sideCell(side, (r) => r[`${key}_${side}`], (v, r) => show(v, r, side), why),
+        formatter: sideCell(side, (r) => r[`${key}_${side}`] ?? null, (v, r) => show(v, r, side), why),
       })),
     });
 
@@ -87,8 +89,8 @@ export class DiffTable {
         minWidth: 260,
         widthGrow: 4,
         headerSortStartingDir: "asc",
-        titleFormatter: header("Name", "Kernel name (or launching op with its input shapes), as matched across the two sides"),
-        formatter: fmt((r) => cellText(r.name, r.name, "cell-text cell-name")),
+        titleFormatter: header("Name", "Kernel name (or launching op with its input shapes), as matched across the two sides; hover for the full name"),
+        formatter: fmt((r) => cellText(r.display_name ?? r.name, r.demangled ?? r.name, "cell-text cell-name")),
       },
       {
         title: "Class",
@@ -106,7 +108,12 @@ export class DiffTable {
         titleFormatter: header("Status", "both sides, added (only in B) or removed (only in A)"),
         formatter: fmt((r) => statusTag(r.status)),
       },
-      pair("Calls", "Calls per span", "count", 62, (v) => cellText(calls(v)), "unknown", false),
+      ...(opts.by === "op"
+        ? [
+            pair("Calls", "Op calls per span (one call may launch several kernels)", "count", 62, (v) => cellText(calls(v)), "no launching op", false),
+            pair("Launches", "Kernel launches per span", "launches", 70, (v) => cellText(calls(v)), "unknown", false),
+          ]
+        : [pair("Calls", "Kernel launches per span", "count", 62, (v) => cellText(calls(v)), "unknown", false)]),
       pair("Time", "GPU time per span", "time_us", 82, (v, r, side) => cellText(time(v), spreadText(side === "a" ? r.spread_a : r.spread_b)), "unknown", true),
       {
         title: "Δ time",
