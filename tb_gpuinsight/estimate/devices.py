@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from tb_gpuinsight.errors import ConfigError
 
@@ -596,12 +596,13 @@ _ARCH_HINTS: Tuple[Tuple["re.Pattern[str]", str, str], ...] = (
     (re.compile(r"^sm70_|^volta_|_volta_|cutlass_70_"), "NVIDIA Tesla V100 SXM2 32GB", "Volta (sm70) kernel names (volta_*)"),
     (re.compile(r"ISA950|gfx950"), "AMD Instinct MI355X", "gfx950 (CDNA4) Tensile kernel names"),
     (re.compile(r"ISA942|gfx942"), "AMD Instinct MI300X", "gfx942 (CDNA3) Tensile kernel names"),
-    (re.compile(r"ISA90a|gfx90a"), "AMD Instinct MI250X (one GCD)", "gfx90a (CDNA2) Tensile kernel names"),
+    (re.compile(r"ISA90a|gfx90a"), "AMD Instinct MI250X (one GCD)",
+     "gfx90a (CDNA2: MI210 / MI250 / MI250X) Tensile kernel names"),
 )
 
 
-def device_hint(kernel_names: Iterable[str], datasheet: Optional[Sequence[DeviceSpec]] = None
-                ) -> Optional[Dict[str, str]]:
+def device_hint(kernel_names: Iterable[str], datasheet: Optional[Sequence[DeviceSpec]] = None,
+                short_name: Callable[[str], str] = lambda n: n) -> Optional[Dict[str, str]]:
     """The datasheet row a trace's kernel names point to ({"name", "why", "example"}), or None: for a device the
     trace does not name (2021 traces, down-sampled traces) or names ambiguously."""
     names = list(kernel_names)
@@ -609,5 +610,5 @@ def device_hint(kernel_names: Iterable[str], datasheet: Optional[Sequence[Device
     for pattern, row, why in _ARCH_HINTS:
         hit = next((n for n in names if pattern.search(n)), None)
         if hit is not None and row in known:
-            return {"name": row, "why": why, "example": hit[:120]}
+            return {"name": row, "why": why, "example": short_name(hit)[:100]}
     return None

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..analysis import ranks as rk
 from ..analysis.efficiency import AUTO, Efficiency, aggregate
+from ..analysis.kernel_names import display_name
 from ..analysis.rows import SORTABLE, group_rows, name_filter, sort_order
 from ..estimate.devices import DTYPES, DeviceSpec, device_hint
 from ..estimate.flops import torch_available
@@ -28,20 +29,16 @@ def routes(plugin) -> Dict[str, Callable]:
 
 def devices(eff: Efficiency, datasheet: Sequence[DeviceSpec] = ()) -> Dict[str, Any]:
     """Device reports, plus what the device picker needs: the datasheet's rows, whether a device is unknown or
-    only guessed from its properties (`needs_pick`), the row the kernel names point to (`hint`), and whether FLOP
-    formulas are available (`torch`: without torch every FLOP count is unknown)."""
+    only matched from its properties, the name being generic or absent (`needs_pick`), the row the kernel names
+    point to (`hint`), and whether FLOP formulas are available (`torch`: without torch every FLOP count is
+    unknown)."""
     reports = eff.summary()
     kernels = [n for n, k in zip(eff.activities.strings["name"], _kinds_of_names(eff)) if k]
     return {"devices": reports, "dtypes": list(DTYPES),
             "datasheet": [spec.name for spec in datasheet],
-            "needs_pick": any(not d["matched"] or _guessed(d) for d in reports),
-            "hint": device_hint(kernels, datasheet) if datasheet else None,
+            "needs_pick": any(d.match.method != "name" for d in eff.devices.values()),
+            "hint": device_hint(kernels, datasheet, display_name) if datasheet else None,
             "torch": torch_available()}
-
-
-def _guessed(report: Dict[str, Any]) -> bool:
-    """Matched from memory size / SM count alone: the trace gave no usable name."""
-    return report["matched"] and not report["trace_name"] and not report["how"].startswith("forced")
 
 
 def _kinds_of_names(eff: Efficiency) -> List[bool]:

@@ -82,7 +82,8 @@ export class DeviceBanner {
       const suggested = res.hint?.name === name ? " (suggested by kernel names)" : "";
       select.append(h("option", { text: name + suggested, attrs: { value: name } }));
     }
-    select.value = picked ?? res.hint?.name ?? "";
+    const matched = res.devices.find((d) => d.spec)?.spec?.name;
+    select.value = picked ?? matched ?? res.hint?.name ?? "";
     const apply = h("button", { class: "btn btn-small", text: picked ? "Rate as this device" : "Use this device", attrs: { type: "button" } });
     apply.addEventListener("click", () => this.pick(sel.run, select.value || null));
     const forget = picked ? h("button", { class: "btn btn-small", text: "Forget", attrs: { type: "button", title: "Go back to the device the trace names (or unknown)" } }) : null;
@@ -90,7 +91,7 @@ export class DeviceBanner {
     const why = picked
       ? `Rated as ${picked}, picked for run “${sel.run}” (kept in this browser).`
       : res.hint
-        ? `This trace does not name its GPU${res.devices.some((d) => d.matched) ? " clearly" : ""}; its kernel names point to ${res.hint.name}: ${res.hint.why} (e.g. ${res.hint.example}).`
+        ? `This trace does not name its GPU${matched ? ` clearly (taken as ${matched} from its properties)` : ""}; its kernel names point to ${res.hint.name}: ${res.hint.why} (e.g. ${res.hint.example}).`
         : "This trace does not name its GPU, so % of peak and efficiency are unknown: pick the GPU it ran on.";
     return h(
       "div",
