@@ -272,7 +272,8 @@ def _cmd_analyze(args) -> int:
 
 
 _ANALYZE_COLUMNS = (
-    ("!", "over_roof", 1), ("kernel", "name", 56), ("op", "op", 28), ("dev", "device", 3), ("calls", "count", 6),
+    ("!", "over_roof", 1), ("kernel", "display_name", 56), ("class", "kernel_class", 11), ("op", "op", 28),
+    ("dev", "device", 3), ("calls", "count", 6),
     ("total ms", "total_us", 9), ("% time", "time_share", 6), ("mean us", "mean_us", 9),
     ("TFLOP/s", "tflops", 8), ("% peak", "pct_peak", 7), ("GB/s", "gbps", 8), ("% DRAM", "pct_dram", 7),
     ("FLOP/B", "intensity", 7), ("bound", "bound", 7), ("dtype", "dtype", 5), ("occ %", "occupancy", 5),

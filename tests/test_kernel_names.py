@@ -177,3 +177,22 @@ def test_kernel_route_rows_carry_the_name_fields(corpus):
     flash = [r for r in page["rows"] if "flash_fwd_kernel" in r["name"]]
     assert flash and all(r["kernel_class"] == "attention" for r in flash)
     assert any(r["display_name"].startswith("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>") for r in flash)
+
+
+def test_api_and_cli_tables_carry_the_name_fields(corpus, capsys):
+    import json
+
+    from tb_gpuinsight.cli import main
+
+    path = corpus_path("tracelens/vllm_decode_full__graph_execution.json.gz")
+    df = tb_gpuinsight.kernel_table(path)
+    ck = df[df["name"].str.startswith("_ZN7ck_tile")]
+    assert len(ck) == 2 and len(set(ck["display_name"])) == 2  # two CK instances: told apart by a hash
+    assert all(d.startswith("ck_tile::Rmsnorm2dFwd #") for d in ck["display_name"])
+    assert ck["kernel_class"].iloc[0] == "norm" and ck["demangled"].iloc[0].startswith("void ck_tile::kentry<")
+    assert list(df["total_us"]) == sorted(df["total_us"], reverse=True)
+    assert main(["analyze", str(path), "--format", "json", "--top", "0"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert all(r["kernel_class"] in CLASSES and r["display_name"] for r in rows)
+    assert main(["analyze", str(path), "--top", "40"]) == 0
+    assert "ck_tile::Rmsnorm2dFwd" in capsys.readouterr().out
