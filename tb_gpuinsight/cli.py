@@ -442,6 +442,8 @@ def _diff_summary_lines(s: Dict, classes: List[Dict]) -> List[str]:
     for c in classes:
         lines.append(f"  {c['class']:<13}{c['time_us_a'] / 1000:>8.3f}{c['time_us_b'] / 1000:>10.3f}"
                      f"{c['delta_us'] / 1000:>+11.3f}   {_pct(c['share_of_change'])}")
+    if s.get("suggest"):
+        lines += ["", f"note: {s['suggest']['why']} (--by {s['suggest']['by']})"]
     return lines
 
 
@@ -450,8 +452,8 @@ def _signed_ms(us: float) -> str:
 
 
 _DIFF_COLUMNS = (
-    ("kernel", "name", 56), ("class", "class", 13), ("status", "status", 7), ("calls A", "count_a", 7),
-    ("calls B", "count_b", 7), ("A ms", "time_us_a", 9), ("B ms", "time_us_b", 9), ("delta ms", "delta_us", 9),
+    ("kernel", "display_name", 56), ("class", "class", 13), ("status", "status", 7), ("calls A", "count_a", 7),
+    ("calls B", "count_b", 7), ("launches A", "launches_a", 10), ("launches B", "launches_b", 10), ("A ms", "time_us_a", 9), ("B ms", "time_us_b", 9), ("delta ms", "delta_us", 9),
     ("delta %", "delta_pct", 8), ("TFLOP/s A", "tflops_a", 9), ("TFLOP/s B", "tflops_b", 9),
     ("% peak A", "pct_peak_a", 8), ("% peak B", "pct_peak_b", 8), ("noise", "within_noise", 5),
 )
