@@ -93,9 +93,14 @@ def _side(eff: Efficiency, match: str, by: str) -> _Side:
     rows = {}
     spread = _spreads(acts, table, spans)
     op_calls = _op_calls(acts, table)
+    first_name: Dict[int, int] = {}  # a raw name per key: what its display name is made from
+    for code, name in zip(acts["dkey"].tolist(), acts["name"].tolist()):
+        first_name.setdefault(code, name)
     for i, r in enumerate(group_rows(table)):
-        key = (table.strings["dkey"][table["dkey"][i]],)
+        code = int(table["dkey"][i])
+        key = (table.strings["dkey"][code],)
         rows[key] = {
+            "raw": acts.strings["name"][first_name[code]],
             "class": classes[i], "launches": r["count"] / spans,
             "count": (op_calls[i] if by == "op" else r["count"]) / spans if key[0] != _NO_OP else None,
             "time_us": r["total_us"] / spans, "mean_us": r["mean_us"], "tflops": r["tflops"], "gbps": r["gbps"],
@@ -193,8 +198,8 @@ def _keys(left: Dict, right: Dict) -> List:
 def _row(key: Tuple[str, ...], a: Optional[Dict], b: Optional[Dict], by: str) -> Dict[str, Any]:
     row: Dict[str, Any] = {"name": key[0], "class": (a or b)["class"],
                            "status": "both" if a and b else ("removed" if a else "added")}
-    if by == "kernel":  # the key is a (normalised) kernel name: the same name columns as every kernel row
-        fields = name_fields(key[0])
+    if by == "kernel":  # the key is a (normalised) kernel name: the name columns of one of its raw names
+        fields = name_fields((a or b)["raw"])
         row.update(display_name=fields["display_name"], demangled=fields["demangled"])
     else:
         row.update(display_name=key[0], demangled=None)
