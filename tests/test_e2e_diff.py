@@ -94,7 +94,7 @@ def test_diff_cross_vendor_suggests_ops_and_counts_op_calls(tmp_path):
         assert colour not in ("rgb(180, 35, 24)", "rgb(43, 138, 62)"), colour
         page.screenshot(path=str(tmp_path / "diff_cross_vendor_1280.png"))
         frame.locator(".diff-suggest button:has-text('Compare by op + shapes')").click()
-        frame.wait_for_selector(".diff .tabulator-col[tabulator-field='launches_a']", state="attached", timeout=60000)
+        frame.wait_for_selector(".diff .tabulator-col[tabulator-field='launches_b']", state="attached", timeout=60000)
         assert frame.locator(".diff-suggest").count() == 0
         headers = frame.locator(".diff .tabulator-col-title").all_inner_texts()
         assert "Calls" in headers and "Launches" in headers, headers

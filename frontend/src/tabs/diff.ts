@@ -416,6 +416,7 @@ class DiffView implements TabView {
     this.table = new DiffTable(tableHost, {
       pageSize: PAGE_SIZE,
       by: sum.by,
+      noise: (sum.spans_a ?? 1) > 1 || (sum.spans_b ?? 1) > 1,
       fetchPage: (req) => this.fetchPage(req),
       onLoaded: (page, sort) => this.showTableStatus(page, sort),
       onSelect: (row) => this.openDetails(row),
