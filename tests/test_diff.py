@@ -150,17 +150,19 @@ def test_cross_vendor_kernel_diff_suggests_ops(corpus):
     assert same.summary["matched_share"] == pytest.approx(1.0) and same.summary["suggest"] is None
 
 
-def test_most_comparable_prefers_previous_span_then_same_device_and_ops():
+def test_most_comparable_prefers_the_same_workers_spans_then_same_device_and_ops():
     from tb_gpuinsight.analysis.diff import most_comparable
 
     spans = {("r1", "w"): ["s1", "s2"], ("r2", "w"): ["t1"], ("r3", "w"): ["u1"], ("r4", "x"): ["v1"]}
-    facts = {("r1", "w", "s1"): ({"H100"}, {"aten::mm", "aten::add", "aten::relu"}),
+    facts = {("r1", "w", "all"): ({"H100"}, {"aten::mm", "aten::add", "aten::relu"}),
              ("r2", "w", "t1"): ({"V100"}, {"aten::mm", "aten::add", "aten::relu"}),
              ("r3", "w", "u1"): ({"H100"}, {"aten::mm", "aten::add", "aten::relu", "aten::gelu"}),
              ("r4", "x", "v1"): ({"H100"}, {"aten::conv2d"})}
     describe = lambda sel: tuple(map(frozenset, facts[sel])) if sel in facts else None  # noqa: E731
     assert most_comparable(("r1", "w", "s2"), spans, describe)["b"] == {"run": "r1", "worker": "w", "span": "s1"}
-    pick = most_comparable(("r1", "w", "s1"), spans, describe)
+    first = most_comparable(("r1", "w", "s1"), spans, describe)
+    assert first["b"]["span"] == "s2" and "next span" in first["why"]
+    pick = most_comparable(("r1", "w", "all"), spans, describe)
     assert pick["b"] == {"run": "r3", "worker": "w", "span": "u1"} and "75%" in pick["why"]
     none = most_comparable(("r4", "x", "v1"), spans, describe)
     assert none["b"] is None and "pick B" in none["why"]

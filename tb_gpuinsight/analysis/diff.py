@@ -243,13 +243,15 @@ MAX_CANDIDATES = 24  # other runs looked at: each costs one summary load
 
 
 def most_comparable(a: Selection, spans: Dict[Tuple[str, str], List[str]], describe: Describe) -> Dict[str, Any]:
-    """The default B side of a diff with A = `a`: the same worker's previous span; else a run on the same device
-    whose launching ops mostly match (the most similar); else none, with the reason. `spans`: every (run, worker)
-    -> its spans in time order."""
+    """The default B side of a diff with A = `a`: the same worker's previous span (its next one for its first
+    span); else a run on the same device whose launching ops mostly match (the most similar); else none, with the
+    reason. `spans`: every (run, worker) -> its spans in time order."""
     run, worker, span = a
     own = spans.get((run, worker), [])
-    if span in own and own.index(span) > 0:
-        return {"b": _sel(run, worker, own[own.index(span) - 1]), "why": "the same worker's previous span"}
+    if span in own and len(own) > 1:
+        i = own.index(span)
+        return ({"b": _sel(run, worker, own[i - 1]), "why": "the same worker's previous span"} if i else
+                {"b": _sel(run, worker, own[1]), "why": "the same worker's next span (A is its first)"})
     mine = describe(a)
     if mine is None or not mine[0]:
         return {"b": None, "why": "the device of A is not known: pick B"}

@@ -219,29 +219,18 @@ def short_hash(text: str) -> str:
 def _split_call(text: str) -> Tuple[Optional[str], List[str]]:
     """The function's qualified name and its top-level template arguments (parameters dropped); (None, []) when
     the text does not parse as a name."""
-    depth_angle = depth_paren = 0
-    head_end, args, start = None, [], 0
+    depth, start = 0, None
     for i, ch in enumerate(text):
-        if ch == "(" and depth_angle == 0 and depth_paren == 0 and head_end is None:
-            head_end = i
-            break
-        if ch == "(":
-            depth_paren += 1
-        elif ch == ")":
-            depth_paren -= 1
-        elif ch == "<" and depth_paren == 0:
-            if depth_angle == 0 and head_end is None:
-                head_end, start = i, i + 1
-            depth_angle += 1
-        elif ch == ">" and depth_paren == 0 and depth_angle:
-            depth_angle -= 1
-            if depth_angle == 0:
-                args.append(text[start:i])
-                return text[:head_end].strip() or None, _split_top(args[0])
-        elif ch == "," and depth_angle == 1 and depth_paren == 0:
-            pass
-    head = text[:head_end] if head_end is not None else text
-    return (head.strip() or None), []
+        if ch == "(" and depth == 0:  # the parameter list (or a lambda's enclosing function): the name ends here
+            return text[:i].strip() or None, []
+        if ch == "<":
+            start = i if depth == 0 else start
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+            if depth == 0:
+                return text[:start].strip() or None, _split_top(text[start + 1:i])
+    return (text if start is None else text[:start]).strip() or None, []
 
 
 def _fold(head: str, args: List[str], depth: int = 0) -> str:
