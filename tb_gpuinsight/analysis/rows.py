@@ -6,8 +6,9 @@ both estimates, `over_roof` says its figures come from calls over the physical r
 `reason` is the reason code (`reasons.REASONS`) with most of its time ("" when rated).
 
 Every row that names a kernel also carries `display_name`, `demangled` and `kernel_class` (`kernel_names`), and its
-labels are honest: `bound` is None unless the row's FLOPs and bytes are both known, memcpy/memset rows have no
-dtype, and occupancy is None (not 0) where the trace recorded none.
+labels are honest: `bound` compute / memory only where the row's FLOPs and bytes are both known (None otherwise;
+collectives keep "communication"), memcpy/memset rows have no dtype, and occupancy is None (not 0) where the trace
+recorded none.
 """
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def honest(row: Dict[str, Any]) -> Dict[str, Any]:
     """A row with its kernel name fields added and the labels that its figures do not support cleared."""
     if row.get("name") is not None:
         row.update(name_fields(row["name"], row.get("kind") or "kernel", row.get("op")))
-    if "bound" in row and (row.get("flops") is None or row.get("bytes") is None or row["bound"] == "unknown"):
+    roofline_bound = row.get("bound") in ("compute", "memory")  # "communication" (a collective) is no roofline claim
+    if roofline_bound and (row.get("flops") is None or row.get("bytes") is None) or row.get("bound") == "unknown":
         row["bound"] = None
     if row.get("kind") in _COPIES:
         row["dtype"] = None
