@@ -21,6 +21,10 @@ setup(
         "pandas>=1.4",
         "tensorboard>=2.11",
         "werkzeug>=2.0",
+        # cpp-demangle: the gimli-rs Rust Itanium demangler as an abi3 wheel (~0.4 MB). It reads current manglings
+        # (`DF16b` bfloat16 in ROCm CK kernels) that the system's libstdc++ (cxxfilt) and the pure-Python
+        # itanium_demangler reject. No wheel for Linux aarch64: there names stay raw (`demangled` is None).
+        "cpp-demangle>=0.1.2; platform_machine in 'x86_64 AMD64 arm64'",
     ],
     extras_require={
         # torch supplies the FLOP formulas (torch.utils.flop_counter); without it FLOPs are "unknown".

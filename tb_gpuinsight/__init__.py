@@ -16,7 +16,7 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 __version__ = "0.1.0"
 
 __all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
-           "kernels_across_ranks", "critical_path", "critical_path_ranks",
+           "kernels_across_ranks", "kernel_table", "critical_path", "critical_path_ranks",
            "discover", "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index", "timeline_ranks",
            "summarize", "export_parquet", "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError",
            "ConfigError"]
@@ -240,6 +240,25 @@ def ranks(run: "os.PathLike[str] | str", cycle: int = -1,
     from .estimate.devices import load_datasheet
 
     return from_run_dir(os.fspath(run), cycle, load_datasheet(devices_file))
+
+
+def kernel_table(trace: "Efficiency | KinetoTrace | os.PathLike[str] | str", group: str = "name",
+                 device: Optional[int] = None, **options):
+    """The kernel table as the plugin and `tb-gpuinsight analyze` show it, as a pandas DataFrame: one row per kernel
+    name (`group="op"`: per launching op and kernel name), most GPU time first, with the name columns
+    (`display_name`, `demangled`, `kernel_class`) and honest labels (`bound` only where FLOPs and bytes are known,
+    no dtype on memcpy / memset rows). `trace`: an `analyze` result, a loaded trace or a path (`options` go to
+    `analyze`, e.g. `device="NVIDIA H100 SXM5 80GB"` to rate against a datasheet row); `device`: one GPU's rows."""
+    import pandas as pd
+
+    from .analysis.efficiency import Efficiency
+    from .analysis.rows import group_rows, sort_order
+
+    if group not in ("name", "op"):
+        raise ValueError(f"unknown group {group!r}: use 'name' or 'op'")
+    eff = trace if isinstance(trace, Efficiency) else analyze(trace, **options)
+    table = eff.by_name(device) if group == "name" else eff.by_op(device)
+    return pd.DataFrame(group_rows(table, sort_order(table, "total_us")))
 
 
 def kernels_across_ranks(run: "os.PathLike[str] | str", cycle: int = -1, group: str = "name",

@@ -272,7 +272,8 @@ def _cmd_analyze(args) -> int:
 
 
 _ANALYZE_COLUMNS = (
-    ("!", "over_roof", 1), ("kernel", "name", 56), ("op", "op", 28), ("dev", "device", 3), ("calls", "count", 6),
+    ("!", "over_roof", 1), ("kernel", "display_name", 56), ("class", "kernel_class", 11), ("op", "op", 28),
+    ("dev", "device", 3), ("calls", "count", 6),
     ("total ms", "total_us", 9), ("% time", "time_share", 6), ("mean us", "mean_us", 9),
     ("TFLOP/s", "tflops", 8), ("% peak", "pct_peak", 7), ("GB/s", "gbps", 8), ("% DRAM", "pct_dram", 7),
     ("FLOP/B", "intensity", 7), ("bound", "bound", 7), ("dtype", "dtype", 5), ("occ %", "occupancy", 5),
@@ -441,6 +442,8 @@ def _diff_summary_lines(s: Dict, classes: List[Dict]) -> List[str]:
     for c in classes:
         lines.append(f"  {c['class']:<13}{c['time_us_a'] / 1000:>8.3f}{c['time_us_b'] / 1000:>10.3f}"
                      f"{c['delta_us'] / 1000:>+11.3f}   {_pct(c['share_of_change'])}")
+    if s.get("suggest"):
+        lines += ["", f"note: {s['suggest']['why']} (--by {s['suggest']['by']})"]
     return lines
 
 
@@ -449,8 +452,8 @@ def _signed_ms(us: float) -> str:
 
 
 _DIFF_COLUMNS = (
-    ("kernel", "name", 56), ("class", "class", 13), ("status", "status", 7), ("calls A", "count_a", 7),
-    ("calls B", "count_b", 7), ("A ms", "time_us_a", 9), ("B ms", "time_us_b", 9), ("delta ms", "delta_us", 9),
+    ("kernel", "display_name", 56), ("class", "class", 13), ("status", "status", 7), ("calls A", "count_a", 7),
+    ("calls B", "count_b", 7), ("launches A", "launches_a", 10), ("launches B", "launches_b", 10), ("A ms", "time_us_a", 9), ("B ms", "time_us_b", 9), ("delta ms", "delta_us", 9),
     ("delta %", "delta_pct", 8), ("TFLOP/s A", "tflops_a", 9), ("TFLOP/s B", "tflops_b", 9),
     ("% peak A", "pct_peak_a", 8), ("% peak B", "pct_peak_b", 8), ("noise", "within_noise", 5),
 )

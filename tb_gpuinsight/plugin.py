@@ -116,10 +116,11 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
         return body
 
     def analysis(self, request) -> Efficiency:
-        """The analysis a request selects (run, worker, span or "all", dtype)."""
+        """The analysis a request selects (run, worker, span or "all", dtype, optional `device_name` override)."""
         run, worker, span = params.selection(request)
         dtype = params.choice(request, "dtype", (AUTO,) + tuple(DTYPES), AUTO)
-        return self.service.analysis(run, worker, span, dtype)
+        device_name = params.device_name(request, self.service.datasheet())
+        return self.service.analysis(run, worker, span, dtype, device_name)
 
     @wrappers.Request.application
     def _trace(self, request):

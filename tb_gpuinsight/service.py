@@ -430,10 +430,12 @@ class LogdirService:
             raise SpanFailed(f"{pending[0].span}: {pending[0].reason}")
         return ready
 
-    def analysis(self, run: str, worker: str, span: str, dtype: str = AUTO) -> Efficiency:
-        """The rated analysis of one span, or of all ready spans of a worker combined ("all")."""
+    def analysis(self, run: str, worker: str, span: str, dtype: str = AUTO,
+                 device_name: Optional[str] = None) -> Efficiency:
+        """The rated analysis of one span, or of all ready spans of a worker combined ("all"); `device_name` (a
+        datasheet row the user picked) rates every device as that row."""
         ready = self.ready_states(run, worker, span)
-        key = "+".join(s.key for s in ready) + "|" + dtype
+        key = "+".join(s.key for s in ready) + "|" + dtype + "|" + (device_name or "")
         with self._lock:
             hit = self._loaded.get(key)
             if hit is not None:
@@ -441,8 +443,8 @@ class LogdirService:
                 return hit
         parts = [self._load(s) for s in ready]
         eff = parts[0] if len(parts) == 1 else combine(parts, self.datasheet())  # "all spans"
-        if dtype != AUTO:
-            eff = eff.rerate(dtype, self.datasheet())
+        if dtype != AUTO or device_name:  # -- device override (picked in the UI): rated at request time
+            eff = eff.rerate(dtype, self.datasheet(), device_name or None)
         self._remember(key, eff)
         return eff
 

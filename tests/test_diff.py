@@ -35,9 +35,9 @@ def test_normalized_names():
     ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Flash_fwd_params)", "kernel", None,
      "attention"),
     ("void cudnn::engines_precompiled::nchwToNhwcKernel<float>(...)", "kernel", "aten::cudnn_convolution",
-     "convolution"),
+     "conv"),
     ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "kernel", None, "communication"),
-    ("Memcpy HtoD (Pageable -> Device)", "memcpy", None, "memcpy/memset"),
+    ("Memcpy HtoD (Pageable -> Device)", "memcpy", None, "memcpy"),
     ("void at::native::reduce_kernel<512, 1>(...)", "kernel", "aten::sum", "reduction"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(...)", "kernel",
      "aten::add", "elementwise"),
@@ -115,3 +115,99 @@ def test_cli_diff_formats(corpus, capsys):
     assert data["summary"]["by"] == "op" and data["rows"] and data["classes"]
     assert main(["diff", a, b, "--format", "csv", "--top", "3"]) == 0
     assert capsys.readouterr().out.count("\n") == 4
+
+
+QWEN_H100 = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+VLLM_MI300 = "tracelens/vllm_decode_full__graph_execution.json.gz"
+
+
+ALEXNET = "hta/benchmark_result_2869224_1695835535_trace.json.gz"
+
+
+def test_op_mode_counts_op_calls_and_launches_apart(corpus):
+    result = tb_gpuinsight.diff(corpus / ALEXNET, corpus / BERT, by="op")
+    eff = tb_gpuinsight.analyze(corpus / ALEXNET)
+    acts = eff.activities
+    for row in result.rows:
+        if row["status"] == "removed" or row["count_a"] is None:
+            continue
+        assert row["launches_a"] >= row["count_a"] > 0
+    # the A side's launches add up to every activity that has a launching op; op calls to the distinct ops
+    with_op = acts["op"] >= 0
+    assert sum(r["launches_a"] or 0 for r in result.rows if r["count_a"] is not None) == int(with_op.sum())
+    assert sum(r["count_a"] or 0 for r in result.rows) == len(np.unique(acts["op"][with_op]))
+    assert any(r["launches_a"] > r["count_a"] for r in result.rows if r["count_a"])  # ops launching several kernels
+    kernel_mode = tb_gpuinsight.diff(corpus / ALEXNET, corpus / BERT)
+    assert all(r["count_a"] == r["launches_a"] for r in kernel_mode.rows)
+    assert all({"display_name", "demangled", "kernel_class"} <= set(r) for r in kernel_mode.rows)
+
+
+def test_cross_vendor_kernel_diff_suggests_ops(corpus):
+    result = tb_gpuinsight.diff(corpus / QWEN_H100, corpus / VLLM_MI300)
+    assert result.summary["matched_share"] < 0.3
+    assert result.summary["suggest"]["by"] == "op" and "barely match" in result.summary["suggest"]["why"]
+    same = tb_gpuinsight.diff(corpus / BERT, corpus / BERT)
+    assert same.summary["matched_share"] == pytest.approx(1.0) and same.summary["suggest"] is None
+
+
+def test_most_comparable_prefers_the_same_workers_spans_then_same_device_and_ops():
+    from tb_gpuinsight.analysis.diff import most_comparable
+
+    spans = {("r1", "w"): ["s1", "s2"], ("r2", "w"): ["t1"], ("r3", "w"): ["u1"], ("r4", "x"): ["v1"]}
+    facts = {("r1", "w", "all"): ({"H100"}, {"aten::mm", "aten::add", "aten::relu"}),
+             ("r2", "w", "t1"): ({"V100"}, {"aten::mm", "aten::add", "aten::relu"}),
+             ("r3", "w", "u1"): ({"H100"}, {"aten::mm", "aten::add", "aten::relu", "aten::gelu"}),
+             ("r4", "x", "v1"): ({"H100"}, {"aten::conv2d"})}
+    describe = lambda sel: tuple(map(frozenset, facts[sel])) if sel in facts else None  # noqa: E731
+    assert most_comparable(("r1", "w", "s2"), spans, describe)["b"] == {"run": "r1", "worker": "w", "span": "s1"}
+    first = most_comparable(("r1", "w", "s1"), spans, describe)
+    assert first["b"]["span"] == "s2" and "next span" in first["why"]
+    pick = most_comparable(("r1", "w", "all"), spans, describe)
+    assert pick["b"] == {"run": "r3", "worker": "w", "span": "u1"} and "75%" in pick["why"]
+    none = most_comparable(("r4", "x", "v1"), spans, describe)
+    assert none["b"] is None and "pick B" in none["why"]
+
+
+def test_suggest_and_device_override_routes(tmp_path):
+    """Through TensorBoard's WSGI app on the sample logdir: the suggested B, the device picker's facts and a
+    validated `device_name` override that re-rates the selection."""
+    import os
+    import time
+
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from tb_gpuinsight.plugin import GpuInsightPlugin
+    from tb_gpuinsight.service import LogdirService
+
+    samples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
+    logdir = tmp_path / "logdir"
+    shutil.copytree(samples, logdir, ignore=shutil.ignore_patterns("*.md", "*.py"))
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=0.1)
+    plugin = GpuInsightPlugin(base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)
+    client = Client(application.TensorBoardWSGI([plugin]))
+
+    def get(route, **query):
+        response = client.get(f"/data/plugin/gpuinsight/{route}", query_string=query)
+        return response.status_code, json.loads(response.get_data(as_text=True))
+
+    end = time.time() + 60
+    while time.time() < end and not all(r["status"] == "ready" for r in service.runs_json()["runs"]):
+        time.sleep(0.1)
+    runs = {r["run"]: r for r in service.runs_json()["runs"]}
+    cpu = runs["cpu_mlp"]["workers"][0]
+    first, second = (s["span"] for s in cpu["spans"])
+    code, body = get("diff/suggest", run="cpu_mlp", worker=cpu["worker"], span=second)
+    assert code == 200 and body["b"]["span"] == first and "previous span" in body["why"]
+    mi250 = runs["minitoy_mi250"]["workers"][0]
+    sel = {"run": "minitoy_mi250", "worker": mi250["worker"], "span": mi250["spans"][0]["span"]}
+    code, body = get("diff/suggest", **sel)
+    assert code == 200 and body["b"] is None and "pick B" in body["why"]
+    code, dev = get("devices", **sel)
+    assert code == 200 and "AMD Instinct MI300X" in dev["datasheet"] and dev["torch"] is True
+    assert dev["hint"]["name"] == "AMD Instinct MI250X (one GCD)" and "gfx90a" in dev["hint"]["why"]
+    code, forced = get("devices", device_name="AMD Instinct MI300X", **sel)
+    assert code == 200 and forced["devices"][0]["spec"]["name"] == "AMD Instinct MI300X"
+    code, bad = get("devices", device_name="../etc/passwd", **sel)
+    assert code == 400 and "not a datasheet device" in bad["error"]

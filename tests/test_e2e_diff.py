@@ -14,6 +14,10 @@ def test_diff_tab_in_tensorboard(tmp_path):
         frame.wait_for_selector("button.tab:has-text('Diff')", timeout=60000)
         frame.locator("button.tab:has-text('Diff')").click()
         frame.wait_for_selector("select[aria-label='Run A'] option[value='vit_h100']", state="attached", timeout=60000)
+        # Default B: nothing as comparable as the same worker's previous span or the same model on the same GPU
+        # (BERT and ViT share too few ops): a prompt with the reason, not the next run by name.
+        frame.wait_for_selector(".diff .state-empty:has-text('Pick B to compare with')", timeout=60000)
+        assert "same ops" in frame.locator(".diff .state-empty").inner_text()
         frame.locator("select[aria-label='Run A']").select_option("bert_h100")
         frame.locator("select[aria-label='Run B']").select_option("vit_h100")
 
@@ -67,5 +71,32 @@ def test_diff_tab_in_tensorboard(tmp_path):
             "() => document.querySelector(\"select[aria-label='Run A']\").value === 'vit_h100'", timeout=10000)
         assert frame.locator("input[aria-label='Pin A']").is_checked()
         frame.locator("select[aria-label='Run B']").select_option("vit_h100")
-        frame.wait_for_selector(".diff .state-empty:has-text('Pick two different selections')", timeout=10000)
+        frame.wait_for_selector(".diff .state-empty:has-text('Pick B to compare with')", timeout=10000)
+    assert not console, console
+
+
+def test_diff_cross_vendor_suggests_ops_and_counts_op_calls(tmp_path):
+    """H100 BERT against the MI250 toy model: kernel names barely match, the tab offers Op + shapes; there Calls are
+    op calls and launches have their own column; only-in-one-side tags are neutral, not red / green."""
+    console: list = []
+    with plugin_page(tmp_path, console=console) as (page, frame):
+        page.set_viewport_size({"width": 1280, "height": 720})
+        frame.wait_for_selector("button.tab:has-text('Diff')", timeout=60000)
+        frame.locator("button.tab:has-text('Diff')").click()
+        frame.wait_for_selector("select[aria-label='Run B'] option[value='minitoy_mi250']", state="attached",
+                                timeout=60000)
+        frame.locator("select[aria-label='Run A']").select_option("bert_h100")
+        frame.locator("select[aria-label='Run B']").select_option("minitoy_mi250")
+        frame.wait_for_selector(".diff-suggest:has-text('barely match')", timeout=60000)
+        added = frame.locator(".diff-status-added").first
+        added.wait_for(timeout=30000)
+        colour = added.evaluate("e => getComputedStyle(e).color")
+        assert colour not in ("rgb(180, 35, 24)", "rgb(43, 138, 62)"), colour
+        page.screenshot(path=str(tmp_path / "diff_cross_vendor_1280.png"))
+        frame.locator(".diff-suggest button:has-text('Compare by op + shapes')").click()
+        frame.wait_for_selector(".diff .tabulator-col[tabulator-field='launches_b']", state="attached", timeout=60000)
+        assert frame.locator(".diff-suggest").count() == 0
+        headers = frame.locator(".diff .tabulator-col-title").all_inner_texts()
+        assert "Calls" in headers and "Launches" in headers, headers
+        page.screenshot(path=str(tmp_path / "diff_ops_1280.png"))
     assert not console, console

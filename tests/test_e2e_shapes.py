@@ -41,4 +41,17 @@ def test_tensor_shapes_tab(tmp_path):
         first = frame.locator(".shapes-ops .tabulator-row").first.inner_text()
         assert "%" in first, first  # a GPU run: achieved % of peak
         frame.wait_for_selector("text=no tensor.trace for this span", timeout=30000)
+
+        # Leaf ops by default (each device microsecond once); the tree nests aten::linear -> aten::addmm.
+        assert frame.locator(".view-switch button[aria-pressed='true']").inner_text() == "Leaf ops"
+        assert "counted once" in frame.locator(".table-status").first.inner_text()
+        leaf_ops = frame.locator(".shapes-ops .tabulator-cell[tabulator-field='op']").all_inner_texts()
+        assert "aten::addmm" in leaf_ops and "aten::linear" not in leaf_ops, leaf_ops
+        page.set_viewport_size({"width": 1280, "height": 720})
+        frame.locator(".view-switch button[data-view='tree']").click()
+        frame.wait_for_selector(".shapes-ops .tabulator-data-tree-control", timeout=30000)
+        assert "total = self + children" in frame.locator(".table-status").first.inner_text()
+        page.screenshot(path=str(tmp_path / "shapes_tree_1280.png"))
+        ops = frame.locator(".shapes-ops .tabulator-cell[tabulator-field='op']").all_inner_texts()
+        assert "aten::linear" in ops and "aten::addmm" in ops, ops[:20]
     assert not console, console

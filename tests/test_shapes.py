@@ -141,3 +141,46 @@ def test_routes_reject_bad_parameters(client):
     assert _get(client, "shape_distribution", **GPU)[0] == 400
     assert _get(client, "op_shapes", run="../etc", worker="x")[0] == 404
     assert _get(client, "tensors", **CPU, span="../../cpu-worker.tensor.trace")[0] == 404
+
+
+def test_op_tree_counts_device_time_once(corpus):
+    """AlexNet on an A100: one convolution is conv2d -> convolution -> _convolution -> cudnn_convolution; self
+    times and leaf rows each add up to the device time of the launched work exactly once."""
+    path = corpus / "hta/benchmark_result_2869224_1695835535_trace.json.gz"
+    report = tb_gpuinsight.shapes(path)
+    acts = tb_gpuinsight.analyze(path).activities
+    launched = float(acts["dur"][acts["op"] >= 0].sum())
+    rows = report.rows
+    assert sum(r["self_us"] or 0 for r in rows) == pytest.approx(launched)
+    assert sum(r["device_us"] or 0 for r in rows if r["leaf"]) == pytest.approx(launched)
+    assert sum(r["device_us"] or 0 for r in rows) > 2 * launched  # the flat list of every op double counts
+    tree = sh.tree_rows(rows)
+    by_id = {r["id"]: r for r in tree}
+    chain, row = [], next(r for r in tree if r["op"] == "aten::cudnn_convolution")
+    while row:
+        chain.append(row["op"])
+        row = by_id.get(row["parent"])
+    assert chain == ["aten::cudnn_convolution", "aten::_convolution", "aten::convolution", "aten::conv2d"]
+    assert [by_id[r["parent"]]["depth"] + 1 for r in tree if r["parent"]] == [r["depth"] for r in tree if r["parent"]]
+    conv = next(r for r in tree if r["op"] == "aten::conv2d")
+    assert conv["self_us"] == 0 and not conv["leaf"] and conv["device_us"] == pytest.approx(
+        sum(r["device_us"] for r in tree if r["parent"] == conv["id"]))
+
+
+def test_routes_op_shapes_tree_and_leaf_views(client):
+    code, flat = _get(client, "op_shapes", **GPU, limit=5000)
+    assert code == 200 and flat["view"] == "flat" and all(r["leaf"] for r in flat["rows"])
+    assert sum(r["device_us"] or 0 for r in flat["rows"]) == pytest.approx(flat["device_us"])
+    code, every = _get(client, "op_shapes", **GPU, leaf="0", limit=5000)
+    assert every["total"] > flat["total"]
+    code, tree = _get(client, "op_shapes", **GPU, view="tree")
+    assert code == 200 and tree["total"] == every["total"]
+    seen = set()
+    for r in tree["rows"]:
+        assert r["parent"] is None or r["parent"] in seen  # parents come first
+        seen.add(r["id"])
+    code, hits = _get(client, "op_shapes", **GPU, view="tree", filter="aten::addmm")
+    ops = {r["op"] for r in hits["rows"]}
+    assert "aten::addmm" in ops and "aten::linear" in ops  # a hit keeps its ancestors
+    code, bad = _get(client, "op_shapes", **GPU, view="forest")
+    assert code == 400

@@ -4,6 +4,8 @@
 // that page carries `<base href="plugin/gpuinsight/">` (tensorboard/backend/application.py, _serve_plugin_entry).
 // Relative URLs therefore resolve against `<prefix>/data/plugin/gpuinsight/`, where the routes are served: "./runs"
 // is `<prefix>/data/plugin/gpuinsight/runs`, whatever `--path_prefix` is. All route URLs are built from this base.
+import { deviceOverride } from "./components/devicePicker";
+
 export const API_BASE = "./";
 
 /** Give up on a request after this long so that no view ever spins forever. */
@@ -303,7 +305,8 @@ export function isAbort(err: unknown): boolean {
 }
 
 function selParams(sel: Selection): Params {
-  return { run: sel.run, worker: sel.worker, span: sel.span };
+  // device_name: the GPU the user picked for a run whose trace does not name it (components/devicePicker.ts)
+  return { run: sel.run, worker: sel.worker, span: sel.span, device_name: deviceOverride(sel.run) ?? undefined };
 }
 
 export const api = {
@@ -356,10 +359,12 @@ export type DiffStatus = "both" | "added" | "removed";
 export type DiffClass =
   | "GEMM"
   | "attention"
-  | "convolution"
+  | "conv"
   | "elementwise"
   | "reduction"
-  | "memcpy/memset"
+  | "norm"
+  | "memcpy"
+  | "memset"
   | "communication"
   | "other";
 
@@ -380,6 +385,10 @@ export interface DiffSummary {
   added: number | null;
   removed: number | null;
   within_noise: number | null;
+  /** Share of both sides' GPU time in rows found on both sides. */
+  matched_share?: number | null;
+  /** Set when kernel names barely match (another vendor or library): compare by op + shapes. */
+  suggest?: { by: DiffBy; why: string } | null;
 }
 
 export interface DiffClassRow {
@@ -400,6 +409,12 @@ export interface DiffSpread {
 export interface DiffRow {
   /** Kernel name, or "op [dims] [types]" when by=op. */
   name: string;
+  /** Short name for the table (template arguments folded); the full name stays in `name`. */
+  display_name?: string;
+  demangled?: string | null;
+  /** Kernel launches per span; `count` is op calls when by=op. */
+  launches_a?: number | null;
+  launches_b?: number | null;
   class: DiffClass | string;
   status: DiffStatus;
   count_a: number | null;
@@ -457,9 +472,11 @@ export function fetchDiff(a: Selection, b: Selection, q: DiffQuery, signal?: Abo
       a_run: a.run,
       a_worker: a.worker,
       a_span: a.span,
+      a_device_name: deviceOverride(a.run) ?? undefined,
       b_run: b.run,
       b_worker: b.worker,
       b_span: b.span,
+      b_device_name: deviceOverride(b.run) ?? undefined,
       match: q.match,
       by: q.by,
       dtype: q.dtype,

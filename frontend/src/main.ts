@@ -14,6 +14,7 @@ import { h, replace } from "./dom";
 import { ALL_SPANS, ALL_WORKERS, loadPrefs, nav, savePrefs, Store, type AppState } from "./state";
 import appCss from "./styles.css";
 import { TABS, type TabDef, type TabView } from "./tabs";
+import { DeviceBanner, deviceOverride } from "./components/devicePicker";
 
 const STYLE_ID = "tb-gpuinsight-styles";
 const LOADING_POLL_MS = 2000;
@@ -44,6 +45,10 @@ class App {
   private tabBar = h("nav", { class: "tabs", attrs: { role: "tablist", "aria-label": "Views" } });
   private notice = h("div", { class: "notice-host" });
   private banner = h("div", { class: "banner-host" });
+  private deviceBanner = new DeviceBanner(() => {
+    this.shownKey = ""; // the device override changed: every view fetches again
+    this.show();
+  });
   private content = h("div", { class: "content", attrs: { role: "tabpanel" } });
 
   private mounted: { key: string; tab: TabDef; view: TabView; host: HTMLElement } | null = null;
@@ -78,6 +83,7 @@ class App {
         this.tabBar,
         this.notice,
         this.banner,
+        this.deviceBanner.el,
         this.content,
       ),
     );
@@ -249,6 +255,7 @@ class App {
       this.setStatic("no-worker", emptyState("This run has no worker", "No trace file of this run could be attributed to a worker."));
       return;
     }
+    this.deviceBanner.show({ run: run.run, worker: state.worker, span: state.span });
     this.mountTab({ run: run.run, worker: state.worker, span: state.span }, state.tab);
   }
 
@@ -265,7 +272,7 @@ class App {
     // "All spans" shows new data when a span is added: include the span list in the key.
     const spans = this.currentRun()?.workers.find((w) => w.worker === sel.worker)?.spans ?? [];
     const version = sel.span === ALL_SPANS ? spans.map((s) => `${s.span}:${s.status}`).join(",") : "";
-    const key = `tab|${tab.id}|${sel.run}|${sel.worker}|${sel.span}|${version}`;
+    const key = `tab|${tab.id}|${sel.run}|${sel.worker}|${sel.span}|${version}|${deviceOverride(sel.run) ?? ""}`;
     if (this.shownKey === key) return;
     this.shownKey = key;
     if (this.mounted && this.mounted.tab === tab && this.content.contains(this.mounted.host)) {

@@ -5,24 +5,29 @@ launching op name and input shapes. Times are per span: a side that aggregates N
 so a 3-span run compares fairly with a 1-span run (and single spans compare their plain totals). Rows are sorted by
 their impact on total GPU time (|delta|). With several spans on a side, each row carries the spread of its per-span
 time (min / median / max) and a delta smaller than the spread on either side is flagged `within_noise`.
-The summary splits GPU time into kernel classes and says how much of the change each class explains.
+The summary splits GPU time into kernel classes and says how much of the change each class explains, the share
+of GPU time matched on both sides (`matched_share`) and, when kernel names barely match, a suggestion to compare by
+op (`suggest`). `count` is kernel launches by kernel and op calls by op; `launches` is always kernel launches.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..trace.table import Interner, Table
 from .efficiency import Efficiency, aggregate
-from .kernel_names import CLASSES, kernel_class, normalize
-from .rows import group_rows
+from .kernel_names import CLASSES, kernel_class, name_fields, normalize
+from .rows import disambiguate, group_rows
 
 MATCHES = ("normalized", "exact")
 BYS = ("kernel", "op")
-_SIDE = ("count", "time_us", "mean_us", "tflops", "gbps", "pct_peak", "pct_dram", "efficiency", "dtype")
+_SIDE = ("count", "launches", "time_us", "mean_us", "tflops", "gbps", "pct_peak", "pct_dram", "efficiency", "dtype")
+# Below this share of GPU time in rows found on both sides, kernel names "barely match" (another vendor, another
+# library version): comparing by op and input shapes is suggested.
+NAME_MATCH_SUGGEST_OP = 0.3
 
 
 @dataclass
@@ -55,6 +60,8 @@ def diff(a: Efficiency, b: Efficiency, names: Tuple[str, str] = ("A", "B"), matc
     left, right = _side(a, match, by), _side(b, match, by)
     rows = [_row(key, left.rows.get(key), right.rows.get(key), by) for key in _keys(left.rows, right.rows)]
     rows.sort(key=lambda r: (-abs(r["delta_us"]), r["name"] or ""))
+    disambiguate(rows)
+    matched = _matched_share(rows, left.total + right.total)
     classes = _classes(left, right)
     total_a, total_b = left.total, right.total
     summary = {
@@ -65,6 +72,7 @@ def diff(a: Efficiency, b: Efficiency, names: Tuple[str, str] = ("A", "B"), matc
         "devices_a": _device_names(a), "devices_b": _device_names(b),
         "added": sum(r["status"] == "added" for r in rows), "removed": sum(r["status"] == "removed" for r in rows),
         "within_noise": sum(bool(r["within_noise"]) for r in rows),
+        "matched_share": matched, "suggest": _suggestion(by, matched),
     }
     return DiffResult(rows, summary, classes)
 
@@ -84,10 +92,17 @@ def _side(eff: Efficiency, match: str, by: str) -> _Side:
     classes = _group_classes(acts, table)
     rows = {}
     spread = _spreads(acts, table, spans)
+    op_calls = _op_calls(acts, table)
+    first_name: Dict[int, int] = {}  # a raw name per key: what its display name is made from
+    for code, name in zip(acts["dkey"].tolist(), acts["name"].tolist()):
+        first_name.setdefault(code, name)
     for i, r in enumerate(group_rows(table)):
-        key = (table.strings["dkey"][table["dkey"][i]],)
+        code = int(table["dkey"][i])
+        key = (table.strings["dkey"][code],)
         rows[key] = {
-            "class": classes[i], "count": r["count"] / spans,
+            "raw": acts.strings["name"][first_name[code]],
+            "class": classes[i], "launches": r["count"] / spans,
+            "count": (op_calls[i] if by == "op" else r["count"]) / spans if key[0] != _NO_OP else None,
             "time_us": r["total_us"] / spans, "mean_us": r["mean_us"], "tflops": r["tflops"], "gbps": r["gbps"],
             "pct_peak": r["pct_peak"], "pct_dram": r["pct_dram"], "efficiency": r["efficiency"],
             "dtype": r["dtype"], "spread": spread[i] if spans > 1 else None,
@@ -114,6 +129,31 @@ def _keyed(acts: Table, eff: Efficiency, match: str, by: str) -> Table:
     return Table("activities", columns, dict(acts.strings, dkey=keys.items, dclass=classes.items))
 
 
+def _op_calls(acts: Table, table: Table) -> np.ndarray:
+    """Per group: the distinct launching op calls of its activities (one `aten::mm` call launching two kernels
+    is one call), counted over (span, op index)."""
+    group = {code: i for i, code in enumerate(table["dkey"].tolist())}
+    rows = np.fromiter((group[c] for c in acts["dkey"].tolist()), dtype=np.int64, count=len(acts))
+    span = acts["span"].astype(np.int64) if "span" in acts else np.zeros(len(acts), dtype=np.int64)
+    op = acts["op"].astype(np.int64)
+    has = op >= 0
+    calls = np.unique(np.stack([rows[has], span[has], op[has]], axis=1), axis=0) if has.any() else np.zeros((0, 3))
+    return np.bincount(calls[:, 0].astype(np.int64), minlength=len(table)).astype(float)
+
+
+def _matched_share(rows: List[Dict[str, Any]], total: float) -> Optional[float]:
+    """Share of both sides' GPU time in rows found on both sides."""
+    both = sum((r["time_us_a"] or 0.0) + (r["time_us_b"] or 0.0) for r in rows if r["status"] == "both")
+    return both / total if total > 0 else None
+
+
+def _suggestion(by: str, matched: Optional[float]) -> Optional[Dict[str, str]]:
+    if by != "kernel" or matched is None or matched >= NAME_MATCH_SUGGEST_OP:
+        return None
+    return {"by": "op", "why": f"kernel names barely match: only {matched:.0%} of GPU time is in kernels found on "
+                                "both sides (another vendor or library?); compare by op and input shapes"}
+
+
 def _group_classes(acts: Table, table: Table) -> List[str]:
     """A row's class: the class of most of its time (one kernel name may serve a GEMM op and another op)."""
     group = {code: i for i, code in enumerate(table["dkey"].tolist())}
@@ -124,9 +164,12 @@ def _group_classes(acts: Table, table: Table) -> List[str]:
     return [acts.strings["dclass"][c] if n_classes else "other" for c in best.tolist()]
 
 
+_NO_OP = "(no launching op)"
+
+
 def _op_key(op: Optional[str], shape: Optional[tuple]) -> str:
     if op is None:
-        return "(no launching op)"
+        return _NO_OP
     if not shape:
         return op
     dims, types = shape[0], shape[1]
@@ -155,6 +198,12 @@ def _keys(left: Dict, right: Dict) -> List:
 def _row(key: Tuple[str, ...], a: Optional[Dict], b: Optional[Dict], by: str) -> Dict[str, Any]:
     row: Dict[str, Any] = {"name": key[0], "class": (a or b)["class"],
                            "status": "both" if a and b else ("removed" if a else "added")}
+    if by == "kernel":  # the key is a (normalised) kernel name: the name columns of one of its raw names
+        fields = name_fields((a or b)["raw"])
+        row.update(display_name=fields["display_name"], demangled=fields["demangled"])
+    else:
+        row.update(display_name=key[0], demangled=None)
+    row["kernel_class"] = row["class"]
     for col in _SIDE:
         row[f"{col}_a"] = a.get(col) if a else None
         row[f"{col}_b"] = b.get(col) if b else None
@@ -186,9 +235,70 @@ def _classes(left: _Side, right: _Side) -> List[Dict[str, Any]]:
     return out
 
 
+Selection = Tuple[str, str, str]  # (run, worker, span)
+# What a candidate is compared on: its device names and the set of its launching op names (None: not ready).
+Describe = Callable[[Selection], Optional[Tuple[frozenset, frozenset]]]
+SAME_OPS = 0.6  # Jaccard overlap of launching op names for "the same model"
+MAX_CANDIDATES = 24  # other runs looked at: each costs one summary load
+
+
+def most_comparable(a: Selection, spans: Dict[Tuple[str, str], List[str]], describe: Describe) -> Dict[str, Any]:
+    """The default B side of a diff with A = `a`: the same worker's previous span (its next one for its first
+    span); else a run on the same device whose launching ops mostly match (the most similar); else none, with the
+    reason. `spans`: every (run, worker) -> its spans in time order."""
+    run, worker, span = a
+    own = spans.get((run, worker), [])
+    if span in own and len(own) > 1:
+        i = own.index(span)
+        return ({"b": _sel(run, worker, own[i - 1]), "why": "the same worker's previous span"} if i else
+                {"b": _sel(run, worker, own[1]), "why": "the same worker's next span (A is its first)"})
+    mine = describe(a)
+    if mine is None or not mine[0]:
+        return {"b": None, "why": "the device of A is not known: pick B"}
+    best, best_score = None, 0.0
+    for other in _candidates(run, worker, spans):
+        theirs = describe(other)
+        if theirs is None or theirs[0] != mine[0]:
+            continue
+        score = _jaccard(mine[1], theirs[1])
+        if score >= SAME_OPS and score > best_score:
+            best, best_score = other, score
+    if best is None:
+        return {"b": None, "why": f"no earlier span of this worker and no other run on {', '.join(sorted(mine[0]))} "
+                                  "with the same ops: pick B"}
+    return {"b": _sel(*best), "why": f"run {best[0]!r} on the same device ({', '.join(sorted(mine[0]))}) with "
+                                     f"{best_score:.0%} of the same ops"}
+
+
+def _candidates(run: str, worker: str, spans: Dict[Tuple[str, str], List[str]]) -> List[Selection]:
+    """One selection per other run (its worker of the same name, else its first), that run's latest span."""
+    by_run: Dict[str, List[str]] = {}
+    for (r, w) in spans:
+        if r != run and spans[(r, w)]:
+            by_run.setdefault(r, []).append(w)
+    out = []
+    for r in sorted(by_run)[:MAX_CANDIDATES]:
+        w = worker if worker in by_run[r] else sorted(by_run[r])[0]
+        out.append((r, w, spans[(r, w)][-1]))
+    return out
+
+
+def _jaccard(x: frozenset, y: frozenset) -> float:
+    return len(x & y) / len(x | y) if x or y else 0.0
+
+
+def _sel(run: str, worker: str, span: str) -> Dict[str, str]:
+    return {"run": run, "worker": worker, "span": span}
+
+
+def describe_for_diff(eff: Efficiency) -> Tuple[frozenset, frozenset]:
+    """What `most_comparable` compares: device names and launching op names of an analysis."""
+    return frozenset(_device_names(eff)), frozenset(eff.activities.strings["op_name"])
+
+
 def _device_names(eff: Efficiency) -> List[str]:
     return [d.match.trace_name or (d.match.spec.name if d.match.spec else f"device {d.id}")
             for d in eff.devices.values()]
 
 
-__all__ = ["diff", "DiffResult", "MATCHES", "BYS"]
+__all__ = ["diff", "DiffResult", "MATCHES", "BYS", "most_comparable", "describe_for_diff"]

@@ -502,7 +502,8 @@ def _device_reports(listed: List[Dict[str, Any]], acts: Table, rows: Sequence[De
         props = props_by_id.get(dev) or _only_model(listed, dev)
         if device_name:
             props = {**props, "name": device_name, "numSms": None, "computeMajor": None, "totalGlobalMem": None}
-        match = match_device(props, rows)
+        exact = [r for r in rows if r.name == device_name] if device_name else []
+        match = DeviceMatch(device_name, exact[0], "datasheet row", "name") if exact else match_device(props, rows)
         if device_name:
             match = DeviceMatch(props_by_id.get(dev, {}).get("name", ""), match.spec,
                                 f"forced by --device {device_name!r}: {match.how}", match.method)

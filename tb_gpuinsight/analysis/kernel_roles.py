@@ -56,7 +56,7 @@ ROLE_REASONS: Dict[str, str] = {
     MEMCPY: "memcpy (gpu_memcpy event, or a runtime copy kernel)",
     **{role: reason for role, _, reason in HELPER_PATTERNS if role not in (MEMSET, MEMCPY, EPILOGUE)},
 }
-_COMPUTE_CLASSES = frozenset({"GEMM", "attention", "convolution"})
+_COMPUTE_CLASSES = frozenset({"GEMM", "attention", "conv"})
 _LIBRARY_NAMES = re.compile(r"fbgemm(?:_gpu)?", re.I)  # library namespaces whose name says gemm for any kernel
 # Compute kernels the `kernel_names` classes miss: cuDNN FFT / Winograd stages, cuDNN's own conv kernels
 # (`volta_scudnn_*`, `cudnn_ampere_hcudnn_*`), Tensile GEMMs of rocBLAS / hipBLASLt (`Cijk_*`), MIOpen / CK convs.

@@ -4,6 +4,11 @@ Unknown numbers are None, never 0 or NaN, so JSON stays valid and a UI can show 
 A row's rates describe the same calls (`efficiency._basis`); `covered_share` is the time share of its calls with
 both estimates, `over_roof` says its figures come from calls over the physical roof (`roof_cause` says why),
 `reason` is the reason code (`reasons.REASONS`) with most of its time ("" when rated).
+
+Every row that names a kernel also carries `display_name`, `demangled` and `kernel_class` (`kernel_names`), and its
+labels are honest: `bound` compute / memory only where the row's FLOPs and bytes are both known (None otherwise;
+collectives keep "communication"), memcpy/memset rows have no dtype, and occupancy is None (not 0) where the trace
+recorded none.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from typing import Any, Dict, Iterable, List, Optional
 import numpy as np
 
 from ..trace.table import Table
+from .kernel_names import name_fields, short_hash
 
 # Output column -> source column in a grouped table; string columns are decoded, NaN becomes None.
 ROW_COLUMNS = (
@@ -34,7 +40,35 @@ def group_rows(table: Table, index: Optional[Iterable[int]] = None) -> List[Dict
     """Rows of a grouped table (all, or those at `index`), JSON-ready."""
     present = [(out, src) for out, src in ROW_COLUMNS if src in table]
     rows = range(len(table)) if index is None else index
-    return [{out: _value(table, src, i) for out, src in present} for i in rows]
+    return disambiguate([honest({out: _value(table, src, i) for out, src in present}) for i in rows])
+
+
+_COPIES = ("memcpy", "memset")
+
+
+def honest(row: Dict[str, Any]) -> Dict[str, Any]:
+    """A row with its kernel name fields added and the labels that its figures do not support cleared."""
+    if row.get("name") is not None:
+        row.update(name_fields(row["name"], row.get("kind") or "kernel", row.get("op")))
+    roofline_bound = row.get("bound") in ("compute", "memory")  # "communication" (a collective) is no roofline claim
+    if roofline_bound and (row.get("flops") is None or row.get("bytes") is None) or row.get("bound") == "unknown":
+        row["bound"] = None
+    if row.get("kind") in _COPIES:
+        row["dtype"] = None
+    return row
+
+
+def disambiguate(rows: List[Dict[str, Any]], key: str = "name") -> List[Dict[str, Any]]:
+    """Give rows whose different raw names fold to one display name a short stable hash of the raw name (two
+    dtype instances of `vectorized_elementwise_kernel<AbsFunctor>` in one table must stay distinguishable)."""
+    seen: Dict[str, set] = {}
+    for row in rows:
+        if row.get("display_name") is not None:
+            seen.setdefault(row["display_name"], set()).add(row.get(key))
+    for row in rows:
+        if len(seen.get(row.get("display_name"), ())) > 1 and row["display_name"] != row.get(key):
+            row["display_name"] = f"{row['display_name']} #{short_hash(row[key])}"
+    return rows
 
 
 def _value(table: Table, col: str, i: int) -> Any:
@@ -79,4 +113,4 @@ def name_filter(table: Table, text: str, column: str = "name") -> np.ndarray:
     return (codes >= 0) & hits[np.clip(codes, 0, None)] if len(cats) else np.zeros(len(table), dtype=bool)
 
 
-__all__ = ["ROW_COLUMNS", "SORTABLE", "group_rows", "sort_order", "name_filter"]
+__all__ = ["ROW_COLUMNS", "SORTABLE", "group_rows", "honest", "disambiguate", "sort_order", "name_filter"]

@@ -6,6 +6,12 @@ of the kernels, memcpys and memsets the op launched, its child ops' included (`a
 GEMM its `aten::addmm` launched), so a group's achieved rate is its FLOPs over that time. FLOPs are the per-call
 estimate (`estimate/flops.py`) times the calls; unknown stays unknown (None, with a reason), never 0.
 
+The groups also form a tree (`op_tree`): a group's parent is the group of the enclosing op of most of its calls
+(`aten::conv2d` -> `aten::convolution` -> `aten::_convolution` -> `aten::cudnn_convolution`). `device_us` is the
+group's total (its calls' descendants included), `self_us` the time of what its calls launched directly, so self
+times add up to the device time exactly once; `leaf` groups have no call with a child op that has device time:
+the flat view's default, where one convolution is one row, not four with the same time.
+
 Tensors (from a tensor.trace): every record, with two joins.
 - op, by time: a `[call]` record is taken by the first top-level Kineto op (one with no enclosing op on its thread)
   that starts between the call's timestamp and the next recorded call's, preferring an op whose name matches the
@@ -52,6 +58,9 @@ class OpGroup:
     flops_reason: str = ""
     dtype: Optional[str] = None
     peak_tflops: Optional[float] = None
+    self_us: float = 0.0
+    parent: Optional[Tuple[str, str, str]] = None  # key of the group of most calls' enclosing op
+    leaf: bool = True  # no call of it encloses an op call with device time
 
     def add(self, other: "OpGroup") -> None:
         self.calls += other.calls
@@ -63,6 +72,13 @@ class OpGroup:
         self.flops_reason = self.flops_reason or other.flops_reason
         self.dtype = self.dtype or other.dtype
         self.peak_tflops = self.peak_tflops or other.peak_tflops
+        self.self_us += other.self_us
+        self.parent = self.parent or other.parent
+        self.leaf = self.leaf and other.leaf
+
+    @property
+    def key(self) -> Tuple[str, str, str]:
+        return (self.op, json.dumps(self.input_dims), json.dumps(self.input_types))
 
     def row(self) -> Dict[str, Any]:
         """JSON-ready dict: derived rates included, unknowns None."""
@@ -72,12 +88,22 @@ class OpGroup:
                 "concrete_inputs": self.concrete_inputs, "shape": shape_label(self.input_dims),
                 "calls": self.calls, "cpu_us": self.cpu_us, "mean_cpu_us": self.cpu_us / max(self.calls, 1),
                 "device_us": self.device_us if self.kernels else None, "kernels": self.kernels,
+                "self_us": self.self_us if self.kernels else None, "leaf": self.leaf,
+                "id": group_id(self.key), "parent": group_id(self.parent) if self.parent else None,
                 "flops": self.flops, "flops_reason": "" if self.flops is not None else self.flops_reason,
                 "tflops": tflops, "pct_peak": pct, "dtype": self.dtype, "peak_tflops": self.peak_tflops}
 
 
 OP_COLUMNS = ["op", "input_dims", "input_types", "concrete_inputs", "shape", "calls", "cpu_us", "mean_cpu_us",
-              "device_us", "kernels", "flops", "flops_reason", "tflops", "pct_peak", "dtype", "peak_tflops"]
+              "device_us", "self_us", "kernels", "flops", "flops_reason", "tflops", "pct_peak", "dtype", "peak_tflops",
+              "leaf", "id", "parent"]
+
+
+def group_id(key: Tuple[str, str, str]) -> str:
+    """A short stable id of a group key (op, dims JSON, types JSON): what rows name their parent by."""
+    import hashlib
+
+    return hashlib.blake2s("\x1f".join(key).encode(), digest_size=6).hexdigest()
 
 
 def shape_label(dims: Any) -> str:
@@ -98,8 +124,14 @@ def op_groups(trace: KinetoTrace, activities: Optional[Table] = None) -> Dict[Tu
     inverse = inverse.reshape(-1)
     calls = np.bincount(inverse, minlength=len(distinct))
     cpu = np.bincount(inverse, weights=np.nan_to_num(ops["dur"]), minlength=len(distinct))
-    device, kernels, peak = _device_time(ops, inverse, len(distinct), activities)
+    parents = op_parents(ops)
+    device, kernels, peak, own, op_time = _device_time(ops, inverse, len(distinct), activities, parents)
+    timed = (op_time > 0) & (parents >= 0)
+    timed_parent = np.zeros(len(distinct), dtype=bool)
+    timed_parent[inverse[parents[timed]][inverse[parents[timed]] != inverse[timed]]] = True
+    parent_group = _group_parents(parents, inverse, len(distinct))
     names = ops.strings["name"]
+    keys: List[Tuple[str, str, str]] = []
     groups: Dict[Tuple[str, str, str], OpGroup] = {}
     for i, (name_code, shape_code) in enumerate(distinct.tolist()):
         dims, types, concrete = trace.shape(shape_code) if shape_code >= 0 else (None, None, None)
@@ -107,29 +139,54 @@ def op_groups(trace: KinetoTrace, activities: Optional[Table] = None) -> Dict[Tu
         est = estimate_op(name, freeze(dims), freeze(types), freeze(concrete))
         part = OpGroup(name, dims, types, concrete, int(calls[i]), float(cpu[i]), float(device[i]), int(kernels[i]),
                        est.flops * int(calls[i]) if est.flops is not None else None, est.flops_reason, normalize_dtype(est.dtype) or est.dtype,
-                       float(peak[i]) if not math.isnan(peak[i]) else None)
-        key = (name, json.dumps(dims), json.dumps(types))
+                       float(peak[i]) if not math.isnan(peak[i]) else None, float(own[i]),
+                       leaf=not timed_parent[i])
+        key = part.key
+        keys.append(key)
         if key in groups:
             groups[key].add(part)
         else:
             groups[key] = part
+    for i, p in enumerate(parent_group.tolist()):  # parents by key, once every group has one
+        if p >= 0 and keys[p] != keys[i] and groups[keys[i]].parent is None:
+            groups[keys[i]].parent = keys[p]
     return groups
 
 
-def _device_time(ops: Table, group_of: np.ndarray, g: int, acts: Optional[Table]):
-    """Per group: activity time and count of the ops in it and of their descendants, and the first known peak."""
-    device, kernels, peak = np.zeros(g), np.zeros(g, dtype=np.int64), np.full(g, np.nan)
+def _group_parents(parents: np.ndarray, group_of: np.ndarray, g: int) -> np.ndarray:
+    """Per group: the group of the enclosing op of most of its calls (-1: mostly top level)."""
+    nested = parents >= 0
+    parent_grp = np.where(nested, group_of[np.clip(parents, 0, None)], -1)
+    best = np.full(g, -1, dtype=np.int64)
+    if nested.any():
+        pairs, counts = np.unique(np.stack([group_of[nested], parent_grp[nested]], axis=1), axis=0,
+                                  return_counts=True)
+        top = np.bincount(group_of[~nested], minlength=g)
+        most = np.zeros(g, dtype=np.int64)
+        for (child, parent), n in zip(pairs.tolist(), counts.tolist()):
+            if parent != child and n > most[child] and n > top[child]:
+                most[child], best[child] = n, parent
+    return best
+
+
+def _device_time(ops: Table, group_of: np.ndarray, g: int, acts: Optional[Table], parents: np.ndarray):
+    """Per group: activity time and count of the ops in it and of their descendants, the first known peak, and
+    the time of the activities its ops launched themselves (self); and per op, its calls' device time."""
+    device, kernels, peak, own = np.zeros(g), np.zeros(g, dtype=np.int64), np.full(g, np.nan), np.zeros(g)
+    op_time = np.zeros(len(ops))
     if acts is None or not len(acts) or "op" not in acts:
-        return device, kernels, peak
-    parents = op_parents(ops)
+        return device, kernels, peak, own, op_time
     row = acts["op"].astype(np.int64)
     dur = np.nan_to_num(acts["dur"])
+    direct = row >= 0
+    np.add.at(own, group_of[row[direct]], dur[direct])
     act_peak = acts["peak_tflops"] if "peak_tflops" in acts else np.full(len(acts), np.nan)
     last = np.full(len(row), -1, dtype=np.int64)
     while True:  # climb one level of the op tree per pass; each ancestor group gets the activity once
         live = row >= 0
         if not live.any():
             break
+        np.add.at(op_time, row[live], dur[live])
         grp = np.where(live, group_of[np.clip(row, 0, None)], -1)
         fresh = live & (grp != last)  # direct recursion into the same group counts once
         np.add.at(device, grp[fresh], dur[fresh])
@@ -139,7 +196,7 @@ def _device_time(ops: Table, group_of: np.ndarray, g: int, acts: Optional[Table]
         peak[grp[known][unset]] = act_peak[known][unset]
         last = np.where(live, grp, last)
         row = np.where(live, parents[np.clip(row, 0, None)], -1)
-    return device, kernels, peak
+    return device, kernels, peak, own, op_time
 
 
 def merge_groups(parts: Iterable[Dict[Tuple[str, str, str], OpGroup]]) -> List[Dict[str, Any]]:
@@ -153,6 +210,46 @@ def merge_groups(parts: Iterable[Dict[Tuple[str, str, str], OpGroup]]) -> List[D
                 merged[key] = OpGroup(**grp.__dict__)
     rows = [g.row() for g in merged.values()]
     return sorted(rows, key=lambda r: (-(r["device_us"] or 0.0), -r["cpu_us"], r["op"]))
+
+
+def tree_rows(rows: Sequence[Dict[str, Any]], keep: Optional[Iterable[str]] = None) -> List[Dict[str, Any]]:
+    """Rows in tree order (each parent before its children, siblings by most device time), with `depth`; a parent
+    link that would close a cycle (recursion through other shapes) or names a missing row is cut. `keep`: ids of
+    rows to show (a filter's hits): they and their ancestors only."""
+    by_id = {r["id"]: r for r in rows}
+    parent = {r["id"]: _acyclic_parent(r["id"], by_id) for r in rows}
+    if keep is not None:
+        wanted = set()
+        for rid in keep:
+            while rid is not None and rid not in wanted:
+                wanted.add(rid)
+                rid = parent.get(rid)
+        by_id = {k: v for k, v in by_id.items() if k in wanted}
+    children: Dict[Optional[str], List[str]] = {}
+    for rid in by_id:
+        children.setdefault(parent[rid] if parent[rid] in by_id else None, []).append(rid)
+    out: List[Dict[str, Any]] = []
+    stack = [(rid, 0) for rid in reversed(_by_time(children.get(None, []), by_id))]
+    while stack:
+        rid, depth = stack.pop()
+        out.append({**by_id[rid], "parent": parent[rid] if parent[rid] in by_id else None, "depth": depth})
+        stack.extend((c, depth + 1) for c in reversed(_by_time(children.get(rid, []), by_id)))
+    return out
+
+
+def _acyclic_parent(rid: str, by_id: Dict[str, Dict[str, Any]]) -> Optional[str]:
+    seen, cur = {rid}, by_id[rid].get("parent")
+    while cur is not None and cur in by_id:
+        if cur in seen:
+            return None
+        seen.add(cur)
+        cur = by_id[cur].get("parent")
+    first = by_id[rid].get("parent")
+    return first if first in by_id else None
+
+
+def _by_time(ids: List[str], by_id: Dict[str, Dict[str, Any]]) -> List[str]:
+    return sorted(ids, key=lambda i: (-(by_id[i]["device_us"] or 0.0), -by_id[i]["cpu_us"], by_id[i]["op"]))
 
 
 def has_shapes(trace: KinetoTrace) -> bool:
@@ -409,6 +506,6 @@ def shapes_report(trace: KinetoTrace, activities: Optional[Table] = None,
     return ShapesReport(trace.meta.path, has_shapes(trace), rows, tensors, [t.path for t in tensor_traces])
 
 
-__all__ = ["ShapesReport", "companion_tensor_traces", "shapes_report", "OpGroup", "op_groups", "merge_groups", "distribution", "has_shapes", "shape_label", "Timeline",
+__all__ = ["ShapesReport", "companion_tensor_traces", "shapes_report", "OpGroup", "op_groups", "merge_groups", "tree_rows", "group_id", "distribution", "has_shapes", "shape_label", "Timeline",
            "Tensors", "join_tensors", "tensor_rows", "tensor_filter", "tensor_order", "NO_SHAPES",
            "NO_TENSOR_TRACE", "TENSOR_COLUMNS", "TENSOR_SORTABLE"]

@@ -1,6 +1,8 @@
 """`tb-gpuinsight shapes PATH`: ops grouped by input shapes (a Kineto trace), and tensor records (a tensor.trace).
 
     tb-gpuinsight shapes TRACE                      # op groups, then the tensors of its tensor.trace if it has one
+    tb-gpuinsight shapes TRACE --leaves             # leaf ops only: each device microsecond counted once
+    tb-gpuinsight shapes TRACE --tree               # the op tree: total and self device time per op group
     tb-gpuinsight shapes TRACE --op aten::mm        # the input-shape distribution of one op
     tb-gpuinsight shapes TRACE --tensors T.trace    # join these tensor.trace files instead of the companions
     tb-gpuinsight shapes FILE.tensor.trace          # a tensor.trace alone; malformed lines listed on stderr
@@ -18,7 +20,7 @@ from ..cli import _print_csv, render_table
 from ..errors import GpuInsightError
 
 OP_COLUMNS = (("op", "op", 40), ("input shapes", "shape", 44), ("types", "types", 20), ("calls", "calls", 7),
-              ("CPU ms", "cpu_ms", 9), ("device ms", "device_ms", 9), ("kernels", "kernels", 7),
+              ("CPU ms", "cpu_ms", 9), ("device ms", "device_ms", 9), ("self ms", "self_ms", 9), ("kernels", "kernels", 7),
               ("GFLOP", "gflop", 9), ("TFLOP/s", "tflops", 8), ("% peak", "pct_peak", 7))
 TENSOR_COLUMNS = (("kind", "kind", 4), ("t ms", "t_ms", 9), ("name", "name", 14), ("shape", "shape", 22),
                   ("bytes", "bytes", 10), ("function", "function", 34), ("location", "location", 30),
@@ -37,6 +39,10 @@ def register(sub) -> None:
     p.add_argument("--no-tensors", action="store_true", help="show the op groups only")
     p.add_argument("--op", metavar="NAME", help="show the input-shape distribution of this op")
     p.add_argument("--filter", default="", help="only op groups / tensors whose text contains this")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--leaves", action="store_true",
+                      help="leaf op groups only (no child op with device time): nothing counted twice")
+    view.add_argument("--tree", action="store_true", help="op groups as a tree (parent -> children), indented")
     p.add_argument("--top", type=int, default=30, help="rows to show per table (0 = all)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=run)
@@ -55,7 +61,11 @@ def run(args) -> int:
     report = shapes_api(args.path, tensor_paths)
     if args.op:
         return _emit(args, {"op": args.op, "shapes": sh.distribution(report.rows, args.op)}, "shapes", DIST_COLUMNS)
-    rows = [r for r in report.rows if _contains(args.filter, r["op"], r["shape"])]
+    rows = [r for r in report.rows if _contains(args.filter, r["op"], r["shape"]) and (r["leaf"] or not args.leaves)]
+    if args.tree:
+        rows = sh.tree_rows(report.rows, [r["id"] for r in rows] if args.filter else None)
+        if args.format == "table":
+            rows = [{**r, "op": "  " * r["depth"] + r["op"]} for r in rows]
     out: Dict[str, Any] = {"path": args.path, "record_shapes": report.record_shapes, "ops": _top(rows, args.top)}
     if not report.record_shapes:
         print(f"note: {sh.NO_SHAPES}", file=sys.stderr)
@@ -124,7 +134,7 @@ def _print_rows(rows: List[Dict[str, Any]], columns, title: str) -> None:
 def _display(r: Dict[str, Any]) -> Dict[str, Any]:
     """Text cells for the fixed-width table: times in ms, FLOPs in GFLOP, percentages, locations."""
     out = dict(r)
-    for src, dst in (("cpu_us", "cpu_ms"), ("device_us", "device_ms")):
+    for src, dst in (("cpu_us", "cpu_ms"), ("device_us", "device_ms"), ("self_us", "self_ms")):
         if src in r:
             out[dst] = None if r[src] is None else f"{r[src] / 1000:,.3f}"
     if "flops" in r:

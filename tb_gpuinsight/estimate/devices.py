@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from tb_gpuinsight.errors import ConfigError
 
@@ -580,3 +580,35 @@ def _whole(v: Any) -> Optional[int]:
 def describe_all(rows: Iterable[DeviceSpec]) -> List[Dict[str, Any]]:
     """JSON-ready list of datasheet rows (for a "devices" listing in the UI or CLI)."""
     return [r.to_dict() for r in rows]
+
+
+# Kernel-name prefixes that give away the GPU architecture a trace ran on, newest first: a GPU runs kernels built
+# for older architectures (an H100 runs `cutlass_80_*`), never newer ones, so the newest architecture seen wins.
+# Each suggests the architecture's most common datasheet row; the user confirms or picks another in the UI.
+_ARCH_HINTS: Tuple[Tuple["re.Pattern[str]", str, str], ...] = (
+    (re.compile(r"^sm100_|_sm100_|cutlass_100_"), "NVIDIA B200 (HGX, 1000 W)", "Blackwell (sm100) kernel names"),
+    (re.compile(r"^sm90_|_sm90_|cutlass_90_|wgmma|warpgroup"), "NVIDIA H100 SXM5 80GB", "Hopper (sm90) kernel names"),
+    (re.compile(r"^sm89_|cutlass_89_"), "NVIDIA L40S", "Ada (sm89) kernel names"),
+    (re.compile(r"^sm86_|cutlass_86_"), "NVIDIA A10", "Ampere (sm86) kernel names"),
+    (re.compile(r"^sm80_|^ampere_|_ampere_|cutlass_80_|cudnn_ampere"), "NVIDIA A100 SXM4 80GB",
+     "Ampere (sm80) kernel names (ampere_*, sm80_*)"),
+    (re.compile(r"^sm75_|^turing_|_turing_|cutlass_75_"), "NVIDIA T4", "Turing (sm75) kernel names"),
+    (re.compile(r"^sm70_|^volta_|_volta_|cutlass_70_"), "NVIDIA Tesla V100 SXM2 32GB", "Volta (sm70) kernel names (volta_*)"),
+    (re.compile(r"ISA950|gfx950"), "AMD Instinct MI355X", "gfx950 (CDNA4) Tensile kernel names"),
+    (re.compile(r"ISA942|gfx942"), "AMD Instinct MI300X", "gfx942 (CDNA3) Tensile kernel names"),
+    (re.compile(r"ISA90a|gfx90a"), "AMD Instinct MI250X (one GCD)",
+     "gfx90a (CDNA2: MI210 / MI250 / MI250X) Tensile kernel names"),
+)
+
+
+def device_hint(kernel_names: Iterable[str], datasheet: Optional[Sequence[DeviceSpec]] = None,
+                short_name: Callable[[str], str] = lambda n: n) -> Optional[Dict[str, str]]:
+    """The datasheet row a trace's kernel names point to ({"name", "why", "example"}), or None: for a device the
+    trace does not name (2021 traces, down-sampled traces) or names ambiguously."""
+    names = list(kernel_names)
+    known = {r.name for r in (datasheet if datasheet is not None else load_datasheet())}
+    for pattern, row, why in _ARCH_HINTS:
+        hit = next((n for n in names if pattern.search(n)), None)
+        if hit is not None and row in known:
+            return {"name": row, "why": why, "example": short_name(hit)[:100]}
+    return None

@@ -155,6 +155,11 @@ def _registry() -> dict | None:
     return flop_registry
 
 
+def torch_available() -> bool:
+    """Whether torch's FLOP formulas can be used here (without torch every FLOP count is unknown)."""
+    return _registry() is not None
+
+
 def _packet(op: str) -> Any:
     try:
         import torch

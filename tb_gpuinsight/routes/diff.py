@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict
 
-from ..analysis.diff import BYS, MATCHES, diff
+from ..analysis.diff import BYS, MATCHES, describe_for_diff, diff, most_comparable
 from ..analysis.efficiency import AUTO
+from ..errors import GpuInsightError
 from ..estimate.devices import DTYPES
 from . import params
 
@@ -13,7 +14,24 @@ _SORTS = ("impact", "delta_us", "delta_pct", "time_us_a", "time_us_b", "name", "
 
 
 def routes(plugin) -> Dict[str, Callable]:
-    return {"/diff": lambda req: diff_route(plugin, req)}
+    return {"/diff": lambda req: diff_route(plugin, req), "/diff/suggest": lambda req: suggest_route(plugin, req)}
+
+
+def suggest_route(plugin, request) -> Dict[str, Any]:
+    """The most comparable B for A = `run`/`worker`/`span` (`analysis.diff.most_comparable`), with why."""
+    a = params.selection(request)
+    spans = {}
+    for run in plugin.service.runs_json()["runs"]:
+        for w in run["workers"]:
+            spans[(run["run"], w["worker"])] = [s["span"] for s in w["spans"] if s.get("status") == "ready"]
+    return most_comparable(a, spans, lambda sel: _describe(plugin, sel))
+
+
+def _describe(plugin, sel):
+    try:
+        return describe_for_diff(plugin.service.analysis(*sel))
+    except GpuInsightError:  # not ready or failed: not a candidate
+        return None
 
 
 def diff_route(plugin, request) -> Dict[str, Any]:
@@ -21,7 +39,8 @@ def diff_route(plugin, request) -> Dict[str, Any]:
     `sort`, `order`, `offset`, `limit` shape the table. The summary and classes always cover every row."""
     dtype = params.choice(request, "dtype", (AUTO,) + tuple(DTYPES), AUTO)
     sides = [params.selection(request, prefix) for prefix in ("a_", "b_")]
-    a, b = (plugin.service.analysis(*side, dtype) for side in sides)
+    overrides = [params.device_name(request, plugin.service.datasheet(), prefix) for prefix in ("a_", "b_")]
+    a, b = (plugin.service.analysis(*side, dtype, name) for side, name in zip(sides, overrides))
     match = params.choice(request, "match", MATCHES, "normalized")
     by = params.choice(request, "by", BYS, "kernel")
     names = tuple(_label(side) for side in sides)

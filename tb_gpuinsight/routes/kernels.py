@@ -1,14 +1,16 @@
 """Routes of the Kernel efficiency tab: devices, the kernel table, roofline points, a kernel's launching ops."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from ..analysis import ranks as rk
 from ..analysis.efficiency import AUTO, Efficiency, aggregate
+from ..analysis.kernel_names import display_name
 from ..analysis.rows import SORTABLE, group_rows, name_filter, sort_order
-from ..estimate.devices import DTYPES
+from ..estimate.devices import DTYPES, DeviceSpec, device_hint
+from ..estimate.flops import torch_available
 from ..service import NotReady
 from . import params
 from .ranks import span_ranks
@@ -18,15 +20,35 @@ MAX_LIMIT = 5000
 
 def routes(plugin) -> Dict[str, Callable]:
     return {
-        "/devices": lambda req: devices(plugin.analysis(req)),
+        "/devices": lambda req: devices(plugin.analysis(req), plugin.service.datasheet()),
         "/kernels": lambda req: kernels(plugin.analysis(req), req, span_ranks(plugin, req)),
         "/roofline": lambda req: roofline(plugin.analysis(req), params.device(req)),
         "/kernel_ops": lambda req: kernel_ops(plugin.analysis(req), req),
     }
 
 
-def devices(eff: Efficiency) -> Dict[str, Any]:
-    return {"devices": eff.summary(), "dtypes": list(DTYPES)}
+def devices(eff: Efficiency, datasheet: Sequence[DeviceSpec] = ()) -> Dict[str, Any]:
+    """Device reports, plus what the device picker needs: the datasheet's rows, whether a device is unknown or
+    only matched from its properties, the name being generic or absent (`needs_pick`), the row the kernel names
+    point to (`hint`), and whether FLOP formulas are available (`torch`: without torch every FLOP count is
+    unknown)."""
+    reports = eff.summary()
+    kernels = [n for n, k in zip(eff.activities.strings["name"], _kinds_of_names(eff)) if k]
+    return {"devices": reports, "dtypes": list(DTYPES),
+            "datasheet": [spec.name for spec in datasheet],
+            "needs_pick": any(d.match.method != "name" for d in eff.devices.values()),
+            "hint": device_hint(kernels, datasheet, display_name) if datasheet else None,
+            "torch": torch_available()}
+
+
+def _kinds_of_names(eff: Efficiency) -> List[bool]:
+    """Per name code: whether any kernel (not memcpy/memset) carries it."""
+    acts = eff.activities
+    kinds = acts.strings["kind"]
+    is_kernel = np.array([k == "kernel" for k in kinds], dtype=bool)[acts["kind"]] if len(acts) else np.zeros(0, bool)
+    out = np.zeros(len(acts.strings["name"]), dtype=bool)
+    out[acts["name"][is_kernel]] = True
+    return out.tolist()
 
 
 def kernels(eff: Efficiency, request, span_rank: Optional[np.ndarray] = None) -> Dict[str, Any]:
@@ -94,8 +116,9 @@ def roofline(eff: Efficiency, device: Optional[int]) -> Dict[str, Any]:
             "peak_tflops": match.peak_tflops(dtype) if match and dtype else None,
             "dram_gbps": match.dram_gbps if match else None,
             "ridge": match.ridge_point(dtype) if match and dtype else None,
-            "points": [{**{k: r[k] for k in ("name", "intensity", "tflops", "total_us", "count", "pct_peak", "dtype",
-                                             "gbps", "bound", "over_roof", "roof_cause")},
+            "points": [{**{k: r[k] for k in ("name", "display_name", "demangled", "kernel_class", "intensity", "tflops",
+                                             "total_us", "count", "pct_peak", "dtype", "gbps", "bound", "over_roof",
+                                             "roof_cause")},
                         "name_key": params.name_key(r["name"])} for r in rows]}
 
 

@@ -73,6 +73,16 @@ def device(request) -> Optional[int]:
     return integer(request, "device", 0, 0, 1 << 16)
 
 
+def device_name(request, datasheet, prefix: str = "") -> Optional[str]:
+    """Optional `device_name`: a datasheet row's exact name, to rate the selection as that device."""
+    name = text(request, prefix + "device_name")
+    if not name:
+        return None
+    if name not in {spec.name for spec in datasheet}:
+        raise BadRequest(f"parameter {prefix}device_name: {name!r} is not a datasheet device")
+    return name
+
+
 def selection(request, prefix: str = "") -> Tuple[str, str, str]:
     """(run, worker, span) from `run`, `worker`, `span` (span defaults to "all"); with a prefix, e.g. `a_run`."""
     return (text(request, prefix + "run", required=True), text(request, prefix + "worker", required=True),

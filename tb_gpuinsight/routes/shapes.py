@@ -1,9 +1,13 @@
 """Routes of the Tensor shapes tab: op groups by input shapes, the tensors of a tensor.trace, an op's shape mix.
 
-    /op_shapes           ?run&worker&span[&filter&sort&order&offset&limit]
-                         -> {record_shapes, message, spans, total, rows: [{op, shape, input_dims, input_types,
-                             concrete_inputs, calls, cpu_us, mean_cpu_us, device_us, kernels, flops, flops_reason,
-                             tflops, pct_peak, dtype, peak_tflops}]}
+    /op_shapes           ?run&worker&span[&view=flat|tree&leaf=1|0&filter&sort&order&offset&limit]
+                         -> {record_shapes, message, spans, view, total, device_us, rows: [{op, shape, input_dims,
+                             input_types, concrete_inputs, calls, cpu_us, mean_cpu_us, device_us (total), self_us,
+                             leaf, id, parent, depth (tree), kernels, flops, flops_reason, tflops, pct_peak, dtype,
+                             peak_tflops}]}
+                         flat: leaf ops only by default (leaf=0: every op); tree: parents before children, a
+                         filter keeps its hits and their ancestors; `device_us` of the answer is the sum of self
+                         times, the selection's device time counted once.
     /tensors             ?run&worker&span[&filter&sort&order&offset&limit]
                          -> {has_tensor_trace, message, files: [{file, records, lines, errors}], errors: [{file, line,
                              reason}], error_count, matched, total, rows: [{kind, t_ms, ts, shape, ndim, numel, bytes,
@@ -32,7 +36,7 @@ from .lru import Lru
 
 MAX_LIMIT = 5000
 LRU_SIZE = 32
-OP_SORTABLE = ("op", "shape", "calls", "cpu_us", "mean_cpu_us", "device_us", "kernels", "flops", "tflops",
+OP_SORTABLE = ("op", "shape", "calls", "cpu_us", "mean_cpu_us", "device_us", "self_us", "kernels", "flops", "tflops",
                "pct_peak", "dtype")
 
 
@@ -110,13 +114,20 @@ def op_shapes(sel: Selected, request) -> Dict[str, Any]:
     """A page of the op groups, filtered by op name or shape text and sorted on the server."""
     rows = sh.merge_groups(s.groups for s in sel.spans)
     record_shapes = any(s.record_shapes for s in sel.spans)
+    view = params.choice(request, "view", ("flat", "tree"), "flat")
+    leaf_only = params.choice(request, "leaf", ("1", "0"), "1") == "1"
     needle = params.text(request, "filter", default="").lower()
-    if needle:
-        rows = [r for r in rows if needle in r["op"].lower() or needle in r["shape"].lower()]
+    hits = [r for r in rows if needle in r["op"].lower() or needle in r["shape"].lower()] if needle else rows
     sort, descending, offset, limit = _page(request, "device_us", OP_SORTABLE)
-    rows = sort_rows(rows, sort, descending)
+    if view == "tree":
+        page = sh.tree_rows(rows, [r["id"] for r in hits] if needle else None)
+        total, page = len(page), page[:MAX_LIMIT]
+    else:
+        hits = sort_rows([r for r in hits if r["leaf"]] if leaf_only else hits, sort, descending)
+        total, page = len(hits), hits[offset: offset + limit]
     return {"record_shapes": record_shapes, "message": None if record_shapes else sh.NO_SHAPES,
-            "spans": len(sel.spans), "total": len(rows), "rows": [_json_safe(r) for r in rows[offset: offset + limit]]}
+            "spans": len(sel.spans), "view": view, "total": total,
+            "device_us": sum(r["self_us"] or 0.0 for r in rows), "rows": [_json_safe(r) for r in page]}
 
 
 def sort_rows(rows: List[Dict[str, Any]], key: str, descending: bool) -> List[Dict[str, Any]]:

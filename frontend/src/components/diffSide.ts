@@ -18,24 +18,6 @@ export function sameSelection(a: Selection, b: Selection): boolean {
   return a.run === b.run && a.worker === b.worker && a.span === b.span;
 }
 
-/**
- * A default B for baseline `a`: another run, preferring one with a worker of the same name (the same machine,
- * likely the same experiment), then another span of the same worker; `a` itself when there is nothing else.
- */
-export function defaultOther(runs: readonly RunInfo[], a: Selection): Selection {
-  const others = runs.filter((r) => r.run !== a.run && r.workers.length > 0 && r.status !== "error");
-  const sameWorker = others.find((r) => r.workers.some((w) => w.worker === a.worker));
-  const run = sameWorker ?? others[0];
-  if (run) {
-    const worker = run.workers.find((w) => w.worker === a.worker) ?? run.workers[0];
-    return { run: run.run, worker: worker.worker, span: ALL_SPANS };
-  }
-  const spans = runs.find((r) => r.run === a.run)?.workers.find((w) => w.worker === a.worker)?.spans ?? [];
-  const other = spans.find((s) => s.span !== a.span);
-  if (other) return { ...a, span: a.span === ALL_SPANS && spans.length > 1 ? spans[spans.length - 1].span : other.span };
-  return a;
-}
-
 export class DiffSide {
   readonly el: HTMLElement;
   private runSel: HTMLSelectElement;

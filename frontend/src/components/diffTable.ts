@@ -2,7 +2,7 @@
 // remote (server-side) sorting and pagination (see remoteTable.ts). Cells are DOM nodes filled through textContent
 // (see kernelTable.ts).
 import type { CellComponent, ColumnDefinition } from "tabulator-tables";
-import { isAbort, type DiffResponse, type DiffRow, type DiffSort, type Order } from "../api";
+import { isAbort, type DiffBy, type DiffResponse, type DiffRow, type DiffSort, type Order } from "../api";
 import { h } from "../dom";
 import { count, isKnown, pct, sig, time } from "../format";
 import { deltaClass, noiseTitle, signedPct, signedTime, spreadText, statusTag } from "./diffFormat";
@@ -18,6 +18,10 @@ export interface DiffPageRequest {
 
 export interface DiffTableOptions {
   pageSize: number;
+  /** Rows per kernel or per op + shapes: in op mode Calls are op calls and launches get their own column. */
+  by: DiffBy;
+  /** Some side has several spans: the Noise column has something to say. */
+  noise: boolean;
   /** Fetch one page; the caller adds the two sides and the filters. */
   fetchPage(req: DiffPageRequest): Promise<DiffResponse>;
   onLoaded(res: DiffResponse, sort: DiffSort): void;
@@ -61,7 +65,7 @@ export class DiffTable {
     const pair = (
       title: string,
       tip: string,
-      key: "count" | "time_us" | "tflops" | "pct_peak",
+      key: "count" | "launches" | "time_us" | "tflops" | "pct_peak",
       width: number,
       show: (v: number, r: DiffRow, side: "a" | "b") => HTMLElement,
       why: string,
@@ -76,7 +80,7 @@ export class DiffTable {
         hozAlign: key === "pct_peak" ? "left" : "right",
         headerSort: sortable,
         titleFormatter: header(side.toUpperCase(), `${tip}: ${side === "a" ? "baseline (A)" : "compare (B)"}`),
-        formatter: sideCell(side, (r) => r[`${key}_${side}`], (v, r) => show(v, r, side), why),
+        formatter: sideCell(side, (r) => r[`${key}_${side}`] ?? null, (v, r) => show(v, r, side), why),
       })),
     });
 
@@ -84,34 +88,47 @@ export class DiffTable {
       {
         title: "Name",
         field: "name",
-        minWidth: 260,
+        minWidth: opts.by === "op" ? 180 : 240,
         widthGrow: 4,
         headerSortStartingDir: "asc",
-        titleFormatter: header("Name", "Kernel name (or launching op with its input shapes), as matched across the two sides"),
-        formatter: fmt((r) => cellText(r.name, r.name, "cell-text cell-name")),
+        titleFormatter: header("Name", "Kernel name (or launching op with its input shapes), as matched across the two sides; hover for the full name"),
+        formatter: fmt((r) => cellText(r.display_name ?? r.name, r.demangled ?? r.name, "cell-text cell-name")),
       },
       {
         title: "Class",
         field: "class",
-        width: 104,
+        width: 94,
         headerSortStartingDir: "asc",
-        titleFormatter: header("Class", "Kernel class: GEMM, attention, convolution, elementwise, reduction…"),
+        titleFormatter: header("Class", "Kernel class: GEMM, attention, conv, elementwise, reduction, norm, communication, memcpy, memset, other"),
         formatter: fmt((r) => cellText(r.class)),
       },
       {
         title: "Status",
         field: "status",
-        width: 84,
+        width: 80,
         headerSortStartingDir: "asc",
         titleFormatter: header("Status", "both sides, added (only in B) or removed (only in A)"),
         formatter: fmt((r) => statusTag(r.status)),
       },
-      pair("Calls", "Calls per span", "count", 62, (v) => cellText(calls(v)), "unknown", false),
-      pair("Time", "GPU time per span", "time_us", 82, (v, r, side) => cellText(time(v), spreadText(side === "a" ? r.spread_a : r.spread_b)), "unknown", true),
+      ...(opts.by === "op"
+        ? [
+            pair("Calls", "Op calls per span (one call may launch several kernels)", "count", 54, (v) => cellText(calls(v)), "no launching op", false),
+            {
+              title: "Launches",
+              field: "launches_b",
+              width: 88,
+              hozAlign: "right",
+              headerSort: false,
+              titleFormatter: header("Launches", "Kernel launches per span, A → B (an op call may launch several kernels)"),
+              formatter: fmt((r) => cellText(`${calls(r.launches_a ?? null) || "–"} → ${calls(r.launches_b ?? null) || "–"}`)),
+            } as ColumnDefinition,
+          ]
+        : [pair("Calls", "Kernel launches per span", "count", 58, (v) => cellText(calls(v)), "unknown", false)]),
+      pair("Time", "GPU time per span", "time_us", 80, (v, r, side) => cellText(time(v), spreadText(side === "a" ? r.spread_a : r.spread_b)), "unknown", true),
       {
         title: "Δ time",
         field: "delta_us",
-        width: 96,
+        width: 90,
         hozAlign: "right",
         titleFormatter: header("Δ time", "B − A per span: green is faster in B, red is slower"),
         formatter: fmt((r) =>
@@ -132,32 +149,36 @@ export class DiffTable {
             : h("span", { class: "cell-text " + deltaClass(r.delta_us, r.time_us_a), text: signedPct(r.delta_pct) }),
         ),
       },
-      pair("TFLOP/s", "Achieved TFLOP/s", "tflops", 70, (v) => cellText(sig(v)), "no FLOP estimate for this kernel", false),
+      pair("TFLOP/s", "Achieved TFLOP/s", "tflops", 62, (v) => cellText(sig(v)), "no FLOP estimate for this kernel", false),
       pair(
         "% of peak",
         "Achieved TFLOP/s as a share of the datasheet peak for the kernel's dtype",
         "pct_peak",
-        108,
+        96,
         (v, r, side) => pctBar(v, "pbar-compute", `${pct(v)} of ${(side === "a" ? r.dtype_a : r.dtype_b) ?? ""} peak`),
         "no FLOP estimate or no datasheet peak",
         false,
       ),
-      {
-        title: "Noise",
-        field: "within_noise",
-        width: 62,
-        hozAlign: "center",
-        headerSort: false,
-        titleFormatter: header("Noise", "≈: the change is within the spread between spans (hover for the spreads)"),
-        formatter: fmt((r) =>
-          r.within_noise === true
-            ? h("span", { class: "noise-mark", text: "≈", title: noiseTitle(r) })
-            : r.within_noise === false
-              ? h("span", { class: "muted", text: "", title: "The change is larger than the spread between spans" })
-              : h("span", { class: "cell-unknown", text: "", title: "No spread: a side has a single span" }),
-        ),
-      },
     ];
+    if (opts.noise) {
+      columns.push(
+        {
+          title: "Noise",
+          field: "within_noise",
+          width: 62,
+          hozAlign: "center",
+          headerSort: false,
+          titleFormatter: header("Noise", "≈: the change is within the spread between spans (hover for the spreads)"),
+          formatter: fmt((r) =>
+            r.within_noise === true
+              ? h("span", { class: "noise-mark", text: "≈", title: noiseTitle(r) })
+              : r.within_noise === false
+                ? h("span", { class: "muted", text: "", title: "The change is larger than the spread between spans" })
+                : h("span", { class: "cell-unknown", text: "", title: "No spread: a side has a single span" }),
+          ),
+        },
+      );
+    }
 
     this.table = new RemoteTable<DiffRow, DiffResponse>(container, {
       columns,

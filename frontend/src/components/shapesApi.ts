@@ -10,7 +10,16 @@ export interface OpShapeRow {
   calls: number;
   cpu_us: number;
   mean_cpu_us: number;
+  /** Total device time: what its calls and their child ops launched. */
   device_us: number | null;
+  /** Device time of what its calls launched themselves (child ops excluded). */
+  self_us: number | null;
+  /** No call of it encloses a child op with device time. */
+  leaf: boolean;
+  id: string;
+  parent: string | null;
+  /** Depth in the op tree (tree view only). */
+  depth?: number;
   kernels: number;
   flops: number | null;
   flops_reason: string;
@@ -19,6 +28,8 @@ export interface OpShapeRow {
   dtype: string | null;
   peak_tflops: number | null;
 }
+
+export type OpView = "leaf" | "all" | "tree";
 
 export interface TensorRow {
   kind: "call" | "ret";
@@ -47,6 +58,9 @@ export interface OpShapesResponse extends Page<OpShapeRow> {
   record_shapes: boolean;
   message: string | null;
   spans: number;
+  view: "flat" | "tree";
+  /** Device time of the selection's ops, each microsecond once (the sum of self times). */
+  device_us: number;
 }
 
 export interface TensorsResponse extends Page<TensorRow> {
@@ -88,8 +102,10 @@ type Query = Record<string, string | number>;
 const sel = (s: Selection): Query => ({ run: s.run, worker: s.worker, span: s.span });
 
 export const shapesApi = {
-  opShapes: (s: Selection, q: PageQuery, signal?: AbortSignal) =>
-    getJson<OpShapesResponse>("op_shapes", { ...sel(s), ...q }, signal),
+  opShapes: (s: Selection, q: PageQuery, leafOnly: boolean, signal?: AbortSignal) =>
+    getJson<OpShapesResponse>("op_shapes", { ...sel(s), ...q, view: "flat", leaf: leafOnly ? "1" : "0" }, signal),
+  opTree: (s: Selection, filter: string, signal?: AbortSignal) =>
+    getJson<OpShapesResponse>("op_shapes", { ...sel(s), filter, view: "tree" }, signal),
   tensors: (s: Selection, q: PageQuery, signal?: AbortSignal) =>
     getJson<TensorsResponse>("tensors", { ...sel(s), ...q }, signal),
   distribution: (s: Selection, op: string, signal?: AbortSignal) =>

@@ -30,7 +30,7 @@ export interface ShapesTableOptions<T> {
   key?(row: T): string;
 }
 
-function toColumn<T>(c: ShapesColumn<T>): ColumnDefinition {
+export function toColumn<T>(c: ShapesColumn<T>): ColumnDefinition {
   // Tabulator reads a present-but-undefined width as a width: set only the sizing keys that have values.
   const size: Partial<ColumnDefinition> = c.grow ? { minWidth: 160, widthGrow: c.grow } : { width: c.width };
   return {

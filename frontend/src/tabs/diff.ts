@@ -1,5 +1,7 @@
 // Diff tab: two selections (run / worker / span, or all spans of a worker) compared kernel by kernel or op by op:
 // a summary strip, kernel time per class as a chart, and a table of rows with both sides' figures and the deltas.
+// B starts as the server's most comparable selection (or none, with a prompt); when kernel names barely match
+// (another vendor), a banner offers "Op + shapes"; a side that stays unreadable stops the retries with its reason.
 import {
   api,
   ApiError,
@@ -21,7 +23,8 @@ import { figure } from "../components/deviceCard";
 import { DiffChart } from "../components/diffChart";
 import { DiffDetails } from "../components/diffDetails";
 import { deltaClass, signedPct, signedTime } from "../components/diffFormat";
-import { defaultOther, DiffSide, reconcileSide, sameSelection } from "../components/diffSide";
+import { DiffSide, reconcileSide, sameSelection } from "../components/diffSide";
+import { suggestB } from "../components/diffSuggest";
 import { DiffTable, type DiffPageRequest } from "../components/diffTable";
 import { emptyState, errorState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { debounce, field, h, replace, select } from "../dom";
@@ -31,6 +34,8 @@ import type { TabDef, TabView } from "./types";
 
 const PAGE_SIZE = 100;
 const RETRY_MS = 2000;
+/** A side still unreadable after this many tries (30 s), or one whose file is broken, stops the retries. */
+const MAX_TRIES = 15;
 
 interface DiffState {
   a: Selection;
@@ -65,13 +70,17 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-/** Call `fn` until it stops answering 503 (a side is still being read), every 2 s, telling `onWait` why. */
+/** Call `fn` while it answers 503 (a side is still being read), every 2 s, telling `onWait` why; give up with the
+ * server's reason when a file is broken ("waiting": it failed to parse) or after MAX_TRIES. */
 async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, onWait: (why: string) => void): Promise<T> {
-  for (;;) {
+  for (let tries = 1; ; tries++) {
     try {
       return await fn();
     } catch (err) {
       if (!(err instanceof ApiError) || err.status !== 503 || signal.aborted) throw err;
+      if (/ is waiting\b|: .*(error|failed)/i.test(err.message) || tries >= MAX_TRIES) {
+        throw new ApiError(`${err.message} (gave up after ${tries} ${tries === 1 ? "try" : "tries"})`, err.status);
+      }
       onWait(err.message);
       await sleep(RETRY_MS, signal);
     }
@@ -107,6 +116,9 @@ class DiffView implements TabView {
   private sideB: DiffSide;
   private pinBox = h("input", { attrs: { type: "checkbox", "aria-label": "Pin A" } });
   private hint = h("div", { class: "diff-hint muted small" });
+  /** Why nothing was picked as B ("" when B was suggested or chosen). */
+  private noB = "";
+  private bNote = h("div", { class: "diff-b-note muted small" });
   private result = h("div", { class: "diff-result" });
   private tableStatus = h("div", { class: "table-status" });
   private table: DiffTable | null = null;
@@ -134,7 +146,11 @@ class DiffView implements TabView {
     this.details = new DiffDetails(() => this.closeDetails());
     this.sideA = new DiffSide("Baseline", "A", sel, (a) => this.store.set({ a, pinned: true }),
       h("label", { class: "diff-pin", title: "Keep A when the header's selection changes" }, this.pinBox, h("span", { text: "Pin A" })));
-    this.sideB = new DiffSide("Compare", "B", sel, (b) => this.store.set({ b }));
+    this.sideB = new DiffSide("Compare", "B", sel, (b) => {
+      this.noB = ""; // chosen by hand: no longer the suggestion
+      replace(this.bNote);
+      this.store.set({ b });
+    });
     this.pinBox.addEventListener("change", () => {
       const pinned = this.pinBox.checked;
       this.store.set(pinned ? { pinned } : { pinned, a: reconcileSide(this.runs, this.header) });
@@ -221,6 +237,7 @@ class DiffView implements TabView {
           "section",
           { class: "panel diff-pick" },
           h("div", { class: "diff-sides" }, this.sideA.el, swap, this.sideB.el),
+          this.bNote,
           this.hint,
           controls,
         ),
@@ -236,12 +253,27 @@ class DiffView implements TabView {
     replace(this.result, loadingState("Looking for runs…"));
     if (!(await this.loadRuns())) return;
     const a = reconcileSide(this.runs, this.header);
+    const b = await this.suggested(a);
+    if (this.controller.signal.aborted) return;
     const before = this.store.get();
-    this.store.set({ a, b: defaultOther(this.runs, a) }); // compares through onChange when a side changed
+    this.store.set({ a, b }); // compares through onChange when a side changed
     if (this.store.get() === before) {
       this.renderSides();
       void this.load();
     }
+  }
+
+  /** The server's most comparable B for A, or A itself (nothing picked: the result area asks for a B). */
+  private async suggested(a: Selection): Promise<Selection> {
+    let pick: { b: Selection | null; why: string };
+    try {
+      pick = await suggestB(a, this.controller.signal);
+    } catch (err) {
+      pick = { b: null, why: `no suggestion (${message(err)})` };
+    }
+    this.noB = pick.b ? "" : pick.why;
+    replace(this.bNote, pick.b ? `B: ${pick.why}.` : "");
+    return pick.b ? reconcileSide(this.runs, pick.b) : a;
   }
 
   private async loadRuns(): Promise<boolean> {
@@ -294,11 +326,12 @@ class DiffView implements TabView {
     this.teardownResult();
     const s = this.store.get();
     if (sameSelection(s.a, s.b)) {
+      const why = this.noB ? `Nothing comparable was found: ${this.noB}. ` : "A and B are the same run, worker and span. ";
       replace(
         this.result,
         emptyState(
-          "Pick two different selections",
-          "A and B are the same run, worker and span. Choose another run, worker or span for B (or A) above: two runs, two spans of one run, or one span against all spans of its worker.",
+          "Pick B to compare with",
+          `${why}Choose a run, worker or span for B above: two runs, two spans of one run, or one span against all spans of its worker.`,
         ),
       );
       return;
@@ -345,6 +378,7 @@ class DiffView implements TabView {
     const tableHost = h("div", { class: "table-host" });
     replace(
       this.result,
+      sum.suggest ? this.suggestBanner(sum.suggest.why) : null,
       sameDevices(sum.devices_a, sum.devices_b)
         ? null
         : h(
@@ -381,11 +415,27 @@ class DiffView implements TabView {
     this.chart.setData(res.classes, sum.name_a, sum.name_b);
     this.table = new DiffTable(tableHost, {
       pageSize: PAGE_SIZE,
+      by: sum.by,
+      noise: (sum.spans_a ?? 1) > 1 || (sum.spans_b ?? 1) > 1,
       fetchPage: (req) => this.fetchPage(req),
       onLoaded: (page, sort) => this.showTableStatus(page, sort),
       onSelect: (row) => this.openDetails(row),
       onError: (msg) => replace(this.tableStatus, inlineError(msg)),
     });
+  }
+
+  private suggestBanner(why: string): HTMLElement {
+    return h(
+      "div",
+      { class: "banner banner-info diff-suggest", attrs: { role: "note" } },
+      h("span", { text: `${why[0].toUpperCase()}${why.slice(1)}. ` }),
+      h("button", {
+        class: "btn btn-small",
+        text: "Compare by op + shapes",
+        attrs: { type: "button" },
+        on: { click: () => this.store.set({ by: "op" }) },
+      }),
+    );
   }
 
   private fetchPage(req: DiffPageRequest): Promise<DiffResponse> {

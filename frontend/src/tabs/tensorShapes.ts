@@ -1,10 +1,12 @@
-// Tensor shapes tab: ops grouped by input shapes (Kineto trace), the shape distribution of a selected op (chart),
-// and the tensors of the span's tensor.trace joined to its ops.
+// Tensor shapes tab: ops grouped by input shapes (Kineto trace) as a flat list (leaf ops by default: each device
+// microsecond once) or as the op tree (total and self device time), the shape distribution of a selected op
+// (chart), and the tensors of the span's tensor.trace joined to its ops.
 import { isAbort, type Selection } from "../api";
 import { cellText, pctBar, unknown } from "../components/kernelTable";
-import { shapesApi, type OpShapeRow, type TensorRow, type TensorsResponse } from "../components/shapesApi";
+import { shapesApi, type OpShapeRow, type OpShapesResponse, type OpView, type TensorRow, type TensorsResponse } from "../components/shapesApi";
 import { ShapeChart } from "../components/shapesChart";
 import { ShapesTable, type ShapesColumn } from "../components/shapesTable";
+import { ShapesTree } from "../components/shapesTree";
 import { emptyState, inlineError } from "../components/states";
 import { debounce, h, replace } from "../dom";
 import { bytes, count, flop, pct, sig, time } from "../format";
@@ -12,6 +14,11 @@ import { timelineButton } from "../nav";
 import type { TabDef, TabView } from "./types";
 
 const PAGE = 100;
+const VIEWS: { id: OpView; label: string; tip: string }[] = [
+  { id: "leaf", label: "Leaf ops", tip: "Ops that launch their kernels themselves: each device microsecond counted once" },
+  { id: "all", label: "All ops", tip: "Every op group: a parent's device time includes its child ops', so sums count it several times" },
+  { id: "tree", label: "Tree", tip: "Ops nested parent -> children, with total and self device time" },
+];
 
 function types(row: OpShapeRow): string {
   return Array.isArray(row.input_types) ? row.input_types.filter((t) => t).join(", ") : "";
@@ -23,7 +30,8 @@ const OP_COLUMNS: ShapesColumn<OpShapeRow>[] = [
   { field: "dtype", title: "dtype", tip: "Input types of the op (hover for all)", text: true, width: 90, render: (r) => (r.dtype ? cellText(r.dtype, types(r)) : cellText(types(r) || "—", types(r))) },
   { field: "calls", title: "Calls", tip: "Number of calls with these shapes", right: true, width: 70, render: (r) => cellText(count(r.calls)) },
   { field: "cpu_us", title: "CPU time", tip: "Total wall time of the op on the CPU (hover: mean)", right: true, width: 90, render: (r) => cellText(time(r.cpu_us), `mean ${time(r.mean_cpu_us)}`) },
-  { field: "device_us", title: "Device time", tip: "GPU time of the kernels the op (or its child ops) launched", right: true, width: 100, render: (r) => (r.device_us == null ? unknown("no GPU kernel launched by this op") : cellText(time(r.device_us), `${count(r.kernels)} kernels`)) },
+  { field: "device_us", title: "Device", tip: "Total device time: GPU time of the kernels the op and its child ops launched", right: true, width: 96, render: (r) => (r.device_us == null ? unknown("no GPU kernel launched by this op") : cellText(time(r.device_us), `${count(r.kernels)} ${r.kernels === 1 ? "kernel" : "kernels"}`)) },
+  { field: "self_us", title: "Self", tip: "Self device time: GPU time of the kernels the op launched itself (child ops excluded); self times add up to the device time once", right: true, width: 86, render: (r) => (r.self_us == null ? unknown("no GPU kernel launched by this op") : cellText(time(r.self_us))) },
   { field: "flops", title: "FLOPs", tip: "Estimated FLOPs of all calls, from the shapes", right: true, width: 100, render: (r) => (r.flops == null ? unknown(r.flops_reason || "no FLOP formula for this op") : cellText(flop(r.flops))) },
   { field: "tflops", title: "TFLOP/s", tip: "FLOPs / device time", right: true, width: 86, render: (r) => (r.tflops == null ? unknown(r.flops == null ? r.flops_reason || "FLOPs unknown" : "no device time") : cellText(sig(r.tflops))) },
   { field: "pct_peak", title: "% of peak", tip: "Achieved TFLOP/s as a share of the device's datasheet peak for the dtype", width: 116, render: (r) => (r.pct_peak == null ? unknown("no device time, FLOPs or peak") : pctBar(r.pct_peak, "pbar-compute", `${pct(r.pct_peak)} of ${r.dtype ?? ""} peak`)) },
@@ -63,8 +71,11 @@ function panel(title: string, ...body: (Node | null)[]): HTMLElement {
 class TensorShapesView implements TabView {
   private controller = new AbortController();
   private opFilter = "";
+  private opView: OpView = "leaf";
   private tensorFilter = "";
   private ops: ShapesTable<OpShapeRow> | null = null;
+  private tree: ShapesTree | null = null;
+  private viewButtons = h("div", { class: "view-switch", attrs: { role: "group", "aria-label": "Op view" } });
   private tensors: ShapesTable<TensorRow> | null = null;
   private chart: ShapeChart | null = null;
   private opsStatus = h("div", { class: "table-status" });
@@ -81,8 +92,10 @@ class TensorShapesView implements TabView {
   private build(): void {
     const opBox = filterBox("Filter ops or shapes…", (v) => {
       this.opFilter = v;
-      void this.ops?.reload();
+      if (this.opView === "tree") void this.showTree();
+      else void this.ops?.reload();
     });
+    this.renderViewButtons();
     const tensorBox = filterBox("Filter names, functions, files…", (v) => {
       this.tensorFilter = v;
       void this.tensors?.reload();
@@ -92,27 +105,13 @@ class TensorShapesView implements TabView {
       h(
         "div",
         { class: "shapes" },
-        panel("Ops by input shapes", h("div", { class: "controls" }, opBox), this.opsStatus, this.opsHost),
+        panel("Ops by input shapes", h("div", { class: "controls" }, this.viewButtons, opBox), this.opsStatus, this.opsHost),
         panel("Shape distribution", this.chartStatus, this.chartHost),
         panel("Tensors (tensor.trace)", h("div", { class: "controls" }, tensorBox), this.tensorStatus, this.tensorHost),
       ),
     );
     replace(this.chartStatus, h("span", { class: "muted small", text: "Click an op row to see the distribution of its input shapes." }));
-    this.ops = new ShapesTable<OpShapeRow>(this.opsHost, {
-      columns: OP_COLUMNS,
-      sort: "device_us",
-      order: "desc",
-      pageSize: PAGE,
-      noun: "ops",
-      key: (r) => r.op,
-      onClick: (r) => void this.showDistribution(r.op),
-      onError: (m) => replace(this.opsStatus, inlineError(m)),
-      fetchPage: async (sort, order, offset, limit) => {
-        const res = await shapesApi.opShapes(this.sel, { filter: this.opFilter, sort, order, offset, limit }, this.controller.signal);
-        this.opsLoaded(res.total, res.record_shapes, res.message);
-        return res;
-      },
-    });
+    this.showOps();
     this.tensors = new ShapesTable<TensorRow>(this.tensorHost, {
       columns: TENSOR_COLUMNS,
       sort: "t_ms",
@@ -128,9 +127,82 @@ class TensorShapesView implements TabView {
     });
   }
 
-  private opsLoaded(total: number, recordShapes: boolean, message: string | null): void {
-    const text = `${count(total)} op groups (name + input shapes + dtypes)${this.opFilter ? ` matching “${this.opFilter}”` : ""} · device time includes child ops`;
-    replace(this.opsStatus, recordShapes ? h("span", { class: "muted", text }) : emptyState("No shapes recorded", message ?? "profile with record_shapes=True"));
+  private renderViewButtons(): void {
+    replace(
+      this.viewButtons,
+      ...VIEWS.map((v) => {
+        const b = h("button", { class: "btn btn-small", text: v.label, attrs: { type: "button", title: v.tip, "aria-pressed": String(v.id === this.opView), "data-view": v.id } });
+        b.addEventListener("click", () => this.setView(v.id));
+        return b;
+      }),
+    );
+  }
+
+  private setView(view: OpView): void {
+    if (view === this.opView) return;
+    this.opView = view;
+    this.renderViewButtons();
+    this.showOps();
+  }
+
+  /** The op table of the current view: a server-paged flat table, or the whole tree. */
+  private showOps(): void {
+    this.ops?.destroy();
+    this.tree?.destroy();
+    this.ops = this.tree = null;
+    replace(this.opsHost);
+    if (this.opView === "tree") {
+      void this.showTree();
+      return;
+    }
+    const leafOnly = this.opView === "leaf";
+    this.ops = new ShapesTable<OpShapeRow>(this.opsHost, {
+      columns: OP_COLUMNS,
+      sort: "device_us",
+      order: "desc",
+      pageSize: PAGE,
+      noun: "ops",
+      key: (r) => r.id,
+      onClick: (r) => void this.showDistribution(r.op),
+      onError: (m) => replace(this.opsStatus, inlineError(m)),
+      fetchPage: async (sort, order, offset, limit) => {
+        const res = await shapesApi.opShapes(this.sel, { filter: this.opFilter, sort, order, offset, limit }, leafOnly, this.controller.signal);
+        this.opsLoaded(res);
+        return res;
+      },
+    });
+  }
+
+  private async showTree(): Promise<void> {
+    replace(this.opsStatus, h("span", { class: "muted", text: "Loading the op tree…" }));
+    try {
+      const res = await shapesApi.opTree(this.sel, this.opFilter, this.controller.signal);
+      if (this.opView !== "tree") return;
+      this.tree?.destroy();
+      replace(this.opsHost);
+      this.tree = new ShapesTree(this.opsHost, OP_COLUMNS, res.rows, (r) => void this.showDistribution(r.op));
+      this.opsLoaded(res);
+    } catch (err) {
+      if (this.controller.signal.aborted || isAbort(err)) return;
+      replace(this.opsStatus, inlineError(err instanceof Error ? err.message : String(err)));
+    }
+  }
+
+  private opsLoaded(res: OpShapesResponse): void {
+    if (!res.record_shapes) {
+      replace(this.opsStatus, emptyState("No shapes recorded", res.message ?? "profile with record_shapes=True"));
+      return;
+    }
+    const what = this.opView === "leaf" ? "leaf op groups" : "op groups";
+    const groups = `${count(res.total)} ${res.total === 1 ? what.replace("groups", "group") : what} (name + input shapes + dtypes)${this.opFilter ? ` matching “${this.opFilter}”` : ""}`;
+    const note =
+      this.opView === "all"
+        ? "total device time includes child ops: sums count it more than once"
+        : this.opView === "tree"
+          ? "total = self + children"
+          : "each device microsecond counted once";
+    const device = res.device_us > 0 ? `device time ${time(res.device_us)} · ${note}` : "no GPU kernel launched by these ops";
+    replace(this.opsStatus, h("span", { class: "muted", text: `${groups} · ${device}` }));
   }
 
   private tensorsLoaded(res: TensorsResponse): void {
@@ -172,15 +244,18 @@ class TensorShapesView implements TabView {
   private teardown(): void {
     this.controller.abort();
     this.ops?.destroy();
+    this.tree?.destroy();
     this.tensors?.destroy();
     this.chart?.destroy();
     this.ops = this.tensors = null;
+    this.tree = null;
     this.chart = null;
   }
 
   update(sel: Selection): void {
     this.teardown();
     this.sel = sel;
+    this.opFilter = this.tensorFilter = ""; // the rebuilt filter boxes start empty: so do the filters
     this.controller = new AbortController();
     this.build();
   }

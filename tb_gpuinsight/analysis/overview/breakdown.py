@@ -47,8 +47,8 @@ IDLE: Tuple[Tuple[str, str], ...] = (
 CATEGORIES: Tuple[str, ...] = tuple(k for k, _ in BUSY + IDLE)
 LABELS: Dict[str, str] = dict(BUSY + IDLE)
 COMPUTE = ("gemm", "attention", "convolution", "elementwise", "reduction", "other_kernels")
-_CLASS_KEY = {"GEMM": "gemm", "attention": "attention", "convolution": "convolution", "elementwise": "elementwise",
-              "reduction": "reduction", "communication": "communication", "other": "other_kernels"}
+_CLASS_KEY = {"GEMM": "gemm", "attention": "attention", "conv": "convolution", "elementwise": "elementwise",
+              "reduction": "reduction", "norm": "reduction", "communication": "communication", "other": "other_kernels"}
 _IDX = {k: i for i, k in enumerate(CATEGORIES)}
 
 
