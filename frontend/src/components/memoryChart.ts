@@ -10,6 +10,7 @@ import { h } from "../dom";
 import { bytes, sig } from "../format";
 import type { AllocationRow, MemoryCurve, MemoryPeak, MemoryStep, PixelSeries } from "./memoryApi";
 import { TOOLTIP_STYLE } from "./roofline";
+import { initChart } from "../theme";
 
 echarts.use([LineChart, ScatterChart, DataZoomComponent, GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent, TooltipComponent, CanvasRenderer]);
 
@@ -77,7 +78,7 @@ export class MemoryChart {
   /** `onZoom(range)` asks for the curve of a window (absolute µs), or null when zoomed out. */
   constructor(private onZoom: (range: [number, number] | null) => void) {
     this.el = h("div", { class: "memory-curve" }, this.box, this.caption);
-    this.chart = echarts.init(this.box, undefined, { renderer: "canvas" });
+    this.chart = initChart(this.box, "memory-chart");
     this.observer = new ResizeObserver(() => this.chart.resize());
     this.observer.observe(this.box);
     this.chart.on("datazoom", () => {

@@ -1,0 +1,56 @@
+// Export from the UI: CSV / JSON of a table as shown (Tabulator's download module) and a PNG of a chart (ECharts'
+// getDataURL). File names carry the shown run / worker / span, set by the shell.
+import type { ECharts } from "echarts/core";
+import { h } from "./dom";
+
+let context: string[] = [];
+
+/** What the exported files are named after: the shell's current run, worker and span. */
+export function setExportContext(parts: ReadonlyArray<string | null | undefined>): void {
+  context = parts.filter((p): p is string => !!p);
+}
+
+/** A file name safe on every OS: gpuinsight_<run>_<worker>_<span>_<what>.<ext>. */
+export function exportName(what: string, ext: string): string {
+  const base = ["gpuinsight", ...context, what].join("_").replace(/[^A-Za-z0-9._-]+/g, "-").replace(/-+/g, "-");
+  return `${base.slice(0, 180)}.${ext}`;
+}
+
+/** Save a data: or blob: URL under `filename` (the iframe's CSP allows both as download links). */
+export function saveUrl(url: string, filename: string): void {
+  const a = h("a", { attrs: { href: url, download: filename } });
+  a.style.display = "none";
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+}
+
+/** The "CSV" and "JSON" buttons of a table; `download` receives the format. */
+export function tableExportButtons(download: (type: "csv" | "json") => void): HTMLElement {
+  const btn = (type: "csv" | "json") =>
+    h("button", {
+      class: "btn btn-small export-btn",
+      text: type.toUpperCase(),
+      title: `Download the rows shown (this page, filters applied) as ${type.toUpperCase()}`,
+      attrs: { type: "button", "data-export": type },
+      on: { click: () => download(type) },
+    });
+  return h("span", { class: "export-buttons" }, h("span", { class: "muted small", text: "Export" }), btn("csv"), btn("json"));
+}
+
+/** A small "PNG" button that saves `chart` as drawn, on the panel's background colour. */
+export function chartPngButton(chart: ECharts, name: string): HTMLElement {
+  return h("button", {
+    class: "btn btn-small chart-png",
+    text: "PNG",
+    title: "Save this chart as a PNG image",
+    attrs: { type: "button", "data-export": "png" },
+    on: {
+      click: (e) => {
+        e.stopPropagation();
+        const bg = getComputedStyle(document.documentElement).getPropertyValue("--gi-panel").trim() || "#ffffff";
+        saveUrl(chart.getDataURL({ type: "png", pixelRatio: 2, backgroundColor: bg, excludeComponents: ["toolbox"] }), exportName(name, "png"));
+      },
+    },
+  });
+}
