@@ -64,7 +64,7 @@ export interface Prefs {
   dtype: Dtype;
   group: Group;
   topN: number;
-  /** The Kernel tab's device and summary cards: shown in full, or folded to one line (null: by window height). */
+  /** The Kernel tab's device and summary cards: shown in full, or folded to one line (null: folded). */
   kernelCards: "open" | "closed" | null;
 }
 

@@ -4,6 +4,7 @@
 import {
   AjaxModule,
   DownloadModule,
+  ExportModule,
   FormatModule,
   FrozenColumnsModule,
   InteractionModule,
@@ -23,6 +24,7 @@ import { emptyState } from "./states";
 Tabulator.registerModule([
   AjaxModule,
   DownloadModule,
+  ExportModule,
   FormatModule,
   FrozenColumnsModule,
   InteractionModule,

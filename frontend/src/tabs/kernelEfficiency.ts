@@ -90,10 +90,9 @@ function initialView(): ViewState {
   return focus ? { ...linked, filter: focus.filter, op: focus.op, selected: null } : linked;
 }
 
-/** Whether the device and summary cards start unfolded: as last left, else only on a tall window. */
+/** Whether the device and summary cards start unfolded: as the user last left them, else folded (the table first). */
 function cardsOpen(): boolean {
-  const pref = loadPrefs().kernelCards;
-  return pref ? pref === "open" : window.innerHeight >= 900;
+  return loadPrefs().kernelCards === "open";
 }
 
 class KernelEfficiencyView implements TabView {
