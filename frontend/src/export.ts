@@ -54,3 +54,40 @@ export function chartPngButton(chart: ECharts, name: string): HTMLElement {
     },
   });
 }
+
+/** A CSV field, quoted when it holds a separator, a quote or a line break. */
+function csvField(v: string): string {
+  return /[",\n\r]/.test(v) ? `"${v.replace(/"/g, '""')}"` : v;
+}
+
+/** A plain HTML table's header and rows as the user sees them (cell text, numbers with their units). */
+export function tableText(table: HTMLTableElement): { head: string[]; rows: string[][] } {
+  const text = (c: Element) => (c.textContent ?? "").replace(/\s+/g, " ").trim();
+  const head = [...(table.tHead?.rows[0]?.cells ?? [])].map(text);
+  const rows = [...table.tBodies].flatMap((b) => [...b.rows]).map((r) => [...r.cells].map(text));
+  return { head, rows };
+}
+
+/** Save a text as a file (through a blob: link, released once the download has started). */
+function saveText(text: string, type: string, filename: string): void {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  saveUrl(url, filename);
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** CSV / JSON buttons for a plain HTML table (tables that are not Tabulator tables), exported as shown. */
+export function htmlTableExport(table: HTMLTableElement, name: string): HTMLElement {
+  return h(
+    "div",
+    { class: "html-table-export" },
+    tableExportButtons((type) => {
+      const { head, rows } = tableText(table);
+      if (type === "csv") {
+        saveText([head, ...rows].map((r) => r.map(csvField).join(",")).join("\n") + "\n", "text/csv", exportName(name, "csv"));
+      } else {
+        const objects = rows.map((r) => Object.fromEntries(head.map((k, i) => [k || `column ${i + 1}`, r[i] ?? ""])));
+        saveText(JSON.stringify(objects, null, 2), "application/json", exportName(name, "json"));
+      }
+    }),
+  );
+}

@@ -191,7 +191,7 @@ export class MemoryChart {
       ? { data: [{ coord: [(d.peak.ts - d.t0) / 1000, d.peak.allocated], value: "peak" }], symbolSize: 36, label: { fontSize: 10 }, itemStyle: { color: "#c23030" } }
       : undefined;
     return {
-      markLine: steps.length ? { silent: true, symbol: "none", lineStyle: { type: "dashed", color: "#7b8794", width: 1 }, data: steps } : undefined,
+      markLine: steps.length ? { silent: true, symbol: "none", lineStyle: { type: "dashed", color: "#7b8794", width: 1 }, label: { color: "#616e7c", textBorderWidth: 0 }, data: steps } : undefined,
       markPoint: peak,
     };
   }

@@ -5,6 +5,7 @@ import { count, pct, sig, time, tflops, UNKNOWN } from "../format";
 import { timelineButton } from "../nav";
 import { figure } from "./deviceCard";
 import { CATEGORY_COLORS } from "./overviewCharts";
+import { htmlTableExport } from "../export";
 
 export function headlineCards(hl: OverviewHeadline): HTMLElement {
   const st = hl.step_time_us;
@@ -70,7 +71,8 @@ export function breakdownTable(steps: StepRow[], categories: OverviewCategory[],
       h("td", { class: "num", text: count(s.kernel_count) }),
     ),
   );
-  return h("div", { class: "ov-table-wrap" }, h("table", { class: "ov-table" }, h("thead", null, head), h("tbody", null, ...rows)));
+  const table = h("table", { class: "ov-table" }, h("thead", null, head), h("tbody", null, ...rows));
+  return h("div", { class: "ov-table-wrap" }, table, htmlTableExport(table, "steps"));
 }
 
 function value(v: number | string | null | undefined, key: string): string {
