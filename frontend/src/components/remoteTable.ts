@@ -21,18 +21,8 @@ import { h, keepClear } from "../dom";
 import { exportName, tableExportButtons } from "../export";
 import { emptyState } from "./states";
 
-Tabulator.registerModule([
-  AjaxModule,
-  DownloadModule,
-  ExportModule,
-  FormatModule,
-  FrozenColumnsModule,
-  InteractionModule,
-  PageModule,
-  ResizeColumnsModule,
-  ResizeTableModule,
-  SortModule,
-]);
+// prettier-ignore
+Tabulator.registerModule([AjaxModule, DownloadModule, ExportModule, FormatModule, FrozenColumnsModule, InteractionModule, PageModule, ResizeColumnsModule, ResizeTableModule, SortModule]);
 
 export interface RemoteSort {
   field: string;
@@ -113,7 +103,8 @@ export class RemoteTable<T, P extends RemotePage<T> = RemotePage<T>> {
       maxHeight: opts.maxHeight,
       // Downloads name each column by its title and the field its raw values come from (units live in the field).
       columns: opts.columns.map((c) => ({ ...(c.field ? { titleDownload: `${c.title} (${c.field})` } : {}), ...c })),
-      columnDefaults: { headerSortStartingDir: "desc", resizable: true, vertAlign: "middle" },
+      // Resize from the header only: handles in every row would swallow clicks meant for the row.
+      columnDefaults: { headerSortStartingDir: "desc", resizable: "header", vertAlign: "middle" },
       sortMode: "remote",
       // Tabulator reads a present-but-undefined option as set: add the optional ones only when given.
       ...(opts.initialSort ? { initialSort: [{ column: opts.initialSort.field, dir: opts.initialSort.dir }] } : {}),
