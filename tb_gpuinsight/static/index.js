@@ -891,6 +891,258 @@ select:disabled {
   font-variant-numeric: tabular-nums;
 }
 
+/* ---- Layout, theme and export (shell) ---- */
+/* A compact header at laptop heights: the table is what most of the first screen is for. */
+@media (max-height: 900px) {
+  .app-header {
+    padding: 6px 20px;
+  }
+
+  .tab {
+    padding: 6px 12px 5px;
+  }
+
+  .content {
+    padding-top: 10px;
+  }
+}
+
+.ke {
+  gap: 12px;
+}
+
+.ke-summary {
+  background: var(--gi-panel);
+  border: 1px solid var(--gi-border);
+  border-radius: var(--gi-radius);
+}
+
+.ke-summary > .ke-summary-head {
+  display: flex;
+  align-items: center;
+  gap: 8px;
+  padding: 8px 14px;
+  cursor: pointer;
+  list-style: none;
+}
+
+.ke-summary > .ke-summary-head::-webkit-details-marker {
+  display: none;
+}
+
+.ke-summary > .ke-summary-head::before {
+  content: "\u25B8";
+  color: var(--gi-muted);
+  font-size: 11px;
+}
+
+.ke-summary[open] > .ke-summary-head::before {
+  content: "\u25BE";
+}
+
+.ke-summary[open] > .ke-top {
+  padding: 0 14px 14px;
+}
+
+.sum-line {
+  display: flex;
+  align-items: baseline;
+  flex-wrap: wrap;
+  gap: 6px 18px;
+  min-width: 0;
+}
+
+.sum-device {
+  font-weight: 600;
+}
+
+.sum-unmatched {
+  color: var(--gi-warn);
+}
+
+.sum-item {
+  display: inline-flex;
+  gap: 6px;
+  align-items: baseline;
+}
+
+.sum-label {
+  font-size: 11px;
+  font-weight: 600;
+  text-transform: uppercase;
+  letter-spacing: 0.04em;
+  color: var(--gi-muted);
+}
+
+.sum-value {
+  font-weight: 600;
+  font-variant-numeric: tabular-nums;
+}
+
+.panel-table .panel-head {
+  align-items: center;
+}
+
+.panel-table .table-status {
+  flex: 1;
+  margin: 0;
+  min-width: 200px;
+}
+
+/* The name column: the start cut with an ellipsis, the distinctive end always shown; copying gives the whole. */
+.mid-ellipsis {
+  display: block;
+  min-width: 0;
+  overflow: hidden;
+  white-space: nowrap;
+}
+
+.mid-head {
+  display: inline-block;
+  vertical-align: bottom;
+  max-width: calc(100% - var(--gi-tail, 20ch)); /* the tail's width: exact in a monospace font */
+  min-width: 0;
+  overflow: hidden;
+  text-overflow: ellipsis;
+}
+
+/* Sort arrows only on the sorted column and on hover: the titles of narrow columns stay readable. */
+.table-host .tabulator .tabulator-header .tabulator-col[aria-sort="none"]:not(:hover) .tabulator-col-sorter {
+  display: none;
+}
+
+.table-host .tabulator .tabulator-header .tabulator-col[aria-sort="none"]:not(:hover) .tabulator-col-title {
+  padding-right: 0;
+}
+
+.table-host .tabulator .tabulator-header {
+  font-size: 12px;
+}
+
+/* Compact cells so that every column of the kernel table fits at 1280 px. */
+.table-host .tabulator .tabulator-header .tabulator-col .tabulator-col-content {
+  padding: 6px 5px;
+}
+
+.table-host .tabulator .tabulator-header .tabulator-col.tabulator-sortable .tabulator-col-title {
+  padding-right: 13px;
+}
+
+.table-host .tabulator-row .tabulator-cell {
+  padding: 5px 5px;
+}
+
+.table-host .pbar-text {
+  width: 46px;
+}
+
+.table-host .pbar-track {
+  min-width: 18px;
+}
+
+/* Tables follow the theme (Tabulator's own theme is light only). */
+.tabulator,
+.tabulator .tabulator-tableholder,
+.tabulator .tabulator-tableholder .tabulator-table,
+.tabulator-row {
+  background-color: var(--gi-panel);
+  color: var(--gi-text);
+}
+
+.tabulator .tabulator-header,
+.tabulator .tabulator-header .tabulator-col,
+.tabulator .tabulator-footer {
+  background-color: var(--gi-bg);
+  color: var(--gi-muted);
+  border-color: var(--gi-border);
+}
+
+.tabulator-row .tabulator-cell.tabulator-frozen.tabulator-frozen-left {
+  border-right: 1px solid var(--gi-border);
+}
+
+.tabulator .tabulator-header .tabulator-col.tabulator-sortable.tabulator-col-sorter-element:hover {
+  background-color: var(--gi-accent-soft);
+}
+
+/* Loading line of a table: the plugin's own, over the rows, instead of Tabulator's grey overlay. */
+.remote-table {
+  position: relative;
+}
+
+.table-busy {
+  position: absolute;
+  z-index: 12;
+  top: 34px;
+  left: 50%;
+  transform: translateX(-50%);
+  display: flex;
+  align-items: center;
+  gap: 8px;
+  padding: 4px 12px;
+  background: var(--gi-panel);
+  border: 1px solid var(--gi-border-strong);
+  border-radius: 14px;
+  box-shadow: 0 2px 8px var(--gi-shadow);
+  color: var(--gi-muted);
+  font-size: 12px;
+}
+
+/* Export */
+.tabulator .tabulator-footer .tabulator-footer-contents {
+  gap: 12px;
+}
+
+.export-buttons {
+  display: inline-flex;
+  align-items: center;
+  gap: 4px;
+}
+
+.gi-chart {
+  position: relative;
+}
+
+.chart-png {
+  position: absolute;
+  z-index: 5;
+  top: 2px;
+  right: 2px;
+  opacity: 0; /* shown on hover: it would cover a chart's legend otherwise */
+  transition: opacity 0.15s;
+}
+
+.gi-chart:hover .chart-png,
+.chart-png:focus-visible {
+  opacity: 1;
+}
+
+/* Dark mode touches for colours written as literals in the tabs' blocks above. */
+:root[data-theme="dark"] .tag-communication {
+  background: #3a2a16;
+  color: #f0b070;
+}
+
+:root[data-theme="dark"] table.ranks-table tr.row-straggler td {
+  background: var(--gi-error-bg);
+}
+
+:root[data-theme="dark"] select,
+:root[data-theme="dark"] input {
+  color-scheme: dark;
+}
+
+.html-table-export {
+  display: flex;
+  justify-content: flex-end;
+  margin-top: 6px;
+}
+
+.table-scroll {
+  overflow-x: auto;
+}
+/* ---- End of layout, theme and export (shell) ---- */
+
 /* Roofline */
 .roofline {
   position: relative;
@@ -1604,257 +1856,6 @@ table.ranks-per-rank tbody tr {
 
 table.ranks-per-rank tbody tr:hover td {
   background: var(--gi-accent-soft);
-}
-
-/* ---- Layout, theme and export (shell) ---- */
-/* A compact header at laptop heights: the table is what most of the first screen is for. */
-@media (max-height: 900px) {
-  .app-header {
-    padding: 6px 20px;
-  }
-
-  .tab {
-    padding: 6px 12px 5px;
-  }
-
-  .content {
-    padding-top: 10px;
-  }
-}
-
-.ke {
-  gap: 12px;
-}
-
-.ke-summary {
-  background: var(--gi-panel);
-  border: 1px solid var(--gi-border);
-  border-radius: var(--gi-radius);
-}
-
-.ke-summary > .ke-summary-head {
-  display: flex;
-  align-items: center;
-  gap: 8px;
-  padding: 8px 14px;
-  cursor: pointer;
-  list-style: none;
-}
-
-.ke-summary > .ke-summary-head::-webkit-details-marker {
-  display: none;
-}
-
-.ke-summary > .ke-summary-head::before {
-  content: "\u25B8";
-  color: var(--gi-muted);
-  font-size: 11px;
-}
-
-.ke-summary[open] > .ke-summary-head::before {
-  content: "\u25BE";
-}
-
-.ke-summary[open] > .ke-top {
-  padding: 0 14px 14px;
-}
-
-.sum-line {
-  display: flex;
-  align-items: baseline;
-  flex-wrap: wrap;
-  gap: 6px 18px;
-  min-width: 0;
-}
-
-.sum-device {
-  font-weight: 600;
-}
-
-.sum-unmatched {
-  color: var(--gi-warn);
-}
-
-.sum-item {
-  display: inline-flex;
-  gap: 6px;
-  align-items: baseline;
-}
-
-.sum-label {
-  font-size: 11px;
-  font-weight: 600;
-  text-transform: uppercase;
-  letter-spacing: 0.04em;
-  color: var(--gi-muted);
-}
-
-.sum-value {
-  font-weight: 600;
-  font-variant-numeric: tabular-nums;
-}
-
-.panel-table .panel-head {
-  align-items: center;
-}
-
-.panel-table .table-status {
-  flex: 1;
-  margin: 0;
-  min-width: 200px;
-}
-
-/* The name column: the start cut with an ellipsis, the distinctive end always shown; copying gives the whole. */
-.mid-ellipsis {
-  display: block;
-  min-width: 0;
-  overflow: hidden;
-  white-space: nowrap;
-}
-
-.mid-head {
-  display: inline-block;
-  vertical-align: bottom;
-  max-width: calc(100% - var(--gi-tail, 20ch)); /* the tail's width: exact in a monospace font */
-  min-width: 0;
-  overflow: hidden;
-  text-overflow: ellipsis;
-}
-
-/* Sort arrows only on the sorted column and on hover: the titles of narrow columns stay readable. */
-.table-host .tabulator .tabulator-header .tabulator-col[aria-sort="none"]:not(:hover) .tabulator-col-sorter {
-  display: none;
-}
-
-.table-host .tabulator .tabulator-header .tabulator-col[aria-sort="none"]:not(:hover) .tabulator-col-title {
-  padding-right: 0;
-}
-
-.table-host .tabulator .tabulator-header {
-  font-size: 12px;
-}
-
-/* Compact cells so that every column of the kernel table fits at 1280 px. */
-.table-host .tabulator .tabulator-header .tabulator-col .tabulator-col-content {
-  padding: 6px 5px;
-}
-
-.table-host .tabulator .tabulator-header .tabulator-col.tabulator-sortable .tabulator-col-title {
-  padding-right: 13px;
-}
-
-.table-host .tabulator-row .tabulator-cell {
-  padding: 5px 5px;
-}
-
-.table-host .pbar-text {
-  width: 46px;
-}
-
-.table-host .pbar-track {
-  min-width: 18px;
-}
-
-/* Tables follow the theme (Tabulator's own theme is light only). */
-.tabulator,
-.tabulator .tabulator-tableholder,
-.tabulator .tabulator-tableholder .tabulator-table,
-.tabulator-row {
-  background-color: var(--gi-panel);
-  color: var(--gi-text);
-}
-
-.tabulator .tabulator-header,
-.tabulator .tabulator-header .tabulator-col,
-.tabulator .tabulator-footer {
-  background-color: var(--gi-bg);
-  color: var(--gi-muted);
-  border-color: var(--gi-border);
-}
-
-.tabulator-row .tabulator-cell.tabulator-frozen.tabulator-frozen-left {
-  border-right: 1px solid var(--gi-border);
-}
-
-.tabulator .tabulator-header .tabulator-col.tabulator-sortable.tabulator-col-sorter-element:hover {
-  background-color: var(--gi-accent-soft);
-}
-
-/* Loading line of a table: the plugin's own, over the rows, instead of Tabulator's grey overlay. */
-.remote-table {
-  position: relative;
-}
-
-.table-busy {
-  position: absolute;
-  z-index: 12;
-  top: 34px;
-  left: 50%;
-  transform: translateX(-50%);
-  display: flex;
-  align-items: center;
-  gap: 8px;
-  padding: 4px 12px;
-  background: var(--gi-panel);
-  border: 1px solid var(--gi-border-strong);
-  border-radius: 14px;
-  box-shadow: 0 2px 8px var(--gi-shadow);
-  color: var(--gi-muted);
-  font-size: 12px;
-}
-
-/* Export */
-.tabulator .tabulator-footer .tabulator-footer-contents {
-  gap: 12px;
-}
-
-.export-buttons {
-  display: inline-flex;
-  align-items: center;
-  gap: 4px;
-}
-
-.gi-chart {
-  position: relative;
-}
-
-.chart-png {
-  position: absolute;
-  z-index: 5;
-  top: 2px;
-  right: 2px;
-  opacity: 0; /* shown on hover: it would cover a chart's legend otherwise */
-  transition: opacity 0.15s;
-}
-
-.gi-chart:hover .chart-png,
-.chart-png:focus-visible {
-  opacity: 1;
-}
-
-/* Dark mode touches for colours written as literals in the tabs' blocks above. */
-:root[data-theme="dark"] .tag-communication {
-  background: #3a2a16;
-  color: #f0b070;
-}
-
-:root[data-theme="dark"] table.ranks-table tr.row-straggler td {
-  background: var(--gi-error-bg);
-}
-
-:root[data-theme="dark"] select,
-:root[data-theme="dark"] input {
-  color-scheme: dark;
-}
-
-.html-table-export {
-  display: flex;
-  justify-content: flex-end;
-  margin-top: 6px;
-}
-
-.table-scroll {
-  overflow-x: auto;
 }
 `;var bM=["fp64","fp32","tf32","bf16","fp16","fp8","int8"];function _G(r){let e=typeof r=="string"?r:r?.url;if(!e)return null;try{let t=new URL(e);return t.protocol==="https:"||t.protocol==="http:"?t.href:null}catch{return null}}function SG(r,e){let t=[...bM.filter(i=>i in r),...Object.keys(r).filter(i=>!bM.includes(i))];return T("div",{class:"peaks"},...t.map(i=>T("span",{class:"peak"+(i===e?" peak-active":""),title:`${i} peak from the datasheet`},T("span",{class:"peak-dtype",text:i}),T("span",{class:"peak-value",text:`${Ke(r[i]??null)}`}))))}function yM(r,e,t,i){let a=r.spec,n=T("div",{class:"card-head"},T("span",{class:"badge",text:`GPU ${r.id}`}),T("span",{class:"card-title",text:r.trace_name||"(no name in trace)",title:r.trace_name})),o=[];if(r.matched&&a){let l=_G(a.source);o.push(T("div",{class:"card-row"},T("span",{class:"card-key",text:"Datasheet"}),T("span",{class:"card-val",text:a.name}),l?T("a",{class:"card-link",text:"source",title:typeof a.source=="object"&&a.source?.note?a.source.note:l,attrs:{href:l,target:"_blank",rel:"noopener noreferrer"}}):null));let u=e==="auto"?null:a.peak_tflops[e];o.push(T("div",{class:"card-row"},T("span",{class:"card-key",text:"Peak"}),T("span",{class:"card-val"},e==="auto"?T("span",{class:"muted",text:"per kernel dtype (auto), TFLOP/s:"}):T("strong",{text:u!=null?`${Ke(u)} TFLOP/s ${e}`:`no ${e} peak on the datasheet`}))),SG(a.peak_tflops,e),T("div",{class:"card-row"},T("span",{class:"card-key",text:"DRAM"}),T("span",{class:"card-val",text:di(a.dram_gbps)})))}else o.push(T("div",{class:"card-warn",text:"unknown device: efficiency unknown"}));r.how&&o.push(T("div",{class:"card-how",text:r.how,title:r.how}));let s=T("div",{class:"card device-card"+(t?" selected":"")+(r.matched?"":" unmatched")},n,...o);return i&&(s.classList.add("clickable"),s.tabIndex=0,s.setAttribute("role","button"),s.setAttribute("aria-pressed",String(t)),s.addEventListener("click",i),s.addEventListener("keydown",l=>{(l.key==="Enter"||l.key===" ")&&(l.preventDefault(),i())})),s}function Zt(r,e,t,i){return T("div",{class:"figure",title:i},T("div",{class:"figure-label",text:r}),T("div",{class:"figure-value",text:e}),t?T("div",{class:"figure-sub",text:t}):null)}function wM(r){let e=r.summary??{gpu_busy_us:null,kernel_time_us:null,memop_time_us:null,kernel_count:null,flop_time_share:null,byte_time_share:null,efficiency:null},t=r.matched?e.efficiency==null?"no kernel has both a FLOP or byte estimate and a datasheet peak":"kernel efficiency against the device's roofline, weighted by kernel time":"unknown device: efficiency unknown";return T("div",{class:"figures"},Zt("GPU busy",oe(e.gpu_busy_us),"union of kernels and memcpy/memset"),Zt("Kernel time",oe(e.kernel_time_us),e.kernel_count!=null?yn(e.kernel_count,"kernel call"):void 0),Zt("Memcpy / memset",oe(e.memop_time_us)),Zt("With a FLOP estimate",Te(e.flop_time_share),"share of kernel time"),Zt("With a byte estimate",Te(e.byte_time_share),"share of kernel time"),Zt("With both",Te(e.covered_time_share??null),"share of kernel time, under the roof","kernels with a FLOP and a byte estimate whose figures are physically possible"),e.over_roof_count?Zt("\u26A0 Over the roof",Te(e.over_roof_time_share??null),`${yn(e.over_roof_count,"kernel call")}, left out`,"kernels whose estimate implies more than the device can do: left out of the efficiency and totals"):null,Zt("Efficiency",e.efficiency==null?"\u2014":Te(e.efficiency),"time-weighted, vs. roofline",t))}function xM(r){let e=r.summary,t=(i,a,n)=>T("span",{class:"sum-item",title:n},T("span",{class:"sum-label",text:i}),T("span",{class:"sum-value",text:a}));return T("span",{class:"sum-line"},T("span",{class:"badge",text:`GPU ${r.id}`}),T("span",{class:"sum-device"+(r.matched?"":" sum-unmatched"),text:r.matched&&r.spec?r.spec.name:`${r.trace_name||"unnamed GPU"}: unknown device`,title:r.how||void 0}),t("GPU busy",oe(e?.gpu_busy_us??null)),t("Kernel time",oe(e?.kernel_time_us??null),e?.kernel_count!=null?yn(e.kernel_count,"kernel call"):void 0),t("Efficiency",Te(e?.efficiency??null),"time-weighted, vs. roofline"),t("Rated",Te(e?.covered_time_share??null),"share of kernel time with a FLOP and a byte estimate, under the roof"),e?.over_roof_count?t("\u26A0 Over the roof",Te(e.over_roof_time_share??null),`${yn(e.over_roof_count,"kernel call")}, left out`):null)}function CM(r){let e=r.summary?.reasons??[];return e.length?T("div",{class:"reasons"},T("div",{class:"reasons-title",text:"Kernel time without a rated figure, by reason"}),T("table",{class:"reasons-table"},T("tbody",null,...e.map(t=>T("tr",{attrs:{"data-code":t.code}},T("td",{class:"num",text:Te(t.time_share)}),T("td",{class:"reason-label",text:t.label}),T("td",{class:"muted reason-hint",text:t.hint})))))):null}var mw=function(r,e){return mw=Object.setPrototypeOf||{__proto__:[]}instanceof Array&&function(t,i){t.__proto__=i}||function(t,i){for(var a in i)Object.prototype.hasOwnProperty.call(i,a)&&(t[a]=i[a])},mw(r,e)};function q(r,e){if(typeof e!="function"&&e!==null)throw new TypeError("Class extends value "+String(e)+" is not a constructor or null");mw(r,e);function t(){this.constructor=r}r.prototype=e===null?Object.create(e):(t.prototype=e.prototype,new t)}var Rv=12,EG="sans-serif",wa=Rv+"px "+EG,TG=20,kG=100,MG="007LLmW'55;N0500LLLLLLLLLL00NNNLzWW\\\\WQb\\0FWLg\\bWb\\WQ\\WrWWQ000CL5LLFLL0LL**F*gLLLL5F0LF\\FFF5.5N";function RG(r){var e={};if(typeof JSON>"u")return e;for(var t=0;t<r.length;t++){var i=String.fromCharCode(t+32),a=(r.charCodeAt(t)-TG)/kG;e[i]=a}return e}var DG=RG(MG),rr={createCanvas:function(){return typeof document<"u"&&document.createElement("canvas")},measureText:(function(){var r,e;return function(t,i){if(!r){var a=rr.createCanvas();r=a&&a.getContext("2d")}if(r)return e!==i&&(e=r.font=i||wa),r.measureText(t);t=t||"",i=i||wa;var n=/((?:\d+)?\.?\d*)px/.exec(i),o=n&&+n[1]||Rv,s=0;if(i.indexOf("mono")>=0)s=o*t.length;else for(var l=0;l<t.length;l++){var u=DG[t[l]];s+=u==null?o:u*o}return{width:s}}})(),loadImage:function(r,e,t){var i=new Image;return i.onload=e,i.onerror=t,i.src=r,i},getTime:function(){return Date.now?Date.now():+new Date}};var EM=Ya(["Function","RegExp","Date","Error","CanvasGradient","CanvasPattern","Image","Canvas"],function(r,e){return r["[object "+e+"]"]=!0,r},{}),TM=Ya(["Int8","Uint8","Uint8Clamped","Int16","Uint16","Int32","Uint32","Float32","Float64"],function(r,e){return r["[object "+e+"Array]"]=!0,r},{}),yd=Object.prototype.toString,Av=Array.prototype,AG=Av.forEach,LG=Av.filter,bw=Av.slice,PG=Av.map,_M=function(){}.constructor,Dv=_M?_M.prototype:null,yw="__proto__",gw=2311,OG=Math.pow(2,53)-1;function Lv(){return gw>=OG&&(gw=0),gw++}function ju(){for(var r=[],e=0;e<arguments.length;e++)r[e]=arguments[e];typeof console<"u"&&console.error.apply(console,r)}function xe(r){if(r==null||typeof r!="object")return r;var e=r,t=yd.call(r);if(t==="[object Array]"){if(!bd(r)){e=[];for(var i=0,a=r.length;i<a;i++)e[i]=xe(r[i])}}else if(TM[t]){if(!bd(r)){var n=r.constructor;if(n.from)e=n.from(r);else{e=new n(r.length);for(var i=0,a=r.length;i<a;i++)e[i]=r[i]}}}else if(!EM[t]&&!bd(r)&&!Zu(r)){e={};for(var o in r)r.hasOwnProperty(o)&&o!==yw&&(e[o]=xe(r[o]))}return e}function Xe(r,e,t){if(!fe(e)||!fe(r))return t?xe(e):r;for(var i in e)if(e.hasOwnProperty(i)&&i!==yw){var a=r[i],n=e[i];fe(n)&&fe(a)&&!te(n)&&!te(a)&&!Zu(n)&&!Zu(a)&&!SM(n)&&!SM(a)&&!bd(n)&&!bd(a)?Xe(a,n,t):(t||!(i in r))&&(r[i]=xe(e[i]))}return r}function ae(r,e){if(Object.assign)Object.assign(r,e);else for(var t in e)e.hasOwnProperty(t)&&t!==yw&&(r[t]=e[t]);return r}function kM(r,e,t){r=r||{};for(var i=0;i<t.length;i++){var a=t[i];r[a]=e[a]}return r}function Fe(r,e,t){for(var i=tt(e),a=0,n=i.length;a<n;a++){var o=i[a];(t?e[o]!=null:r[o]==null)&&(r[o]=e[o])}return r}var Cne=rr.createCanvas;function He(r,e){if(r){if(r.indexOf)return r.indexOf(e);for(var t=0,i=r.length;t<i;t++)if(r[t]===e)return t}return-1}function MM(r,e){var t=r.prototype;function i(){}i.prototype=e.prototype,r.prototype=new i;for(var a in t)t.hasOwnProperty(a)&&(r.prototype[a]=t[a]);r.prototype.constructor=r,r.superClass=e}function ei(r,e,t){if(r="prototype"in r?r.prototype:r,e="prototype"in e?e.prototype:e,Object.getOwnPropertyNames)for(var i=Object.getOwnPropertyNames(e),a=0;a<i.length;a++){var n=i[a];n!=="constructor"&&(t?e[n]!=null:r[n]==null)&&(r[n]=e[n])}else Fe(r,e,t)}function Cr(r){return!r||typeof r=="string"?!1:typeof r.length=="number"}function L(r,e,t){if(r&&e)if(r.forEach&&r.forEach===AG)r.forEach(e,t);else if(r.length===+r.length)for(var i=0,a=r.length;i<a;i++)e.call(t,r[i],i,r);else for(var n in r)r.hasOwnProperty(n)&&e.call(t,r[n],n,r)}function se(r,e,t){if(!r)return[];if(!e)return Ov(r);if(r.map&&r.map===PG)return r.map(e,t);for(var i=[],a=0,n=r.length;a<n;a++)i.push(e.call(t,r[a],a,r));return i}function Ya(r,e,t,i){if(r&&e){for(var a=0,n=r.length;a<n;a++)t=e.call(i,t,r[a],a,r);return t}}function Gt(r,e,t){if(!r)return[];if(!e)return Ov(r);if(r.filter&&r.filter===LG)return r.filter(e,t);for(var i=[],a=0,n=r.length;a<n;a++)e.call(t,r[a],a,r)&&i.push(r[a]);return i}function Pv(r,e,t){if(r&&e){for(var i=0,a=r.length;i<a;i++)if(e.call(t,r[i],i,r))return r[i]}}function tt(r){if(!r)return[];if(Object.keys)return Object.keys(r);var e=[];for(var t in r)r.hasOwnProperty(t)&&e.push(t);return e}function IG(r,e){for(var t=[],i=2;i<arguments.length;i++)t[i-2]=arguments[i];return function(){return r.apply(e,t.concat(bw.call(arguments)))}}var be=Dv&&ge(Dv.bind)?Dv.call.bind(Dv.bind):IG;function ot(r){for(var e=[],t=1;t<arguments.length;t++)e[t-1]=arguments[t];return function(){return r.apply(this,e.concat(bw.call(arguments)))}}function te(r){return Array.isArray?Array.isArray(r):yd.call(r)==="[object Array]"}function ge(r){return typeof r=="function"}function ce(r){return typeof r=="string"}function wd(r){return yd.call(r)==="[object String]"}function Ze(r){return typeof r=="number"}function fe(r){var e=typeof r;return e==="function"||!!r&&e==="object"}function SM(r){return!!EM[yd.call(r)]}function cr(r){return!!TM[yd.call(r)]}function Zu(r){return typeof r=="object"&&typeof r.nodeType=="number"&&typeof r.ownerDocument=="object"}function Yo(r){return r.colorStops!=null}function RM(r){return r.image!=null}function xa(r){return r!==r}function wn(){for(var r=[],e=0;e<arguments.length;e++)r[e]=arguments[e];for(var t=0,i=r.length;t<i;t++)if(r[t]!=null)return r[t]}function me(r,e){return r??e}function Ka(r,e,t){return r??e??t}function Ov(r){for(var e=[],t=1;t<arguments.length;t++)e[t-1]=arguments[t];return bw.apply(r,e)}function Qu(r){if(typeof r=="number")return[r,r,r,r];var e=r.length;return e===2?[r[0],r[1],r[0],r[1]]:e===3?[r[0],r[1],r[2],r[1]]:r}function dr(r,e){if(!r)throw new Error(e)}function ti(r){return r==null?null:typeof r.trim=="function"?r.trim():r.replace(/^[\s\uFEFF\xA0]+|[\s\uFEFF\xA0]+$/g,"")}var DM="__ec_primitive__";function Ju(r){r[DM]=!0}function bd(r){return r[DM]}var zG=(function(){function r(){this.data={}}return r.prototype.delete=function(e){var t=this.has(e);return t&&delete this.data[e],t},r.prototype.has=function(e){return this.data.hasOwnProperty(e)},r.prototype.get=function(e){return this.data[e]},r.prototype.set=function(e,t){return this.data[e]=t,this},r.prototype.keys=function(){return tt(this.data)},r.prototype.forEach=function(e){var t=this.data;for(var i in t)t.hasOwnProperty(i)&&e(t[i],i)},r})(),AM=typeof Map=="function";function NG(){return AM?new Map:new zG}var BG=(function(){function r(e){var t=te(e);this.data=NG();var i=this;e instanceof r?e.each(a):e&&L(e,a);function a(n,o){t?i.set(n,o):i.set(o,n)}}return r.prototype.hasKey=function(e){return this.data.has(e)},r.prototype.get=function(e){return this.data.get(e)},r.prototype.set=function(e,t){return this.data.set(e,t),t},r.prototype.each=function(e,t){this.data.forEach(function(i,a){e.call(t,i,a)})},r.prototype.keys=function(){var e=this.data.keys();return AM?Array.from(e):e},r.prototype.removeKey=function(e){this.data.delete(e)},r})();function pe(r){return new BG(r)}function LM(r,e){for(var t=new r.constructor(r.length+e.length),i=0;i<r.length;i++)t[i]=r[i];for(var a=r.length,i=0;i<e.length;i++)t[i+a]=e[i];return t}function Ko(r,e){var t;if(Object.create)t=Object.create(r);else{var i=function(){};i.prototype=r,t=new i}return e&&ae(t,e),t}function Iv(r){var e=r.style;e.webkitUserSelect="none",e.userSelect="none",e.webkitTapHighlightColor="rgba(0,0,0,0)",e["-webkit-touch-callout"]="none"}function Wt(r,e){return r.hasOwnProperty(e)}function Nt(){}var PM=180/Math.PI,_ne=Number.EPSILON||Math.pow(2,-52);var FG=(function(){function r(){this.firefox=!1,this.ie=!1,this.edge=!1,this.newEdge=!1,this.weChat=!1}return r})(),HG=(function(){function r(){this.browser=new FG,this.node=!1,this.wxa=!1,this.worker=!1,this.svgSupported=!1,this.touchEventsSupported=!1,this.pointerEventsSupported=!1,this.domSupported=!1,this.transformSupported=!1,this.transform3dSupported=!1,this.hasGlobalWindow=typeof window<"u"}return r})(),Xo=new HG;typeof wx=="object"&&typeof wx.getSystemInfoSync=="function"?(Xo.wxa=!0,Xo.touchEventsSupported=!0):typeof document>"u"&&typeof self<"u"?Xo.worker=!0:!Xo.hasGlobalWindow||"Deno"in window||typeof navigator<"u"&&typeof navigator.userAgent=="string"&&navigator.userAgent.indexOf("Node.js")>-1?(Xo.node=!0,Xo.svgSupported=!0):VG(navigator.userAgent,Xo);function VG(r,e){var t=e.browser,i=r.match(/Firefox\/([\d.]+)/),a=r.match(/MSIE\s([\d.]+)/)||r.match(/Trident\/.+?rv:(([\d.]+))/),n=r.match(/Edge?\/([\d.]+)/),o=/micromessenger/i.test(r);i&&(t.firefox=!0,t.version=i[1]),a&&(t.ie=!0,t.version=a[1]),n&&(t.edge=!0,t.version=n[1],t.newEdge=+n[1].split(".")[0]>18),o&&(t.weChat=!0),e.svgSupported=typeof SVGRect<"u",e.touchEventsSupported="ontouchstart"in window&&!t.ie&&!t.edge,e.pointerEventsSupported="onpointerdown"in window&&(t.edge||t.ie&&+t.version>=11);var s=e.domSupported=typeof document<"u";if(s){var l=document.documentElement.style;e.transform3dSupported=(t.ie&&"transition"in l||t.edge||"WebKitCSSMatrix"in window&&"m11"in new WebKitCSSMatrix||"MozPerspective"in l)&&!("OTransition"in l),e.transformSupported=e.transform3dSupported||t.ie&&+t.version>=9}}var Ve=Xo;var UG=".",hl="___EC__COMPONENT__CONTAINER___",OM="___EC__EXTENDED_CLASS___";function Fi(r){var e={main:"",sub:""};if(r){var t=r.split(UG);e.main=t[0]||"",e.sub=t[1]||""}return e}function GG(r){dr(/^[a-zA-Z0-9_]+([.][a-zA-Z0-9_]+)?$/.test(r),'componentType "'+r+'" illegal')}function IM(r){return!!(r&&r[OM])}function eh(r,e){r.$constructor=r,r.extend=function(t){var i=this,a;return WG(i)?a=(function(n){q(o,n);function o(){return n.apply(this,arguments)||this}return o})(i):(a=function(){(t.$constructor||i).apply(this,arguments)},MM(a,this)),ae(a.prototype,t),a[OM]=!0,a.extend=this.extend,a.superCall=$G,a.superApply=YG,a.superClass=i,a}}function WG(r){return ge(r)&&/^class\s/.test(Function.prototype.toString.call(r))}function zv(r,e){r.extend=e.extend}var qG=Math.round(Math.random()*10);function zM(r){var e=["__\0is_clz",qG++].join("_");r.prototype[e]=!0,r.isInstance=function(t){return!!(t&&t[e])}}function $G(r,e){for(var t=[],i=2;i<arguments.length;i++)t[i-2]=arguments[i];return this.superClass.prototype[e].apply(r,t)}function YG(r,e,t){return this.superClass.prototype[e].apply(r,t)}function Zo(r){var e={};r.registerClass=function(i){var a=i.type||i.prototype.type;if(a){GG(a),i.prototype.type=a;var n=Fi(a);if(!n.sub)e[n.main]=i;else if(n.sub!==hl){var o=t(n);o[n.sub]=i}}return i},r.getClass=function(i,a,n){var o=e[i];if(o&&o[hl]&&(o=a?o[a]:null),n&&!o)throw new Error(a?"Component "+i+"."+(a||"")+" is used but not imported.":i+".type should be specified.");return o},r.getClassesByMainType=function(i){var a=Fi(i),n=[],o=e[a.main];return o&&o[hl]?L(o,function(s,l){l!==hl&&n.push(s)}):n.push(o),n},r.hasClass=function(i){var a=Fi(i);return!!e[a.main]},r.getAllClassMainTypes=function(){var i=[];return L(e,function(a,n){i.push(n)}),i},r.hasSubTypes=function(i){var a=Fi(i),n=e[a.main];return n&&n[hl]};function t(i){var a=e[i.main];return(!a||!a[hl])&&(a=e[i.main]={},a[hl]=!0),a}}function xn(r,e){for(var t=0;t<r.length;t++)r[t][1]||(r[t][1]=r[t][0]);return e=e||!1,function(i,a,n){for(var o={},s=0;s<r.length;s++){var l=r[s][1];if(!(a&&He(a,l)>=0||n&&He(n,l)<0)){var u=i.getShallow(l,e);u!=null&&(o[r[s][0]]=u)}}return o}}var KG=[["fill","color"],["shadowBlur"],["shadowOffsetX"],["shadowOffsetY"],["opacity"],["shadowColor"]],XG=xn(KG),NM=(function(){function r(){}return r.prototype.getAreaStyle=function(e,t){return XG(this,e,t)},r})();var BM=(function(){function r(e){this.value=e}return r})();var ZG=(function(){function r(){this._len=0}return r.prototype.insert=function(e){var t=new BM(e);return this.insertEntry(t),t},r.prototype.insertEntry=function(e){this.head?(this.tail.next=e,e.prev=this.tail,e.next=null,this.tail=e):this.head=this.tail=e,this._len++},r.prototype.remove=function(e){var t=e.prev,i=e.next;t?t.next=i:this.head=i,i?i.prev=t:this.tail=t,e.next=e.prev=null,this._len--},r.prototype.len=function(){return this._len},r.prototype.clear=function(){this.head=this.tail=null,this._len=0},r})();var jG=(function(){function r(e){this._list=new ZG,this._maxSize=10,this._map={},this._maxSize=e}return r.prototype.put=function(e,t){var i=this._list,a=this._map,n=null;if(a[e]==null){var o=i.len(),s=this._lastRemovedEntry;if(o>=this._maxSize&&o>0){var l=i.head;i.remove(l),delete a[l.key],n=l.value,this._lastRemovedEntry=l}s?s.value=t:s=new BM(t),s.key=e,i.insertEntry(s),a[e]=s}return n},r.prototype.get=function(e){var t=this._map[e],i=this._list;if(t!=null)return t!==i.tail&&(i.remove(t),i.insertEntry(t)),t.value},r.prototype.clear=function(){this._list.clear(),this._map={}},r.prototype.len=function(){return this._list.len()},r})(),Cn=jG;var xw=new Cn(50);function HM(r){if(typeof r=="string"){var e=xw.get(r);return e&&e.image}else return r}function Cw(r,e,t,i,a){if(r)if(typeof r=="string"){if(e&&e.__zrImageSrc===r||!t)return e;var n=xw.get(r),o={hostEl:t,cb:i,cbPayload:a};return n?(e=n.image,!th(e)&&n.pending.push(o)):(e=rr.loadImage(r,FM,FM),e.__zrImageSrc=r,xw.put(r,e.__cachedImgObj={image:e,pending:[o]})),e}else return r;else return e}function FM(){var r=this.__cachedImgObj;this.onload=this.onerror=this.__cachedImgObj=null;for(var e=0;e<r.pending.length;e++){var t=r.pending[e],i=t.cb;i&&i(this,t.cbPayload),t.hostEl.dirty()}r.pending.length=0}function th(r){return r&&r.width&&r.height}function Ci(){return[1,0,0,1,0,0]}function to(r){return r[0]=1,r[1]=0,r[2]=0,r[3]=1,r[4]=0,r[5]=0,r}function xd(r,e){return r[0]=e[0],r[1]=e[1],r[2]=e[2],r[3]=e[3],r[4]=e[4],r[5]=e[5],r}function jo(r,e,t){var i=e[0]*t[0]+e[2]*t[1],a=e[1]*t[0]+e[3]*t[1],n=e[0]*t[2]+e[2]*t[3],o=e[1]*t[2]+e[3]*t[3],s=e[0]*t[4]+e[2]*t[5]+e[4],l=e[1]*t[4]+e[3]*t[5]+e[5];return r[0]=i,r[1]=a,r[2]=n,r[3]=o,r[4]=s,r[5]=l,r}function Cd(r,e,t){return r[0]=e[0],r[1]=e[1],r[2]=e[2],r[3]=e[3],r[4]=e[4]+t[0],r[5]=e[5]+t[1],r}function rh(r,e,t,i){i===void 0&&(i=[0,0]);var a=e[0],n=e[2],o=e[4],s=e[1],l=e[3],u=e[5],h=Math.sin(t),c=Math.cos(t);return r[0]=a*c+s*h,r[1]=-a*h+s*c,r[2]=n*c+l*h,r[3]=-n*h+c*l,r[4]=c*(o-i[0])+h*(u-i[1])+i[0],r[5]=c*(u-i[1])-h*(o-i[0])+i[1],r}function VM(r,e,t){var i=t[0],a=t[1];return r[0]=e[0]*i,r[1]=e[1]*a,r[2]=e[2]*i,r[3]=e[3]*a,r[4]=e[4]*i,r[5]=e[5]*a,r}function _n(r,e){var t=e[0],i=e[2],a=e[4],n=e[1],o=e[3],s=e[5],l=t*o-n*i;return l?(l=1/l,r[0]=o*l,r[1]=-n*l,r[2]=-i*l,r[3]=t*l,r[4]=(i*s-o*a)*l,r[5]=(n*a-t*s)*l,r):null}function Qo(r,e){return r==null&&(r=0),e==null&&(e=0),[r,e]}function UM(r){return[r[0],r[1]]}function Nv(r,e,t){return r[0]=e,r[1]=t,r}function _w(r,e,t){return r[0]=e[0]+t[0],r[1]=e[1]+t[1],r}function Bv(r,e,t){return r[0]=e[0]-t[0],r[1]=e[1]-t[1],r}function JG(r){return Math.sqrt(eW(r))}function eW(r){return r[0]*r[0]+r[1]*r[1]}function Fv(r,e,t){return r[0]=e[0]*t,r[1]=e[1]*t,r}function ih(r,e){var t=JG(e);return t===0?(r[0]=0,r[1]=0):(r[0]=e[0]/t,r[1]=e[1]/t),r}function Hv(r,e){return Math.sqrt((r[0]-e[0])*(r[0]-e[0])+(r[1]-e[1])*(r[1]-e[1]))}var GM=Hv;function tW(r,e){return(r[0]-e[0])*(r[0]-e[0])+(r[1]-e[1])*(r[1]-e[1])}var cl=tW;function ri(r,e,t){var i=e[0],a=e[1];return r[0]=t[0]*i+t[2]*a+t[4],r[1]=t[1]*i+t[3]*a+t[5],r}function ro(r,e,t){return r[0]=Math.min(e[0],t[0]),r[1]=Math.min(e[1],t[1]),r}function io(r,e,t){return r[0]=Math.max(e[0],t[0]),r[1]=Math.max(e[1],t[1]),r}var rW=(function(){function r(e,t){this.x=e||0,this.y=t||0}return r.prototype.copy=function(e){return this.x=e.x,this.y=e.y,this},r.prototype.clone=function(){return new r(this.x,this.y)},r.prototype.set=function(e,t){return this.x=e,this.y=t,this},r.prototype.equal=function(e){return e.x===this.x&&e.y===this.y},r.prototype.add=function(e){return this.x+=e.x,this.y+=e.y,this},r.prototype.scale=function(e){this.x*=e,this.y*=e},r.prototype.scaleAndAdd=function(e,t){this.x+=e.x*t,this.y+=e.y*t},r.prototype.sub=function(e){return this.x-=e.x,this.y-=e.y,this},r.prototype.dot=function(e){return this.x*e.x+this.y*e.y},r.prototype.len=function(){return Math.sqrt(this.x*this.x+this.y*this.y)},r.prototype.lenSquare=function(){return this.x*this.x+this.y*this.y},r.prototype.normalize=function(){var e=this.len();return this.x/=e,this.y/=e,this},r.prototype.distance=function(e){var t=this.x-e.x,i=this.y-e.y;return Math.sqrt(t*t+i*i)},r.prototype.distanceSquare=function(e){var t=this.x-e.x,i=this.y-e.y;return t*t+i*i},r.prototype.negate=function(){return this.x=-this.x,this.y=-this.y,this},r.prototype.transform=function(e){if(e){var t=this.x,i=this.y;return this.x=e[0]*t+e[2]*i+e[4],this.y=e[1]*t+e[3]*i+e[5],this}},r.prototype.toArray=function(e){return e[0]=this.x,e[1]=this.y,e},r.prototype.fromArray=function(e){this.x=e[0],this.y=e[1]},r.set=function(e,t,i){e.x=t,e.y=i},r.copy=function(e,t){e.x=t.x,e.y=t.y},r.len=function(e){return Math.sqrt(e.x*e.x+e.y*e.y)},r.lenSquare=function(e){return e.x*e.x+e.y*e.y},r.dot=function(e,t){return e.x*t.x+e.y*t.y},r.add=function(e,t,i){e.x=t.x+i.x,e.y=t.y+i.y},r.sub=function(e,t,i){e.x=t.x-i.x,e.y=t.y-i.y},r.scale=function(e,t,i){e.x=t.x*i,e.y=t.y*i},r.scaleAndAdd=function(e,t,i,a){e.x=t.x+i.x*a,e.y=t.y+i.y*a},r.lerp=function(e,t,i,a){var n=1-a;e.x=n*t.x+a*i.x,e.y=n*t.y+a*i.y},r})(),yt=rW;var ml=Math.min,ah=Math.max,Tw=Math.abs,WM=["x","y"],iW=["width","height"],dl=new yt,fl=new yt,pl=new yt,vl=new yt,Qi=Mw(),Sd=Qi.minTv,kw=Qi.maxTv,Ed=[0,0],no=(function(){function r(e,t,i,a){Sw(this,e,t,i,a)}return r.set=function(e,t,i,a,n){return a<0&&(t=t+a,a=-a),n<0&&(i=i+n,n=-n),e.x=t,e.y=i,e.width=a,e.height=n,e},r.prototype.union=function(e){var t=ml(e.x,this.x),i=ml(e.y,this.y);isFinite(this.x)&&isFinite(this.width)?this.width=ah(e.x+e.width,this.x+this.width)-t:this.width=e.width,isFinite(this.y)&&isFinite(this.height)?this.height=ah(e.y+e.height,this.y+this.height)-i:this.height=e.height,this.x=t,this.y=i},r.prototype.applyTransform=function(e){r.applyTransform(this,this,e)},r.prototype.calculateTransform=function(e){return aW(Ci(),this,e)},r.prototype.intersect=function(e,t,i){return r.intersect(this,e,t,i)},r.intersect=function(e,t,i,a){i&&yt.set(i,0,0);var n=a&&a.outIntersectRect||null,o=a&&a.clamp;if(n&&(n.x=n.y=n.width=n.height=NaN),!e||!t)return!1;e instanceof r||(e=Sw(nW,e.x,e.y,e.width,e.height)),t instanceof r||(t=Sw(oW,t.x,t.y,t.width,t.height));var s=!!i;Qi.reset(a,s);var l=Qi.touchThreshold,u=e.x+l,h=e.x+e.width-l,c=e.y+l,d=e.y+e.height-l,f=t.x+l,p=t.x+t.width-l,m=t.y+l,v=t.y+t.height-l;if(u>h||c>d||f>p||m>v)return!1;var g=!(h<f||p<u||d<m||v<c);return(s||n)&&(Ed[0]=1/0,Ed[1]=0,$M(u,h,f,p,0,s,n,o),$M(c,d,m,v,1,s,n,o),s&&yt.copy(i,g?Qi.useDir?Qi.dirMinTv:Sd:kw)),g},r.contain=function(e,t,i){return t>=e.x&&t<=e.x+e.width&&i>=e.y&&i<=e.y+e.height},r.prototype.contain=function(e,t){return r.contain(this,e,t)},r.prototype.clone=function(){return new r(this.x,this.y,this.width,this.height)},r.prototype.copy=function(e){qM(this,e)},r.prototype.plain=function(){return{x:this.x,y:this.y,width:this.width,height:this.height}},r.prototype.isFinite=function(){return isFinite(this.x)&&isFinite(this.y)&&isFinite(this.width)&&isFinite(this.height)},r.prototype.isZero=function(){return this.width===0||this.height===0},r.create=function(e){return new r(e?e.x:0,e?e.y:0,e?e.width:0,e?e.height:0)},r.copy=function(e,t){return e.x=t.x,e.y=t.y,e.width=t.width,e.height=t.height,e},r.applyTransform=function(e,t,i){if(!i){e!==t&&qM(e,t);return}if(i[1]<1e-5&&i[1]>-1e-5&&i[2]<1e-5&&i[2]>-1e-5){var a=i[0],n=i[3],o=i[4],s=i[5];e.x=t.x*a+o,e.y=t.y*n+s,e.width=t.width*a,e.height=t.height*n,e.width<0&&(e.x+=e.width,e.width=-e.width),e.height<0&&(e.y+=e.height,e.height=-e.height);return}dl.x=pl.x=t.x,dl.y=vl.y=t.y,fl.x=vl.x=t.x+t.width,fl.y=pl.y=t.y+t.height,dl.transform(i),vl.transform(i),fl.transform(i),pl.transform(i),e.x=ml(dl.x,fl.x,pl.x,vl.x),e.y=ml(dl.y,fl.y,pl.y,vl.y);var l=ah(dl.x,fl.x,pl.x,vl.x),u=ah(dl.y,fl.y,pl.y,vl.y);e.width=l-e.x,e.height=u-e.y},r.calculateTransform=function(e,t,i){var a=i.width/t.width,n=i.height/t.height;return e=to(e||[]),Cd(e,e,Nv(Ew,-t.x,-t.y)),VM(e,e,Nv(Ew,a,n)),Cd(e,e,Nv(Ew,i.x,i.y)),e},r})(),One=no.create,Sw=no.set,qM=no.copy,aW=no.calculateTransform,Ine=no.applyTransform,zne=no.contain,nW=new no(0,0,0,0),oW=new no(0,0,0,0),Ew=[];function $M(r,e,t,i,a,n,o,s){var l=Tw(e-t),u=Tw(i-r),h=ml(l,u),c=WM[a],d=WM[1-a],f=iW[a];e<t||i<r?l<u?(n&&(kw[c]=-l),s&&(o[c]=e,o[f]=0)):(n&&(kw[c]=u),s&&(o[c]=r,o[f]=0)):(o&&(o[c]=ah(r,t),o[f]=ml(e,i)-o[c]),n&&(h<Ed[0]||Qi.useDir)&&(Ed[0]=ml(h,Ed[0]),(l<u||!Qi.bidirectional)&&(Sd[c]=l,Sd[d]=0,Qi.useDir&&Qi.calcDirMTV()),(l>=u||!Qi.bidirectional)&&(Sd[c]=-u,Sd[d]=0,Qi.useDir&&Qi.calcDirMTV())))}function Mw(){var r=0,e=new yt,t=new yt,i={minTv:new yt,maxTv:new yt,useDir:!1,dirMinTv:new yt,touchThreshold:0,bidirectional:!0,negativeSize:!1,reset:function(n,o){i.touchThreshold=0,n&&n.touchThreshold!=null&&(i.touchThreshold=ah(0,n.touchThreshold)),i.negativeSize=!1,o&&(i.minTv.set(1/0,1/0),i.maxTv.set(0,0),i.useDir=!1,n&&n.direction!=null&&(i.useDir=!0,i.dirMinTv.copy(i.minTv),t.copy(i.minTv),r=n.direction,i.bidirectional=n.bidirectional==null||!!n.bidirectional,i.bidirectional||e.set(Math.cos(r),Math.sin(r))))},calcDirMTV:function(){var n=i.minTv,o=i.dirMinTv,s=n.y*n.y+n.x*n.x,l=Math.sin(r),u=Math.cos(r),h=l*n.y+u*n.x;if(a(h)){a(n.x)&&a(n.y)&&o.set(0,0);return}if(t.x=s*u/h,t.y=s*l/h,a(t.x)&&a(t.y)){o.set(0,0);return}(i.bidirectional||e.dot(t)>0)&&t.len()<o.len()&&o.copy(t)}};function a(n){return Tw(n)<1e-10}return i}var Oe=no;function Xa(r){Vv||(Vv=new Cn(100)),r=r||wa;var e=Vv.get(r);return e||(e={font:r,strWidthCache:new Cn(500),asciiWidthMap:null,asciiWidthMapTried:!1,stWideCharWidth:rr.measureText("\u56FD",r).width,asciiCharWidth:rr.measureText("a",r).width},Vv.put(r,e)),e}var Vv;function sW(r){if(!(Rw>=YM)){r=r||wa;for(var e=[],t=+new Date,i=0;i<=127;i++)e[i]=rr.measureText(String.fromCharCode(i),r).width;var a=+new Date-t;return a>16?Rw=YM:a>2&&Rw++,e}}var Rw=0,YM=5;function Dw(r,e){return r.asciiWidthMapTried||(r.asciiWidthMap=sW(r.font),r.asciiWidthMapTried=!0),0<=e&&e<=127?r.asciiWidthMap!=null?r.asciiWidthMap[e]:r.asciiCharWidth:r.stWideCharWidth}function Za(r,e){var t=r.strWidthCache,i=t.get(e);return i==null&&(i=rr.measureText(e,r.font).width,t.put(e,i)),i}function KM(r,e,t,i){var a=Za(Xa(e),r),n=Td(e),o=Jo(0,a,t),s=oo(0,n,i),l=new Oe(o,s,a,n);return l}function Uv(r,e,t,i){var a=((r||"")+"").split(`
 `),n=a.length;if(n===1)return KM(a[0],e,t,i);for(var o=new Oe(0,0,0,0),s=0;s<a.length;s++){var l=KM(a[s],e,t,i);s===0?o.copy(l):o.union(l)}return o}function Jo(r,e,t,i){return t==="right"?i?r+=e:r-=e:t==="center"&&(i?r+=e/2:r-=e/2),r}function oo(r,e,t,i){return t==="middle"?i?r+=e/2:r-=e/2:t==="bottom"&&(i?r+=e:r-=e),r}function Td(r){return Xa(r).stWideCharWidth}function Hi(r,e){return typeof r=="string"?r.lastIndexOf("%")>=0?parseFloat(r)/100*e:parseFloat(r):r}function gl(r,e,t){var i=e.position||"inside",a=e.distance!=null?e.distance:5,n=t.height,o=t.width,s=n/2,l=t.x,u=t.y,h="left",c="top";if(i instanceof Array)l+=Hi(i[0],t.width),u+=Hi(i[1],t.height),h=null,c=null;else switch(i){case"left":l-=a,u+=s,h="right",c="middle";break;case"right":l+=a+o,u+=s,c="middle";break;case"top":l+=o/2,u-=a,h="center",c="bottom";break;case"bottom":l+=o/2,u+=n+a,h="center";break;case"inside":l+=o/2,u+=s,h="center",c="middle";break;case"insideLeft":l+=a,u+=s,c="middle";break;case"insideRight":l+=o-a,u+=s,h="right",c="middle";break;case"insideTop":l+=o/2,u+=a,h="center";break;case"insideBottom":l+=o/2,u+=n-a,h="center",c="bottom";break;case"insideTopLeft":l+=a,u+=a;break;case"insideTopRight":l+=o-a,u+=a,h="right";break;case"insideBottomLeft":l+=a,u+=n-a,c="bottom";break;case"insideBottomRight":l+=o-a,u+=n-a,h="right",c="bottom";break}return r=r||{},r.x=l,r.y=u,r.align=h,r.verticalAlign=c,r}var Aw=/\{([a-zA-Z0-9_]+)\|([^}]*)\}/g;function lW(r,e,t,i,a,n){if(!t){r.text="",r.isTruncated=!1;return}var o=(e+"").split(`
