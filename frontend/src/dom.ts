@@ -81,7 +81,7 @@ export function debounce<A extends unknown[]>(fn: (...args: A) => void, ms: numb
  * text, a selection and a copy are the whole text on one line.
  */
 export function middleEllipsis(text: string, title = text, cls = ""): HTMLElement {
-  const cut = text.length > 24 ? text.length - Math.min(20, Math.ceil(text.length * 0.4)) : text.length;
+  const cut = text.length > 24 ? text.length - Math.min(16, Math.ceil(text.length * 0.35)) : text.length;
   const el = h(
     "span",
     { class: `mid-ellipsis ${cls}`.trim(), title },

@@ -165,7 +165,7 @@ export class KernelTable {
       {
         title: "Class",
         field: "kernel_class",
-        width: 76,
+        width: 86,
         headerSort: false,
         titleFormatter: header("Class", "Kernel class from its name: GEMM, attention, conv, elementwise, reduction, norm, communication, memcpy, memset, other"),
         formatter: fmt((r) => (r.kernel_class ? cellText(r.kernel_class) : unknown("not classified by this server"))),
