@@ -998,6 +998,11 @@ select:disabled {
   white-space: nowrap;
 }
 
+.cell-with-mark .mid-ellipsis {
+  flex: 1 1 0;
+  width: auto;
+}
+
 .mid-head {
   display: inline-block;
   vertical-align: bottom;
