@@ -159,8 +159,9 @@ def test_csv_json_and_png_exports_match_the_route(browser, server, kernel_rows):
         data = json.load(open(dl.value.path(), encoding="utf-8"))
         assert [(r["name"], r["count"]) for r in data] == [(r["name"], r["count"]) for r in kernel_rows]
         frame.wait_for_selector(".roofline canvas", timeout=30000)
+        frame.locator(".roofline .gi-chart").hover()  # the PNG button shows on hover
         with page.expect_download() as dl:
-            frame.locator(".roofline [data-export='png']").click(force=True)
+            frame.locator(".roofline [data-export='png']").click()
         assert open(dl.value.path(), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     finally:
         page.close()

@@ -91,3 +91,27 @@ export function htmlTableExport(table: HTMLTableElement, name: string): HTMLElem
     }),
   );
 }
+
+/** A "PNG" button for a plain canvas (the Timeline): the canvas's own pixels on the panel's background. */
+export function canvasPngButton(canvas: HTMLCanvasElement, name: string): HTMLElement {
+  return h("button", {
+    class: "btn btn-small chart-png",
+    text: "PNG",
+    title: "Save this view as a PNG image",
+    attrs: { type: "button", "data-export": "png" },
+    on: {
+      click: (e) => {
+        e.stopPropagation();
+        const out = document.createElement("canvas");
+        out.width = canvas.width;
+        out.height = canvas.height;
+        const c = out.getContext("2d");
+        if (!c) return;
+        c.fillStyle = getComputedStyle(document.documentElement).getPropertyValue("--gi-panel").trim() || "#ffffff";
+        c.fillRect(0, 0, out.width, out.height);
+        c.drawImage(canvas, 0, 0);
+        saveUrl(out.toDataURL("image/png"), exportName(name, "png"));
+      },
+    },
+  });
+}

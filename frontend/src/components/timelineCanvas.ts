@@ -5,6 +5,7 @@
 // Our own renderer: a viewport is at most a few thousand rectangles, which plain 2D canvas fills in a few
 // milliseconds; a charting library would add hundreds of KB to the bundle for axes and zoom we need in a few lines.
 import type { LaneView, Occurrence, TimelineLane, TimelineView } from "./timelineApi";
+import { canvasPngButton } from "../export";
 import { onTheme, themeColor } from "../theme";
 
 export type ColorMode = "class" | "efficiency";
@@ -128,7 +129,8 @@ export class TimelineCanvas {
     this.ctx = this.canvas.getContext("2d") as CanvasRenderingContext2D;
     this.el = document.createElement("div");
     this.el.className = "tl-canvas-host";
-    this.el.appendChild(this.canvas);
+    this.el.append(this.canvas, canvasPngButton(this.canvas, "timeline"));
+    this.el.classList.add("gi-chart");
     // Reachable from the page (as Cytoscape's `cy` is on the graph canvas): end-to-end tests locate events with it.
     (this.canvas as HTMLCanvasElement & { timeline?: TimelineCanvas }).timeline = this;
     this.canvas.addEventListener("wheel", (e) => this.onWheel(e), { passive: false });

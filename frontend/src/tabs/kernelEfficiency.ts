@@ -227,7 +227,7 @@ class KernelEfficiencyView implements TabView {
       this.opChip,
       this.scopeChip,
       field(
-        "Top",
+        "Per page",
         select(
           TOP_N.map((n) => [String(n), String(n)] as const),
           String(state.topN),
