@@ -1,7 +1,7 @@
 // Overview building blocks: headline cards, the per-step breakdown table and the recommendation list.
 import type { OverviewCategory, OverviewHeadline, Recommendation, StepRow } from "../api";
 import { h } from "../dom";
-import { count, pct, sig, time, tflops, UNKNOWN } from "../format";
+import { count, pct, plural, sig, time, tflops, UNKNOWN } from "../format";
 import { timelineButton } from "../nav";
 import { figure } from "./deviceCard";
 import { CATEGORY_COLORS } from "./overviewCharts";
@@ -19,7 +19,7 @@ export function headlineCards(hl: OverviewHeadline): HTMLElement {
     figure(
       "Step time",
       time(st.mean),
-      `${count(hl.steps)} step(s) · median ${time(st.median)} · p90 ${time(st.p90)} · spread ${time(st.spread)}`,
+      `${plural(hl.steps, "step")} · median ${time(st.median)} · p90 ${time(st.p90)} · spread ${time(st.spread)}`,
       "mean wall time of the step windows (ProfilerStep#N to the next step)",
     ),
     figure("GPU busy", pct(hl.gpu_busy_pct), "share of step time any kernel or copy ran", "interval union over streams"),
