@@ -55,6 +55,8 @@ class App {
   private applyingLink = false;
   /** The first list of runs has been applied: from then on a user's change is a history entry. */
   private linkReady = false;
+  /** A cross-tab move in progress: its first change is the history entry, the rest amend it. */
+  private batch: "open" | "pushed" | null = null;
 
   constructor(private root: HTMLElement) {
     // A deep link in the URL wins over the remembered preferences.
@@ -95,8 +97,9 @@ class App {
     const user = this.linkReady && !this.applyingLink;
     writeLink(
       { run: state.run, worker: state.worker, span: state.span, tab: state.tab },
-      { push: user, dropTabKeys: user && changed.has("tab") },
+      { push: user && this.batch !== "pushed", dropTabKeys: user && changed.has("tab") },
     );
+    if (user && this.batch === "open") this.batch = "pushed";
   }
 
   start(): void {
@@ -122,9 +125,15 @@ class App {
     // A tab asked for another tab (a step click in the Overview, an evidence link): switch span, then tab.
     nav.subscribe((n, changed) => {
       if (!changed.has("request") || !n.request) return;
-      if (n.request.worker) this.select({ worker: n.request.worker });
-      if (n.request.span) this.select({ span: n.request.span });
-      this.store.set({ tab: n.request.tab });
+      // One history entry for the whole move (worker, span and tab may all change).
+      this.batch = "open";
+      try {
+        if (n.request.worker) this.select({ worker: n.request.worker });
+        if (n.request.span) this.select({ span: n.request.span });
+        this.store.set({ tab: n.request.tab });
+      } finally {
+        this.batch = null;
+      }
     });
     onLinkChange((link) => this.applyLink(link));
     this.store.subscribe((state, changed) => {
