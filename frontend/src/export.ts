@@ -38,21 +38,33 @@ export function tableExportButtons(download: (type: "csv" | "json") => void): HT
   return h("span", { class: "export-buttons" }, h("span", { class: "muted small", text: "Export" }), btn("csv"), btn("json"));
 }
 
-/** A small "PNG" button that saves `chart` as drawn, on the panel's background colour. */
-export function chartPngButton(chart: ECharts, name: string): HTMLElement {
+/** The panel's background colour, painted under exported images (charts draw on a transparent background). */
+function panelColour(): string {
+  return getComputedStyle(document.documentElement).getPropertyValue("--gi-panel").trim() || "#ffffff";
+}
+
+/** A small "PNG" button over a chart; `render` gives the image as a data: URL. */
+function pngButton(title: string, name: string, render: (background: string) => string | null): HTMLElement {
   return h("button", {
     class: "btn btn-small chart-png",
     text: "PNG",
-    title: "Save this chart as a PNG image",
+    title,
     attrs: { type: "button", "data-export": "png" },
     on: {
       click: (e) => {
         e.stopPropagation();
-        const bg = getComputedStyle(document.documentElement).getPropertyValue("--gi-panel").trim() || "#ffffff";
-        saveUrl(chart.getDataURL({ type: "png", pixelRatio: 2, backgroundColor: bg, excludeComponents: ["toolbox"] }), exportName(name, "png"));
+        const url = render(panelColour());
+        if (url) saveUrl(url, exportName(name, "png"));
       },
     },
   });
+}
+
+/** Save `chart` as drawn (ECharts' getDataURL, at twice the screen resolution). */
+export function chartPngButton(chart: ECharts, name: string): HTMLElement {
+  return pngButton("Save this chart as a PNG image", name, (backgroundColor) =>
+    chart.getDataURL({ type: "png", pixelRatio: 2, backgroundColor, excludeComponents: ["toolbox"] }),
+  );
 }
 
 /** A CSV field, quoted when it holds a separator, a quote or a line break. */
@@ -92,26 +104,17 @@ export function htmlTableExport(table: HTMLTableElement, name: string): HTMLElem
   );
 }
 
-/** A "PNG" button for a plain canvas (the Timeline): the canvas's own pixels on the panel's background. */
+/** Save a plain canvas (the Timeline) as drawn: its own pixels over the panel's background. */
 export function canvasPngButton(canvas: HTMLCanvasElement, name: string): HTMLElement {
-  return h("button", {
-    class: "btn btn-small chart-png",
-    text: "PNG",
-    title: "Save this view as a PNG image",
-    attrs: { type: "button", "data-export": "png" },
-    on: {
-      click: (e) => {
-        e.stopPropagation();
-        const out = document.createElement("canvas");
-        out.width = canvas.width;
-        out.height = canvas.height;
-        const c = out.getContext("2d");
-        if (!c) return;
-        c.fillStyle = getComputedStyle(document.documentElement).getPropertyValue("--gi-panel").trim() || "#ffffff";
-        c.fillRect(0, 0, out.width, out.height);
-        c.drawImage(canvas, 0, 0);
-        saveUrl(out.toDataURL("image/png"), exportName(name, "png"));
-      },
-    },
+  return pngButton("Save this view as a PNG image", name, (background) => {
+    const out = document.createElement("canvas");
+    out.width = canvas.width;
+    out.height = canvas.height;
+    const c = out.getContext("2d");
+    if (!c) return null;
+    c.fillStyle = background;
+    c.fillRect(0, 0, out.width, out.height);
+    c.drawImage(canvas, 0, 0);
+    return out.toDataURL("image/png");
   });
 }
