@@ -15,7 +15,8 @@ export type RunStatus = "ready" | "loading" | "pending" | "waiting" | "error";
 export type Dtype = "auto" | "fp32" | "tf32" | "bf16" | "fp16" | "fp8" | "fp64" | "int8";
 export type Group = "name" | "op";
 export type Order = "asc" | "desc";
-export type Bound = "compute" | "memory" | "unknown";
+/** Side of the roofline ridge; null (or "unknown" from older servers) unless both FLOPs and bytes are known. */
+export type Bound = "compute" | "memory" | "unknown" | null;
 
 export const DTYPES: readonly Dtype[] = ["auto", "fp32", "tf32", "bf16", "fp16", "fp8", "fp64", "int8"];
 
@@ -109,6 +110,12 @@ export interface DevicesResponse {
 
 export interface KernelRow {
   name: string;
+  /** Short name for tables and charts (template arguments folded, distinctive suffix kept). */
+  display_name?: string | null;
+  /** Full demangled name, or null when the name is not mangled. */
+  demangled?: string | null;
+  /** GEMM, attention, conv, elementwise, reduction, norm, communication, memcpy, memset or other. */
+  kernel_class?: string | null;
   /** What `kernel_ops` takes back instead of the name (names can be any length). */
   name_key?: string;
   op?: string | null;

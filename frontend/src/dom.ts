@@ -74,3 +74,31 @@ export function debounce<A extends unknown[]>(fn: (...args: A) => void, ms: numb
     timer = setTimeout(() => fn(...args), ms);
   };
 }
+
+/**
+ * A one-line text that keeps both ends of a long name visible: its head is cut with an ellipsis, its tail (the
+ * distinctive suffix of a kernel name) always shows. The two parts are inline (not flex items), so the element's
+ * text, a selection and a copy are the whole text on one line.
+ */
+export function middleEllipsis(text: string, title = text, cls = ""): HTMLElement {
+  const cut = text.length > 24 ? text.length - Math.min(16, Math.ceil(text.length * 0.35)) : text.length;
+  const el = h(
+    "span",
+    { class: `mid-ellipsis ${cls}`.trim(), title },
+    h("span", { class: "mid-head", text: text.slice(0, cut) }),
+    h("span", { class: "mid-tail", text: text.slice(cut) }),
+  );
+  el.style.setProperty("--gi-tail", `${text.length - cut + 1}ch`);
+  return el;
+}
+
+/** Scroll the page so that `el` is in view and not under `cover` (a bottom-sheet drawer) when it overlaps it. */
+export function keepClear(el: HTMLElement, cover: HTMLElement): void {
+  const r = el.getBoundingClientRect();
+  const c = cover.hidden ? null : cover.getBoundingClientRect();
+  const overlaps = c !== null && c.left < r.right && c.right > r.left && c.top > 0;
+  const bottom = overlaps ? c.top : window.innerHeight;
+  const margin = 12;
+  if (r.bottom > bottom - margin) window.scrollBy({ top: r.bottom - bottom + margin + r.height });
+  else if (r.top < margin) window.scrollBy({ top: r.top - margin - r.height });
+}

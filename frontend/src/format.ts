@@ -17,7 +17,10 @@ function known(v: number | null | undefined): v is number {
   return typeof v === "number" && Number.isFinite(v);
 }
 
-/** Three significant digits, with thousands separators for big values: 0.0412, 3.21, 42.1, 989, 3,350. */
+const tiny = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 2 });
+
+/** Three significant digits, with thousands separators for big values: 0.0412, 3.21, 42.1, 989, 3,350.
+ *  Below 0.001: two significant digits in plain notation (0.00045), never 4.5e-4; below 1e-6: "< 0.000001". */
 export function sig(v: number | null | undefined): string {
   if (!known(v)) return UNKNOWN;
   if (v === 0) return "0";
@@ -26,7 +29,14 @@ export function sig(v: number | null | undefined): string {
   if (a >= 10) return nf(1).format(v);
   if (a >= 1) return nf(2).format(v);
   if (a >= 0.001) return nf(Math.min(6, 2 - Math.floor(Math.log10(a)))).format(v);
-  return v.toExponential(1);
+  if (a >= 1e-6) return tiny.format(v);
+  return v < 0 ? "> −0.000001" : "< 0.000001";
+}
+
+/** "1 kernel", "2 kernels", "1,024 kernel calls" (`many` for irregular plurals). */
+export function plural(n: number | null | undefined, one: string, many = `${one}s`): string {
+  if (!known(n)) return `${UNKNOWN} ${many}`;
+  return `${int.format(n)} ${n === 1 ? one : many}`;
 }
 
 /** A duration given in microseconds: 812 ns, 12.3 µs, 4.56 ms, 1.23 s. */
@@ -40,14 +50,15 @@ export function time(us: number | null | undefined): string {
   return `${sig(us / 1e6)} s`;
 }
 
-/** A 0..1 fraction as a percentage: 42.0 %, 0.35 %, < 0.01 %. */
+/** A 0..1 fraction as a percentage: 42.0 %, 0.35 %, < 0.01 %, 1,234 %. */
 export function pct(frac: number | null | undefined): string {
   if (!known(frac)) return UNKNOWN;
   const p = frac * 100;
   if (p === 0) return "0 %";
   if (Math.abs(p) < 0.01) return "< 0.01 %";
   if (Math.abs(p) < 10) return `${p.toFixed(2)} %`;
-  return `${p.toFixed(1)} %`;
+  if (Math.abs(p) < 1000) return `${p.toFixed(1)} %`;
+  return `${int.format(p)} %`;
 }
 
 const SI: ReadonlyArray<readonly [number, string]> = [
@@ -78,3 +89,23 @@ export const count = (v: number | null | undefined) => (known(v) ? int.format(v)
 export function isKnown(v: number | null | undefined): v is number {
   return known(v);
 }
+
+/** Occupancy in percent as the profiler reports it; 0 or absent means the trace has no estimate (a running kernel
+ *  always has a resident warp), so it reads "—". */
+export function occupancy(v: number | null | undefined): string {
+  return known(v) && v > 0 ? `${sig(v)} %` : UNKNOWN;
+}
+
+/** Side of the roofline ridge, spelled so that it is not read as "limited by": null when FLOPs or bytes are unknown. */
+export function boundLabel(bound: string | null | undefined): string | null {
+  if (bound === "compute") return "compute-bound (right of ridge)";
+  if (bound === "memory") return "memory-bound (left of ridge)";
+  return null;
+}
+
+/** What a bound label means (a tooltip). */
+export const BOUND_HELP =
+  "Roofline side: a kernel whose arithmetic intensity (FLOP per DRAM byte) is right of the device's ridge point " +
+  "(peak FLOP/s ÷ DRAM bandwidth) could at best reach the compute roof; left of it, the memory roof. It says which " +
+  "roof is the ceiling, not that the kernel is near it: see % of peak and % of DRAM for that. Shown only where both " +
+  "the FLOPs and the bytes are known.";

@@ -10,11 +10,14 @@ import {
   progressState,
   runErrorState,
 } from "./components/states";
+import { onLinkChange, readLink, writeLink, type Link } from "./deeplink";
 import { h, replace } from "./dom";
+import { setExportContext } from "./export";
 import { ALL_SPANS, ALL_WORKERS, loadPrefs, nav, savePrefs, Store, type AppState } from "./state";
 import appCss from "./styles.css";
 import { TABS, type TabDef, type TabView } from "./tabs";
 import { DeviceBanner, deviceOverride } from "./components/devicePicker";
+import { startTheme } from "./theme";
 
 const STYLE_ID = "tb-gpuinsight-styles";
 const LOADING_POLL_MS = 2000;
@@ -53,19 +56,55 @@ class App {
 
   private mounted: { key: string; tab: TabDef; view: TabView; host: HTMLElement } | null = null;
   private shownKey = "";
+  /** The URL's link is being applied (a history move): write it back as is, without a new history entry. */
+  private applyingLink = false;
+  /** The first list of runs has been applied: from then on a user's change is a history entry. */
+  private linkReady = false;
+  /** A cross-tab move in progress: its first change is the history entry, the rest amend it. */
+  private batch: "open" | "pushed" | null = null;
 
   constructor(private root: HTMLElement) {
+    // A deep link in the URL wins over the remembered preferences.
     const prefs = loadPrefs();
-    this.store = new Store<AppState>({
+    this.store = new Store<AppState>(App.fromLink(readLink(), {
       run: prefs.run,
       worker: prefs.worker,
       span: prefs.span || ALL_SPANS,
       tab: TABS.some((t) => t.id === prefs.tab) ? prefs.tab : TABS[0].id,
-    });
+    }));
     this.picker = new Picker({
       onChange: (patch) => this.select(patch),
       onRefresh: () => void this.refresh(),
     });
+  }
+
+  /** `base` with the link's run, worker, span and tab where it names them. */
+  private static fromLink(link: Link, base: AppState): AppState {
+    return {
+      run: link.run ?? base.run,
+      worker: link.worker ?? base.worker,
+      span: link.span ?? base.span,
+      tab: link.tab && TABS.some((t) => t.id === link.tab) ? link.tab : base.tab,
+    };
+  }
+
+  /** Back / forward (or an edited hash): show the view the link names. */
+  private applyLink(link: Link): void {
+    this.applyingLink = true;
+    try {
+      this.store.set(this.runsLoaded ? this.reconcile(App.fromLink(link, this.store.get())) : App.fromLink(link, this.store.get()));
+    } finally {
+      this.applyingLink = false;
+    }
+  }
+
+  private writeLink(state: AppState, changed: ReadonlySet<keyof AppState>): void {
+    const user = this.linkReady && !this.applyingLink;
+    writeLink(
+      { run: state.run, worker: state.worker, span: state.span, tab: state.tab },
+      { push: user && this.batch !== "pushed", dropTabKeys: user && changed.has("tab") },
+    );
+    if (user && this.batch === "open") this.batch = "pushed";
   }
 
   start(): void {
@@ -92,12 +131,20 @@ class App {
     // A tab asked for another tab (a step click in the Overview, an evidence link): switch span, then tab.
     nav.subscribe((n, changed) => {
       if (!changed.has("request") || !n.request) return;
-      if (n.request.worker) this.select({ worker: n.request.worker });
-      if (n.request.span) this.select({ span: n.request.span });
-      this.store.set({ tab: n.request.tab });
+      // One history entry for the whole move (worker, span and tab may all change).
+      this.batch = "open";
+      try {
+        if (n.request.worker) this.select({ worker: n.request.worker });
+        if (n.request.span) this.select({ span: n.request.span });
+        this.store.set({ tab: n.request.tab });
+      } finally {
+        this.batch = null;
+      }
     });
+    onLinkChange((link) => this.applyLink(link));
     this.store.subscribe((state, changed) => {
       savePrefs({ run: state.run, worker: state.worker, span: state.span, tab: state.tab });
+      this.writeLink(state, changed);
       if (changed.has("tab")) this.renderTabs();
       this.picker.update(this.runs, state);
       this.show();
@@ -149,6 +196,8 @@ class App {
       const next = this.reconcile(state);
       this.picker.update(this.runs, next);
       this.store.set(next); // re-renders through the subscription when the selection changed
+      if (!this.linkReady) writeLink({ run: next.run, worker: next.worker, span: next.span, tab: next.tab });
+      this.linkReady = true;
       this.show();
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
@@ -275,6 +324,7 @@ class App {
     const key = `tab|${tab.id}|${sel.run}|${sel.worker}|${sel.span}|${version}|${deviceOverride(sel.run) ?? ""}`;
     if (this.shownKey === key) return;
     this.shownKey = key;
+    setExportContext([sel.run, sel.worker === ALL_WORKERS ? "all-ranks" : sel.worker, sel.span === ALL_SPANS ? null : sel.span]);
     if (this.mounted && this.mounted.tab === tab && this.content.contains(this.mounted.host)) {
       this.mounted.view.update(sel);
       this.mounted.key = key;
@@ -298,6 +348,7 @@ let app: App | null = null;
 /** Build the plugin UI into document.body. */
 export function render(): void {
   injectStyles();
+  startTheme();
   document.body.classList.add("gi-body");
   if (app) return;
   app = new App(document.body);

@@ -64,6 +64,8 @@ export interface Prefs {
   dtype: Dtype;
   group: Group;
   topN: number;
+  /** The Kernel tab's device and summary cards: shown in full, or folded to one line (null: folded). */
+  kernelCards: "open" | "closed" | null;
 }
 
 const PREFS_KEY = "tb_gpuinsight.prefs.v1";
@@ -76,6 +78,7 @@ export const DEFAULT_PREFS: Prefs = {
   dtype: "auto",
   group: "name",
   topN: 100,
+  kernelCards: null,
 };
 
 export function loadPrefs(): Prefs {

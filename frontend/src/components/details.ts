@@ -1,8 +1,8 @@
 // The details drawer of one kernel: its figures and the CPU ops that launched it, with their input shapes.
 import { isAbort, type KernelOp, type KernelOpsResponse, type KernelRow } from "../api";
 import { h, replace } from "../dom";
-import { bytes, count, flop, gbps, pct, sig, time, UNKNOWN } from "../format";
-import { roofMark } from "./kernelTable";
+import { BOUND_HELP, boundLabel, bytes, count, flop, gbps, occupancy, pct, plural, sig, time, UNKNOWN } from "../format";
+import { isTransfer, roofMark, shownName } from "./kernelTable";
 import { inlineError, loadingState } from "./states";
 
 export interface DetailsOptions {
@@ -59,6 +59,37 @@ function launch(v: string | null): string {
   return v ? v.replace(/\s+/g, "").replace(/,/g, ", ") : UNKNOWN;
 }
 
+/** A name block with a Copy button (the raw name, or its demangled form). */
+export function nameBlock(label: string, name: string): HTMLElement {
+  const copy = h("button", {
+    class: "btn btn-small name-copy",
+    text: "Copy",
+    title: `Copy the ${label.toLowerCase()} to the clipboard`,
+    on: {
+      click: () =>
+        void navigator.clipboard?.writeText(name).then(
+          () => (copy.textContent = "Copied"),
+          () => (copy.textContent = "Select and copy"),
+        ),
+    },
+  });
+  return h(
+    "div",
+    { class: "name-block" },
+    h("div", { class: "name-block-head" }, h("span", { class: "stat-label", text: label }), copy),
+    h("div", { class: "kernel-name", text: name }),
+  );
+}
+
+/** The names of a kernel: its short name as a title, then the demangled and the raw name. */
+export function kernelNames(name: string, row: KernelRow | null): HTMLElement[] {
+  const short = row ? shownName(row) : name;
+  const parts: HTMLElement[] = [h("div", { class: "drawer-name", text: short, title: short })];
+  if (row?.demangled && row.demangled !== name) parts.push(nameBlock("Demangled name", row.demangled));
+  parts.push(nameBlock("Raw name (as in the trace)", name));
+  return parts;
+}
+
 export function stat(label: string, value: string, title?: string): HTMLElement {
   return h("div", { class: "stat", title }, h("span", { class: "stat-label", text: label }), h("span", { class: "stat-value", text: value }));
 }
@@ -79,9 +110,10 @@ function rowStats(r: KernelRow): HTMLElement {
     stat("GB/s", gbps(r.gbps), byteWhy),
     stat("% of peak", pct(r.pct_peak), flopWhy),
     stat("% of DRAM", pct(r.pct_dram), byteWhy),
-    stat("dtype", r.dtype ?? UNKNOWN),
-    stat("Bound", r.bound),
-    stat("Occupancy", r.occupancy == null ? UNKNOWN : `${sig(r.occupancy)} %`),
+    stat("Class", r.kernel_class ?? UNKNOWN),
+    isTransfer(r) ? null : stat("dtype", r.dtype ?? UNKNOWN),
+    stat("Bound", boundLabel(r.bound) ?? UNKNOWN, boundLabel(r.bound) ? BOUND_HELP : "FLOPs or bytes unknown: no roofline side"),
+    stat("Occupancy", occupancy(r.occupancy), occupancy(r.occupancy) === UNKNOWN ? "not in the trace" : undefined),
     stat("Registers", r.registers == null ? UNKNOWN : count(r.registers), "per thread"),
     stat("Grid × block", r.grid || r.block ? `${launch(r.grid)} × ${launch(r.block)}` : UNKNOWN),
     stat("Role", r.role ?? UNKNOWN, "what the kernel does for its op: only compute (or its op's own work) kernels take the op's FLOPs"),
@@ -144,7 +176,7 @@ export class Details {
     const onTimeline = this.opts.onShowOnTimeline;
     replace(
       this.body,
-      h("div", { class: "kernel-name", text: name }),
+      ...kernelNames(name, row),
       onTimeline
         ? h("button", { class: "btn btn-small show-on-timeline", text: "Show on timeline", title: "Highlight every launch of this kernel on the Timeline", on: { click: () => onTimeline(name) } })
         : null,
@@ -187,7 +219,7 @@ export class Details {
       h(
         "div",
         { class: "op-meta" },
-        `${count(op.count)} call${op.count === 1 ? "" : "s"} · ${time(op.total_us)} · `,
+        `${plural(op.count, "call")} · ${time(op.total_us)} · `,
         op.flops == null
           ? h("span", { class: "cell-unknown", text: `FLOPs ${UNKNOWN}`, title: op.flops_reason || "no FLOP estimate" })
           : `${flop(op.flops)}`,

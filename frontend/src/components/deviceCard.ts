@@ -2,7 +2,7 @@
 // Plus the summary figures of the chosen device.
 import type { DeviceInfo, DeviceSpec, DeviceSummary, Dtype, ReasonRow } from "../api";
 import { h } from "../dom";
-import { count, gbps, pct, sig, time, UNKNOWN } from "../format";
+import { gbps, pct, plural, sig, time, UNKNOWN } from "../format";
 
 const PEAK_ORDER = ["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"];
 
@@ -140,17 +140,39 @@ export function summaryFigures(dev: DeviceInfo): HTMLElement {
     "div",
     { class: "figures" },
     figure("GPU busy", time(s.gpu_busy_us), "union of kernels and memcpy/memset"),
-    figure("Kernel time", time(s.kernel_time_us), s.kernel_count != null ? `${count(s.kernel_count)} kernel calls` : undefined),
+    figure("Kernel time", time(s.kernel_time_us), s.kernel_count != null ? plural(s.kernel_count, "kernel call") : undefined),
     figure("Memcpy / memset", time(s.memop_time_us)),
     figure("With a FLOP estimate", pct(s.flop_time_share), "share of kernel time"),
     figure("With a byte estimate", pct(s.byte_time_share), "share of kernel time"),
     figure("With both", pct(s.covered_time_share ?? null), "share of kernel time, under the roof",
       "kernels with a FLOP and a byte estimate whose figures are physically possible"),
     s.over_roof_count
-      ? figure("⚠ Over the roof", pct(s.over_roof_time_share ?? null), `${count(s.over_roof_count)} kernel calls, left out`,
+      ? figure("⚠ Over the roof", pct(s.over_roof_time_share ?? null), `${plural(s.over_roof_count, "kernel call")}, left out`,
           "kernels whose estimate implies more than the device can do: left out of the efficiency and totals")
       : null,
     figure("Efficiency", s.efficiency == null ? UNKNOWN : pct(s.efficiency), "time-weighted, vs. roofline", effReason),
+  );
+}
+
+/** The device and its headline figures on one line: the summary of the collapsible header of the Kernel tab. */
+export function compactSummary(dev: DeviceInfo): HTMLElement {
+  const s = dev.summary;
+  const item = (label: string, value: string, title?: string) =>
+    h("span", { class: "sum-item", title }, h("span", { class: "sum-label", text: label }), h("span", { class: "sum-value", text: value }));
+  return h(
+    "span",
+    { class: "sum-line" },
+    h("span", { class: "badge", text: `GPU ${dev.id}` }),
+    h("span", {
+      class: "sum-device" + (dev.matched ? "" : " sum-unmatched"),
+      text: dev.matched && dev.spec ? dev.spec.name : `${dev.trace_name || "unnamed GPU"}: unknown device`,
+      title: dev.how || undefined,
+    }),
+    item("GPU busy", time(s?.gpu_busy_us ?? null)),
+    item("Kernel time", time(s?.kernel_time_us ?? null), s?.kernel_count != null ? plural(s.kernel_count, "kernel call") : undefined),
+    item("Efficiency", pct(s?.efficiency ?? null), "time-weighted, vs. roofline"),
+    item("Rated", pct(s?.covered_time_share ?? null), "share of kernel time with a FLOP and a byte estimate, under the roof"),
+    s?.over_roof_count ? item("⚠ Over the roof", pct(s.over_roof_time_share ?? null), `${plural(s.over_roof_count, "kernel call")}, left out`) : null,
   );
 }
 

@@ -8,6 +8,7 @@ import { h } from "../dom";
 import { pct, time } from "../format";
 import { signedTime } from "./diffFormat";
 import { TOOLTIP_STYLE } from "./roofline";
+import { initChart } from "../theme";
 
 echarts.use([BarChart, GridComponent, TooltipComponent, LegendComponent, CanvasRenderer]);
 
@@ -48,7 +49,7 @@ export class DiffChart {
 
   constructor() {
     this.el = h("div", { class: "diff-chart" }, this.chartBox);
-    this.chart = echarts.init(this.chartBox, undefined, { renderer: "canvas" });
+    this.chart = initChart(this.chartBox, "diff-chart");
     this.resizeObserver = new ResizeObserver(() => this.chart.resize());
     this.resizeObserver.observe(this.chartBox);
   }

@@ -3,8 +3,8 @@
 // write the raw value with innerHTML).
 import type { CellComponent, ColumnDefinition } from "tabulator-tables";
 import type { Group, KernelRow, KernelsResponse, Order } from "../api";
-import { h } from "../dom";
-import { count, gbps, pct, sig, time, UNKNOWN } from "../format";
+import { h, middleEllipsis } from "../dom";
+import { BOUND_HELP, boundLabel, count, gbps, occupancy, pct, sig, time, UNKNOWN } from "../format";
 import { errorMessage, RemoteTable } from "./remoteTable";
 
 export interface PageRequest {
@@ -31,6 +31,33 @@ export interface KernelTableOptions {
 }
 
 type Formatter = (row: KernelRow) => HTMLElement;
+
+/** The name a table or chart shows for a kernel: the server's short display name, else the raw name. */
+export function shownName(r: { name: string; display_name?: string | null }): string {
+  return r.display_name || r.name;
+}
+
+/** Copy transfers (memcpy / memset) have no data type of their own. */
+export function isTransfer(r: { name: string; kernel_class?: string | null }): boolean {
+  if (r.kernel_class) return r.kernel_class === "memcpy" || r.kernel_class === "memset";
+  return /^(memcpy|memset)\b/i.test(r.name);
+}
+
+/** The kernel name cell: middle ellipsis over the short name, the raw (and demangled) name on hover. */
+export function kernelNameCell(r: KernelRow): HTMLElement {
+  const full = r.demangled && r.demangled !== r.name ? `${r.demangled}\n\n${r.name}` : r.name;
+  const mark = roofMark(r);
+  const name = middleEllipsis(shownName(r), full, "cell-name");
+  return mark ? h("span", { class: "cell-with-mark" }, mark, name) : name;
+}
+
+/** The roofline-side tag of a row; "—" when FLOPs or bytes are unknown. */
+export function boundTag(r: KernelRow): HTMLElement {
+  const label = boundLabel(r.bound);
+  if (!label) return unknown("FLOPs or bytes unknown: no roofline side");
+  const why = `${label}${r.intensity != null ? ` at ${sig(r.intensity)} FLOP/B` : ""}. ${BOUND_HELP}`;
+  return h("span", { class: `tag tag-${r.bound}`, text: label.replace(/ \(.*/, ""), title: why });
+}
 
 export function cellText(text: string, title?: string, cls = "cell-text"): HTMLElement {
   return h("span", { class: cls, text, title });
@@ -128,15 +155,20 @@ export class KernelTable {
       {
         title: "Kernel",
         field: "name",
-        minWidth: 280,
+        minWidth: 220,
         widthGrow: 4,
+        frozen: true,
         headerSortStartingDir: "asc",
-        titleFormatter: header("Kernel", "Kernel name as recorded in the trace"),
-        formatter: fmt((r) => {
-          const mark = roofMark(r);
-          const name = cellText(r.name, r.name, "cell-text cell-name");
-          return mark ? h("span", { class: "cell-with-mark" }, mark, name) : name;
-        }),
+        titleFormatter: header("Kernel", "Short kernel name (hover for the full, demangled and raw name)"),
+        formatter: fmt(kernelNameCell),
+      },
+      {
+        title: "Class",
+        field: "kernel_class",
+        width: 86,
+        headerSort: false,
+        titleFormatter: header("Class", "Kernel class from its name: GEMM, attention, conv, elementwise, reduction, norm, communication, memcpy, memset, other"),
+        formatter: fmt((r) => (r.kernel_class ? cellText(r.kernel_class) : unknown("not classified by this server"))),
       },
       {
         title: "Op",
@@ -151,7 +183,7 @@ export class KernelTable {
       {
         title: "Calls",
         field: "count",
-        width: 70,
+        width: 54,
         hozAlign: "right",
         titleFormatter: header("Calls", "Number of launches"),
         formatter: fmt((r) => cellText(count(r.count))),
@@ -159,7 +191,7 @@ export class KernelTable {
       {
         title: "Total",
         field: "total_us",
-        width: 80,
+        width: 68,
         hozAlign: "right",
         titleFormatter: header("Total", "Total GPU time of all launches"),
         formatter: fmt((r) => cellText(time(r.total_us))),
@@ -167,7 +199,7 @@ export class KernelTable {
       {
         title: "Mean",
         field: "mean_us",
-        width: 80,
+        width: 68,
         hozAlign: "right",
         titleFormatter: header("Mean", "Mean time per launch (hover a cell for min and max)"),
         formatter: fmt((r) => cellText(time(r.mean_us), `min ${time(r.min_us)} · max ${time(r.max_us)}`)),
@@ -175,7 +207,7 @@ export class KernelTable {
       {
         title: "Share",
         field: "time_share",
-        width: 78,
+        width: 60,
         hozAlign: "right",
         titleFormatter: header("Share", "Share of the device's kernel time"),
         formatter: fmt((r) => cellText(pct(r.time_share))),
@@ -184,16 +216,16 @@ export class KernelTable {
       {
         title: "TFLOP/s",
         field: "tflops",
-        width: 92,
+        width: 68,
         hozAlign: "right",
         titleFormatter: header("TFLOP/s", "Achieved TFLOP/s: estimated FLOPs / kernel time"),
         formatter: fmt((r) => (r.tflops == null ? unknown(flopReason(r)) : cellText(sig(r.tflops)))),
       },
       {
-        title: "% of peak",
+        title: "% peak",
         field: "pct_peak",
-        width: 116,
-        titleFormatter: header("% of peak", "Achieved TFLOP/s as a share of the datasheet peak for the kernel's dtype"),
+        width: 90,
+        titleFormatter: header("% peak", "Achieved TFLOP/s as a share of the datasheet peak for the kernel's dtype"),
         formatter: fmt((r) =>
           r.pct_peak == null ? unknown(peakReason(r)) : pctBar(r.pct_peak, "pbar-compute", `${pct(r.pct_peak)} of ${r.dtype ?? ""} peak`),
         ),
@@ -201,16 +233,16 @@ export class KernelTable {
       {
         title: "GB/s",
         field: "gbps",
-        width: 76,
+        width: 56,
         hozAlign: "right",
         titleFormatter: header("GB/s", "Achieved DRAM bandwidth: estimated bytes / kernel time"),
         formatter: fmt((r) => (r.gbps == null ? unknown(byteReason(r)) : cellText(sig(r.gbps), gbps(r.gbps)))),
       },
       {
-        title: "% of DRAM",
+        title: "% DRAM",
         field: "pct_dram",
-        width: 116,
-        titleFormatter: header("% of DRAM", "Achieved GB/s as a share of the datasheet DRAM bandwidth"),
+        width: 90,
+        titleFormatter: header("% DRAM", "Achieved GB/s as a share of the datasheet DRAM bandwidth"),
         formatter: fmt((r) =>
           r.pct_dram == null ? unknown(dramReason(r)) : pctBar(r.pct_dram, "pbar-memory", `${pct(r.pct_dram)} of DRAM bandwidth`),
         ),
@@ -218,7 +250,7 @@ export class KernelTable {
       {
         title: "FLOP/B",
         field: "intensity",
-        width: 86,
+        width: 58,
         hozAlign: "right",
         titleFormatter: header("FLOP/B", "Arithmetic intensity: FLOPs per DRAM byte"),
         formatter: fmt((r) =>
@@ -228,7 +260,7 @@ export class KernelTable {
       {
         title: "Covered",
         field: "covered_share",
-        width: 84,
+        width: 62,
         hozAlign: "right",
         titleFormatter: header("Covered", "Share of the row's time in calls with both a FLOP and a byte estimate; its rates describe those calls"),
         formatter: fmt((r) => (r.covered_share == null ? unknown("no call of this row has both estimates") : cellText(pct(r.covered_share)))),
@@ -236,29 +268,31 @@ export class KernelTable {
       {
         title: "Bound",
         field: "bound",
-        width: 84,
+        width: 98,
         headerSortStartingDir: "asc",
-        titleFormatter: header("Bound", "Which roof limits the kernel at its intensity (roofline model)"),
-        formatter: fmt((r) => h("span", { class: `tag tag-${r.bound}`, text: r.bound })),
+        titleFormatter: header("Bound", BOUND_HELP),
+        formatter: fmt(boundTag),
       },
       {
         title: "dtype",
         field: "dtype",
-        width: 76,
+        width: 50,
         headerSortStartingDir: "asc",
         titleFormatter: header("dtype", "Data type whose peak the kernel is rated against"),
-        formatter: fmt((r) => (r.dtype ? cellText(r.dtype) : unknown("dtype unknown"))),
+        formatter: fmt((r) =>
+          isTransfer(r) ? cellText("") : r.dtype ? cellText(r.dtype) : unknown("dtype unknown"),
+        ),
       },
       {
         title: "Occ.",
         field: "occupancy",
-        width: 66,
+        width: 54,
         hozAlign: "right",
         titleFormatter: header("Occ.", "Estimated achieved occupancy reported by the profiler (hover: registers, grid, block)"),
         formatter: fmt((r) =>
-          r.occupancy == null
-            ? unknown("not in trace")
-            : cellText(`${sig(r.occupancy)} %`, launchText(r)),
+          occupancy(r.occupancy) === UNKNOWN
+            ? unknown("not in the trace (the profiler reported no occupancy estimate)")
+            : cellText(occupancy(r.occupancy), launchText(r)),
         ),
       },
     ];
@@ -277,7 +311,8 @@ export class KernelTable {
       placeholder: { title: "No kernels", hint: "No kernel on this device matches the current filters." },
       loading: "Loading kernels…",
       initialSort: { field: "total_us", dir: "desc" },
-      maxHeight: "600px",
+      // Tall: the table is the first thing on the tab and keeps its header in view while its rows scroll.
+      maxHeight: "max(320px, calc(100vh - 190px))",
       key: (row) => row.name,
       onRowClick: (row) => opts.onSelect(row),
     });
@@ -302,9 +337,9 @@ export class KernelTable {
     });
   }
 
-  /** Mark the row of this kernel (null: none). */
-  select(name: string | null): void {
-    this.table.select(name);
+  /** Mark the row of this kernel (null: none) and scroll it into view clear of `avoid` (the details drawer). */
+  select(name: string | null, avoid?: HTMLElement): void {
+    this.table.select(name, avoid);
   }
 
   destroy(): void {

@@ -10,6 +10,7 @@ import { h } from "../dom";
 import { bytes, sig } from "../format";
 import type { AllocationRow, MemoryCurve, MemoryPeak, MemoryStep, PixelSeries } from "./memoryApi";
 import { TOOLTIP_STYLE } from "./roofline";
+import { initChart } from "../theme";
 
 echarts.use([LineChart, ScatterChart, DataZoomComponent, GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent, TooltipComponent, CanvasRenderer]);
 
@@ -77,7 +78,7 @@ export class MemoryChart {
   /** `onZoom(range)` asks for the curve of a window (absolute µs), or null when zoomed out. */
   constructor(private onZoom: (range: [number, number] | null) => void) {
     this.el = h("div", { class: "memory-curve" }, this.box, this.caption);
-    this.chart = echarts.init(this.box, undefined, { renderer: "canvas" });
+    this.chart = initChart(this.box, "memory-chart");
     this.observer = new ResizeObserver(() => this.chart.resize());
     this.observer.observe(this.box);
     this.chart.on("datazoom", () => {
@@ -190,7 +191,7 @@ export class MemoryChart {
       ? { data: [{ coord: [(d.peak.ts - d.t0) / 1000, d.peak.allocated], value: "peak" }], symbolSize: 36, label: { fontSize: 10 }, itemStyle: { color: "#c23030" } }
       : undefined;
     return {
-      markLine: steps.length ? { silent: true, symbol: "none", lineStyle: { type: "dashed", color: "#7b8794", width: 1 }, data: steps } : undefined,
+      markLine: steps.length ? { silent: true, symbol: "none", lineStyle: { type: "dashed", color: "#7b8794", width: 1 }, label: { color: "#616e7c", textBorderWidth: 0 }, data: steps } : undefined,
       markPoint: peak,
     };
   }

@@ -8,6 +8,7 @@ import type { OverviewCategory, OverviewHeadline, StepRow } from "../api";
 import { h } from "../dom";
 import { pct, time } from "../format";
 import { TOOLTIP_STYLE } from "./roofline";
+import { initChart } from "../theme";
 
 echarts.use([BarChart, LineChart, GridComponent, TooltipComponent, LegendComponent, CanvasRenderer]);
 
@@ -41,7 +42,7 @@ export class ChartBox {
 
   constructor(cls: string) {
     this.el = h("div", { class: `chart-box ${cls}` });
-    this.chart = echarts.init(this.el, undefined, { renderer: "canvas" });
+    this.chart = initChart(this.el, cls);
     this.observer = new ResizeObserver(() => this.chart.resize());
     this.observer.observe(this.el);
   }

@@ -1,10 +1,11 @@
 // Overview building blocks: headline cards, the per-step breakdown table and the recommendation list.
 import type { OverviewCategory, OverviewHeadline, Recommendation, StepRow } from "../api";
 import { h } from "../dom";
-import { count, pct, sig, time, tflops, UNKNOWN } from "../format";
+import { count, pct, plural, sig, time, tflops, UNKNOWN } from "../format";
 import { timelineButton } from "../nav";
 import { figure } from "./deviceCard";
 import { CATEGORY_COLORS } from "./overviewCharts";
+import { htmlTableExport } from "../export";
 
 export function headlineCards(hl: OverviewHeadline): HTMLElement {
   const st = hl.step_time_us;
@@ -18,7 +19,7 @@ export function headlineCards(hl: OverviewHeadline): HTMLElement {
     figure(
       "Step time",
       time(st.mean),
-      `${count(hl.steps)} step(s) · median ${time(st.median)} · p90 ${time(st.p90)} · spread ${time(st.spread)}`,
+      `${plural(hl.steps, "step")} · median ${time(st.median)} · p90 ${time(st.p90)} · spread ${time(st.spread)}`,
       "mean wall time of the step windows (ProfilerStep#N to the next step)",
     ),
     figure("GPU busy", pct(hl.gpu_busy_pct), "share of step time any kernel or copy ran", "interval union over streams"),
@@ -70,7 +71,8 @@ export function breakdownTable(steps: StepRow[], categories: OverviewCategory[],
       h("td", { class: "num", text: count(s.kernel_count) }),
     ),
   );
-  return h("div", { class: "ov-table-wrap" }, h("table", { class: "ov-table" }, h("thead", null, head), h("tbody", null, ...rows)));
+  const table = h("table", { class: "ov-table" }, h("thead", null, head), h("tbody", null, ...rows));
+  return h("div", { class: "ov-table-wrap" }, table, htmlTableExport(table, "steps"));
 }
 
 function value(v: number | string | null | undefined, key: string): string {

@@ -32,12 +32,21 @@ export function stampText(stamp: number): string | null {
   const d = new Date(ms);
   const year = d.getUTCFullYear();
   if (year < 2000 || year > 2200) return null;
-  return d.toISOString().slice(0, 19).replace("T", " ") + " UTC";
+  return d.toISOString().slice(0, 23).replace("T", " ") + " UTC"; // to the ms: spans a second apart stay distinct
 }
 
+/** "2: 2026-11-22 20:41:07.123 UTC", or the span's file name when it has no plausible stamp. */
 export function spanLabel(span: SpanInfo, index: number): string {
   const when = stampText(span.stamp);
   return (when ? `${index + 1}: ${when}` : span.span) + statusSuffix(span.status);
+}
+
+/** The labels of a worker's spans, each distinct: a label shared by two spans gets its position appended. */
+export function spanLabels(spans: readonly SpanInfo[]): string[] {
+  const labels = spans.map((s, i) => spanLabel(s, i));
+  const seen = new Map<string, number>();
+  for (const l of labels) seen.set(l, (seen.get(l) ?? 0) + 1);
+  return labels.map((l, i) => ((seen.get(l) ?? 0) > 1 ? `${l} #${i + 1}` : l));
 }
 
 export class Picker {
@@ -96,7 +105,7 @@ export class Picker {
       this.spanSel,
       [
         [ALL_SPANS, allRanks ? `All spans of all ranks (${spans.length})` : `All spans (${spans.length})`] as const,
-        ...(allRanks ? [] : spans.map((s, i) => [s.span, spanLabel(s, i)] as const)),
+        ...(allRanks ? [] : spanLabels(spans).map((label, i) => [spans[i].span, label] as const)),
       ],
       state.span,
     );

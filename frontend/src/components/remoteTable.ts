@@ -3,7 +3,10 @@
 // page request onto its own route. Importing this module registers the Tabulator modules the tables need, once.
 import {
   AjaxModule,
+  DownloadModule,
+  ExportModule,
   FormatModule,
+  FrozenColumnsModule,
   InteractionModule,
   PageModule,
   ResizeColumnsModule,
@@ -14,10 +17,12 @@ import {
   type RowComponent,
 } from "tabulator-tables";
 import type { Order } from "../api";
-import { h } from "../dom";
+import { h, keepClear } from "../dom";
+import { exportName, tableExportButtons } from "../export";
 import { emptyState } from "./states";
 
-Tabulator.registerModule([AjaxModule, FormatModule, InteractionModule, PageModule, ResizeColumnsModule, ResizeTableModule, SortModule]);
+// prettier-ignore
+Tabulator.registerModule([AjaxModule, DownloadModule, ExportModule, FormatModule, FrozenColumnsModule, InteractionModule, PageModule, ResizeColumnsModule, ResizeTableModule, SortModule]);
 
 export interface RemoteSort {
   field: string;
@@ -48,7 +53,7 @@ export interface RemoteTableOptions<T, P extends RemotePage<T>> {
   onError(err: unknown): void;
   /** The empty state shown when a page has no rows. */
   placeholder: { title: string; hint: string };
-  /** Shown while a page loads (Tabulator's own text when absent). */
+  /** Shown (in the plugin's own style, over the rows) while a page loads. */
   loading?: string;
   initialSort?: RemoteSort;
   maxHeight: string;
@@ -76,6 +81,8 @@ export class RemoteTable<T, P extends RemotePage<T> = RemotePage<T>> {
   private pageSize: number;
   private selected: string | null = null;
   private destroyed = false;
+  private busy: HTMLElement;
+  private pending = 0;
 
   constructor(
     container: HTMLElement,
@@ -84,12 +91,20 @@ export class RemoteTable<T, P extends RemotePage<T> = RemotePage<T>> {
     this.pageSize = opts.pageSize;
     // Tabulator turns the element it is given into the table: give it a child so that styles can scope by host.
     const el = h("div");
-    container.appendChild(el);
+    // The plugin's loading line over the table instead of Tabulator's grey full-table overlay.
+    this.busy = h("div", { class: "table-busy", attrs: { role: "status", "aria-live": "polite" } },
+      h("span", { class: "spinner", attrs: { "aria-hidden": "true" } }),
+      h("span", { text: opts.loading ?? "Loading…" }));
+    this.busy.hidden = true;
+    container.classList.add("remote-table");
+    container.append(this.busy, el);
     this.table = new Tabulator(el, {
       layout: "fitColumns",
       maxHeight: opts.maxHeight,
-      columns: opts.columns,
-      columnDefaults: { headerSortStartingDir: "desc", resizable: true, vertAlign: "middle" },
+      // Downloads name each column by its title and the field its raw values come from (units live in the field).
+      columns: opts.columns.map((c) => ({ ...(c.field ? { titleDownload: `${c.title} (${c.field})` } : {}), ...c })),
+      // Resize from the header only: handles in every row would swallow clicks meant for the row.
+      columnDefaults: { headerSortStartingDir: "desc", resizable: "header", vertAlign: "middle" },
       sortMode: "remote",
       // Tabulator reads a present-but-undefined option as set: add the optional ones only when given.
       ...(opts.initialSort ? { initialSort: [{ column: opts.initialSort.field, dir: opts.initialSort.dir }] } : {}),
@@ -101,7 +116,8 @@ export class RemoteTable<T, P extends RemotePage<T> = RemotePage<T>> {
       ajaxURL: opts.route,
       ajaxRequestFunc: (_url: string, _config: unknown, params: TabulatorParams) => this.request(params),
       placeholder: () => emptyState(opts.placeholder.title, opts.placeholder.hint),
-      ...(opts.loading ? { dataLoaderLoading: h("span", { class: "table-loading", text: opts.loading }) } : {}),
+      dataLoader: false,
+      footerElement: tableExportButtons((type) => this.download(type)),
       rowFormatter: (row: RowComponent) => this.mark(row),
     });
     this.built = new Promise((resolve) =>
@@ -117,6 +133,7 @@ export class RemoteTable<T, P extends RemotePage<T> = RemotePage<T>> {
     const size = params.size ?? this.pageSize;
     const page = params.page ?? 1;
     const req: RemoteRequest = { sorter: params.sort?.[0], offset: (page - 1) * size, limit: size };
+    this.setBusy(+1);
     try {
       const res = await this.opts.fetchPage(req);
       if (!this.destroyed) this.opts.onLoaded?.(res, req);
@@ -124,7 +141,19 @@ export class RemoteTable<T, P extends RemotePage<T> = RemotePage<T>> {
     } catch (err) {
       if (!this.destroyed) this.opts.onError(err);
       return { last_page: 1, last_row: 0, data: [] };
+    } finally {
+      this.setBusy(-1);
     }
+  }
+
+  private setBusy(delta: number): void {
+    this.pending += delta;
+    this.busy.hidden = this.pending <= 0;
+  }
+
+  /** Download the rows shown (this page, in its sort order, filters applied) through Tabulator's download module. */
+  download(type: "csv" | "json"): void {
+    if (!this.destroyed) this.table.download(type, exportName(this.opts.route.replace(/\//g, "-"), type), {}, "active");
   }
 
   private click(row: T): void {
@@ -156,10 +185,23 @@ export class RemoteTable<T, P extends RemotePage<T> = RemotePage<T>> {
     });
   }
 
-  /** Highlight the row with this key (null: none). */
-  select(key: string | null): void {
+  /** Highlight the row with this key (null: none); with `avoid`, scroll it into view clear of that element. */
+  select(key: string | null, avoid?: HTMLElement): void {
     this.selected = key;
-    if (!this.destroyed) for (const row of this.table.getRows()) this.mark(row);
+    if (this.destroyed) return;
+    for (const row of this.table.getRows()) this.mark(row);
+    if (key === null || !avoid) return;
+    const row = this.table.getRows().find((r) => this.opts.key?.(r.getData() as T) === key);
+    if (!row) return;
+    // After the drawer is laid out: first within the table's own scroll, then the page.
+    requestAnimationFrame(() => {
+      if (this.destroyed) return;
+      const cover = avoid;
+      void this.table
+        .scrollToRow(row, "nearest", false)
+        .catch(() => undefined)
+        .then(() => keepClear(row.getElement(), cover));
+    });
   }
 
   destroy(): void {

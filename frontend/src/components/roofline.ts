@@ -7,10 +7,11 @@ import { CanvasRenderer } from "echarts/renderers";
 import type { Bound, RooflinePoint, RooflineResponse } from "../api";
 import { h, replace } from "../dom";
 import { gbps, pct, sig, time } from "../format";
+import { initChart } from "../theme";
 
 echarts.use([ScatterChart, LineChart, GridComponent, TooltipComponent, LegendComponent, CanvasRenderer]);
 
-export const COLORS: Record<Bound | "roof" | "selected", string> = {
+export const COLORS: Record<NonNullable<Bound> | "roof" | "selected", string> = {
   compute: "#3b6ea5",
   memory: "#2a9d8f",
   unknown: "#9aa5b1",
@@ -20,9 +21,9 @@ export const COLORS: Record<Bound | "roof" | "selected", string> = {
 /** Points whose estimate is over the physical roof: drawn as warning triangles, in their own legend entry. */
 const OVER_ROOF = { color: "#c92a2a", label: "Over the roof (estimate wrong)" } as const;
 
-const SERIES: ReadonlyArray<readonly [Bound, string]> = [
-  ["compute", "Compute-bound"],
-  ["memory", "Memory-bound"],
+const SERIES: ReadonlyArray<readonly [NonNullable<Bound>, string]> = [
+  ["compute", "Compute-bound (right of ridge)"],
+  ["memory", "Memory-bound (left of ridge)"],
   ["unknown", "Unclassified"],
 ];
 
@@ -76,7 +77,7 @@ function logAxis(name: string, nameGap: number, min: number, max: number) {
   } as const;
 }
 
-function boundOf(p: RooflinePoint, ridge: number | null): Bound {
+function boundOf(p: RooflinePoint, ridge: number | null): NonNullable<Bound> {
   if (p.bound) return p.bound;
   if (ridge == null || p.intensity == null) return "unknown";
   return p.intensity >= ridge ? "compute" : "memory";
@@ -121,7 +122,7 @@ export class Roofline {
 
   constructor(private opts: RooflineOptions) {
     this.el = h("div", { class: "roofline" }, this.chartBox, this.caption);
-    this.chart = echarts.init(this.chartBox, undefined, { renderer: "canvas" });
+    this.chart = initChart(this.chartBox, "roofline");
     this.chart.on("click", (params) => {
       const item = params.data as { idx?: number } | undefined;
       if (item && typeof item.idx === "number") {

@@ -7,6 +7,7 @@ import { h } from "../dom";
 import { count, pct, sig, time } from "../format";
 import type { DistributionResponse, ShapeShare } from "./shapesApi";
 import { TOOLTIP_STYLE } from "./roofline";
+import { initChart } from "../theme";
 
 echarts.use([BarChart, GridComponent, TooltipComponent, CanvasRenderer]);
 
@@ -40,7 +41,7 @@ export class ShapeChart {
 
   constructor() {
     this.el = h("div", { class: "shape-distribution" }, this.box, this.caption);
-    this.chart = echarts.init(this.box, undefined, { renderer: "canvas" });
+    this.chart = initChart(this.box, "shapes-chart");
     this.observer = new ResizeObserver(() => this.chart.resize());
     this.observer.observe(this.box);
   }

@@ -5,6 +5,8 @@
 // Our own renderer: a viewport is at most a few thousand rectangles, which plain 2D canvas fills in a few
 // milliseconds; a charting library would add hundreds of KB to the bundle for axes and zoom we need in a few lines.
 import type { LaneView, Occurrence, TimelineLane, TimelineView } from "./timelineApi";
+import { canvasPngButton } from "../export";
+import { onTheme, themeColor } from "../theme";
 
 export type ColorMode = "class" | "efficiency";
 
@@ -119,6 +121,8 @@ export class TimelineCanvas {
   private resize: ResizeObserver;
   lastDrawMs = 0;
 
+  private offTheme: () => void;
+
   constructor(private cb: CanvasCallbacks) {
     this.canvas = document.createElement("canvas");
     this.canvas.className = "tl-canvas";
@@ -127,7 +131,8 @@ export class TimelineCanvas {
     this.ctx = this.canvas.getContext("2d") as CanvasRenderingContext2D;
     this.el = document.createElement("div");
     this.el.className = "tl-canvas-host";
-    this.el.appendChild(this.canvas);
+    this.el.append(this.canvas, canvasPngButton(this.canvas, "timeline"));
+    this.el.classList.add("gi-chart");
     // Reachable from the page (as Cytoscape's `cy` is on the graph canvas): end-to-end tests locate events with it.
     (this.canvas as HTMLCanvasElement & { timeline?: TimelineCanvas }).timeline = this;
     this.canvas.addEventListener("wheel", (e) => this.onWheel(e), { passive: false });
@@ -137,6 +142,7 @@ export class TimelineCanvas {
     this.canvas.addEventListener("keydown", (e) => this.onKey(e));
     this.resize = new ResizeObserver(() => this.redraw());
     this.resize.observe(this.el);
+    this.offTheme = onTheme(() => this.redraw());
   }
 
   /** Pixels of the plot area (what a viewport query's `width` should be). */
@@ -344,11 +350,11 @@ export class TimelineCanvas {
   private drawRuler(): void {
     const c = this.ctx;
     const W = this.plotWidth;
-    c.fillStyle = "#f5f7fa";
+    c.fillStyle = themeColor("#f5f7fa");
     c.fillRect(0, 0, W, RULER_H);
     const step = tickStep(this.t1 - this.t0, W / 110);
-    c.fillStyle = "#616e7c";
-    c.strokeStyle = "#cbd2d9";
+    c.fillStyle = themeColor("#616e7c");
+    c.strokeStyle = themeColor("#cbd2d9");
     c.beginPath();
     for (let t = Math.ceil(this.t0 / step) * step; t <= this.t1; t += step) {
       const x = Math.round(this.xOf(t)) + 0.5;
@@ -364,7 +370,7 @@ export class TimelineCanvas {
     for (const [i, s] of (this.data?.steps ?? []).entries()) {
       const x0 = this.xOf(s.start);
       const x1 = this.xOf(s.end);
-      c.fillStyle = i % 2 ? "#dfe8f3" : "#eef3f9";
+      c.fillStyle = i % 2 ? themeColor("#dfe8f3") : themeColor("#eef3f9");
       c.fillRect(x0, RULER_H, Math.max(1, x1 - x0), STEP_H);
       c.fillStyle = "rgba(59, 110, 165, 0.35)";
       c.fillRect(Math.round(x0), RULER_H, 1, hgt - RULER_H);
@@ -395,7 +401,7 @@ export class TimelineCanvas {
   private drawLane(lane: TimelineLane, y: number): void {
     const c = this.ctx;
     const data = this.byLane.get(lane.id);
-    c.fillStyle = "#e4e7eb";
+    c.fillStyle = themeColor("#e4e7eb");
     c.fillRect(0, y + LANE_H - 1, this.plotWidth, 1);
     if (!data || !this.data) return;
     const grey = this.mode === "efficiency";
@@ -483,23 +489,24 @@ export class TimelineCanvas {
 
   private drawLabels(): void {
     const c = this.ctx;
-    c.fillStyle = "#fff";
+    c.fillStyle = themeColor("#fff");
     c.fillRect(0, 0, LABEL_W, RULER_H + STEP_H + this.lanes.length * LANE_H + 4);
-    c.fillStyle = "#616e7c";
+    c.fillStyle = themeColor("#616e7c");
     c.fillText("time", 6, RULER_H / 2);
     c.fillText("steps", 6, RULER_H + STEP_H / 2);
     this.lanes.forEach((lane, row) => {
       const y = RULER_H + STEP_H + row * LANE_H + LANE_H / 2;
-      c.fillStyle = lane.kind === "gpu" ? "#1f2933" : "#616e7c";
+      c.fillStyle = lane.kind === "gpu" ? themeColor("#1f2933") : themeColor("#616e7c");
       const indent = lane.kind === "cpu" ? 6 + 8 * (lane.depth ?? 0) : 6;
       const text = lane.kind === "cpu" && lane.depth ? `depth ${lane.depth}` : lane.label;
       c.fillText(text.length > 30 ? text.slice(0, 29) + "…" : text, indent, y);
     });
-    c.fillStyle = "#cbd2d9";
+    c.fillStyle = themeColor("#cbd2d9");
     c.fillRect(LABEL_W - 1, 0, 1, RULER_H + STEP_H + this.lanes.length * LANE_H);
   }
 
   destroy(): void {
+    this.offTheme();
     cancelAnimationFrame(this.frame);
     this.resize.disconnect();
     window.removeEventListener("mousemove", this.onMove);

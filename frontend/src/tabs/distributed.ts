@@ -9,16 +9,18 @@ import { field, h, replace, select } from "../dom";
 import { bytes, count, gbps, pct, sig, time } from "../format";
 import { ALL_WORKERS, openTab } from "../state";
 import type { TabDef, TabView } from "./types";
+import { htmlTableExport } from "../export";
 
 const RANK_PAGE = 64;
 const RETRY_MS = 3000;
 
 type Cell = string | Node;
 
-function table(head: string[], rows: Cell[][], cls: string, rowClass?: (i: number) => string, onRow?: (i: number) => void): HTMLTableElement {
+function table(head: string[], rows: Cell[][], cls: string, rowClass?: (i: number) => string, onRow?: (i: number) => void): HTMLElement {
   const tr = (cells: Cell[], i: number) =>
     h("tr", { class: rowClass?.(i) ?? "", on: onRow ? { click: () => onRow(i) } : {} }, ...cells.map((c) => h("td", null, c)));
-  return h("table", { class: `ranks-table ${cls}` }, h("thead", null, h("tr", null, ...head.map((t) => h("th", { text: t })))), h("tbody", null, ...rows.map(tr)));
+  const el = h("table", { class: `ranks-table ${cls}` }, h("thead", null, h("tr", null, ...head.map((t) => h("th", { text: t })))), h("tbody", null, ...rows.map(tr)));
+  return h("div", { class: "table-scroll" }, el, htmlTableExport(el, cls));
 }
 
 function panel(title: string, ...body: (Node | null)[]): HTMLElement {

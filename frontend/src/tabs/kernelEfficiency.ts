@@ -9,14 +9,15 @@ import {
   type KernelRow,
   type Selection,
 } from "../api";
-import { deviceCard, reasonList, summaryFigures } from "../components/deviceCard";
+import { compactSummary, deviceCard, reasonList, summaryFigures } from "../components/deviceCard";
 import { Details } from "../components/details";
 import { KernelTable } from "../components/kernelTable";
 import { Roofline } from "../components/roofline";
 import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { stepChip } from "../components/stepChip";
+import { onLinkChange, tabLink, writeTabLink, type Link } from "../deeplink";
 import { debounce, field, h, replace, select } from "../dom";
-import { count } from "../format";
+import { plural } from "../format";
 import { showOnTimeline } from "../nav";
 import { ALL_WORKERS, loadPrefs, nav, savePrefs, scopeFor, Store } from "../state";
 import type { TabDef, TabView } from "./types";
@@ -44,19 +45,54 @@ interface ViewState {
   selected: string | null;
 }
 
+const TAB_ID = "kernels";
+
+/** The view a deep link names (its "kernels.*" entries), over `base`; invalid values are ignored. */
+function viewFromLink(link: Link, base: ViewState): ViewState {
+  const device = Number(link.dev);
+  return {
+    ...base,
+    device: link.dev !== undefined && Number.isInteger(device) && device >= 0 ? device : base.device,
+    dtype: DTYPES.includes(link.dtype as Dtype) ? (link.dtype as Dtype) : base.dtype,
+    group: link.group === "op" || link.group === "name" ? link.group : base.group,
+    filter: link.filter ?? "",
+    op: link.op ?? "",
+    selected: link.sel ?? null,
+  };
+}
+
+/** The deep-link entries of a view (defaults left out to keep URLs short). */
+function linkOf(v: ViewState): Record<string, string | null> {
+  return {
+    dev: v.device ? String(v.device) : null,
+    dtype: v.dtype === "auto" ? null : v.dtype,
+    group: v.group === "name" ? null : v.group,
+    filter: v.filter || null,
+    op: v.op || null,
+    sel: v.selected,
+  };
+}
+
 function initialView(): ViewState {
   const prefs = loadPrefs();
   const focus = nav.get().focus; // an Overview evidence link: open the table filtered to its kernels
   if (focus) nav.set({ focus: null });
-  return {
+  const base: ViewState = {
     device: 0,
     dtype: DTYPES.includes(prefs.dtype) ? prefs.dtype : "auto",
     group: prefs.group === "op" ? "op" : "name",
-    filter: focus?.filter ?? "",
-    op: focus?.op ?? "",
+    filter: "",
+    op: "",
     topN: (TOP_N as readonly number[]).includes(prefs.topN) ? prefs.topN : 100,
     selected: null,
   };
+  const linked = viewFromLink(tabLink(TAB_ID), base);
+  return focus ? { ...linked, filter: focus.filter, op: focus.op, selected: null } : linked;
+}
+
+/** Whether the device and summary cards start unfolded: as the user last left them, else folded (the table first). */
+function cardsOpen(): boolean {
+  return loadPrefs().kernelCards === "open";
 }
 
 class KernelEfficiencyView implements TabView {
@@ -69,6 +105,8 @@ class KernelEfficiencyView implements TabView {
   private details: Details;
   private rows = new Map<string, KernelRow>();
   private unsubscribe: () => void;
+  private destroyed = false;
+  private pendingSelection: string | null = null;
 
   // Parts of the layout that are rebuilt as the state changes.
   private topEl = h("section", { class: "ke-top" });
@@ -78,7 +116,10 @@ class KernelEfficiencyView implements TabView {
   private chartStatus = h("div", { class: "chart-status" });
   private opChip = h("span", { class: "chips" });
   private scopeChip = h("span", { class: "chips" });
+  private summaryLine = h("span", { class: "sum-host" });
+  private filterBox: HTMLInputElement | null = null;
   private unsubscribeNav: () => void;
+  private unsubscribeLink: () => void;
 
   constructor(
     private host: HTMLElement,
@@ -89,7 +130,18 @@ class KernelEfficiencyView implements TabView {
       onClose: () => this.view.set({ selected: null }),
       onShowOnTimeline: (name) => showOnTimeline({ name, device: this.view.get().device }),
     });
+    this.pendingSelection = this.view.get().selected;
     this.unsubscribe = this.view.subscribe((state, changed) => this.onChange(state, changed));
+    writeTabLink(TAB_ID, linkOf(this.view.get()));
+    // Back / forward between two views of this tab (the shell handles a change of tab or selection).
+    this.unsubscribeLink = onLinkChange((link) => {
+      const own: Record<string, string> = {};
+      for (const [k, v] of Object.entries(link)) if (k.startsWith(`${TAB_ID}.`)) own[k.slice(TAB_ID.length + 1)] = v;
+      if (link.tab !== TAB_ID) return;
+      const next = viewFromLink(own, this.view.get());
+      if (this.filterBox && this.filterBox.value !== next.filter) this.filterBox.value = next.filter;
+      this.view.set(next);
+    });
     this.unsubscribeNav = nav.subscribe((_, changed) => {
       if (!changed.has("scope") || !this.table) return;
       this.renderScopeChip();
@@ -144,6 +196,7 @@ class KernelEfficiencyView implements TabView {
       attrs: { type: "search", placeholder: "Filter kernel names…", "aria-label": "Filter kernel names", spellcheck: "false" },
     });
     filterBox.value = state.filter;
+    this.filterBox = filterBox;
     const setFilter = debounce((v: string) => this.view.set({ filter: v.trim() }), 300);
     filterBox.addEventListener("input", () => setFilter(filterBox.value));
 
@@ -174,7 +227,7 @@ class KernelEfficiencyView implements TabView {
       this.opChip,
       this.scopeChip,
       field(
-        "Top",
+        "Per page",
         select(
           TOP_N.map((n) => [String(n), String(n)] as const),
           String(state.topN),
@@ -188,17 +241,21 @@ class KernelEfficiencyView implements TabView {
     replace(this.topEl, this.cardsEl, this.figuresEl);
     this.roofline = new Roofline({ onSelect: (name) => this.view.set({ selected: name }) });
 
+    // The device and summary cards fold into one line above the table, which comes first and takes the height.
+    const cards = h("details", { class: "ke-summary" }, h("summary", { class: "ke-summary-head" }, this.summaryLine), this.topEl);
+    cards.open = cardsOpen();
+    cards.addEventListener("toggle", () => savePrefs({ kernelCards: cards.open ? "open" : "closed" }));
+
     replace(
       this.host,
       h(
         "div",
         { class: "ke" },
-        this.topEl,
+        cards,
         h(
           "section",
-          { class: "panel" },
-          h("div", { class: "panel-head" }, h("h2", { class: "panel-title", text: "Kernels" }), controls),
-          this.tableStatus,
+          { class: "panel panel-table" },
+          h("div", { class: "panel-head" }, h("h2", { class: "panel-title", text: "Kernels" }), this.tableStatus, controls),
           tableHost,
         ),
         h(
@@ -235,6 +292,7 @@ class KernelEfficiencyView implements TabView {
       onError: (message) => replace(this.tableStatus, inlineError(message)),
       onRows: (rows) => {
         this.rows = new Map(rows.map((r) => [r.name, r]));
+        this.restoreSelection();
       },
     });
 
@@ -244,9 +302,21 @@ class KernelEfficiencyView implements TabView {
     void this.loadRoofline();
   }
 
+  /** A deep link's selected kernel: open its details once the first page (and so its row, when there) is in. */
+  private restoreSelection(): void {
+    const name = this.pendingSelection;
+    this.pendingSelection = null;
+    if (!name || this.view.get().selected !== name) return;
+    requestAnimationFrame(() => {
+      this.table?.select(name, this.details.el);
+      this.roofline?.select(name);
+      this.openDetails(name);
+    });
+  }
+
   private showTableStatus(total: number, dtype: string): void {
     const s = this.view.get();
-    const parts = [`${count(total)} ${s.group === "op" ? "op + kernel pairs" : "kernels"}`];
+    const parts = [s.group === "op" ? plural(total, "op + kernel pair") : plural(total, "kernel")];
     if (s.filter) parts.push(`matching “${s.filter}”`);
     if (s.op) parts.push(`launched by ${s.op}`);
     parts.push(s.dtype === "auto" ? "rated against each kernel's own dtype" : `rated against the ${dtype} peak`);
@@ -267,6 +337,7 @@ class KernelEfficiencyView implements TabView {
     );
     const dev = this.device;
     replace(this.figuresEl, dev ? summaryFigures(dev) : null, dev ? reasonList(dev) : null);
+    replace(this.summaryLine, dev ? compactSummary(dev) : null);
   }
 
   private renderOpChip(): void {
@@ -332,6 +403,7 @@ class KernelEfficiencyView implements TabView {
   private onChange(state: ViewState, changed: ReadonlySet<keyof ViewState>): void {
     const has = (k: keyof ViewState) => changed.has(k);
     if (has("dtype") || has("group") || has("topN")) savePrefs({ dtype: state.dtype, group: state.group, topN: state.topN });
+    if (!this.destroyed) writeTabLink(TAB_ID, linkOf(state));
     if (!this.table) return; // still loading the devices
     if (has("device") || has("dtype")) {
       this.renderDevice();
@@ -343,7 +415,7 @@ class KernelEfficiencyView implements TabView {
     if (has("group")) void this.table.setGroup(state.group);
     else if (has("device") || has("dtype") || has("filter") || has("op")) void this.table.reload();
     if (has("selected")) {
-      this.table.select(state.selected);
+      this.table.select(state.selected, this.details.el);
       this.roofline?.select(state.selected);
       if (state.selected === null) this.details.close();
       else this.openDetails(state.selected);
@@ -370,9 +442,11 @@ class KernelEfficiencyView implements TabView {
   }
 
   destroy(): void {
+    this.destroyed = true;
     this.teardown();
     this.unsubscribe();
     this.unsubscribeNav();
+    this.unsubscribeLink();
     this.details.destroy();
     replace(this.host);
   }

@@ -15,6 +15,7 @@ import { count, pct, time } from "../format";
 import { takeTimelineTarget, type TimelineTarget } from "../nav";
 import { ALL_WORKERS, nav, scopeFor, type StepScope } from "../state";
 import type { TabDef, TabView } from "./types";
+import { htmlTableExport } from "../export";
 
 const FETCH_DELAY_MS = 40;
 
@@ -410,11 +411,13 @@ function rangeTable(res: RangeBreakdown): HTMLElement {
       h("td", { class: "small", text: Object.entries(r.classes).sort((a, b) => b[1] - a[1]).map(([c, us]) => `${c} ${time(us)}`).join(" · ") }),
     ),
   );
+  const table = h("table", { class: "inputs tl-range-table" }, h("thead", null, h("tr", null, ...["Lane", "Busy", "Busy %", "Idle", "By class"].map((t) => h("th", { text: t })))), h("tbody", null, ...rows));
   return h(
     "div",
     null,
     h("div", { class: "muted small", text: `${time(res.t0)} – ${time(res.t1)} (${time(res.range_us)}). A GPU's row is the union of its streams; a lane's classes may overlap on other lanes.` }),
-    h("table", { class: "inputs tl-range-table" }, h("thead", null, h("tr", null, ...["Lane", "Busy", "Busy %", "Idle", "By class"].map((t) => h("th", { text: t })))), h("tbody", null, ...rows)),
+    table,
+    htmlTableExport(table, "timeline-range"),
   );
 }
 
