@@ -16,7 +16,7 @@ from .trace.kineto import KinetoTrace, Progress, load_kineto
 __version__ = "0.1.0"
 
 __all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
-           "kernels_across_ranks",
+           "kernels_across_ranks", "critical_path", "critical_path_ranks",
            "discover", "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index", "timeline_ranks",
            "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError", "ConfigError"]
 
@@ -258,6 +258,57 @@ def kernels_across_ranks(run: "os.PathLike[str] | str", cycle: int = -1, group: 
     return pd.DataFrame(kernel_rows(table)).sort_values("total_us", ascending=False, ignore_index=True)
 
 
+def critical_path(path: "KinetoTrace | os.PathLike[str] | str", step: Optional[str] = None,
+                  worker: Optional[str] = None, **options) -> "CriticalPathReport":
+    """The critical path of every step of a trace (or of every span of a run directory; `worker`: only that one),
+    over the joint CPU + GPU dependency graph (launches, stream order, cross-stream waits, host syncs,
+    collectives, and the companion Execution Trace's cross-thread data dependencies when one links).
+    `report.steps` (DataFrame: one row per step, wall and path time and microseconds per cause: cpu_op, kernel,
+    launch, sync_wait, communication, idle), `report.segments` (DataFrame: the path in order, each segment's cause,
+    kind, name, start, duration, share of its step, thread / stream / correlation / ET node id),
+    `report.paths` [(worker, span, CriticalPath)]. `step`: one step's label ("ProfilerStep#12") or number.
+    Options are those of `analyze`."""
+    from .analysis.cpath import CriticalPathReport
+
+    return CriticalPathReport.of(_critical_paths(path, worker, options), step)
+
+
+def critical_path_ranks(run: "os.PathLike[str] | str", **options) -> "pandas.DataFrame":
+    """The critical path of every rank of a distributed run directory side by side: one row per worker (rank,
+    wall_us, path_us, steps, microseconds per cause, the longest segment); `frame.attrs["longest"]` names the
+    worker with the longest path and `frame.attrs["why"]` says why. Options are those of `analyze`."""
+    from .analysis.cpath_ranks import compare, ranks_frame
+
+    by_worker: dict = {}
+    for worker, _span, cp in _critical_paths(run, None, options):
+        by_worker.setdefault(worker, []).append(cp)
+    return ranks_frame(compare(sorted(by_worker.items())))
+
+
+def _critical_paths(path, worker: Optional[str], options: dict) -> list:
+    """(worker, span, CriticalPath) of a trace, or of each span of a run directory's workers."""
+    from .analysis.cpath import compute
+
+    def one(source):
+        trace = source if isinstance(source, KinetoTrace) else load(source, max_trace_gb=options.get("max_trace_gb"))
+        ets = options.get("execution_traces")
+        ets = companion_execution_traces(trace.meta.path) if ets is None else list(ets)
+        eff = analyze(trace, **{**options, "execution_traces": ets})
+        return compute(trace, eff.activities, ets)
+
+    if isinstance(path, KinetoTrace) or not os.path.isdir(path):
+        label = os.path.basename(path.meta.path if isinstance(path, KinetoTrace) else os.fspath(path))
+        return [("", label, one(path))]
+    runs = discover(path)
+    if len(runs) != 1:
+        raise ConfigError(f"{path}: holds {len(runs)} runs; give one run directory or a trace file")
+    workers = runs[0].workers
+    if worker is not None and worker not in workers:
+        raise ConfigError(f"{path}: no worker {worker!r} (workers: {', '.join(sorted(workers))})")
+    return [(w, span.name, one(span.trace.path)) for w in sorted(workers) if worker in (None, w)
+            for span in workers[w]]
+
+
 def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":
     """Read a tensor.trace file: `.table` (one row per record), `.errors` [(line number, reason)] of skipped
     malformed lines, `.to_pandas()`."""
@@ -291,4 +342,5 @@ if False:  # pragma: no cover - for type checkers only
     from .analysis.efficiency import Efficiency
     from .analysis.timeline import TimelineIndex
     from .analysis.timeline_stack import Stack as TimelineStack
+    from .analysis.cpath import CriticalPathReport
     import pandas

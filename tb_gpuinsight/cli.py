@@ -462,7 +462,7 @@ COMMANDS: List[Callable] = [_register_info, _register_ls, _register_analyze, _re
 COMMAND_MODULES: Tuple[str, ...] = ("tb_gpuinsight.commands.shapes", "tb_gpuinsight.commands.graph",
                                      "tb_gpuinsight.commands.overview",
                                      "tb_gpuinsight.commands.memory", "tb_gpuinsight.commands.timeline",
-                                     "tb_gpuinsight.commands.ranks")
+                                     "tb_gpuinsight.commands.ranks", "tb_gpuinsight.commands.critical_path")
 
 if __name__ == "__main__":
     sys.exit(main())

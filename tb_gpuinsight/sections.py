@@ -29,6 +29,7 @@ SECTION_BUILDERS: Dict[str, str] = {
     "memory": "tb_gpuinsight.analysis.memory:build_section",
     "timeline": "tb_gpuinsight.analysis.timeline:build_section",
     "distributed": "tb_gpuinsight.analysis.ranks:build_section",
+    "critical_path": "tb_gpuinsight.analysis.cpath:build_section",
 }
 
 

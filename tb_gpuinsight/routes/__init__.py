@@ -8,4 +8,5 @@ Handlers reach the logdir through `plugin.service` only. Answers are reused unti
 """
 ROUTE_MODULES = ("tb_gpuinsight.routes.kernels", "tb_gpuinsight.routes.diff", "tb_gpuinsight.routes.shapes", "tb_gpuinsight.routes.graph",
                  "tb_gpuinsight.routes.overview",
-                 "tb_gpuinsight.routes.memory", "tb_gpuinsight.routes.timeline", "tb_gpuinsight.routes.ranks",)
+                 "tb_gpuinsight.routes.memory", "tb_gpuinsight.routes.timeline", "tb_gpuinsight.routes.ranks",
+                 "tb_gpuinsight.routes.critical_path",)

@@ -112,6 +112,9 @@ _ARG_FIELDS: Tuple[Tuple[str, str, Any], ...] = (
     ("total_reserved", "Total Reserved", Optional[int]),
     ("device_type", "Device Type", Optional[int]),
     ("device_id", "Device Id", Optional[int]),
+    # cuda_sync events (2024+): the stream and cudaEventRecord an event sync / stream wait waits on.
+    ("wait_stream", "wait_on_stream", Optional[int]),
+    ("wait_corr", "wait_on_cuda_event_record_corr_id", Optional[int]),
 )
 # Collective args (record_param_comms ops, c10d/NCCL kernels of newer builds), kept raw: their JSON types vary by
 # release (sizes as numbers or strings, ranks as a list or its text). `KinetoTrace.comm(code)` decodes one set.
@@ -420,6 +423,11 @@ def _build_launches(cols: _Columns, evs: List, args: List, n: int, _shapes, kind
     cols.add_strings("pid", (e.pid for e in evs), n)
     cols.add_strings("tid", (e.tid for e in evs), n)
     cols.add_ints("correlation", (a.correlation for a in args), n)
+    # Sync events name their device and stream, and what they wait on; runtime calls of ROCm carry a stream.
+    cols.add_ints("device", (a.device for a in args), n, np.int32)
+    cols.add_ints("stream", (_stream_id(a.stream) for a in args), n)
+    cols.add_ints("wait_stream", (a.wait_stream for a in args), n)
+    cols.add_ints("wait_corr", (a.wait_corr for a in args), n)
 
 
 def _build_annotations(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, kinds: List[str],
@@ -462,7 +470,8 @@ _ORDER = {
     "kernels": ("name", "ts", "dur", "ext_id", "device", "stream", "correlation", "registers", "shared_mem",
                 "blocks_per_sm", "warps_per_sm", "occupancy", "grid", "block", "comm", "event"),
     "memops": ("kind", "name", "ts", "dur", "ext_id", "device", "stream", "correlation", "bytes", "bandwidth", "event"),
-    "launches": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "correlation", "event"),
+    "launches": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "correlation", "device", "stream",
+                 "wait_stream", "wait_corr", "event"),
     "annotations": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "shape", "comm", "event"),
     "memory": ("ts", "dur", "pid", "tid", "device_type", "device_id", "addr", "bytes", "total_allocated",
                "total_reserved", "event"),

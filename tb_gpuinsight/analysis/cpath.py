@@ -1,0 +1,322 @@
+"""Critical path of every step of a trace, over the joint CPU + GPU dependency graph of `cpath_graph.py` (its
+docstring lists the dependency rules), attributed to causes.
+
+The path of a step is the chain of dependencies that decided when the step's work ended, as measured: starting
+from the step's end (the GPU activity still running at the step boundary, else the last event to end in it), go
+back to the critical predecessor of each point, the dependency that arrived last, until the step's start. Every
+microsecond of the step lies on one segment of that walk, charged to an event and a cause:
+"cpu_op" (an op's or annotation's own time), "kernel" (GPU activities and the queue gap after them),
+"launch" (launch calls, and the GPU waiting for a launch), "sync_wait" (blocking syncs, cross-stream and data
+waits), "communication" (collective kernels and ops), "idle" (host time outside any traced op, and time with no
+traced work at all). `wall_us` is the step's time, `path_us` the time of the path spent in traced work
+(wall minus idle); the causes sum to the wall time.
+
+Relation to HTA's critical-path analysis (the anchor): the same typed edges (CPU nesting, launch, kernel-kernel,
+GPU->CPU and GPU->GPU sync), but HTA takes the longest path where waits weigh zero, so its path skips host gaps and
+sync waits and is shorter than the step; here the walk follows the measured last-arriving dependency, which gives the
+same chain where the trace's timings are consistent with the dependencies, and covers the whole step.
+Cost: the graph is built with vectorised numpy (sorting and binary searches, O(n log n)); the CPU call stacks are one
+linear pass; each step's walk visits only the points on its path.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..sections import Section, SectionContext
+from ..trace.table import Interner
+from .cpath_graph import CAUSES, IDLE, K_HOST_GAP, KINDS, NO, Graph, build_graph
+from .overview.steps import SOURCE_STEPS, step_windows
+
+SECTION = "critical_path"
+_SEG_COLS = ("step", "cause", "kind", "name", "start", "dur", "thread", "stream", "correlation", "et_id")
+_SEG_DTYPES = {"step": np.int32, "cause": np.int8, "kind": np.int8, "name": np.int32, "start": np.float64,
+               "dur": np.float64, "thread": np.int64, "stream": np.int64, "correlation": np.int64, "et_id": np.int64}
+HOST_GAP = "(host, outside any op)"
+
+
+@dataclass
+class CriticalPath:
+    """The critical path of every step of one trace. `seg` holds the segments in path order (step by step) as
+    columns: step index, cause / kind codes (into CAUSES / KINDS), name code (into `names`), start (us from the
+    trace's first event, the Timeline's time base), dur, thread, stream, correlation, ET node id (-1 = none)."""
+    steps: List[Dict[str, Any]]
+    seg: Dict[str, np.ndarray]
+    names: List[str]
+    origin_us: float = 0.0
+    base_us: float = 0.0
+    has_et: bool = False
+    rank: Optional[int] = None
+    notes: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def available(self) -> bool:
+        return bool(self.steps)
+
+    def to_section(self) -> Section:
+        info = {"steps": self.steps, "names": self.names, "origin_us": self.origin_us, "base_us": self.base_us,
+                "has_et": self.has_et, "rank": self.rank, "notes": self.notes, "causes": list(CAUSES),
+                "kinds": list(KINDS)}
+        return Section(SECTION, info, {f"seg_{k}": v for k, v in self.seg.items()})
+
+    @classmethod
+    def from_section(cls, section: Section) -> "CriticalPath":
+        info = section.check().info
+        seg = {k: section.arrays.get(f"seg_{k}", np.empty(0, _SEG_DTYPES[k])) for k in _SEG_COLS}
+        return cls(info["steps"], seg, info["names"], info.get("origin_us", 0.0), info.get("base_us", 0.0),
+                   bool(info.get("has_et")), info.get("rank"), info.get("notes", {}))
+
+    def totals(self, steps: Optional[Sequence[int]] = None) -> Dict[str, float]:
+        """Time per cause over the steps (all by default)."""
+        chosen = range(len(self.steps)) if steps is None else steps
+        return {c: float(sum(self.steps[i]["causes"][c] for i in chosen)) for c in CAUSES}
+
+    def segments(self, step: Optional[int] = None) -> List[Dict[str, Any]]:
+        """JSON-ready segments in path order (of one step index, or all)."""
+        rows = np.arange(len(self.seg["step"])) if step is None else np.flatnonzero(self.seg["step"] == step)
+        return [self._segment(int(i)) for i in rows.tolist()]
+
+    def _segment(self, i: int) -> Dict[str, Any]:
+        s = self.seg
+        step = self.steps[int(s["step"][i])]
+        wall = step["wall_us"]
+        return {"index": i, "step": step["step"], "cause": CAUSES[int(s["cause"][i])],
+                "kind": KINDS[int(s["kind"][i])], "name": self.names[int(s["name"][i])],
+                "start_us": float(s["start"][i]), "dur_us": float(s["dur"][i]),
+                "share": float(s["dur"][i]) / wall if wall > 0 else 0.0,
+                "thread": _opt(s["thread"][i]), "stream": _opt(s["stream"][i]),
+                "correlation": _opt(s["correlation"][i]), "et_id": _opt(s["et_id"][i])}
+
+    def step_index(self, wanted: str) -> Optional[int]:
+        """A step by its label ("ProfilerStep#12"), its number ("12") or its position ("#0")."""
+        for i, step in enumerate(self.steps):
+            if wanted in (step["step"], str(step.get("number"))):
+                return i
+        if wanted.startswith("#") and wanted[1:].isdigit() and int(wanted[1:]) < len(self.steps):
+            return int(wanted[1:])
+        return None
+
+    def longest(self, step: Optional[int] = None) -> Optional[Dict[str, Any]]:
+        """The longest segment (of a step, or of all)."""
+        rows = np.arange(len(self.seg["dur"])) if step is None else np.flatnonzero(self.seg["step"] == step)
+        if not len(rows):
+            return None
+        return self._segment(int(rows[np.argmax(self.seg["dur"][rows])]))
+
+    def steps_frame(self):
+        """One row per step: wall, path and time per cause (us)."""
+        import pandas as pd
+
+        return pd.DataFrame([{k: v for k, v in s.items() if k != "causes"} | s["causes"] for s in self.steps])
+
+    def segments_frame(self):
+        """One row per segment, in path order."""
+        import pandas as pd
+
+        return pd.DataFrame(self.segments(), columns=["index", "step", "cause", "kind", "name", "start_us", "dur_us",
+                                                      "share", "thread", "stream", "correlation", "et_id"])
+
+
+def _opt(x) -> Optional[int]:
+    x = int(x)
+    return None if x < 0 else x
+
+
+# ---------------------------------------------------------------------------------------------------- build
+
+def build_section(ctx: SectionContext) -> Section:
+    """Section builder (registered in sections.py)."""
+    return compute(ctx.trace, ctx.eff.activities, ctx.execution_traces).to_section()
+
+
+def compute(trace, acts, execution_traces: Sequence[str] = ()) -> CriticalPath:
+    """The critical path of every step of a loaded trace and its activity table; `execution_traces` add their
+    cross-thread data dependencies and ET node ids (`cpath_et.py`) when one links to the trace."""
+    from .cpath_et import apply_et
+
+    g = build_graph(trace, acts)
+    et_info = apply_et(g, trace, execution_traces) if execution_traces else None
+    windows = step_windows(trace)
+    origin = g.origin_us
+    rank = (trace.meta.distributed or {}).get("rank")
+    walker = _Walker(g)
+    names = Interner()
+    steps, cols = [], {k: [] for k in _SEG_COLS}
+    labels = [f"ProfilerStep#{n}" for n in windows.number.tolist()] if windows.source == SOURCE_STEPS else \
+        ["whole trace"] * len(windows)
+    for i, (t0, t1) in enumerate(zip(windows.start.tolist(), windows.end.tolist())):
+        segs = walker.walk(t0, t1)
+        causes = dict.fromkeys(CAUSES, 0.0)
+        for event, cause, kind, start, end in segs:
+            causes[CAUSES[cause]] += end - start
+            _add_segment(cols, g, names, i, event, cause, kind, start - origin, end - start)
+        wall = t1 - t0
+        steps.append({"step": labels[i], "number": int(windows.number[i]), "start_us": t0 - origin,
+                      "end_us": t1 - origin, "wall_us": wall, "path_us": wall - causes["idle"], "causes": causes})
+    seg = {k: np.asarray(v, dtype=_SEG_DTYPES[k]) for k, v in cols.items()}
+    notes = dict(g.notes)
+    if et_info:
+        notes["et"] = et_info
+    return CriticalPath(steps, seg, list(names.items), origin, (trace.meta.base_time_ns or 0) / 1000.0,
+                        bool(et_info and et_info.get("used")), rank if isinstance(rank, int) else None, notes)
+
+
+def _add_segment(cols, g: Graph, names: Interner, step: int, event: int, cause: int, kind: int, start: float,
+                 dur: float) -> None:
+    cols["step"].append(step)
+    cols["cause"].append(cause)
+    cols["kind"].append(kind)
+    cols["start"].append(start)
+    cols["dur"].append(dur)
+    if event < 0:
+        cols["name"].append(names.code(HOST_GAP))
+        for k in ("thread", "stream", "correlation", "et_id"):
+            cols[k].append(NO)
+        return
+    cols["name"].append(names.code(g.names[int(g.name[event])]))
+    cols["thread"].append(int(g.thread[event]))
+    cols["stream"].append(int(g.stream[event]))
+    cols["correlation"].append(int(g.correlation[event]))
+    cols["et_id"].append(int(g.et_id[event]) if g.et_id is not None else NO)
+
+
+class _Walker:
+    """Walks a graph backwards from a step's end (see the module docstring)."""
+
+    def __init__(self, g: Graph) -> None:
+        self.g = g
+        self.by_end = np.argsort(g.end, kind="stable")
+        self.ends = g.end[self.by_end]
+        gpu = np.arange(g.n_cpu, len(g))
+        self.gpu_by_start = gpu[np.argsort(g.ts[gpu], kind="stable")]
+        gpu_end = g.end[self.gpu_by_start]
+        self.gpu_starts = g.ts[self.gpu_by_start]
+        self.run_max = np.maximum.accumulate(gpu_end) if len(gpu_end) else gpu_end
+        # position of the running maximum: the activity with the latest end among those started so far
+        idx = np.where(gpu_end == self.run_max, np.arange(len(gpu_end)), 0)
+        self.run_arg = np.maximum.accumulate(idx) if len(idx) else idx
+
+    def walk(self, t0: float, t1: float) -> List[Tuple[int, int, int, float, float]]:
+        """Segments (event, cause, kind, start, end) of the path of [t0, t1], in time order."""
+        g = self.g
+        out: List[List] = []
+        point, cur = self._sink(t0, t1, out)
+        pred, seg_event, seg_cause, seg_kind = g.pred, g.seg_event, g.seg_cause, g.seg_kind
+        ts, end = g.ts, g.end
+        budget = len(pred) + 2  # timestamps that contradict the dependencies could close a loop: never spin
+        while point >= 0 and cur > t0 and budget:
+            budget -= 1
+            q = int(pred[point])
+            if q < 0:  # nothing traced before this point: the rest of the step is idle
+                break
+            tq = float(end[q >> 1]) if q & 1 else float(ts[q >> 1])
+            lo = max(min(tq, cur), t0)
+            if cur > lo:
+                _emit(out, int(seg_event[point]), int(seg_cause[point]), int(seg_kind[point]), lo, cur)
+            cur, point = lo, q
+        if cur > t0:
+            _emit(out, NO, IDLE, K_HOST_GAP, t0, cur)
+        out.reverse()
+        return [tuple(s) for s in out]
+
+    def _sink(self, t0: float, t1: float, out: List[List]) -> Tuple[int, float]:
+        """Where the walk of [t0, t1] begins: the GPU activity running at t1, else the last event to end by t1
+        (the time after it is host time outside any op)."""
+        g = self.g
+        k = int(np.searchsorted(self.gpu_starts, t1, "left")) - 1
+        if k >= 0 and self.run_max[k] > t1:
+            e = int(self.gpu_by_start[self.run_arg[k]])
+            start = max(float(g.ts[e]), t0)
+            _emit(out, e, int(g.cause[e]), int(g.kind[e]), start, t1)
+            return 2 * e, start
+        i = int(np.searchsorted(self.ends, t1, "right")) - 1
+        if i < 0 or self.ends[i] <= t0:
+            return NO, t1
+        e = int(self.by_end[i])
+        last = float(g.end[e])
+        if t1 > last:
+            _emit(out, NO, IDLE, K_HOST_GAP, last, t1)
+        return 2 * e + 1, last
+
+
+def _emit(out: List[List], event: int, cause: int, kind: int, start: float, end: float) -> None:
+    """Prepend-in-reverse: the walk goes back in time; a segment continuing the last one's event merges."""
+    if out and out[-1][0] == event and out[-1][1] == cause and out[-1][2] == kind and out[-1][3] == end:
+        out[-1][3] = start
+        return
+    out.append([event, cause, kind, start, end])
+
+
+# ---------------------------------------------------------------------------------------------------- API
+
+@dataclass
+class CriticalPathReport:
+    """What `tb_gpuinsight.critical_path` returns: `steps` and `segments` DataFrames (with `worker` and `span`
+    columns), the per-cause `totals` (us) and the `paths` they come from [(worker, span, CriticalPath)]."""
+    steps: Any
+    segments: Any
+    totals: Dict[str, float]
+    paths: List[Tuple[str, str, CriticalPath]]
+
+    @classmethod
+    def of(cls, paths: List[Tuple[str, str, CriticalPath]], step: Optional[str] = None) -> "CriticalPathReport":
+        import pandas as pd
+
+        steps, segments = [], []
+        totals = dict.fromkeys(CAUSES, 0.0)
+        for worker, span, cp in paths:
+            chosen = list(range(len(cp.steps))) if step is None else [i for i in [cp.step_index(step)]
+                                                                      if i is not None]
+            frame, segs = cp.steps_frame(), cp.segments_frame()
+            steps.append(frame.iloc[chosen].assign(worker=worker, span=span))
+            segments.append(segs[segs["step"].isin(frame["step"].iloc[chosen])].assign(worker=worker, span=span))
+            for c, us in cp.totals(chosen).items():
+                totals[c] += us
+        return cls(pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(),
+                   pd.concat(segments, ignore_index=True) if segments else pd.DataFrame(), totals, paths)
+
+    def to_json(self, step: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, Any]:
+        """What the plugin's /critical_path route answers for the same traces."""
+        return to_json([(span, cp) for _, span, cp in self.paths], step, limit)
+
+
+# ---------------------------------------------------------------------------------------------------- JSON
+
+def to_json(parts: Sequence[Tuple[str, CriticalPath]], step: Optional[str] = None,
+            limit: Optional[int] = None) -> Dict[str, Any]:
+    """The /critical_path answer for one span or several (their steps listed one after the other, labelled
+    "span · step" when there are several). `step` keeps one step; `limit` keeps that many segments, the longest,
+    in path order."""
+    several = len(parts) > 1
+    steps, segments, totals = [], [], dict.fromkeys(CAUSES, 0.0)
+    has_et = any(cp.has_et for _, cp in parts)
+    for span, cp in parts:
+        chosen = range(len(cp.steps))
+        if step is not None:
+            i = cp.step_index(step)
+            chosen = [] if i is None else [i]
+        for i in chosen:
+            s = dict(cp.steps[i])
+            segs = cp.segments(i)
+            if several:
+                s["step"] = f"{span} · {s['step']}"
+                for seg in segs:
+                    seg["step"] = s["step"]
+            s["span"] = span
+            steps.append(s)
+            segments.extend(segs)
+            for c in CAUSES:
+                totals[c] += s["causes"][c]
+    total = len(segments)
+    if limit is not None and total > limit:
+        keep = sorted(sorted(range(total), key=lambda j: -segments[j]["dur_us"])[:limit])
+        segments = [segments[j] for j in keep]
+    for j, seg in enumerate(segments):
+        seg["index"] = j
+    available = bool(steps)
+    reason = None if available else (f"no step {step!r} in this selection" if step is not None else
+                                     "the trace has no timed events to build a critical path from")
+    return {"available": available, "reason": reason, "has_et": has_et, "causes": list(CAUSES), "steps": steps,
+            "segments": segments, "segment_count": total, "truncated": total > len(segments), "totals": totals}
