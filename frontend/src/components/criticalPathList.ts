@@ -129,11 +129,11 @@ export class CriticalPathList {
       initialSort: [{ column: "index", dir: "asc" }],
       placeholder: "No segment on the critical path.",
       columns: [
-        { title: "#", field: "index", width: 44, headerSortStartingDir: "asc", hozAlign: "right" },
+        { title: "#", field: "index", width: 42, sorter: "number", headerSortStartingDir: "asc", hozAlign: "right" },
         {
           title: "Op or kernel",
           field: "name",
-          minWidth: 120,
+          minWidth: 90,
           headerSortStartingDir: "asc",
           formatter: (cell) => {
             const seg = cell.getData() as PathSegment;
@@ -143,13 +143,13 @@ export class CriticalPathList {
         {
           title: "Cause",
           field: "cause",
-          width: 96,
+          width: 92,
           headerSortStartingDir: "asc",
           formatter: (cell) =>
             h("span", { class: "cp-cause" }, h("span", { class: "cp-dot", style: { background: CAUSE_COLORS[cell.getValue()] ?? "#9aa5b1" } }), CAUSE_LABELS[cell.getValue()] ?? cell.getValue()),
         },
-        { title: "Time", field: "dur_us", width: 74, hozAlign: "right", formatter: (cell) => time(cell.getValue()) },
-        { title: "Share", field: "share", width: 62, hozAlign: "right", formatter: (cell) => pct(cell.getValue()) },
+        { title: "Time", field: "dur_us", width: 66, sorter: "number", hozAlign: "right", formatter: (cell) => time(cell.getValue()) },
+        { title: "Share", field: "share", width: 66, sorter: "number", hozAlign: "right", headerTooltip: "Share of the step's wall time", formatter: (cell) => pct(cell.getValue()) },
       ],
       rowFormatter: (row: RowComponent) => {
         const seg = row.getData() as PathSegment;

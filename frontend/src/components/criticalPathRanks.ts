@@ -5,7 +5,7 @@ import { time } from "../format";
 import { CAUSE_LABELS, type RankPaths } from "./criticalPathApi";
 import { causeBar } from "./criticalPathList";
 
-export function rankPaths(data: RankPaths, order: string[], current: string, onPick: (worker: string) => void): HTMLElement {
+export function rankPaths(data: RankPaths, order: string[], current: string, onPick: (worker: string) => void, open = false): HTMLDetailsElement {
   const longest = Math.max(1, ...data.ranks.map((r) => r.path_us));
   const rows = data.ranks.map((r) =>
     h(
@@ -26,10 +26,10 @@ export function rankPaths(data: RankPaths, order: string[], current: string, onP
       }),
     ),
   );
-  return h(
-    "div",
+  const box = h(
+    "details",
     { class: "cp-ranks" },
-    h("h3", { class: "section-title", text: "Every rank's critical path" }),
+    h("summary", { class: "section-title", text: `Every rank's critical path (${data.ranks.length})${data.longest ? ` · longest: ${data.longest}` : ""}` }),
     data.why ? h("div", { class: "small cp-why", text: data.why }) : null,
     h(
       "table",
@@ -38,4 +38,6 @@ export function rankPaths(data: RankPaths, order: string[], current: string, onP
       h("tbody", null, ...rows),
     ),
   );
+  box.open = open;
+  return box;
 }

@@ -119,7 +119,7 @@ function styles(p: Palette): StylesheetJson {
         "curve-style": "bezier",
       },
     },
-    { selector: "edge[?critical]", style: { width: 3, "line-color": CRITICAL, "target-arrow-color": CRITICAL, "z-index": 10 } },
+    { selector: "edge[?critical]", style: { width: 2.2, "line-color": CRITICAL, "target-arrow-color": CRITICAL, "z-index": 10 } },
   ];
 }
 

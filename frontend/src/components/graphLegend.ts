@@ -23,10 +23,10 @@ export function graphLegend(by: ColorBy, max: number, theme: Theme): HTMLElement
   return h(
     "div",
     { class: "graph-legend", attrs: { "aria-label": "Colour legend" } },
-    h("div", { class: "graph-legend-title", text: TITLES[by] }),
     h(
       "div",
       { class: "graph-legend-ramp" },
+      h("span", { class: "graph-legend-title", text: TITLES[by] }),
       h("span", { text: lo }),
       h("span", { class: "graph-legend-bar", style: { background: `linear-gradient(to right, ${stops})` } }),
       h("span", { text: hi }),
@@ -36,8 +36,8 @@ export function graphLegend(by: ColorBy, max: number, theme: Theme): HTMLElement
       { class: "graph-legend-items" },
       swatch("", eff ? "no rated kernel" : "none", { background: unknownFill(theme) }),
       swatch("graph-swatch-critical", "critical path", { color: CRITICAL }),
-      swatch("graph-swatch-expandable", "expandable (double-click)"),
-      swatch("graph-swatch-group", "group of consecutive ops"),
+      swatch("graph-swatch-expandable", "expandable"),
+      swatch("graph-swatch-group", "op group"),
     ),
   );
 }

@@ -331,7 +331,8 @@ class ExecutionGraphView implements TabView {
       const data = await criticalPathApi.ranks(this.sel.run, ALL_SPANS, controller.signal);
       if (controller.signal.aborted) return;
       const order = ["cpu_op", "kernel", "launch", "sync_wait", "communication", "idle"];
-      if (data.ranks.length > 1) replace(this.ranksEl, rankPaths(data, order, this.rank, (w) => this.pickRank(w)));
+      const wasOpen = this.ranksEl.querySelector("details")?.open ?? false;
+      if (data.ranks.length > 1) replace(this.ranksEl, rankPaths(data, order, this.rank, (w) => this.pickRank(w), wasOpen));
     } catch (err) {
       if (!isAbort(err) && !controller.signal.aborted) replace(this.ranksEl, inlineError(err instanceof Error ? err.message : String(err)));
     }
