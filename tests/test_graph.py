@@ -248,3 +248,20 @@ def test_routes_errors(client):
     code, body = _get(c, "graph/view", **_selection(service, "bert_h100"))  # no ET is data, not an error
     assert code == 200 and not body["available"] and "ExecutionTraceObserver" in body["reason"]
     assert _get(c, "graph/view", **sel, focus_et="x")[0] == 400
+
+
+def test_critical_path_and_timeline_share_a_time_base(client):
+    # The Timeline overlay draws /critical_path segments on the /timeline axis: their steps must line up.
+    c, service = client
+    sel = _selection(service, "cpu_mlp")
+    _wait(lambda: _get(c, "critical_path", **sel)[0] == 200, timeout=60)
+    code, path = _get(c, "critical_path", **sel)
+    assert code == 200 and path["available"] and path["segments"], path
+    code, meta = _get(c, "timeline/meta", **sel, tspan=sel["span"])
+    assert code == 200, meta
+    code, view = _get(c, "timeline/view", **sel, tspan=sel["span"], t0="0", t1=repr(meta["duration_us"]), width=800)
+    assert code == 200 and view["steps"], view
+    starts = sorted(s["start"] for s in view["steps"])
+    for step in path["steps"]:
+        assert min(abs(step["start_us"] - s) for s in starts) <= 1.0, (step, starts)
+    assert all(0 <= s["start_us"] <= meta["duration_us"] for s in path["segments"])
