@@ -49,6 +49,7 @@ class TimelineTabView implements TabView {
   private cpuBody = h("div", { class: "drawer-body" });
   private cpuDrawer: HTMLElement;
   private scopeChip = h("span", { class: "chips" });
+  private pathNote = h("div", { class: "muted small tl-legend tl-path-note" });
   private unsubscribeNav: () => void;
 
   constructor(
@@ -187,6 +188,7 @@ class TimelineTabView implements TabView {
           { class: "panel" },
           h("div", { class: "panel-head" }, h("h2", { class: "panel-title", text: "Timeline" }), controls),
           this.legend(),
+          this.pathNote,
           this.stacked ? this.ranksNote(meta) : null,
           this.notice,
           this.viewError,
@@ -206,7 +208,7 @@ class TimelineTabView implements TabView {
   /** The critical path (as the Execution graph tab lists it) as a strip of cause colours under the steps. */
   private pathToggle(): HTMLElement {
     const box = h("input", { attrs: { type: "checkbox", "aria-label": "Show the critical path" } });
-    const note = h("span", { class: "muted small tl-path-note" });
+    const note = this.pathNote;
     box.addEventListener("change", async () => {
       replace(note);
       if (!box.checked) return this.canvas?.setOverlay([]);
@@ -216,12 +218,12 @@ class TimelineTabView implements TabView {
         this.canvas?.setOverlay(path.segments.map((s) => ({ start: s.start_us, dur: s.dur_us, color: CAUSE_COLORS[s.cause] ?? "#9aa5b1" })));
         const causes = path.causes.filter((c) => (path.totals[c] ?? 0) > 0);
         const key = causes.map((c) => h("span", { class: "tl-key" }, h("span", { class: "tl-swatch", style: { background: CAUSE_COLORS[c] ?? "#9aa5b1" } }), `${CAUSE_LABELS[c] ?? c} ${time(path.totals[c])}`));
-        replace(note, "strip under the steps: ", ...key);
+        replace(note, "Critical path (the strip under the steps):", ...key);
       } catch (err) {
         if (!isAbort(err)) replace(note, err instanceof Error ? err.message : String(err));
       }
     });
-    return h("label", { class: "field tl-path-toggle" }, h("span", { class: "field-label", text: "Critical path" }), h("span", null, box, note));
+    return h("label", { class: "field tl-path-toggle" }, h("span", { class: "field-label", text: "Critical path" }), box);
   }
 
   /** Download and Perfetto act on one trace: a single span only. */
