@@ -123,15 +123,48 @@ function styles(p: Palette): StylesheetJson {
   ];
 }
 
-/** The opened nodes drawn as boxes: every opened node below the ET root, except one that holds the whole view
- * (a box around everything says nothing and costs a nesting level). */
-function boxIds(view: GraphView): Set<number> {
+/** Most boxes a view is laid out with; past it (a deep "depth" cut) the view is laid out flat, because dagre's
+ * compound layout grows much faster than its flat one (a 160-node cut with 120 boxes takes seconds). */
+const MAX_BOXES = 40;
+
+/** Which opened node draws each node's box: box id per opened node (or null), from `boxIds`. */
+export interface Boxes {
+  ids: Set<number>;
+  /** The nearest ancestor drawn as a box, for any node (visible or opened) by its display parent. */
+  parentOf(parent: number | null): string | undefined;
+}
+
+/** The opened nodes drawn as boxes: an opened node below the ET root holding at least two visible nodes, unless it
+ * holds the whole view (a box around everything says nothing) or just what one of its boxes holds (a chain of
+ * single-child containers draws one box, the innermost). */
+export function boxIds(view: GraphView): Boxes {
   const opened = new Map(view.expanded.filter((e) => e.depth > 0).map((e) => [e.id, e.parent]));
   const inside = new Map<number, number>();
   for (const n of view.nodes) {
     for (let p = n.parent; p !== null && opened.has(p); p = opened.get(p) ?? null) inside.set(p, (inside.get(p) ?? 0) + 1);
   }
-  return new Set([...opened.keys()].filter((id) => (inside.get(id) ?? 0) < view.nodes.length));
+  const heldByChild = new Set<number>();
+  for (const [id, parent] of opened) {
+    if (parent !== null && inside.get(parent) === inside.get(id)) heldByChild.add(parent);
+  }
+  let ids = new Set(
+    [...opened.keys()].filter((id) => {
+      const n = inside.get(id) ?? 0;
+      return n >= 2 && n < view.nodes.length && !heldByChild.has(id);
+    }),
+  );
+  if (ids.size > MAX_BOXES) ids = new Set();
+  const parentOf = (parent: number | null): string | undefined => {
+    for (let p = parent; p !== null; p = opened.get(p) ?? null) if (ids.has(p)) return String(p);
+    return undefined;
+  };
+  return { ids, parentOf };
+}
+
+/** Whether `ancestor` is on the chain of opened nodes that starts at the display parent `parent`. */
+function isUnder(parent: number | null, ancestor: number, up: Map<number, number | null>): boolean {
+  for (let p = parent, i = 0; p !== null && i < up.size + 1; p = up.get(p) ?? null, i++) if (p === ancestor) return true;
+  return false;
 }
 
 export class GraphCanvas {
@@ -188,6 +221,7 @@ export class GraphCanvas {
       this.cy.elements().remove();
       this.cy.add(els);
     });
+    const started = performance.now();
     // Ranks come from the data edges only: an edge that only joins consecutive critical-path ops would chain the
     // whole view into one tall column.
     this.cy
@@ -204,6 +238,8 @@ export class GraphCanvas {
         sort: (a: NodeSingular, b: NodeSingular) => Number(a.data("seq") ?? 0) - Number(b.data("seq") ?? 0),
       } as cytoscape.LayoutOptions)
       .run();
+    // Tests and users' bug reports read the layout time here.
+    this.container.dataset.layoutMs = (performance.now() - started).toFixed(0);
     const now = anchor !== null ? this.topCentre(String(anchor)) : null;
     if (anchorAt && now) {
       const dx = anchorAt.x - now.x;
@@ -274,10 +310,10 @@ export class GraphCanvas {
 
   private elements(view: GraphView): ElementDefinition[] {
     const boxes = boxIds(view);
-    const parentOf = (p: number | null) => (p !== null && boxes.has(p) ? String(p) : undefined);
+    const parentOf = boxes.parentOf;
     const els: ElementDefinition[] = [];
     for (const e of view.expanded) {
-      if (!boxes.has(e.id)) continue;
+      if (!boxes.ids.has(e.id)) continue;
       const label = e.label.length > 60 ? e.label.slice(0, 59) + "…" : e.label;
       els.push({ group: "nodes", data: { id: String(e.id), label, full: e.label, box: true, parent: parentOf(e.parent) } });
     }
@@ -295,6 +331,7 @@ export class GraphCanvas {
           critical: n.critical > 0,
           fill: colorOf(n, this.colorBy, max, this.theme),
           parent: parentOf(n.parent),
+          up: n.parent,
         },
       });
     });
@@ -305,9 +342,14 @@ export class GraphCanvas {
   }
 
   /** A node's top centre plus half a node's height: for a plain node its centre; for a compound box the point
-   * where its first row starts. Anchoring on it keeps an expanded node's header where the node stood. */
+   * where its first row starts; for an opened node drawn without a box, that of the nodes it shows. Anchoring on
+   * it keeps an expanded node's header where the node stood. */
   private topCentre(id: string): { x: number; y: number } | null {
-    const el = this.cy.getElementById(id);
+    let el = this.cy.getElementById(id);
+    if (el.empty()) {
+      const up = new Map((this.view?.expanded ?? []).map((e) => [e.id, e.parent]));
+      el = this.cy.nodes(":childless").filter((n) => isUnder(n.data("up"), Number(id), up));
+    }
     if (el.empty()) return null;
     const bb = el.boundingBox({ includeLabels: false, includeOverlays: false });
     return { x: (bb.x1 + bb.x2) / 2, y: bb.y1 + NODE_H / 2 };
