@@ -19,6 +19,9 @@ function swatch(cls: string, title: string, style: Partial<Record<"background" |
 export function graphLegend(by: ColorBy, max: number, theme: Theme): HTMLElement {
   const eff = by === "efficiency";
   const stops = [0, 0.25, 0.5, 0.75, 1].map((t) => `${ramp(t, eff, theme)} ${t * 100}%`).join(", ");
+  if (!eff && max <= 0) {
+    return h("div", { class: "graph-legend" }, h("span", { class: "graph-legend-title", text: `${TITLES[by]}: none in this view` }));
+  }
   const [lo, hi] = eff ? ["0 %", "100 %"] : ["0", time(max)];
   return h(
     "div",
