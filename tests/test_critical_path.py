@@ -86,6 +86,15 @@ def test_host_bound_step_is_mostly_cpu_ops(tmp_path):
                                          "aten::b", "cudaLaunchKernel", "k2", "(host, outside any op)"]
 
 
+def test_back_to_back_events_follow_each_other(tmp_path):
+    """Whole-microsecond traces put one event's start exactly at the previous one's end: siblings, not nested
+    (nested, b's time would be lost to a host gap after a)."""
+    events = [op("a", 0, 100), op("b", 100, 100), op("c", 250, 50)]
+    cp = path_of(tmp_path, events)
+    assert [(s[2], s[3], s[4]) for s in kinds(cp)] == [("a", 0, 100), ("b", 100, 100),
+                                                       ("(host, outside any op)", 200, 50), ("c", 250, 50)]
+
+
 STREAM_SYNC = [step(1, 0, 600), op("aten::item", 0, 500), call("cudaLaunchKernel", 10, 10, 1),
                kernel("k1", 25, 400, 1), call("cudaStreamSynchronize", 30, 400, 2), op("aten::add", 510, 90)]
 
@@ -99,6 +108,30 @@ def test_stream_synchronize_waits_for_the_kernel(tmp_path, with_sync_event):
     assert causes(cp) == {"cpu_op": 170, "launch": 15, "kernel": 400, "sync_wait": 5, "idle": 10}
     assert ("sync_wait", "sync", "cudaStreamSynchronize", 425, 5) in kinds(cp)
     assert cp.notes["host_syncs_waiting"] == 1
+
+
+def test_event_synchronize_waits_for_the_recorded_work(tmp_path):
+    """cudaEventSynchronize waits for the work recorded before its event (k1 on stream 7), not for the last work
+    to end inside the call (k2 on stream 8)."""
+    events = [call("cudaLaunchKernel", 10, 10, 1), kernel("k1", 50, 400, 1, stream=7),
+              call("cudaEventRecord", 22, 2, 2), call("cudaLaunchKernel", 26, 4, 3), kernel("k2", 60, 392, 3, stream=8),
+              call("cudaEventSynchronize", 40, 415, 4), sync("Event Sync", 454, 4, wait_stream=7, record=2),
+              op("after", 460, 10)]
+    cp = path_of(tmp_path, events)
+    assert causes(cp) == {"cpu_op": 10, "launch": 40, "kernel": 400, "sync_wait": 5, "idle": 5}  # from the first event
+    assert "k1" in {s[2] for s in kinds(cp)} and "k2" not in {s[2] for s in kinds(cp)}
+
+
+def test_graph_replay_kernels_all_hang_on_the_graph_launch(tmp_path):
+    """The kernels a cudaGraphLaunch replays share its correlation id: each depends on that call, and on the
+    previous one on the stream; the host waits for the last."""
+    events = [op("replay", 0, 340), call("cudaGraphLaunch", 10, 10, 1), kernel("g1", 30, 100, 1),
+              kernel("g2", 130, 100, 1), kernel("g3", 230, 100, 1), call("cudaStreamSynchronize", 25, 310, 2)]
+    cp = path_of(tmp_path, events)
+    assert causes(cp) == {"cpu_op": 15, "launch": 20, "kernel": 300, "sync_wait": 5}
+    assert [s[2] for s in kinds(cp)] == ["replay", "cudaGraphLaunch", "g1", "g2", "g3", "cudaStreamSynchronize",
+                                         "replay"]
+    assert {s["correlation"] for s in cp.segments() if s["kind"] == "kernel"} == {1}
 
 
 def _two_streams(with_args):
@@ -120,6 +153,17 @@ def test_two_streams_joined_by_an_event_wait(tmp_path, with_args):
     assert names[:6] == ["outer", "cudaLaunchKernel", "producer", "consumer", "consumer", "cudaDeviceSynchronize"]
     assert ("sync_wait", "stream_wait", "consumer", 600, 5) in kinds(cp)
     assert cp.notes["stream_wait_source"] == ("cuda_sync events" if with_args else "inferred")
+
+
+def test_a_short_copy_waiting_on_another_stream(tmp_path):
+    """A 1 us copy ends before any other activity could: the inferred wait looks past the copy itself."""
+    copy = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "pid": 0, "tid": 8,
+            "ts": 603, "dur": 1, "args": {"device": 0, "stream": 8, "correlation": 4, "bytes": 4}}
+    events = [op("outer", 0, 60), call("cudaLaunchKernel", 10, 10, 1), kernel("producer", 100, 500, 1, stream=7),
+              call("cudaStreamWaitEvent", 30, 2, 3), call("cudaMemcpyAsync", 40, 15, 4), copy]
+    cp = path_of(tmp_path, events)
+    assert ("sync_wait", "stream_wait", "Memcpy DtoH (Device -> Pageable)", 600, 3) in kinds(cp)
+    assert causes(cp) == {"cpu_op": 10, "launch": 90, "kernel": 501, "sync_wait": 3}
 
 
 def _collective(rank, compute_us):
@@ -154,6 +198,18 @@ def test_ranks_name_the_longest_path_and_the_straggler(tmp_path):
                                  "dur_us": 779}
     # Both paths are 900 us of traced work; the slow rank waits least in the collective: the others wait for it.
     assert out["longest"] in ("w0", "w1") and "w1 (rank 1) spends the least time in communication" in out["why"]
+
+
+def test_a_thread_blocked_on_another_thread_waits_for_it(tmp_path):
+    """The main thread sits in backward() (no op) while the autograd thread works: the path runs through the
+    autograd thread, joined at both ends, instead of calling the main thread's wait host idle time."""
+    events = [op("forward", 0, 100, tid=1), op("optimizer", 620, 80, tid=1), op("backward_op", 150, 450, tid=2)]
+    cp = path_of(tmp_path, events)
+    assert causes(cp) == {"cpu_op": 630, "sync_wait": 70}
+    assert [(s[1], s[2]) for s in kinds(cp)] == [("cpu_op", "forward"), ("thread_wait", "backward_op"),
+                                                 ("cpu_op", "backward_op"), ("thread_wait", "optimizer"),
+                                                 ("cpu_op", "optimizer")]
+    assert cp.notes["thread_waits"] == 2
 
 
 # ------------------------------------------------------------------------------------------ Execution Trace
@@ -194,16 +250,16 @@ def test_same_answer_with_and_without_an_execution_trace(tmp_path):
 
 
 def test_a_cross_thread_data_dependency_from_the_et(tmp_path):
-    """The consumer on thread 2 reads what the producer on thread 1 wrote: with the ET the path runs through the
-    producer instead of charging the consumer thread's wait to host idle time."""
+    """The consumer on thread 2 reads what the producer on thread 1 wrote, resuming too late after it for a thread
+    join to be inferred: only the ET shows the dependency, and the path then runs through the producer."""
     events = [op("producer", 0, 500, tid=1, **{"Record function id": 1}), op("z", 0, 100, tid=2),
-              op("consumer", 600, 100, tid=2, **{"Record function id": 2})]
+              op("consumer", 1100, 100, tid=2, **{"Record function id": 2})]
     et = _write_et(tmp_path, [_node(2, "producer", 1, 1, outputs=[7]), _node(3, "consumer", 2, 2, inputs=[7])])
     bare, linked = path_of(tmp_path, events), path_of(tmp_path, events, ets=[et])
-    assert causes(bare) == {"cpu_op": 200, "idle": 500}
-    assert causes(linked) == {"cpu_op": 600, "sync_wait": 100}
-    assert ("sync_wait", "data_wait", "consumer", 500, 100) in kinds(linked)
-    assert linked.notes["et"]["data_edges"] == 1
+    assert causes(bare) == {"cpu_op": 200, "idle": 1000}
+    assert causes(linked) == {"cpu_op": 600, "sync_wait": 600}
+    assert ("sync_wait", "data_wait", "consumer", 500, 600) in kinds(linked)
+    assert linked.notes["et"]["data_edges"] == 1 and bare.notes["thread_waits"] == 0
 
 
 # ------------------------------------------------------------------------------------------ users' entry points
@@ -217,6 +273,27 @@ def test_json_limit_step_and_section_round_trip(tmp_path):
     assert [s["dur_us"] for s in out["segments"]] == [500, 100] and [s["index"] for s in out["segments"]] == [0, 1]
     assert set(out["totals"]) == set(CAUSES) and out["causes"] == list(CAUSES)
     assert not to_json([("s", cp)], step="7")["available"]
+
+
+SMALL = ["hta/event_sync_trace.json.gz", "hta/benchmark_result_2869224_1695835535_trace.json.gz",
+         "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "tracelens/vllm_decode_full__graph_execution.json.gz",
+         "tracelens/mi210__gpu_only_trace.json.gz", "hta/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+         "hta/inference_rank_1.json.gz", "kineto/gpu_metrics_input.json"]
+
+
+@pytest.mark.parametrize("rel", SMALL)
+def test_every_step_is_covered_on_real_traces(rel):
+    """AMD, graph replay, GPU-only, CPU-only, 2021-era traces: segments tile each step, causes sum to its wall."""
+    trace = tb_gpuinsight.load(corpus_path(rel))
+    cp = compute(trace, analyze_trace(trace).activities)
+    assert cp.steps
+    for i, s in enumerate(cp.steps):
+        segs = cp.segments(i)
+        assert sum(s["causes"].values()) == pytest.approx(s["wall_us"])
+        assert sum(x["dur_us"] for x in segs) == pytest.approx(s["wall_us"])
+        assert all(x["dur_us"] > 0 for x in segs)
+        starts = [x["start_us"] for x in segs]
+        assert starts == sorted(starts) and starts[0] == pytest.approx(s["start_us"])
 
 
 DLRM = "param/dlrm_8ranks"
@@ -262,3 +339,35 @@ def test_routes_on_the_dlrm_ranks(dlrm_logdir, tmp_path):
     assert get("critical_path", worker=worker, limit="0")[0] == 400
     assert get("critical_path", worker="nobody")[0] == 404
     assert get("critical_path/ranks", run="nope")[0] == 404
+
+
+def test_routes_say_why_when_the_path_could_not_be_built(tmp_path, monkeypatch):
+    """A builder failure is the span's failure for this view (422 with its reason); other views still work."""
+    from tb_gpuinsight.analysis import cpath
+
+    from .test_timeline import _serve
+
+    run = tmp_path / "logdir" / "tiny"
+    run.mkdir(parents=True)
+    (run / "w.1700000000000000000.pt.trace.json").write_text(json.dumps({"traceEvents": STREAM_SYNC}))
+
+    def broken(ctx):
+        raise ValueError("no luck")
+
+    monkeypatch.setattr(cpath, "build_section", broken)
+    get = _serve(tmp_path / "logdir", tmp_path / "cache", run="tiny", worker="w")
+    code, out = get("critical_path")
+    assert code == 422 and "critical path: internal error: ValueError: no luck" in out["error"]
+    assert get("overview")[0] == 200
+    code, ranks = get("critical_path/ranks")
+    assert code == 200 and ranks["ranks"] == [] and "no luck" in ranks["problems"][0]
+
+
+def test_odd_values_do_not_break_the_path(tmp_path):
+    """Thread ids beyond int64, far-future times, ids that do not fit: the path is still built, every step tiled."""
+    events = [op("a", 0, 100, tid=2 ** 64 + 5), op("b", 9.3e18, 10, tid="main"),
+              call("cudaLaunchKernel", 10, 5, 2 ** 63), kernel("k", 20, 10, 2 ** 63), op("c", 200, 10, tid=-(2 ** 63) - 1)]
+    cp = path_of(tmp_path, events)
+    for i, s in enumerate(cp.steps):
+        assert sum(x["dur_us"] for x in cp.segments(i)) == pytest.approx(s["wall_us"])
+    assert json.dumps(to_json([("s", cp)]))

@@ -26,14 +26,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..sections import Section, SectionContext
-from ..trace.table import Interner
 from .cpath_graph import CAUSES, IDLE, K_HOST_GAP, KINDS, NO, Graph, build_graph
 from .overview.steps import SOURCE_STEPS, step_windows
 
 SECTION = "critical_path"
-_SEG_COLS = ("step", "cause", "kind", "name", "start", "dur", "thread", "stream", "correlation", "et_id")
+_SEG_COLS = ("step", "cause", "kind", "name", "start", "dur", "thread", "device", "stream", "correlation", "et_id")
 _SEG_DTYPES = {"step": np.int32, "cause": np.int8, "kind": np.int8, "name": np.int32, "start": np.float64,
-               "dur": np.float64, "thread": np.int64, "stream": np.int64, "correlation": np.int64, "et_id": np.int64}
+               "dur": np.float64, "thread": np.int64, "device": np.int64, "stream": np.int64,
+               "correlation": np.int64, "et_id": np.int64}
 HOST_GAP = "(host, outside any op)"
 
 
@@ -41,7 +41,7 @@ HOST_GAP = "(host, outside any op)"
 class CriticalPath:
     """The critical path of every step of one trace. `seg` holds the segments in path order (step by step) as
     columns: step index, cause / kind codes (into CAUSES / KINDS), name code (into `names`), start (us from the
-    trace's first event, the Timeline's time base), dur, thread, stream, correlation, ET node id (-1 = none)."""
+    trace's first event, the Timeline's time base), dur, thread, device, stream, correlation, ET node id (-1 = none)."""
     steps: List[Dict[str, Any]]
     seg: Dict[str, np.ndarray]
     names: List[str]
@@ -76,9 +76,10 @@ class CriticalPath:
     def segments(self, step: Optional[int] = None) -> List[Dict[str, Any]]:
         """JSON-ready segments in path order (of one step index, or all)."""
         rows = np.arange(len(self.seg["step"])) if step is None else np.flatnonzero(self.seg["step"] == step)
-        return [self._segment(int(i)) for i in rows.tolist()]
+        return [self.segment(int(i)) for i in rows.tolist()]
 
-    def _segment(self, i: int) -> Dict[str, Any]:
+    def segment(self, i: int) -> Dict[str, Any]:
+        """Segment i, JSON-ready."""
         s = self.seg
         step = self.steps[int(s["step"][i])]
         wall = step["wall_us"]
@@ -86,7 +87,7 @@ class CriticalPath:
                 "kind": KINDS[int(s["kind"][i])], "name": self.names[int(s["name"][i])],
                 "start_us": float(s["start"][i]), "dur_us": float(s["dur"][i]),
                 "share": float(s["dur"][i]) / wall if wall > 0 else 0.0,
-                "thread": _opt(s["thread"][i]), "stream": _opt(s["stream"][i]),
+                "thread": _opt(s["thread"][i]), "device": _opt(s["device"][i]), "stream": _opt(s["stream"][i]),
                 "correlation": _opt(s["correlation"][i]), "et_id": _opt(s["et_id"][i])}
 
     def step_index(self, wanted: str) -> Optional[int]:
@@ -103,7 +104,7 @@ class CriticalPath:
         rows = np.arange(len(self.seg["dur"])) if step is None else np.flatnonzero(self.seg["step"] == step)
         if not len(rows):
             return None
-        return self._segment(int(rows[np.argmax(self.seg["dur"][rows])]))
+        return self.segment(int(rows[np.argmax(self.seg["dur"][rows])]))
 
     def steps_frame(self):
         """One row per step: wall, path and time per cause (us)."""
@@ -116,7 +117,8 @@ class CriticalPath:
         import pandas as pd
 
         return pd.DataFrame(self.segments(), columns=["index", "step", "cause", "kind", "name", "start_us", "dur_us",
-                                                      "share", "thread", "stream", "correlation", "et_id"])
+                                                      "share", "thread", "device", "stream", "correlation",
+                                                      "et_id"])
 
 
 def _opt(x) -> Optional[int]:
@@ -138,48 +140,55 @@ def compute(trace, acts, execution_traces: Sequence[str] = ()) -> CriticalPath:
 
     g = build_graph(trace, acts)
     et_info = apply_et(g, trace, execution_traces) if execution_traces else None
-    windows = step_windows(trace)
+    launched = np.where(g.launch_event >= 0, g.ts[np.maximum(g.launch_event, 0)], np.nan)
+    windows = step_windows(trace, g.end[g.n_cpu:], launched)  # the Overview's windows: the last keeps its GPU tail
     origin = g.origin_us
     rank = (trace.meta.distributed or {}).get("rank")
     walker = _Walker(g)
-    names = Interner()
-    steps, cols = [], {k: [] for k in _SEG_COLS}
+    steps, parts = [], []
     labels = [f"ProfilerStep#{n}" for n in windows.number.tolist()] if windows.source == SOURCE_STEPS else \
         ["whole trace"] * len(windows)
     for i, (t0, t1) in enumerate(zip(windows.start.tolist(), windows.end.tolist())):
-        segs = walker.walk(t0, t1)
-        causes = dict.fromkeys(CAUSES, 0.0)
-        for event, cause, kind, start, end in segs:
-            causes[CAUSES[cause]] += end - start
-            _add_segment(cols, g, names, i, event, cause, kind, start - origin, end - start)
-        wall = t1 - t0
-        steps.append({"step": labels[i], "number": int(windows.number[i]), "start_us": t0 - origin,
-                      "end_us": t1 - origin, "wall_us": wall, "path_us": wall - causes["idle"], "causes": causes})
-    seg = {k: np.asarray(v, dtype=_SEG_DTYPES[k]) for k, v in cols.items()}
+        segs = np.array(walker.walk(t0, t1), dtype=np.float64).reshape(-1, 5)
+        parts.append((i, segs))
+        steps.append({"step": labels[i], "number": int(windows.number[i]), **_step_times(segs, t0, t1, origin)})
+    seg, names = _segment_columns(g, parts)
     notes = dict(g.notes)
     if et_info:
         notes["et"] = et_info
-    return CriticalPath(steps, seg, list(names.items), origin, (trace.meta.base_time_ns or 0) / 1000.0,
+    return CriticalPath(steps, seg, names, origin, (trace.meta.base_time_ns or 0) / 1000.0,
                         bool(et_info and et_info.get("used")), rank if isinstance(rank, int) else None, notes)
 
 
-def _add_segment(cols, g: Graph, names: Interner, step: int, event: int, cause: int, kind: int, start: float,
-                 dur: float) -> None:
-    cols["step"].append(step)
-    cols["cause"].append(cause)
-    cols["kind"].append(kind)
-    cols["start"].append(start)
-    cols["dur"].append(dur)
-    if event < 0:
-        cols["name"].append(names.code(HOST_GAP))
-        for k in ("thread", "stream", "correlation", "et_id"):
-            cols[k].append(NO)
-        return
-    cols["name"].append(names.code(g.names[int(g.name[event])]))
-    cols["thread"].append(int(g.thread[event]))
-    cols["stream"].append(int(g.stream[event]))
-    cols["correlation"].append(int(g.correlation[event]))
-    cols["et_id"].append(int(g.et_id[event]) if g.et_id is not None else NO)
+def _step_times(segs: np.ndarray, t0: float, t1: float, origin: float) -> Dict[str, Any]:
+    """A step's window (us from the trace's first event), wall and path time, and its time per cause."""
+    per_cause = np.bincount(segs[:, 1].astype(np.int64), weights=segs[:, 4] - segs[:, 3], minlength=len(CAUSES))
+    causes = {c: float(per_cause[k]) for k, c in enumerate(CAUSES)}
+    wall = t1 - t0
+    return {"start_us": t0 - origin, "end_us": t1 - origin, "wall_us": wall, "path_us": wall - causes["idle"],
+            "causes": causes}
+
+
+def _segment_columns(g: Graph, parts: List[Tuple[int, np.ndarray]]) -> Tuple[Dict[str, np.ndarray], List[str]]:
+    """The walks' segments (rows of event, cause, kind, start, end) as columns; names of the events they are
+    charged to, host gaps named HOST_GAP."""
+    rows = np.concatenate([p[1] for p in parts]) if parts else np.empty((0, 5))
+    event = rows[:, 0].astype(np.int64)
+    has = event >= 0
+    ev = np.maximum(event, 0)
+    name = np.where(has, g.name[ev] if len(g) else 0, len(g.names)).astype(np.int64)
+    used, code = np.unique(name, return_inverse=True)
+    names = [g.names[k] if k < len(g.names) else HOST_GAP for k in used.tolist()]
+
+    def per_event(values: np.ndarray) -> np.ndarray:
+        return np.where(has, values[ev] if len(g) else NO, NO)
+
+    seg = {"step": np.concatenate([np.full(len(p[1]), p[0]) for p in parts]) if parts else np.empty(0),
+           "cause": rows[:, 1], "kind": rows[:, 2], "name": code.reshape(-1), "start": rows[:, 3] - g.origin_us,
+           "dur": rows[:, 4] - rows[:, 3], "thread": per_event(g.thread), "device": per_event(g.device),
+           "stream": per_event(g.stream), "correlation": per_event(g.correlation),
+           "et_id": per_event(g.et_id) if g.et_id is not None else np.full(len(rows), NO)}
+    return {k: np.asarray(v).astype(_SEG_DTYPES[k]) for k, v in seg.items()}, names
 
 
 class _Walker:
@@ -203,18 +212,18 @@ class _Walker:
         g = self.g
         out: List[List] = []
         point, cur = self._sink(t0, t1, out)
-        pred, seg_event, seg_cause, seg_kind = g.pred, g.seg_event, g.seg_cause, g.seg_kind
-        ts, end = g.ts, g.end
-        budget = len(pred) + 2  # timestamps that contradict the dependencies could close a loop: never spin
+        pred, seg_event, seg_cause, seg_kind = g.pred.item, g.seg_event.item, g.seg_cause.item, g.seg_kind.item
+        ts, end = g.ts.item, g.end.item
+        budget = 2 * len(g) + 2  # timestamps that contradict the dependencies could close a loop: never spin
         while point >= 0 and cur > t0 and budget:
             budget -= 1
-            q = int(pred[point])
+            q = pred(point)
             if q < 0:  # nothing traced before this point: the rest of the step is idle
                 break
-            tq = float(end[q >> 1]) if q & 1 else float(ts[q >> 1])
+            tq = end(q >> 1) if q & 1 else ts(q >> 1)
             lo = max(min(tq, cur), t0)
             if cur > lo:
-                _emit(out, int(seg_event[point]), int(seg_cause[point]), int(seg_kind[point]), lo, cur)
+                _emit(out, seg_event(point), seg_cause(point), seg_kind(point), lo, cur)
             cur, point = lo, q
         if cur > t0:
             _emit(out, NO, IDLE, K_HOST_GAP, t0, cur)
@@ -290,33 +299,37 @@ def to_json(parts: Sequence[Tuple[str, CriticalPath]], step: Optional[str] = Non
     "span · step" when there are several). `step` keeps one step; `limit` keeps that many segments, the longest,
     in path order."""
     several = len(parts) > 1
-    steps, segments, totals = [], [], dict.fromkeys(CAUSES, 0.0)
-    has_et = any(cp.has_et for _, cp in parts)
-    for span, cp in parts:
-        chosen = range(len(cp.steps))
-        if step is not None:
-            i = cp.step_index(step)
-            chosen = [] if i is None else [i]
+    steps, picked, totals = [], [], dict.fromkeys(CAUSES, 0.0)
+    for p, (span, cp) in enumerate(parts):
+        chosen = range(len(cp.steps)) if step is None else [i for i in [cp.step_index(step)] if i is not None]
         for i in chosen:
-            s = dict(cp.steps[i])
-            segs = cp.segments(i)
+            s = dict(cp.steps[i], span=span)
             if several:
                 s["step"] = f"{span} · {s['step']}"
-                for seg in segs:
-                    seg["step"] = s["step"]
-            s["span"] = span
             steps.append(s)
-            segments.extend(segs)
             for c in CAUSES:
                 totals[c] += s["causes"][c]
-    total = len(segments)
-    if limit is not None and total > limit:
-        keep = sorted(sorted(range(total), key=lambda j: -segments[j]["dur_us"])[:limit])
-        segments = [segments[j] for j in keep]
-    for j, seg in enumerate(segments):
-        seg["index"] = j
+            rows = np.flatnonzero(cp.seg["step"] == i)
+            picked.append((p, rows, cp.seg["dur"][rows], s["step"]))
+    total = sum(len(r) for _, r, _, _ in picked)
+    if limit is not None and total > limit:  # the longest `limit` segments over all the chosen steps
+        durs = np.concatenate([d for _, _, d, _ in picked])
+        cut = np.sort(durs)[-limit]
+        keep = durs > cut
+        keep[np.flatnonzero(durs == cut)[:limit - int(keep.sum())]] = True
+        offsets = np.cumsum([0] + [len(r) for _, r, _, _ in picked])
+        picked = [(p, rows[keep[offsets[j]:offsets[j + 1]]], None, label)
+                  for j, (p, rows, _, label) in enumerate(picked)]
+    segments = []
+    for p, rows, _, label in picked:
+        for i in rows.tolist():
+            seg = parts[p][1].segment(i)
+            seg["step"] = label
+            seg["index"] = len(segments)
+            segments.append(seg)
     available = bool(steps)
     reason = None if available else (f"no step {step!r} in this selection" if step is not None else
                                      "the trace has no timed events to build a critical path from")
-    return {"available": available, "reason": reason, "has_et": has_et, "causes": list(CAUSES), "steps": steps,
-            "segments": segments, "segment_count": total, "truncated": total > len(segments), "totals": totals}
+    return {"available": available, "reason": reason, "has_et": any(cp.has_et for _, cp in parts),
+            "causes": list(CAUSES), "steps": steps, "segments": segments, "segment_count": total,
+            "truncated": total > len(segments), "totals": totals}

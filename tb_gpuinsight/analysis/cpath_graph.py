@@ -22,6 +22,11 @@ edges of HTA's critical-path model (CPU nesting, launch, stream order, sync):
   `cudaStreamWaitEvent` / `hipStreamWaitEvent`, an activity that started more than `WAIT_GAP_US` after all its
   known dependencies, within `WAIT_GAP_US` of the end of an activity on another stream of its device, is taken to
   have waited for it (kind "stream_wait", inferred). Cause "sync_wait".
+- Thread joins: a CPU event that starts more than `WAIT_GAP_US` after its own thread's last dependency (or an
+  annotation whose own time ends so), within `THREAD_WAKE_US` of another thread of its process finishing an event,
+  waited for that thread: the main thread blocked in `backward()` while the autograd thread works, a worker
+  thread started or joined. Its start (the annotation's end) depends on that event's end: "sync_wait", kind
+  "thread_wait" (inferred: Kineto records no such link).
 - Host syncs: a blocking call (`cuda|hip` Stream/Device/Event `Synchronize`, synchronous `Memcpy`, or any runtime
   call whose own GPU activity finished inside it, e.g. a `cudaMemcpyAsync` to pageable memory) ends when the GPU
   work it waited for ended, when that was after the call began: the stream of its `Stream Sync` event, the device
@@ -53,15 +58,15 @@ from .overview.host import SYNC_CALL
 CAUSES: Tuple[str, ...] = ("cpu_op", "kernel", "launch", "sync_wait", "communication", "idle")
 CPU_OP, KERNEL, LAUNCH, SYNC_WAIT, COMMUNICATION, IDLE = range(len(CAUSES))
 KINDS: Tuple[str, ...] = ("cpu_op", "annotation", "runtime", "launch", "sync", "kernel", "memcpy", "memset",
-                          "stream_wait", "host_gap", "data_wait")
+                          "stream_wait", "host_gap", "data_wait", "thread_wait")
 K_OP, K_ANNOTATION, K_RUNTIME, K_LAUNCH, K_SYNC, K_KERNEL, K_MEMCPY, K_MEMSET, K_STREAM_WAIT, K_HOST_GAP, \
-    K_DATA_WAIT = range(len(KINDS))
+    K_DATA_WAIT, K_THREAD_WAIT = range(len(KINDS))
 WAIT_GAP_US = 20.0  # an activity this much later than its known dependencies, this close to another stream's end
+THREAD_WAKE_US = 500.0  # a blocked thread resumes within this of the event it waited for (GIL, wake-up)
 SLACK_US = 2.0  # CPU and GPU clocks and whole-microsecond timestamps disagree by about this much
 _STEP = re.compile(r"^ProfilerStep#\d+$")
 _CPU_COMM = re.compile(r"^record_param_comms$|^c10d::|^nccl:|^gloo:|ProcessGroup", re.I)
 _STREAM_WAIT_CALL = re.compile(r"^(?:cuda|hip)StreamWaitEvent$|^cuStreamWaitEvent$")
-_RECORD_CALL = re.compile(r"^(?:cuda|hip)EventRecord(?:WithFlags)?$|^cuEventRecord$")
 NO = -1
 
 
@@ -78,6 +83,7 @@ class Graph:
     kind: np.ndarray
     thread: np.ndarray  # numeric thread id of CPU events, -1 elsewhere or when the id is not a number
     stream: np.ndarray  # GPU stream, -1 for CPU events
+    device: np.ndarray  # GPU device, -1 for CPU events
     correlation: np.ndarray
     n_cpu: int
     pred: np.ndarray = field(default=None)
@@ -105,6 +111,7 @@ class _Cpu:
     ts: np.ndarray
     end: np.ndarray
     thread_key: np.ndarray
+    process: np.ndarray  # code of the event's pid
     thread: np.ndarray
     name: np.ndarray
     cause: np.ndarray
@@ -132,10 +139,10 @@ def _cpu_events(trace, names: Interner, gpu_corr: np.ndarray) -> _Cpu:
     ann_rows = np.flatnonzero(_kind_mask(ann, ("cpu",)) & ~_name_mask(ann, _STEP))
     call_rows = np.flatnonzero(_kind_mask(launches, ("runtime", "driver")))
     parts = [(ops, op_rows, K_OP), (ann, ann_rows, K_ANNOTATION), (launches, call_rows, K_RUNTIME)]
-    threads = Interner()
-    cols: Dict[str, List[np.ndarray]] = {k: [] for k in ("ts", "end", "key", "tid", "name", "kind", "comm")}
+    threads, processes = Interner(), Interner()
+    cols: Dict[str, List[np.ndarray]] = {k: [] for k in ("ts", "end", "key", "proc", "tid", "name", "kind", "comm")}
     for table, rows, kind in parts:
-        _append_cpu(cols, table, rows, kind, names, threads)
+        _append_cpu(cols, table, rows, kind, names, (threads, processes))
     cat = {k: np.concatenate(v) if v else np.empty(0) for k, v in cols.items()}
     n_ops, n_ann = len(op_rows), len(ann_rows)
     kind = cat["kind"].astype(np.int8)
@@ -151,17 +158,23 @@ def _cpu_events(trace, names: Interner, gpu_corr: np.ndarray) -> _Cpu:
     launch_row = np.full(len(kind), NO, dtype=np.int64)
     launch_row[calls] = call_rows
     return _Cpu(cat["ts"].astype(np.float64), cat["end"].astype(np.float64), cat["key"].astype(np.int64),
-                cat["tid"].astype(np.int64), cat["name"].astype(np.int32), cause, kind, correlation, op_row,
-                launch_row)
+                cat["proc"].astype(np.int64), cat["tid"].astype(np.int64), cat["name"].astype(np.int32), cause, kind,
+                correlation, op_row, launch_row)
 
 
-def _append_cpu(cols, table: Table, rows: np.ndarray, kind: int, names: Interner, threads: Interner) -> None:
+def _append_cpu(cols, table: Table, rows: np.ndarray, kind: int, names: Interner,
+                interners: Tuple[Interner, Interner]) -> None:
     if not len(rows):
         return
+    threads, processes = interners
     pid_s, tid_s, name_s = table.strings["pid"], table.strings["tid"], table.strings["name"]
-    key_of = np.array([threads.code((pid_s[p], tid_s[t])) for p, t in
-                       zip(table["pid"][rows].tolist(), table["tid"][rows].tolist())], dtype=np.int64)
-    tid_num = np.array([_number(tid_s[t]) for t in table["tid"][rows].tolist()], dtype=np.int64)
+    pairs, which = np.unique(np.stack([table["pid"][rows], table["tid"][rows]], 1), axis=0, return_inverse=True)
+    keys = np.array([threads.code((pid_s[p], tid_s[t])) for p, t in pairs.tolist()], dtype=np.int64)
+    numbers = np.array([_number(tid_s[t]) for t in pairs[:, 1].tolist()], dtype=np.int64)
+    procs = np.array([processes.code(pid_s[p]) for p in pairs[:, 0].tolist()], dtype=np.int64)
+    which = which.reshape(-1)
+    key_of, tid_num = keys[which], numbers[which]
+    cols["proc"].append(procs[which])
     code = np.fromiter((names.code(n) for n in name_s), dtype=np.int32, count=len(name_s))
     comm = np.fromiter((bool(_CPU_COMM.search(n)) or kernel_class(n) == "communication" for n in name_s),
                        dtype=bool, count=len(name_s))
@@ -176,10 +189,12 @@ def _append_cpu(cols, table: Table, rows: np.ndarray, kind: int, names: Interner
 
 
 def _number(text: str) -> int:
+    """A thread id as a number, -1 when it is not one (or does not fit an int64)."""
     try:
-        return int(text)
+        value = int(text)
     except (TypeError, ValueError):
         return NO
+    return value if -(1 << 63) <= value < 1 << 63 else NO
 
 
 @dataclass
@@ -203,14 +218,11 @@ def _gpu_events(trace, acts: Table, names: Interner) -> _Gpu:
     act_names, kinds = acts.strings.get("name", []), acts.strings.get("kind", [])
     code = np.fromiter((names.code(x) for x in act_names), dtype=np.int32, count=len(act_names))
     kind_of = np.array([{"memcpy": K_MEMCPY, "memset": K_MEMSET}.get(k, K_KERNEL) for k in kinds], dtype=np.int8)
-    ts = acts["ts"].astype(np.float64) if n else np.empty(0)
-    return _Gpu(ts, ts + np.maximum(np.nan_to_num(acts["dur"]), 0.0) if n else np.empty(0),
-                acts["device"].astype(np.int64) if n else np.empty(0, np.int64),
-                acts["stream"].astype(np.int64) if n else np.empty(0, np.int64), correlation,
-                code[acts["name"]] if n else np.empty(0, np.int32),
-                np.where(is_communication(acts), COMMUNICATION, KERNEL).astype(np.int8) if n else np.empty(0, np.int8),
-                kind_of[acts["kind"]] if n else np.empty(0, np.int8),
-                acts["op"].astype(np.int64) if n else np.empty(0, np.int64))
+    ts = acts["ts"].astype(np.float64)
+    cause = np.where(is_communication(acts), COMMUNICATION, KERNEL).astype(np.int8)
+    return _Gpu(ts, ts + np.maximum(np.nan_to_num(acts["dur"]), 0.0), acts["device"].astype(np.int64),
+                acts["stream"].astype(np.int64), correlation, code[acts["name"]] if n else np.empty(0, np.int32),
+                cause, kind_of[acts["kind"]] if n else np.empty(0, np.int8), acts["op"].astype(np.int64))
 
 
 # ------------------------------------------------------------------------------------------------- build
@@ -228,6 +240,7 @@ def build_graph(trace, acts: Table) -> Graph:
               kind=np.concatenate([cpu.kind, gpu.kind]).astype(np.int8),
               thread=np.concatenate([cpu.thread, np.full(len(gpu.ts), NO)]).astype(np.int64),
               stream=np.concatenate([np.full(n_cpu, NO), gpu.stream]).astype(np.int64),
+              device=np.concatenate([np.full(n_cpu, NO), gpu.device]).astype(np.int64),
               correlation=np.concatenate([cpu.correlation, gpu.correlation]).astype(np.int64), n_cpu=n_cpu)
     n = len(g)
     g.pred = np.full(2 * n, NO, dtype=np.int64)
@@ -239,6 +252,7 @@ def build_graph(trace, acts: Table) -> Graph:
     g.seg_event[0::2] = g.seg_event[1::2] = np.arange(n)
     g.pred[1::2] = 2 * np.arange(n)  # end <- own start, until children or a sync say otherwise
     _cpu_nesting(g, cpu)
+    _thread_waits(g, cpu)
     launch_event = g.launch_event = _launch_events(cpu, gpu)
     launch_time = np.where(launch_event >= 0, g.ts[np.maximum(launch_event, 0)], -np.inf)
     issued = np.where(launch_event >= 0, launch_time, gpu.ts)  # when each activity was queued
@@ -254,8 +268,9 @@ def _cpu_nesting(g: Graph, cpu: _Cpu) -> None:
     g.parent = np.full(n, NO, dtype=np.int64)
     if not n:
         return
-    table = Table("cpu", {"ts": cpu.ts, "dur": cpu.end - cpu.ts, "pid": np.zeros(n, np.int32),
-                          "tid": cpu.thread_key.astype(np.int32)})
+    # 1 ns shorter for nesting only: an event starting exactly where another ends follows it, not inside it.
+    table = Table("cpu", {"ts": cpu.ts, "dur": np.maximum(cpu.end - cpu.ts - 1e-3, 0.0),
+                          "pid": np.zeros(n, np.int32), "tid": cpu.thread_key.astype(np.int32)})
     parent = g.parent = op_parents(table)
     group = np.where(parent >= 0, parent, -(cpu.thread_key + 2))
     order = np.lexsort((-(cpu.end - cpu.ts), cpu.ts, group))
@@ -287,6 +302,45 @@ def _cpu_nesting(g: Graph, cpu: _Cpu) -> None:
     # end <- last child's end (the event's own time after its children)
     has = last_child >= 0
     g.pred[2 * e[has] + 1] = 2 * last_child[has] + 1
+
+
+def _thread_waits(g: Graph, cpu: _Cpu) -> None:
+    """Cross-thread joins (see the module docstring): a start, or the end of an annotation's own time, that came
+    more than WAIT_GAP_US after its predecessor on its own thread, within THREAD_WAKE_US of another thread of its
+    process finishing an event, depends on that event's end (kind "thread_wait")."""
+    n = g.n_cpu
+    g.notes["thread_waits"] = 0
+    if n < 2 or len(np.unique(cpu.thread_key)) < 2:
+        return
+    e = np.arange(n)
+    ann_ends = e[cpu.kind == K_ANNOTATION]
+    points = np.concatenate([2 * e, 2 * ann_ends + 1])
+    owner = points >> 1
+    at = np.where(points & 1, cpu.end[owner], cpu.ts[owner])
+    pred = g.pred[points]
+    arrival = np.where(pred >= 0, np.where(pred & 1, g.end[pred >> 1], g.ts[pred >> 1]), -np.inf)
+    late = np.flatnonzero(at - arrival > WAIT_GAP_US)
+    if not len(late):
+        return
+    by_end = np.argsort(cpu.end, kind="stable")
+    ends = cpu.end[by_end]
+    pos = np.searchsorted(ends, at[late] + SLACK_US, "right") - 1
+    found = np.full(len(late), NO, dtype=np.int64)
+    mine = owner[late]
+    for back in range(8):  # the latest few ends before each point: the first on another thread of the process
+        p = pos - back
+        cand = by_end[np.maximum(p, 0)]
+        ok = (found < 0) & (p >= 0) & (cpu.thread_key[cand] != cpu.thread_key[mine])
+        ok &= (cpu.process[cand] == cpu.process[mine]) & (cpu.end[cand] > arrival[late])
+        ok &= at[late] - cpu.end[cand] <= THREAD_WAKE_US
+        found[ok] = cand[ok]
+    hit = found >= 0
+    where = points[late[hit]]
+    g.pred[where] = 2 * found[hit] + 1
+    g.seg_cause[where] = SYNC_WAIT
+    g.seg_kind[where] = K_THREAD_WAIT
+    g.seg_event[where] = mine[hit]
+    g.notes["thread_waits"] = int(hit.sum())
 
 
 def _sorted_index(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -355,7 +409,7 @@ def _gpu_starts(g: Graph, trace, cpu: _Cpu, gpu: _Gpu, launch_event: np.ndarray,
     g.seg_cause[points[by_wait]] = SYNC_WAIT
     g.seg_kind[points[by_wait]] = K_STREAM_WAIT
     g.notes["stream_waits"] = int((wait_src >= 0).sum())
-    g.notes["stream_waits_on_path_candidates"] = int(by_wait.sum())
+    g.notes["stream_waits_critical"] = int(by_wait.sum())  # the last to arrive at their activity
     g.notes["stream_wait_source"] = inferred
 
 
@@ -444,11 +498,12 @@ def _inferred_waits(gpu: _Gpu, key: np.ndarray, known: np.ndarray) -> np.ndarray
         ends = gpu.end[by_end]
         q = late[gpu.device[late] == dev]
         pos = np.searchsorted(ends, gpu.ts[q] + SLACK_US, "right") - 1
-        ok = pos >= 0
-        cand = np.where(ok, by_end[np.maximum(pos, 0)], NO)
-        close = ok & (gpu.ts[q] - gpu.end[np.maximum(cand, 0)] <= WAIT_GAP_US) & \
-            (key[np.maximum(cand, 0)] != key[q]) & (gpu.end[np.maximum(cand, 0)] > known[q])
-        out[q[close]] = cand[close]
+        for back in range(8):  # the latest few ends: the first on another stream (short activities end early)
+            p = pos - back
+            cand = by_end[np.maximum(p, 0)]
+            ok = (out[q] < 0) & (p >= 0) & (key[cand] != key[q]) & (gpu.end[cand] > known[q])
+            ok &= gpu.ts[q] - gpu.end[cand] <= WAIT_GAP_US
+            out[q[ok]] = cand[ok]
     return out
 
 
@@ -481,25 +536,28 @@ def _scoped_work(trace, cpu: _Cpu, gpu: _Gpu, calls: np.ndarray, issued: np.ndar
     launches = trace.launches
     sync_corr = np.where(_kind_mask(launches, ("sync",)), launches["correlation"], NO)
     sync_row = find(_sorted_index(sync_corr), cpu.correlation[calls])
-    key = _stream_keys(gpu.device, gpu.stream)
     t0, t1 = cpu.ts[calls], cpu.end[calls] + SLACK_US
     out = _last_ending_in(gpu.end, np.ones(len(gpu.end), bool), t0, t1)
+    q = np.flatnonzero(sync_row >= 0)
+    if not len(q):
+        return out
+    rows = sync_row[q]
     names = launches.strings.get("name", [])
-    for q in np.flatnonzero(sync_row >= 0).tolist():
-        row = int(sync_row[q])
-        what = names[launches["name"][row]]
-        dev, stream = int(_col(launches, "device")[row]), int(_col(launches, "stream")[row])
-        if what == "Stream Sync" and stream >= 0:
-            scope = key == _stream_keys(np.array([dev]), np.array([stream]))[0]
-        elif what == "Context Sync" and dev >= 0:
-            scope = gpu.device == dev
-        elif what == "Event Sync" and _col(launches, "wait_corr")[row] >= 0:
-            src = _recorded_work(trace, cpu, gpu, key, issued, np.array([row]))[0]
-            out[q] = src if src >= 0 and t0[q] < gpu.end[src] <= t1[q] else NO
-            continue
-        else:
-            continue
-        out[q] = _last_ending_in(gpu.end, scope, t0[q:q + 1], t1[q:q + 1])[0]
+    what = np.array([names[c] for c in launches["name"][rows].tolist()], dtype=object)
+    device, stream = _col(launches, "device")[rows].astype(np.int64), _col(launches, "stream")[rows]
+    key = _stream_keys(gpu.device, gpu.stream)
+    scopes = ((what == "Stream Sync") & (stream >= 0), _stream_keys(device, stream), key), \
+        ((what == "Context Sync") & (device >= 0), device, gpu.device)
+    for chosen, query_key, member_key in scopes:  # one pass per stream or device synchronised on: few
+        for k in np.unique(query_key[chosen]).tolist():
+            mine = q[chosen & (query_key == k)]
+            out[mine] = _last_ending_in(gpu.end, member_key == k, t0[mine], t1[mine])
+    events = (what == "Event Sync") & (_col(launches, "wait_corr")[rows] >= 0)
+    if events.any():
+        src = _recorded_work(trace, cpu, gpu, key, issued, rows[events])
+        mine = q[events]
+        ends = gpu.end[np.maximum(src, 0)]
+        out[mine] = np.where((src >= 0) & (t0[mine] < ends) & (ends <= t1[mine]), src, NO)
     return out
 
 

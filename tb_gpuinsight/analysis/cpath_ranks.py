@@ -65,11 +65,10 @@ def explain(rows: List[Dict[str, Any]], longest: Dict[str, Any]) -> str:
         most = max(delta, key=lambda c: delta[c])
         text += (f" That is {(path - median_path) / _MS:+.2f} ms against the median rank"
                  + (f", mostly {most.replace('_', ' ')} ({delta[most] / _MS:+.2f} ms)." if delta[most] > 0 else "."))
-        text += _straggler(rows)
     if longest["top"]:
         top = longest["top"]
         text += f" Its longest segment: {top['name'][:120]} ({top['cause']}, {top['dur_us'] / _MS:.2f} ms)."
-    return text
+    return text + (_straggler(rows) if len(rows) > 1 else "")
 
 
 def _straggler(rows: List[Dict[str, Any]]) -> str:

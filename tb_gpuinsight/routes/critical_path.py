@@ -18,7 +18,6 @@ from typing import Any, Callable, Dict, List, Tuple
 
 from ..analysis import cpath
 from ..analysis.cpath_ranks import compare
-from ..sections import SectionError
 from ..service import NotFound, NotReady, SpanFailed
 from . import params
 
@@ -34,8 +33,8 @@ def routes(plugin) -> Dict[str, Callable]:
 def _paths(plugin, run: str, worker: str, span: str) -> List[Tuple[str, cpath.CriticalPath]]:
     found = plugin.service.sections(run, worker, span, cpath.SECTION)
     ok = [(state, section) for state, section in found if not section.error]
-    if found and not ok:
-        raise SectionError(f"{cpath.SECTION}: {found[0][1].error}")
+    if found and not ok:  # the builder failed on every span: the analysis failed for this view (422)
+        raise SpanFailed(f"{found[0][0].span}: critical path: {found[0][1].error}")
     return [(state.span, cpath.CriticalPath.from_section(section)) for state, section in ok]
 
 
@@ -65,7 +64,7 @@ def ranks_route(plugin, request) -> Dict[str, Any]:
             items.append((worker, [cp for _, cp in _paths(plugin, run, worker, span)]))
         except NotReady:
             pending += 1
-        except (SpanFailed, SectionError) as exc:
+        except SpanFailed as exc:
             problems.append(f"{worker}: {exc}")
     if not items and pending:
         raise NotReady(f"run {run!r}: {pending} rank trace(s) still being analysed")
