@@ -84,6 +84,17 @@ def test_dlrm_graph_is_readable_and_expands_in_place(tmp_path):
         assert after["zoom"] == zoom  # no re-fit
         assert after["x1"] <= target["x"] <= after["x2"] and after["y1"] - 5 <= target["y"] <= after["y2"], (target, after)
         assert 0 <= after["y1"] < after["h"] and after["x1"] < after["w"] and after["x2"] > 0, after
+        # One wheel notch zooms out 1.2x about the pointer, and the page does not scroll.
+        at = {"x": box["width"] * 0.4, "y": box["height"] * 0.5}
+        under = f"() => {{ const cy = {CY}; const p = cy.pan(), z = cy.zoom();" \
+                f" return [z, ({at['x']} - p.x) / z, ({at['y']} - p.y) / z, window.scrollY]; }}"
+        z0, mx0, my0, scroll0 = frame.evaluate(under)
+        page.mouse.move(box["x"] + at["x"], box["y"] + at["y"])
+        page.mouse.wheel(0, 100)
+        frame.wait_for_function(f"() => {CY}.zoom() !== {z0}")
+        z1, mx1, my1, scroll1 = frame.evaluate(under)
+        assert abs(z0 / z1 - 1.2) < 0.01 and scroll1 == scroll0, (z0, z1, scroll0, scroll1)
+        assert abs(mx1 - mx0) < 1 and abs(my1 - my0) < 1  # the graph point under the pointer stays there
         # The critical path list (after closing the details the node click opened): clicking a segment with an ET
         # node selects that node in the graph.
         if frame.locator("aside.drawer").is_visible():
