@@ -146,7 +146,7 @@ export class CriticalPathList {
           width: 92,
           headerSortStartingDir: "asc",
           formatter: (cell) =>
-            h("span", { class: "cp-cause" }, h("span", { class: "cp-dot", style: { background: CAUSE_COLORS[cell.getValue()] ?? "#9aa5b1" } }), CAUSE_LABELS[cell.getValue()] ?? cell.getValue()),
+            h("span", { class: "cp-cause", title: CAUSE_LABELS[cell.getValue()] ?? cell.getValue() }, h("span", { class: "cp-dot", style: { background: CAUSE_COLORS[cell.getValue()] ?? "#9aa5b1" } }), CAUSE_LABELS[cell.getValue()] ?? cell.getValue()),
         },
         { title: "Time", field: "dur_us", width: 70, sorter: "number", hozAlign: "right", formatter: (cell) => time(cell.getValue()) },
         { title: "Share", field: "share", width: 68, sorter: "number", hozAlign: "right", headerTooltip: "Share of the step's wall time", formatter: (cell) => pct(cell.getValue()) },
