@@ -273,6 +273,8 @@ def test_json_limit_step_and_section_round_trip(tmp_path):
     assert [s["dur_us"] for s in out["segments"]] == [500, 100] and [s["index"] for s in out["segments"]] == [0, 1]
     assert set(out["totals"]) == set(CAUSES) and out["causes"] == list(CAUSES)
     assert not to_json([("s", cp)], step="7")["available"]
+    stepped = path_of(tmp_path, [step(12, 0, 850)] + _two_streams(True), "s.pt.trace.json")
+    assert stepped.step_index(12) == stepped.step_index("12") == stepped.step_index("ProfilerStep#12") == 0
 
 
 SMALL = ["hta/event_sync_trace.json.gz", "hta/benchmark_result_2869224_1695835535_trace.json.gz",

@@ -90,8 +90,9 @@ class CriticalPath:
                 "thread": _opt(s["thread"][i]), "device": _opt(s["device"][i]), "stream": _opt(s["stream"][i]),
                 "correlation": _opt(s["correlation"][i]), "et_id": _opt(s["et_id"][i])}
 
-    def step_index(self, wanted: str) -> Optional[int]:
-        """A step by its label ("ProfilerStep#12"), its number ("12") or its position ("#0")."""
+    def step_index(self, wanted: Any) -> Optional[int]:
+        """A step by its label ("ProfilerStep#12"), its number ("12" or 12) or its position ("#0")."""
+        wanted = str(wanted)
         for i, step in enumerate(self.steps):
             if wanted in (step["step"], str(step.get("number"))):
                 return i
@@ -149,7 +150,7 @@ def compute(trace, acts, execution_traces: Sequence[str] = ()) -> CriticalPath:
     labels = [f"ProfilerStep#{n}" for n in windows.number.tolist()] if windows.source == SOURCE_STEPS else \
         ["whole trace"] * len(windows)
     for i, (t0, t1) in enumerate(zip(windows.start.tolist(), windows.end.tolist())):
-        segs = np.array(walker.walk(t0, t1), dtype=np.float64).reshape(-1, 5)
+        segs = walker.walk(t0, t1)
         parts.append((i, segs))
         steps.append({"step": labels[i], "number": int(windows.number[i]), **_step_times(segs, t0, t1, origin)})
     seg, names = _segment_columns(g, parts)
@@ -207,38 +208,51 @@ class _Walker:
         idx = np.where(gpu_end == self.run_max, np.arange(len(gpu_end)), 0)
         self.run_arg = np.maximum.accumulate(idx) if len(idx) else idx
 
-    def walk(self, t0: float, t1: float) -> List[Tuple[int, int, int, float, float]]:
-        """Segments (event, cause, kind, start, end) of the path of [t0, t1], in time order."""
+    def walk(self, t0: float, t1: float) -> np.ndarray:
+        """Segments of the path of [t0, t1] as rows (event, cause, kind, start, end), in time order."""
         g = self.g
-        out: List[List] = []
-        point, cur = self._sink(t0, t1, out)
-        pred, seg_event, seg_cause, seg_kind = g.pred.item, g.seg_event.item, g.seg_cause.item, g.seg_kind.item
-        ts, end = g.ts.item, g.end.item
+        head: List[List[float]] = []
+        point, cur = self._sink(t0, t1, head)
+        points, lows, last = self._chase(point, cur, t0)
+        pts = np.asarray(points, dtype=np.int64)
+        lo = np.asarray(lows, dtype=np.float64)
+        hi = np.concatenate([[cur], lo[:-1]]) if len(lo) else lo
+        rows = [np.asarray(head, dtype=np.float64).reshape(-1, 5),
+                np.stack([g.seg_event[pts], g.seg_cause[pts], g.seg_kind[pts], lo, hi], 1).astype(np.float64)]
+        if last > t0:  # nothing traced before: host time outside any op
+            rows.append(np.array([[NO, IDLE, K_HOST_GAP, t0, last]], dtype=np.float64))
+        return _merged(np.concatenate(rows)[::-1])
+
+    def _chase(self, point: int, cur: float, t0: float) -> Tuple[List[int], List[float], float]:
+        """Follow critical predecessors back from `point` (at time `cur`) to t0: the points that own a segment,
+        each segment's start (its end is the previous start), and the time the walk stopped at."""
+        g = self.g
+        pred, ts, end = g.pred.item, g.ts.item, g.end.item
+        points: List[int] = []
+        lows: List[float] = []
         budget = 2 * len(g) + 2  # timestamps that contradict the dependencies could close a loop: never spin
         while point >= 0 and cur > t0 and budget:
             budget -= 1
             q = pred(point)
-            if q < 0:  # nothing traced before this point: the rest of the step is idle
+            if q < 0:
                 break
             tq = end(q >> 1) if q & 1 else ts(q >> 1)
-            lo = max(min(tq, cur), t0)
-            if cur > lo:
-                _emit(out, seg_event(point), seg_cause(point), seg_kind(point), lo, cur)
-            cur, point = lo, q
-        if cur > t0:
-            _emit(out, NO, IDLE, K_HOST_GAP, t0, cur)
-        out.reverse()
-        return [tuple(s) for s in out]
+            if tq < cur:  # else a zero-length step (timestamps out of order): skip it
+                cur = tq if tq > t0 else t0
+                points.append(point)
+                lows.append(cur)
+            point = q
+        return points, lows, cur
 
-    def _sink(self, t0: float, t1: float, out: List[List]) -> Tuple[int, float]:
+    def _sink(self, t0: float, t1: float, head: List[List[float]]) -> Tuple[int, float]:
         """Where the walk of [t0, t1] begins: the GPU activity running at t1, else the last event to end by t1
-        (the time after it is host time outside any op)."""
+        (the time after it is host time outside any op, a segment put in `head`)."""
         g = self.g
         k = int(np.searchsorted(self.gpu_starts, t1, "left")) - 1
         if k >= 0 and self.run_max[k] > t1:
             e = int(self.gpu_by_start[self.run_arg[k]])
             start = max(float(g.ts[e]), t0)
-            _emit(out, e, int(g.cause[e]), int(g.kind[e]), start, t1)
+            head.append([e, int(g.cause[e]), int(g.kind[e]), start, t1])
             return 2 * e, start
         i = int(np.searchsorted(self.ends, t1, "right")) - 1
         if i < 0 or self.ends[i] <= t0:
@@ -246,16 +260,20 @@ class _Walker:
         e = int(self.by_end[i])
         last = float(g.end[e])
         if t1 > last:
-            _emit(out, NO, IDLE, K_HOST_GAP, last, t1)
+            head.append([NO, IDLE, K_HOST_GAP, last, t1])
         return 2 * e + 1, last
 
 
-def _emit(out: List[List], event: int, cause: int, kind: int, start: float, end: float) -> None:
-    """Prepend-in-reverse: the walk goes back in time; a segment continuing the last one's event merges."""
-    if out and out[-1][0] == event and out[-1][1] == cause and out[-1][2] == kind and out[-1][3] == end:
-        out[-1][3] = start
-        return
-    out.append([event, cause, kind, start, end])
+def _merged(rows: np.ndarray) -> np.ndarray:
+    """Consecutive segments charged to the same event, cause and kind become one (they tile the time)."""
+    if len(rows) < 2:
+        return rows
+    same = np.all(rows[1:, :3] == rows[:-1, :3], axis=1)
+    starts = np.flatnonzero(np.concatenate([[True], ~same]))
+    last = np.concatenate([starts[1:], [len(rows)]]) - 1
+    out = rows[starts].copy()
+    out[:, 4] = rows[last, 4]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------- API
