@@ -37,3 +37,11 @@ def plain_json(path: Path):
     opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
     with opener(path, "rb") as f:
         return json.load(f)
+
+
+def corpus_logdir(tmp_path: Path, rel: str, run: str) -> Path:
+    """A logdir under `tmp_path` whose one run, `run`, is the corpus folder `rel` (linked, never copied)."""
+    logdir = tmp_path / "logdir"
+    logdir.mkdir()
+    os.symlink(corpus_path(rel), logdir / run)
+    return logdir

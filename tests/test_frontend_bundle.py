@@ -12,7 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BUNDLE = ROOT / "tb_gpuinsight" / "static" / "index.js"
 LICENSES = ROOT / "tb_gpuinsight" / "static" / "THIRD_PARTY_LICENSES.txt"
 FRONTEND = ROOT / "frontend"
-MAX_BYTES = 1_600_000  # Tabulator's export, download and frozen-column modules (CSV/JSON export, sticky first column)
+# ECharts, Tabulator and Cytoscape are most of it; Tabulator's export, download and frozen-column modules (CSV/JSON
+# export, sticky first column) and cytoscape-dagre (the graph's layered layout) add about 45 KB each.
+MAX_BYTES = 1_650_000
 CDN_WORDS = ("cdn", "googleapis", "gstatic", "unpkg", "jsdelivr")
 
 
@@ -45,7 +47,7 @@ def test_bundle_is_small(bundle_text):
 
 def test_bundled_licenses_are_shipped():
     text = LICENSES.read_text(encoding="utf-8")
-    for pkg in ("tabulator-tables", "echarts", "zrender"):
+    for pkg in ("tabulator-tables", "echarts", "zrender", "cytoscape-dagre", "@dagrejs/dagre"):
         assert pkg in text, f"THIRD_PARTY_LICENSES.txt lacks {pkg}"
 
 

@@ -126,7 +126,22 @@ def test_view_of_big_graph_is_capped_and_laid_out():
     everything = gv.view_json(tree, g, figs, set(range(len(tree.parent))))
     assert everything["capped"] and len(everything["nodes"]) <= gv.MAX_VISIBLE
     assert any(n["critical"] for n in view["nodes"]) and any(e["critical"] for e in view["edges"])
-    assert len({(n["x"], n["y"]) for n in view["nodes"]}) == len(view["nodes"])
+    # Every visible node's parent is an opened node (the browser draws it as the compound box around it).
+    boxes = {e["id"]: e for e in view["expanded"]}
+    assert all(n["parent"] is None or n["parent"] in boxes for n in view["nodes"])
+    assert all(e["parent"] is None or e["parent"] in boxes for e in view["expanded"])
+
+
+def test_first_view_opens_single_child_chains():
+    # Depth 2 shows one "ProfilerStep (+n)" node on the DLRM step; the first view opens down to its regions.
+    dlrm = corpus_path("param/dlrm_8ranks")
+    g = load_graph(next(dlrm.glob("worker0_*.et.json.gz")))
+    tree = gv.build_tree(g)
+    view = gv.view_json(tree, g, gv.figures(tree, g), gv.default_expanded(tree, g))
+    assert 20 <= len(view["nodes"]) <= gv.DEFAULT_VISIBLE
+    labels = {n["label"] for n in view["nodes"]} | {e["label"] for e in view["expanded"]}
+    assert {"## forward ##", "## backward ##", "## optimizer ##"} <= labels, labels
+    assert not any(n["label"].startswith("ProfilerStep") for n in view["nodes"])
 
 
 def test_cli_graph(tmp_path, capsys):
@@ -217,6 +232,11 @@ def test_routes_view_node_search(client):
     assert code == 200 and found["matches"][0]["name"] == "aten::linear"
     code, focused = _get(c, "graph/view", **sel, focus=found["matches"][0]["id"])
     assert found["matches"][0]["id"] in {n["id"] for n in focused["nodes"]}
+    # The critical path names ops by ET id: focus_et reveals that op's node and says which it is.
+    code, by_et = _get(c, "graph/view", **sel, focus_et=found["matches"][0]["et_id"])
+    assert code == 200 and by_et["focus"] == found["matches"][0]["id"]
+    assert by_et["focus"] in {n["id"] for n in by_et["nodes"]}
+    assert _get(c, "graph/view", **sel, focus_et=-5)[1]["focus"] is None
 
 
 def test_routes_errors(client):
@@ -225,5 +245,23 @@ def test_routes_errors(client):
     assert _get(c, "graph/view", **sel, open="x,y")[0] == 400
     assert _get(c, "graph/node", **sel, id=10 ** 8)[0] == 400
     _wait(lambda: any(r["run"] == "bert_h100" for r in service.runs_json()["runs"]))
-    code, body = _get(c, "graph/view", **_selection(service, "bert_h100"))
-    assert code == 404 and "ExecutionTraceObserver" in body["error"]
+    code, body = _get(c, "graph/view", **_selection(service, "bert_h100"))  # no ET is data, not an error
+    assert code == 200 and not body["available"] and "ExecutionTraceObserver" in body["reason"]
+    assert _get(c, "graph/view", **sel, focus_et="x")[0] == 400
+
+
+def test_critical_path_and_timeline_share_a_time_base(client):
+    # The Timeline overlay draws /critical_path segments on the /timeline axis: their steps must line up.
+    c, service = client
+    sel = _selection(service, "cpu_mlp")
+    _wait(lambda: _get(c, "critical_path", **sel)[0] == 200, timeout=60)
+    code, path = _get(c, "critical_path", **sel)
+    assert code == 200 and path["available"] and path["segments"], path
+    code, meta = _get(c, "timeline/meta", **sel, tspan=sel["span"])
+    assert code == 200, meta
+    code, view = _get(c, "timeline/view", **sel, tspan=sel["span"], t0="0", t1=repr(meta["duration_us"]), width=800)
+    assert code == 200 and view["steps"], view
+    starts = sorted(s["start"] for s in view["steps"])
+    for step in path["steps"]:
+        assert min(abs(step["start_us"] - s) for s in starts) <= 1.0, (step, starts)
+    assert all(0 <= s["start_us"] <= meta["duration_us"] for s in path["segments"])

@@ -19,6 +19,10 @@ const BUNDLED = [
   { pkg: "zrender", license: "BSD-3-Clause", files: ["LICENSE"] },
   { pkg: "tslib", license: "0BSD", files: ["LICENSE.txt"] },
   { pkg: "cytoscape", license: "MIT", files: ["LICENSE"] },
+  { pkg: "cytoscape-dagre", license: "MIT", files: ["LICENSE"] },
+  // cytoscape-dagre's dist inlines these two; they are devDependencies only so that their license texts are here.
+  { pkg: "@dagrejs/dagre", license: "MIT", files: ["LICENSE"] },
+  { pkg: "@dagrejs/graphlib", license: "MIT", files: ["LICENSE"] },
 ];
 
 function pkgDir(name) {
@@ -50,7 +54,7 @@ function banner() {
     ` * Bundles ${libs}; license texts in THIRD_PARTY_LICENSES.txt next to this file.`,
     " * Tabulator: Copyright (c) 2015-2026 Oli Folkerd. Apache ECharts: Copyright 2017-2026 The Apache Software",
     " * Foundation; this product includes software developed at The Apache Software Foundation (www.apache.org).",
-    " * ZRender: Copyright (c) 2017, Baidu Inc. */",
+    " * ZRender: Copyright (c) 2017, Baidu Inc. dagre and graphlib: Copyright (c) 2012-2014 Chris Pettitt. */",
   ].join("\n");
 }
 

@@ -1,5 +1,6 @@
-"""What the Execution graph tab draws: a collapsed cut of the display tree, its aggregated edges, and a layered
-layout computed here (the browser lays out ~1,000 nodes with long edges in many seconds; this takes milliseconds).
+"""What the Execution graph tab draws: a collapsed cut of the display tree and its aggregated edges. The browser
+lays the cut out (dagre, a layered layout, through Cytoscape) with every opened node drawn as a compound box
+around its children, so a view stays small (DEFAULT_VISIBLE first, MAX_VISIBLE at most).
 
 Display tree: the ET control tree, with two changes that keep it readable.
 - Backward folding: the autograd wrapper of a backward node moves under the module or range that ran its forward
@@ -11,6 +12,7 @@ A view is the set of expanded display nodes; every other node stands for its who
 from __future__ import annotations
 
 import collections
+import heapq
 
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
@@ -19,11 +21,12 @@ import numpy as np
 
 from ..trace.et import shape_text
 from .graph import ExecutionGraph
-from .graph_layout import layered_layout
-
 MAX_CHILDREN = 24
-MAX_VISIBLE = 1000
-DEFAULT_VISIBLE = 160
+MAX_VISIBLE = 600
+# The first view: enough nodes to show the step's structure, few enough that every label is readable at once.
+DEFAULT_VISIBLE = 40
+# The "depth" collapse mode opens every node up to a depth while the view stays under this.
+DEPTH_VISIBLE = 160
 _WRAPPER = "autograd::engine::evaluate_function"
 
 
@@ -150,17 +153,41 @@ def _short(name: str, limit: int = 40) -> str:
 # ------------------------------------------------------------------------------------------------- the cut
 
 def default_expanded(tree: Tree, graph: ExecutionGraph, mode: str = "annotation", depth: int = 3) -> Set[int]:
-    """Nodes to expand first: breadth first, containers only ("annotation": roots, threads, record_function
-    ranges, groups; ops stay folded) or every node up to `depth` ("depth"), while the view stays small."""
+    """Nodes to expand first. "annotation": containers only (roots, threads, record_function ranges, then groups;
+    ops stay folded), the biggest subtree first, while the view holds at most DEFAULT_VISIBLE nodes, so that a
+    single-child chain (process > thread > ProfilerStep#5) opens to where the step's structure shows. "depth":
+    every node up to `depth`, breadth first, while the view stays under DEPTH_VISIBLE."""
+    if mode == "depth":
+        return _expand_to_depth(tree, depth)
+    expanded: Set[int] = set()
+    visible = len(tree.roots)
+    heap = [_priority(tree, node) for node in tree.roots]
+    heapq.heapify(heap)
+    while heap:
+        node = heapq.heappop(heap)[-1]
+        kids = tree.children[node]
+        if kids and not _is_op(tree, graph, node) and visible - 1 + len(kids) <= DEFAULT_VISIBLE:
+            expanded.add(node)
+            visible += len(kids) - 1
+            for kid in kids:
+                heapq.heappush(heap, _priority(tree, kid))
+    return expanded
+
+
+def _priority(tree: Tree, node: int) -> Tuple[bool, int, int]:
+    """Named containers before chunking groups, then the biggest subtree, then program order."""
+    return tree.is_group(node), -int(tree.size[node]), node
+
+
+def _expand_to_depth(tree: Tree, depth: int) -> Set[int]:
     expanded: Set[int] = set()
     visible = len(tree.roots)
     level, d = list(tree.roots), 0
-    while level:
+    while level and d < depth:
         nxt = []
         for node in level:
             kids = tree.children[node]
-            want = d < depth if mode == "depth" else not _is_op(tree, graph, node)
-            if kids and want and visible - 1 + len(kids) <= DEFAULT_VISIBLE:
+            if kids and visible - 1 + len(kids) <= DEPTH_VISIBLE:
                 expanded.add(node)
                 visible += len(kids) - 1
                 nxt.extend(kids)
@@ -284,7 +311,8 @@ def _num(x: float) -> Optional[float]:
 
 
 def view_json(tree: Tree, graph: ExecutionGraph, figs: Figures, expanded: Set[int]) -> Dict[str, object]:
-    """The visible nodes with positions, their aggregated data edges, and the critical path through them."""
+    """The visible nodes (in program order), their aggregated data edges, the critical path through them, and the
+    opened nodes (each with its parent, for the compound boxes the browser draws)."""
     visible, capped = cut(tree, expanded)
     rep = representatives(tree, visible)
     index = {node: i for i, node in enumerate(visible)}
@@ -295,19 +323,15 @@ def view_json(tree: Tree, graph: ExecutionGraph, figs: Figures, expanded: Set[in
             counts[(a, b)] = counts.get((a, b), 0) + 1
     path = _critical_pairs([index[int(rep[r])] for r in graph.critical_rows()])
     opened = _opened(tree, visible)
-    positions = layered_layout(len(visible), list(counts) + list(path))
-    nodes = []
-    for i, node in enumerate(visible):
-        item = node_json(tree, graph, figs, node)
-        item["x"], item["y"] = positions[i]
-        nodes.append(item)
+    nodes = [node_json(tree, graph, figs, node) for node in visible]
     edges = [{"source": visible[a], "target": visible[b], "count": n, "critical": (a, b) in path}
              for (a, b), n in counts.items()]
     edges += [{"source": visible[a], "target": visible[b], "count": 0, "critical": True}
               for a, b in path if (a, b) not in counts]
     depth = _depths(tree)
     return {"nodes": nodes, "edges": edges, "capped": capped, "max_visible": MAX_VISIBLE,
-            "expanded": [{"id": n, "label": label(tree, graph, n), "depth": int(depth[n])}
+            "expanded": [{"id": n, "label": label(tree, graph, n), "depth": int(depth[n]),
+                          "parent": tree.parent[n] if tree.parent[n] >= 0 else None}
                          for n in _preorder(tree) if n in opened]}
 
 

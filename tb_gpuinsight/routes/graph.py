@@ -1,5 +1,7 @@
 """Routes of the Execution graph tab: a view of the collapsed graph, search, and one node's details.
 
+A span without an Execution Trace is data, not an error: /graph/view answers {"available": false, "reason"}.
+
 The graph of a span (its Execution Trace, linked to its Kineto trace and that trace's kernel analysis, plus the
 display tree and its per-node figures) is built once and kept in a small LRU keyed by both files' path, size and
 mtime; a build runs in the request's own thread, under a per-key lock so that concurrent requests share it.
@@ -71,8 +73,14 @@ def routes(plugin) -> Dict[str, Callable]:
     def built(request) -> Built:
         return span_graph(plugin.service, cache, *params.selection(request))
 
+    def view_route(request) -> Dict[str, Any]:
+        reason = missing_et(plugin.service, *params.selection(request))
+        if reason:
+            return {"available": False, "reason": reason, "nodes": [], "edges": []}
+        return {"available": True, "reason": None, **view(built(request), request)}
+
     return {
-        "/graph/view": lambda req: view(built(req), req),
+        "/graph/view": view_route,
         "/graph/node": lambda req: node(built(req), req),
         "/graph/search": lambda req: {"matches": gv.search(*_parts(built(req)),
                                                              params.text(req, "q", required=True))},
@@ -83,14 +91,22 @@ def _parts(b: Built):
     return b.tree, b.graph, b.figs
 
 
+def missing_et(service, run: str, worker: str, span: str) -> Optional[str]:
+    """Why a selection has no graph (its span has no Execution Trace), or None when it has one."""
+    state = service.span_states(run, worker, span)[-1]
+    if state.execution_traces:
+        return None
+    return (f"span {state.span!r} of {run!r} has no Execution Trace: record one with "
+            "torch.profiler.ExecutionTraceObserver next to the profiler (see the README)")
+
+
 def span_graph(service, cache: GraphCache, run: str, worker: str, span: str) -> Built:
     """The built graph of a selection: its ET (the span's own, else the run's) linked to the span's Kineto trace
     (the latest span when "all" is selected)."""
-    states = service.span_states(run, worker, span)
-    state = states[-1]
-    if not state.execution_traces:
-        raise NotFound(f"span {state.span!r} of {run!r} has no Execution Trace: record one with "
-                       "torch.profiler.ExecutionTraceObserver next to the profiler (see the README)")
+    reason = missing_et(service, run, worker, span)
+    if reason:
+        raise NotFound(reason)
+    state = service.span_states(run, worker, span)[-1]
     et_entry, kineto = state.execution_traces[0], state.entry
     key = tuple((e.path, e.size, e.mtime_ns) for e in (et_entry, kineto))
     return cache.get(key, lambda: _build(service, et_entry.path, kineto.path))
@@ -132,17 +148,30 @@ def _node_id(request, tree: gv.Tree, name: str = "id") -> int:
 
 
 def view(b: Built, request) -> Dict[str, Any]:
-    """The visible graph for a collapse mode plus the user's opened / closed nodes (and a node to reveal)."""
+    """The visible graph for a collapse mode plus the user's opened / closed nodes, and a node to reveal: `focus`
+    (a display node id) or `focus_et` (an ET node id, as the critical path names ops); `focus` in the answer is
+    the revealed node's id (null when the ET has no node with that id)."""
     mode = params.choice(request, "collapse", ("annotation", "depth"), "annotation")
     depth = params.integer(request, "depth", 3, 1, 50)
     expanded = gv.default_expanded(b.tree, b.graph, mode, depth)
     expanded |= _ids(request, "open", b.tree)
     expanded -= _ids(request, "close", b.tree)
-    if request.args.get("focus"):
-        expanded |= set(gv.ancestors(b.tree, _node_id(request, b.tree, "focus")))
+    focus = _focus(b, request)
+    if focus is not None:
+        expanded |= set(gv.ancestors(b.tree, focus))
     out = gv.view_json(b.tree, b.graph, b.figs, expanded)
     out.update(summary(b))
+    out["focus"] = focus
     return out
+
+
+def _focus(b: Built, request) -> Optional[int]:
+    if request.args.get("focus"):
+        return _node_id(request, b.tree, "focus")
+    if request.args.get("focus_et"):
+        et_id = params.integer(request, "focus_et", 0, -(1 << 62), 1 << 62)
+        return b.graph.et.row_of.get(et_id)
+    return None
 
 
 def summary(b: Built) -> Dict[str, Any]:

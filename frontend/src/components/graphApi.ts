@@ -19,8 +19,6 @@ export interface GraphNode {
   efficiency: number | null;
   critical: number;
   shapes: string;
-  x: number;
-  y: number;
 }
 
 export interface GraphEdge {
@@ -40,11 +38,16 @@ export interface CriticalPathSummary {
 }
 
 export interface GraphView {
+  /** False when the span has no Execution Trace (`reason` says so and how to record one). */
+  available: boolean;
+  reason: string | null;
+  /** The node that `focus` / `focus_et` revealed (null when the ET has no node with that id). */
+  focus?: number | null;
   nodes: GraphNode[];
   edges: GraphEdge[];
   capped: boolean;
   max_visible: number;
-  expanded: { id: number; label: string; depth: number }[];
+  expanded: { id: number; label: string; depth: number; parent: number | null }[];
   et_file: string;
   kineto_file: string | null;
   schema: string;
@@ -109,6 +112,8 @@ export interface ViewQuery {
   open: number[];
   close: number[];
   focus: number | null;
+  /** Reveal the node of this ET id (a critical-path segment names its op so). */
+  focus_et?: number | null;
 }
 
 const sel = (s: Selection) => ({ run: s.run, worker: s.worker, span: s.span });
@@ -117,7 +122,7 @@ export const graphApi = {
   view: (s: Selection, q: ViewQuery, signal?: AbortSignal) =>
     getJson<GraphView>(
       "graph/view",
-      { ...sel(s), collapse: q.collapse, depth: q.depth, open: q.open.join(","), close: q.close.join(","), focus: q.focus },
+      { ...sel(s), collapse: q.collapse, depth: q.depth, open: q.open.join(","), close: q.close.join(","), focus: q.focus, focus_et: q.focus_et },
       signal,
     ),
   node: (s: Selection, id: number, signal?: AbortSignal) => getJson<NodeDetails>("graph/node", { ...sel(s), id }, signal),

@@ -77,6 +77,15 @@ export function timeLabel(us: number, step: number): string {
   return `${us.toFixed(digits(1))} µs`;
 }
 
+/** A stretch of time drawn in one colour by the overlay strip (times in the timeline's time base, µs). */
+export interface OverlaySegment {
+  start: number;
+  dur: number;
+  color: string;
+}
+
+const OVERLAY_H = 5;
+
 /** Rectangles grouped by colour and filled with one path per colour: a fill per colour rather than per rectangle
  * (and no fillStyle parse per rectangle) keeps a full redraw of a few thousand items in a few milliseconds. */
 class RectBatch {
@@ -116,6 +125,7 @@ export class TimelineCanvas {
   private highlight: Occurrence[] = [];
   private selected: number | null = null;
   private range: [number, number] | null = null;
+  private overlay: OverlaySegment[] = [];
   private drag: { x: number; t0: number; t1: number; shift: boolean; moved: boolean } | null = null;
   private frame = 0;
   private resize: ResizeObserver;
@@ -181,6 +191,12 @@ export class TimelineCanvas {
 
   setSelected(index: number | null): void {
     this.selected = index;
+    this.redraw();
+  }
+
+  /** Segments drawn as a strip along the bottom of the step row (the critical path); [] clears it. */
+  setOverlay(segments: OverlaySegment[]): void {
+    this.overlay = segments;
     this.redraw();
   }
 
@@ -336,6 +352,7 @@ export class TimelineCanvas {
     c.clip();
     c.translate(LABEL_W, 0);
     this.drawSteps(hgt);
+    this.drawOverlay();
     this.drawIdle();
     this.lanes.forEach((lane, row) => this.drawLane(lane, RULER_H + STEP_H + row * LANE_H));
     this.drawHighlight();
@@ -379,6 +396,17 @@ export class TimelineCanvas {
         c.fillText(s.name, Math.max(x0, 0) + 4, RULER_H + STEP_H / 2);
       }
     }
+  }
+
+  private drawOverlay(): void {
+    const batch = new RectBatch();
+    const W = this.plotWidth;
+    for (const seg of this.overlay) {
+      const x0 = this.xOf(seg.start);
+      const x1 = this.xOf(seg.start + seg.dur);
+      if (x1 >= 0 && x0 <= W) batch.add(seg.color, x0, RULER_H + STEP_H - OVERLAY_H, Math.max(1, x1 - x0), OVERLAY_H);
+    }
+    batch.fill(this.ctx);
   }
 
   /** Idle gaps of each GPU, shaded across its stream lanes in the colour of their cause. */

@@ -5,6 +5,7 @@
 // The viewport lives in the plugin frame's URL hash (#t0=…&t1=…&tspan=…): reloading the frame restores it.
 import { api, isAbort, type KernelRow, type Selection } from "../api";
 import { Details, drawer, stat } from "../components/details";
+import { CAUSE_COLORS, CAUSE_LABELS, criticalPathApi } from "../components/criticalPathApi";
 import { openInPerfetto } from "../components/perfetto";
 import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { stepChip } from "../components/stepChip";
@@ -49,6 +50,7 @@ class TimelineTabView implements TabView {
   private cpuBody = h("div", { class: "drawer-body" });
   private cpuDrawer: HTMLElement;
   private scopeChip = h("span", { class: "chips" });
+  private pathNote = h("div", { class: "muted small tl-legend tl-path-note" });
   private unsubscribeNav: () => void;
 
   constructor(
@@ -169,6 +171,7 @@ class TimelineTabView implements TabView {
         ),
       ),
       field("Find", findBox),
+      this.stacked ? null : this.pathToggle(),
       h("button", { class: "btn", text: "−", title: "Zoom out (S)", on: { click: () => this.canvas?.zoom(1 / 0.6) } }),
       h("button", { class: "btn", text: "+", title: "Zoom in (W)", on: { click: () => this.canvas?.zoom(0.6) } }),
       h("button", { class: "btn", text: "Fit", title: "Show the whole span (0)", on: { click: () => this.canvas?.fit() } }),
@@ -186,6 +189,7 @@ class TimelineTabView implements TabView {
           { class: "panel" },
           h("div", { class: "panel-head" }, h("h2", { class: "panel-title", text: "Timeline" }), controls),
           this.legend(),
+          this.pathNote,
           this.stacked ? this.ranksNote(meta) : null,
           this.notice,
           this.viewError,
@@ -200,6 +204,27 @@ class TimelineTabView implements TabView {
     );
     replace(this.rangeEl, h("span", { class: "muted", text: "Shift+drag on the timeline to see busy, idle and class times of a range." }));
     this.applyDepth(1);
+  }
+
+  /** The critical path (as the Execution graph tab lists it) as a strip of cause colours under the steps. */
+  private pathToggle(): HTMLElement {
+    const box = h("input", { attrs: { type: "checkbox", "aria-label": "Show the critical path" } });
+    const note = this.pathNote;
+    box.addEventListener("change", async () => {
+      replace(note);
+      if (!box.checked) return this.canvas?.setOverlay([]);
+      try {
+        const path = await criticalPathApi.path(this.spanSel, this.controller.signal);
+        if (!path.available) return replace(note, path.reason ?? "no critical path");
+        this.canvas?.setOverlay(path.segments.map((s) => ({ start: s.start_us, dur: s.dur_us, color: CAUSE_COLORS[s.cause] ?? "#9aa5b1" })));
+        const causes = path.causes.filter((c) => (path.totals[c] ?? 0) > 0);
+        const key = causes.map((c) => h("span", { class: "tl-key" }, h("span", { class: "tl-swatch", style: { background: CAUSE_COLORS[c] ?? "#9aa5b1" } }), `${CAUSE_LABELS[c] ?? c} ${time(path.totals[c])}`));
+        replace(note, "Critical path (the strip under the steps):", ...key);
+      } catch (err) {
+        if (!isAbort(err)) replace(note, err instanceof Error ? err.message : String(err));
+      }
+    });
+    return h("label", { class: "field tl-path-toggle" }, h("span", { class: "field-label", text: "Critical path" }), box);
   }
 
   /** Download and Perfetto act on one trace: a single span only. */

@@ -1,0 +1,163 @@
+// The critical path beside the execution graph: per step, its length against the step's wall time and the share
+// of each cause; then every segment in path order (a sortable table: op or kernel, cause, duration, share of the
+// step). Clicking a segment hands it to `onPick` (the tab selects its graph node).
+import { FormatModule, InteractionModule, ResizeTableModule, SortModule, Tabulator, type RowComponent } from "tabulator-tables";
+import { h, replace, select } from "../dom";
+import { pct, time } from "../format";
+import { CAUSE_COLORS, CAUSE_LABELS, type CriticalPath, type PathSegment, type PathStep } from "./criticalPathApi";
+
+Tabulator.registerModule([FormatModule, InteractionModule, ResizeTableModule, SortModule]);
+
+const ALL = "*";
+
+/** A bar of cause shares (each segment's width is its share of `total`). */
+export function causeBar(causes: Record<string, number>, order: string[], total: number): HTMLElement {
+  const parts = order
+    .filter((c) => (causes[c] ?? 0) > 0 && total > 0)
+    .map((c) =>
+      h("span", {
+        class: "cp-bar-part",
+        title: `${CAUSE_LABELS[c] ?? c}: ${time(causes[c])} (${pct(causes[c] / total)})`,
+        style: { width: `${(100 * causes[c]) / total}%`, background: CAUSE_COLORS[c] ?? "#9aa5b1" },
+      }),
+    );
+  return h("div", { class: "cp-bar" }, ...parts);
+}
+
+function causeKey(order: string[]): HTMLElement {
+  return h(
+    "div",
+    { class: "cp-key" },
+    ...order.map((c) => h("span", { class: "cp-key-item" }, h("span", { class: "cp-dot", style: { background: CAUSE_COLORS[c] ?? "#9aa5b1" } }), CAUSE_LABELS[c] ?? c)),
+  );
+}
+
+function stepSummary(step: PathStep, order: string[]): HTMLElement {
+  const top = order.filter((c) => (step.causes[c] ?? 0) > 0).sort((a, b) => step.causes[b] - step.causes[a])[0];
+  return h(
+    "div",
+    { class: "cp-step" },
+    h(
+      "div",
+      { class: "cp-step-head" },
+      h("span", { class: "cp-step-name", text: step.step }),
+      h("span", { class: "muted small", text: `path ${time(step.path_us)} of ${time(step.wall_us)} wall` }),
+    ),
+    causeBar(step.causes, order, step.path_us),
+    top ? h("div", { class: "muted small", text: `Mostly ${CAUSE_LABELS[top] ?? top}: ${pct(step.causes[top] / (step.path_us || 1))} of the path.` }) : null,
+  );
+}
+
+export class CriticalPathList {
+  private table: Tabulator | null = null;
+  private data: CriticalPath | null = null;
+  private step = ALL;
+  private head = h("div", { class: "cp-head" });
+  private tableHost = h("div", { class: "cp-table table-host" });
+
+  constructor(
+    host: HTMLElement,
+    private onPick: (seg: PathSegment) => void,
+  ) {
+    replace(host, this.head, this.tableHost);
+  }
+
+  show(data: CriticalPath): void {
+    this.data = data;
+    this.step = data.steps.length === 1 ? data.steps[0].step : ALL;
+    this.renderHead();
+    this.renderTable();
+  }
+
+  /** Mark the segments of one graph node (its ET id) as the picked rows. */
+  markEt(etId: number | null): void {
+    this.table?.getRows().forEach((row) => {
+      const seg = row.getData() as PathSegment;
+      row.getElement().classList.toggle("cp-picked", etId !== null && seg.et_id === etId);
+    });
+  }
+
+  destroy(): void {
+    this.table?.destroy();
+    this.table = null;
+  }
+
+  private segments(): PathSegment[] {
+    const segs = this.data?.segments ?? [];
+    return this.step === ALL ? segs : segs.filter((s) => s.step === this.step);
+  }
+
+  private renderHead(): void {
+    const d = this.data!;
+    const steps = this.step === ALL ? d.steps : d.steps.filter((s) => s.step === this.step);
+    const picker =
+      d.steps.length > 1
+        ? select(
+            [[ALL, `All ${d.steps.length} steps`], ...d.steps.map((s) => [s.step, s.step] as [string, string])],
+            this.step,
+            (v) => {
+              this.step = v;
+              this.renderHead();
+              this.renderTable();
+            },
+            { attrs: { "aria-label": "Critical path step" } },
+          )
+        : null;
+    replace(
+      this.head,
+      h("div", { class: "cp-title-row" }, h("h3", { class: "section-title", text: "Critical path" }), picker),
+      ...steps.slice(0, 3).map((s) => stepSummary(s, d.causes)),
+      steps.length > 3 ? h("div", { class: "muted small", text: `… and ${steps.length - 3} more steps` }) : null,
+      causeKey(d.causes.filter((c) => (d.totals[c] ?? 0) > 0)),
+    );
+  }
+
+  private renderTable(): void {
+    const rows = this.segments();
+    if (this.table) {
+      this.table.setData(rows);
+      return;
+    }
+    const el = h("div");
+    this.tableHost.appendChild(el);
+    this.table = new Tabulator(el, {
+      data: rows,
+      layout: "fitColumns",
+      height: "100%",
+      index: "index",
+      columnDefaults: { headerSortStartingDir: "desc", vertAlign: "middle" },
+      initialSort: [{ column: "index", dir: "asc" }],
+      placeholder: "No segment on the critical path.",
+      columns: [
+        { title: "#", field: "index", width: 42, sorter: "number", headerSortStartingDir: "asc", hozAlign: "right" },
+        {
+          title: "Op or kernel",
+          field: "name",
+          minWidth: 90,
+          headerSortStartingDir: "asc",
+          formatter: (cell) => {
+            const seg = cell.getData() as PathSegment;
+            return h("span", { class: "cp-name", title: `${seg.name}${seg.et_id === null ? " (no ET node: not in the graph)" : ""}`, text: seg.name });
+          },
+        },
+        {
+          title: "Cause",
+          field: "cause",
+          width: 92,
+          headerSortStartingDir: "asc",
+          formatter: (cell) =>
+            h("span", { class: "cp-cause", title: CAUSE_LABELS[cell.getValue()] ?? cell.getValue() }, h("span", { class: "cp-dot", style: { background: CAUSE_COLORS[cell.getValue()] ?? "#9aa5b1" } }), CAUSE_LABELS[cell.getValue()] ?? cell.getValue()),
+        },
+        { title: "Time", field: "dur_us", width: 70, sorter: "number", hozAlign: "right", formatter: (cell) => time(cell.getValue()) },
+        { title: "Share", field: "share", width: 68, sorter: "number", hozAlign: "right", headerTooltip: "Share of the step's wall time", formatter: (cell) => pct(cell.getValue()) },
+      ],
+      rowFormatter: (row: RowComponent) => {
+        const seg = row.getData() as PathSegment;
+        row.getElement().classList.toggle("cp-no-et", seg.et_id === null);
+      },
+    });
+    this.table.on("tableBuilt", () => {
+      this.table?.on("rowClick", (_e: UIEvent, row: RowComponent) => this.onPick(row.getData() as PathSegment));
+    });
+  }
+}
