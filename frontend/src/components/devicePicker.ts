@@ -2,7 +2,7 @@
 // trace, a down-sampled one) or one matched from its memory size alone gets a picker of datasheet rows,
 // pre-selected from what its kernel names give away (`volta_*`, `sm90_*`, Tensile `ISA90a`); the pick is kept
 // per run in localStorage and sent as `device_name` with the selection, so every route rates with it.
-import { api, isAbort, type DevicesResponse, type Selection } from "../api";
+import { api, ApiError, isAbort, type DevicesResponse, type Selection } from "../api";
 import { h, replace } from "../dom";
 
 /** What the /devices route adds for the picker. */
@@ -55,6 +55,10 @@ export class DeviceBanner {
       },
       (err) => {
         if (isAbort(err) || signal.aborted) return;
+        if (err instanceof ApiError && err.status === 400 && /device_name/.test(err.message) && deviceOverride(sel.run)) {
+          this.pick(sel.run, null); // a kept pick that is no datasheet row any more (datasheet changed): drop it
+          return;
+        }
         this.key = ""; // not ready yet or failed: try again with the next selection or poll
         replace(this.el);
       },
