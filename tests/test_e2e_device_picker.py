@@ -34,4 +34,12 @@ def test_device_picker_rates_the_run_as_the_picked_device(tmp_path):
         frame.locator(".device-picker button:has-text('Forget')").click()
         frame.wait_for_selector(".device-picker:has-text('does not name its GPU')", timeout=60000)
         assert frame.evaluate("() => localStorage.getItem('gpuinsight.deviceOverride.minitoy_mi250')") is None
-    assert not console, console
+
+        # A kept pick the datasheet no longer has (the server answers 400 for it) is dropped, not sent forever.
+        frame.evaluate("() => localStorage.setItem('gpuinsight.deviceOverride.bert_h100', 'Gone GPU 9000')")
+        frame.locator("select[aria-label='Run']").select_option("bert_h100")
+        frame.wait_for_function(
+            "() => localStorage.getItem('gpuinsight.deviceOverride.bert_h100') === null", timeout=60000)
+        frame.wait_for_function("() => !document.querySelector('.device-picker')", timeout=60000)
+    # Only the stale pick's first request may have been refused.
+    assert all("device_name=Gone+GPU+9000" in line for line in console), console
