@@ -193,7 +193,8 @@ def test_suggest_and_device_override_routes(tmp_path):
         return response.status_code, json.loads(response.get_data(as_text=True))
 
     end = time.time() + 60
-    while time.time() < end and not all(r["status"] == "ready" for r in service.runs_json()["runs"]):
+    while time.time() < end and not (len(service.runs_json()["runs"]) >= 4 and
+                                     all(r["status"] == "ready" for r in service.runs_json()["runs"])):
         time.sleep(0.1)
     runs = {r["run"]: r for r in service.runs_json()["runs"]}
     cpu = runs["cpu_mlp"]["workers"][0]
