@@ -401,6 +401,14 @@ class LogdirService:
                 for w, ss in sorted(workers.items())],
         }
 
+    def run_json(self, run: str) -> Dict[str, Any]:
+        """One run as `runs_json` lists it (workers, spans, statuses). Raises NotFound."""
+        with self._lock:
+            state = self.runs.get(run)
+            if state is None:
+                raise NotFound(f"unknown run {run!r}")
+            return self._run_json(state)
+
     def span_states(self, run: str, worker: str, span: str) -> List[SpanState]:
         """The spans a (run, worker, span) selection names; span may be "all". Raises NotFound."""
         with self._lock:

@@ -52,11 +52,9 @@ def path_route(plugin, request) -> Dict[str, Any]:
 def ranks_route(plugin, request) -> Dict[str, Any]:
     run = params.text(request, "run", required=True)
     span = params.text(request, "span", default=params.ALL_SPANS)
-    runs = {r["run"]: r for r in plugin.service.runs_json()["runs"]}
-    if run not in runs:
-        raise NotFound(f"unknown run {run!r}")
+    info = plugin.service.run_json(run)
     items, pending, problems = [], 0, []
-    for w in runs[run]["workers"]:
+    for w in info["workers"]:
         worker = w["worker"]
         if span != params.ALL_SPANS and span not in {s["span"] for s in w["spans"]}:
             continue

@@ -105,11 +105,9 @@ def rank_report(plugin, request) -> Tuple[rk.Report, int, List[str]]:
 def _chosen_spans(plugin, run: str, cycle: int) -> Tuple[List[Tuple[str, Any]], int, List[str]]:
     """(worker, span state) of every worker's cycle-th span that is analysed, how many are not yet, and the
     reasons of those that failed."""
-    runs = {r["run"]: r for r in plugin.service.runs_json()["runs"]}
-    if run not in runs:
-        raise NotFound(f"unknown run {run!r}")
+    info = plugin.service.run_json(run)
     chosen, pending, failed = [], 0, []
-    for w in runs[run]["workers"]:
+    for w in info["workers"]:
         spans = w["spans"]
         if not spans or cycle >= len(spans):
             continue
