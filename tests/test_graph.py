@@ -265,3 +265,41 @@ def test_critical_path_and_timeline_share_a_time_base(client):
     for step in path["steps"]:
         assert min(abs(step["start_us"] - s) for s in starts) <= 1.0, (step, starts)
     assert all(0 <= s["start_us"] <= meta["duration_us"] for s in path["segments"])
+
+
+def test_graph_marks_the_same_critical_path_as_the_list(client):
+    # The graph's red marks and the critical-path list are one path: the ops the list names by ET id.
+    c, service = client
+    sel = _selection(service, "cpu_mlp")
+    _wait(lambda: _get(c, "critical_path", **sel)[0] == 200, timeout=60)
+    path = _get(c, "critical_path", **sel)[1]
+    on_path = {s["et_id"] for s in path["segments"] if s["et_id"] is not None}
+    assert on_path
+    code, view = _get(c, "graph/view", **sel)
+    assert code == 200
+    ops = [n for n in view["nodes"] if n["kind"] == "op" and n.get("et_id") is not None]
+    marked = {n["et_id"] for n in ops if n["critical"]}
+    assert marked and marked == {n["et_id"] for n in ops} & on_path, (marked, on_path)
+
+
+def test_graph_marks_the_joint_cpu_gpu_path_on_a_communication_bound_rank():
+    # DLRM rank 1 waits 47 % of its step in NCCL: the ET-only op path and the joint CPU + GPU path differ there, and
+    # the graph must mark the joint one, op by op in path order.
+    from tb_gpuinsight import load
+    from tb_gpuinsight.analysis import cpath
+    from tb_gpuinsight.analysis.efficiency import analyze_trace
+
+    et_path = corpus_path("param/dlrm_8ranks/worker1_step_12.1694128201556.et.json.gz")
+    trace = load(corpus_path("param/dlrm_8ranks/worker1_step_12.1694128201556.pt.trace.json.gz"))
+    eff = analyze_trace(trace)
+    g = build_graph(load_et(et_path), trace, eff)
+    et_only = g.critical_rows()
+    path = cpath.compute(trace, eff.activities, [et_path])
+    g.use_path(path.seg["et_id"])
+    expected = []
+    for et_id in path.seg["et_id"].tolist():
+        row = g.et.row_of.get(et_id, -1)
+        if row >= 0 and g.unit[row] >= 0 and int(g.unit[row]) not in expected:
+            expected.append(int(g.unit[row]))
+    assert g.critical_rows() == expected and len(expected) > 100
+    assert set(expected) != set(et_only)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -50,14 +50,31 @@ class ExecutionGraph:
     efficiency: object = None  # the Efficiency the kernels come from, when linked
     critical: Optional[CriticalPath] = None
     critical_units: Optional[np.ndarray] = None  # the unit rows the path's op indices refer to
+    path_rows: Optional[List[int]] = None  # unit rows of the joint CPU + GPU critical path (cpath.py), when known
 
     @property
     def timed(self) -> bool:
         return self.link.linked > 0
 
     def critical_rows(self) -> List[int]:
-        """ET rows of the units on the critical path, in order."""
+        """ET rows of the units on the critical path, in order: the joint CPU + GPU path's when it was set
+        (`use_path`), else the op-level path of the ET alone."""
+        if self.path_rows is not None:
+            return self.path_rows
         return [int(self.critical_units[i]) for i in self.critical.ops()] if self.critical else []
+
+    def use_path(self, et_ids: Iterable[int]) -> None:
+        """Mark the ops of the joint CPU + GPU critical path (its segments' ET node ids, in path order), so that the
+        graph shows the same path as the critical-path list."""
+        rows: List[int] = []
+        seen = set()
+        for et_id in et_ids:
+            row = self.et.row_of.get(int(et_id), -1)
+            unit = int(self.unit[row]) if row >= 0 else -1
+            if unit >= 0 and unit not in seen:
+                seen.add(unit)
+                rows.append(unit)
+        self.path_rows = rows
 
 
 def build_graph(et: ExecutionTrace, trace=None, efficiency=None) -> ExecutionGraph:

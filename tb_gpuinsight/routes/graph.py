@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Set
 
 import numpy as np
 
+from ..analysis import cpath
 from ..analysis import graph_view as gv
 from ..analysis.graph import ExecutionGraph, build_graph
 from ..errors import GpuInsightError
@@ -108,11 +109,23 @@ def span_graph(service, cache: GraphCache, run: str, worker: str, span: str) -> 
         raise NotFound(reason)
     state = service.span_states(run, worker, span)[-1]
     et_entry, kineto = state.execution_traces[0], state.entry
-    key = tuple((e.path, e.size, e.mtime_ns) for e in (et_entry, kineto))
-    return cache.get(key, lambda: _build(service, et_entry.path, kineto.path))
+    path = _path_et_ids(service, run, state)
+    # A graph built before the span's summary was ready marks the ET-only path: build again once it is.
+    key = tuple((e.path, e.size, e.mtime_ns) for e in (et_entry, kineto)) + (path is not None,)
+    return cache.get(key, lambda: _build(service, et_entry.path, kineto.path, path))
 
 
-def _build(service, et_path: str, kineto_path: str) -> Built:
+def _path_et_ids(service, run: str, state) -> Optional[np.ndarray]:
+    """The ET node ids along the span's joint CPU + GPU critical path (its stored section), or None when that
+    section is missing or failed (the graph then marks the ET's own op-level path)."""
+    try:
+        found = service.sections(run, state.worker, state.span, cpath.SECTION)
+        return cpath.CriticalPath.from_section(found[-1][1]).seg["et_id"] if found else None
+    except GpuInsightError:
+        return None
+
+
+def _build(service, et_path: str, kineto_path: str, path_et_ids: Optional[np.ndarray] = None) -> Built:
     et = load_et(et_path)
     trace = eff = None
     warning = ""
@@ -125,6 +138,8 @@ def _build(service, et_path: str, kineto_path: str) -> Built:
     except GpuInsightError as exc:  # the ET alone still gives a graph, without times
         warning = f"Kineto trace not usable, graph shown without times: {exc}"
     graph = build_graph(et, trace, eff)
+    if trace is not None and path_et_ids is not None:
+        graph.use_path(path_et_ids)
     tree = gv.build_tree(graph)
     return Built(graph, tree, gv.figures(tree, graph), et_path, kineto_path if trace is not None else None, warning)
 
