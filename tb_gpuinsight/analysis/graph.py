@@ -51,6 +51,7 @@ class ExecutionGraph:
     critical: Optional[CriticalPath] = None
     critical_units: Optional[np.ndarray] = None  # the unit rows the path's op indices refer to
     path_rows: Optional[List[int]] = None  # unit rows of the joint CPU + GPU critical path (cpath.py), when known
+    joint: object = None  # that path (cpath.CriticalPath), when computed here (load_graph)
 
     @property
     def timed(self) -> bool:
@@ -106,8 +107,14 @@ def load_graph(et_path: "os.PathLike[str] | str", kineto_path: "os.PathLike[str]
     from .. import load
     from .efficiency import analyze_trace
 
+    from .cpath import compute
+
     trace = load(kineto_path, extra_args=extra_args)
-    return build_graph(et, trace, analyze_trace(trace, datasheet=datasheet))
+    eff = analyze_trace(trace, datasheet=datasheet)
+    graph = build_graph(et, trace, eff)
+    graph.joint = compute(trace, eff.activities, [et_path])
+    graph.use_path(graph.joint.seg["et_id"])
+    return graph
 
 
 def _op_mask(et: ExecutionTrace) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from typing import Dict, List
 
+from ..analysis.cpath_graph import CAUSES as JOINT_CAUSES
 from ..analysis.critical_path import CAUSES
 from ..analysis.graph import ExecutionGraph, load_graph
 
@@ -35,7 +36,8 @@ def _cmd_graph(args) -> int:
 
 
 def describe(graph: ExecutionGraph) -> List[str]:
-    """Human lines: the ET, its counts, the link, the critical path by cause."""
+    """Human lines: the ET, its counts, the link, the critical path by cause (the joint CPU + GPU path when a
+    Kineto trace was given, else the ET's op-level path)."""
     et, link, cp = graph.et, graph.link, graph.critical
     lines = [f"file      {et.path}", f"schema    {et.schema}",
              f"nodes     {len(et):,} ({int(graph.is_op.sum()):,} ops, {len(graph.units):,} top-level ops, "
@@ -47,6 +49,8 @@ def describe(graph: ExecutionGraph) -> List[str]:
         offset = f", offset {link.offset}" if link.offset else ""
         lines.append(f"link      {link.linked:,} of {link.linkable:,} nodes ({link.rate:.1%}) by {link.method}"
                      f"{offset}")
+    if graph.joint is not None:
+        return lines + _joint_lines(graph)
     unit = "us" if cp.timed else "ops"
     lines.append(f"critical  {cp.length_us:,.0f} us over {len(cp.ops()):,} ops; step {cp.step_us:,.0f} us"
                  if cp.timed else f"critical  {len(cp.ops()):,} ops long (untimed: each op counts 1)")
@@ -55,6 +59,19 @@ def describe(graph: ExecutionGraph) -> List[str]:
         us = cp.by_cause.get(cause, 0.0)
         if us:
             lines.append(f"  {_CAUSE_LABELS[cause]:<28}{us:>14,.0f} {unit}  {us / total:6.1%}")
+    return lines
+
+
+def _joint_lines(graph: ExecutionGraph) -> List[str]:
+    """The joint CPU + GPU critical path (as `critical-path` reports it), summed over the trace's steps."""
+    steps = graph.joint.steps
+    wall = sum(s["wall_us"] for s in steps) or 1.0
+    lines = [f"critical  {sum(s['path_us'] for s in steps):,.0f} us of {wall:,.0f} us over {len(steps)} step(s), "
+             f"{len(graph.critical_rows()):,} top-level ops on it (details: tb-gpuinsight critical-path)"]
+    for cause in JOINT_CAUSES:
+        us = sum(s["causes"].get(cause, 0.0) for s in steps)
+        if us:
+            lines.append(f"  {cause.replace('_', ' '):<28}{us:>14,.0f} us  {us / wall:6.1%}")
     return lines
 
 
@@ -82,8 +99,9 @@ def to_json(graph: ExecutionGraph) -> Dict[str, object]:
     nodes = [{"id": int(et.ids[r]), "name": et.names[r], "parent": int(et.ids[et.parent[r]]) if et.parent[r] >= 0
               else None, "cpu_us": None if graph.cpu_dur[r] != graph.cpu_dur[r] else float(graph.cpu_dur[r]),
               "gpu_us": float(k.gpu_us[r]), "kernels": len(k.rows.get(r, ()))} for r in graph.units.tolist()]
-    path = graph.critical
+    path = graph.critical.summary() if graph.joint is None else \
+        {"model": "joint CPU + GPU", "steps": graph.joint.steps}
     return {"schema": et.schema, "nodes": nodes,
             "data_edges": [[int(et.ids[p]), int(et.ids[c])] for p, c in graph.data_edges],
-            "link": graph.link.to_dict(), "critical_path": {**path.summary(),
+            "link": graph.link.to_dict(), "critical_path": {**path,
                                                             "ops": [int(et.ids[r]) for r in graph.critical_rows()]}}
