@@ -15,8 +15,9 @@ export type RunStatus = "ready" | "loading" | "pending" | "waiting" | "error";
 export type Dtype = "auto" | "fp32" | "tf32" | "bf16" | "fp16" | "fp8" | "fp64" | "int8";
 export type Group = "name" | "op";
 export type Order = "asc" | "desc";
-/** Side of the roofline ridge; null (or "unknown" from older servers) unless both FLOPs and bytes are known. */
-export type Bound = "compute" | "memory" | "unknown" | null;
+/** Side of the roofline ridge; null (or "unknown" from older servers) unless both FLOPs and bytes are known;
+ * "communication" for a collective, rated against its link rather than the roofline. */
+export type Bound = "compute" | "memory" | "communication" | "unknown" | null;
 
 export const DTYPES: readonly Dtype[] = ["auto", "fp32", "tf32", "bf16", "fp16", "fp8", "fp64", "int8"];
 

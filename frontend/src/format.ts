@@ -100,8 +100,12 @@ export function occupancy(v: number | null | undefined): string {
 export function boundLabel(bound: string | null | undefined): string | null {
   if (bound === "compute") return "compute-bound (right of ridge)";
   if (bound === "memory") return "memory-bound (left of ridge)";
+  if (bound === "communication") return "communication (rated against its link)";
   return null;
 }
+
+/** What the "communication" label of a collective means (a tooltip). */
+export const COMM_HELP = "A collective: rated against its interconnect link (bus bandwidth), not against the roofline.";
 
 /** What a bound label means (a tooltip). */
 export const BOUND_HELP =

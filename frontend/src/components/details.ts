@@ -1,7 +1,7 @@
 // The details drawer of one kernel: its figures and the CPU ops that launched it, with their input shapes.
 import { isAbort, type KernelOp, type KernelOpsResponse, type KernelRow } from "../api";
 import { h, replace } from "../dom";
-import { BOUND_HELP, boundLabel, bytes, count, flop, gbps, occupancy, pct, plural, sig, time, UNKNOWN } from "../format";
+import { BOUND_HELP, boundLabel, bytes, COMM_HELP, count, flop, gbps, occupancy, pct, plural, sig, time, UNKNOWN } from "../format";
 import { isTransfer, roofMark, shownName } from "./kernelTable";
 import { inlineError, loadingState } from "./states";
 
@@ -112,7 +112,7 @@ function rowStats(r: KernelRow): HTMLElement {
     stat("% of DRAM", pct(r.pct_dram), byteWhy),
     stat("Class", r.kernel_class ?? UNKNOWN),
     isTransfer(r) ? null : stat("dtype", r.dtype ?? UNKNOWN),
-    stat("Bound", boundLabel(r.bound) ?? UNKNOWN, boundLabel(r.bound) ? BOUND_HELP : "FLOPs or bytes unknown: no roofline side"),
+    stat("Bound", boundLabel(r.bound) ?? UNKNOWN, r.bound === "communication" ? COMM_HELP : boundLabel(r.bound) ? BOUND_HELP : "FLOPs or bytes unknown: no roofline side"),
     stat("Occupancy", occupancy(r.occupancy), occupancy(r.occupancy) === UNKNOWN ? "not in the trace" : undefined),
     stat("Registers", r.registers == null ? UNKNOWN : count(r.registers), "per thread"),
     stat("Grid × block", r.grid || r.block ? `${launch(r.grid)} × ${launch(r.block)}` : UNKNOWN),

@@ -4,7 +4,7 @@
 import type { CellComponent, ColumnDefinition } from "tabulator-tables";
 import type { Group, KernelRow, KernelsResponse, Order } from "../api";
 import { h, middleEllipsis } from "../dom";
-import { BOUND_HELP, boundLabel, count, gbps, occupancy, pct, sig, time, UNKNOWN } from "../format";
+import { BOUND_HELP, boundLabel, COMM_HELP, count, gbps, occupancy, pct, sig, time, UNKNOWN } from "../format";
 import { errorMessage, RemoteTable } from "./remoteTable";
 
 export interface PageRequest {
@@ -51,11 +51,12 @@ export function kernelNameCell(r: KernelRow): HTMLElement {
   return mark ? h("span", { class: "cell-with-mark" }, mark, name) : name;
 }
 
-/** The roofline-side tag of a row; "—" when FLOPs or bytes are unknown. */
+/** The roofline-side tag of a row ("communication" for a collective); "—" when FLOPs or bytes are unknown. */
 export function boundTag(r: KernelRow): HTMLElement {
   const label = boundLabel(r.bound);
   if (!label) return unknown("FLOPs or bytes unknown: no roofline side");
-  const why = `${label}${r.intensity != null ? ` at ${sig(r.intensity)} FLOP/B` : ""}. ${BOUND_HELP}`;
+  const why = r.bound === "communication" ? COMM_HELP
+    : `${label}${r.intensity != null ? ` at ${sig(r.intensity)} FLOP/B` : ""}. ${BOUND_HELP}`;
   return h("span", { class: `tag tag-${r.bound}`, text: label.replace(/ \(.*/, ""), title: why });
 }
 

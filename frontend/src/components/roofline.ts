@@ -14,6 +14,7 @@ echarts.use([ScatterChart, LineChart, GridComponent, TooltipComponent, LegendCom
 export const COLORS: Record<NonNullable<Bound> | "roof" | "selected", string> = {
   compute: "#3b6ea5",
   memory: "#2a9d8f",
+  communication: "#8e6bbf",
   unknown: "#9aa5b1",
   roof: "#52606d",
   selected: "#d9480f",

@@ -74,6 +74,7 @@ class ExecutionGraphView implements TabView {
     private host: HTMLElement,
     private sel: Selection,
   ) {
+    this.drawer.classList.add("graph-drawer"); // beside the canvas at every width: a sheet would cover the graph
     replace(this.host, this.buildLayout(), this.drawer);
     window.addEventListener("resize", this.onResize);
     this.start();
