@@ -42,6 +42,11 @@ def test_graph_renders_and_node_click_shows_details(tmp_path):
         frame.wait_for_function("() => document.querySelector('.kernel-name')?.textContent === 'aten::linear'",
                                 timeout=20000)
         page.screenshot(path=str(tmp_path / "graph.png"), full_page=True)
+        # The whole graph saves as a PNG image (Cytoscape's own export).
+        with page.expect_download() as dl:
+            frame.locator(".graph-zoom [data-export='png']").click()
+        assert dl.value.suggested_filename.endswith(".png") and "cpu_mlp" in dl.value.suggested_filename
+        assert open(dl.value.path(), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
         _open_tab(frame, "bert_h100")
         frame.wait_for_selector("text=This span has no Execution Trace", timeout=60000)
         assert "ExecutionTraceObserver" in frame.locator(".state-empty").inner_text()

@@ -1,5 +1,6 @@
 // Export from the UI: CSV / JSON of a table as shown (Tabulator's download module) and a PNG of a chart (ECharts'
-// getDataURL). File names carry the shown run / worker / span, set by the shell.
+// getDataURL) or of the graph (Cytoscape's png). File names carry the shown run / worker / span, set by the shell.
+import type { Core } from "cytoscape";
 import type { ECharts } from "echarts/core";
 import { h } from "./dom";
 
@@ -43,10 +44,10 @@ function panelColour(): string {
   return getComputedStyle(document.documentElement).getPropertyValue("--gi-panel").trim() || "#ffffff";
 }
 
-/** A small "PNG" button over a chart; `render` gives the image as a data: URL. */
-function pngButton(title: string, name: string, render: (background: string) => string | null): HTMLElement {
+/** A small "PNG" button (over a chart, or in a toolbar with `cls` ""); `render` gives the image as a data: URL. */
+function pngButton(title: string, name: string, render: (background: string) => string | null, cls = "chart-png"): HTMLElement {
   return h("button", {
-    class: "btn btn-small chart-png",
+    class: `btn btn-small ${cls}`.trim(),
     text: "PNG",
     title,
     attrs: { type: "button", "data-export": "png" },
@@ -117,4 +118,9 @@ export function canvasPngButton(canvas: HTMLCanvasElement, name: string): HTMLEl
     c.drawImage(canvas, 0, 0);
     return out.toDataURL("image/png");
   });
+}
+
+/** Save the whole Execution graph as drawn (Cytoscape's own PNG export, at twice the screen resolution). */
+export function graphPngButton(cy: () => Core | null, name: string): HTMLElement {
+  return pngButton("Save the whole graph as a PNG image", name, (bg) => cy()?.png({ full: true, scale: 2, bg, output: "base64uri" }) ?? null, "");
 }

@@ -14,6 +14,7 @@ import { graphLegend } from "../components/graphLegend";
 import { currentTheme, onThemeChange } from "../components/graphTheme";
 import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { debounce, field, h, replace, select, setOptions } from "../dom";
+import { graphPngButton } from "../export";
 import { count, pct } from "../format";
 import { ALL_SPANS, ALL_WORKERS } from "../state";
 import type { TabDef, TabView } from "./types";
@@ -188,6 +189,7 @@ class ExecutionGraphView implements TabView {
         button("−", "Zoom out", () => this.canvas?.zoomBy(1 / 1.4)),
         button("+", "Zoom in", () => this.canvas?.zoomBy(1.4)),
         button("Reset", "Reset the view (collapse what you expanded)", () => this.reset()),
+        graphPngButton(() => this.canvas?.cy ?? null, "execution-graph"),
       ),
     );
     replace(this.stageEl, this.canvasEl, this.legendEl, this.minimapEl);
