@@ -12,6 +12,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from tb_gpuinsight import TensorTrace, read_tensor_trace  # noqa: E402
 from tb_gpuinsight.logdir import TENSOR_TRACE, discover, sniff  # noqa: E402
+from tb_gpuinsight.capture import tensortrace  # noqa: E402
 from tb_gpuinsight.trace.tensortrace import parse_lines, parse_pointer  # noqa: E402
 
 
@@ -90,8 +91,24 @@ def test_nothing_outside_the_block_and_hooks_restored_on_exception():
     parsed = parse_lines(out.getvalue().splitlines())
     assert len(parsed) == 3  # two args and one return of the one call inside
     assert torch.overrides._get_current_function_mode_stack() == []
-    assert not torch.nn.modules.module._global_forward_pre_hooks
-    assert not torch.nn.modules.module._global_forward_hooks
+    assert not tensortrace._RECORDERS  # the process-wide module hooks stay installed, idle
+
+
+def test_compiled_model_stays_compiled_across_recorded_windows():
+    """Recording windows around a torch.compile'd model add no graph break and at most one recompile (the function
+    mode's presence), however many windows: otherwise Dynamo hits its recompile limit and runs the model eagerly."""
+    import torch._dynamo.utils as dynamo_utils
+
+    torch._dynamo.reset()
+    dynamo_utils.counters.clear()
+    model = torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()), backend="eager")
+    x = torch.randn(4, 8)
+    model(x)
+    for _ in range(12):
+        with TensorTrace(stream=io.StringIO()):
+            model(x)
+    assert not dynamo_utils.counters["graph_break"]
+    assert dynamo_utils.counters["stats"]["unique_graphs"] <= 2
 
 
 def test_nesting_and_threads():

@@ -121,6 +121,8 @@ class _Mode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if _compiling():  # inside torch.compile: record nothing, so Dynamo traces straight through
+            return func(*args, **kwargs)
         rec = self.recorder
         name = _function_name(func)
         if name is None or rec._is_busy():
@@ -150,7 +152,6 @@ class TensorTrace:
         self.modules = modules
         self._sink = _Sink(self.path, stream if stream is not None or self.path else sys.stderr)
         self._mode: Optional[_Mode] = None
-        self._hooks: List[Any] = []
         self._thread: Optional[int] = None
         self._busy = threading.local()  # per thread: set while this instance reads tensors it records
 
@@ -171,9 +172,8 @@ class TensorTrace:
         self._mode = mode
         try:
             if self.modules:
-                hooks = torch.nn.modules.module
-                self._hooks = [hooks.register_module_forward_pre_hook(self._module_pre_hook),
-                               hooks.register_module_forward_hook(self._module_hook)]
+                _install_module_hooks()
+                _RECORDERS.append(self)
         except BaseException:
             self.stop()
             raise
@@ -183,9 +183,8 @@ class TensorTrace:
         """Stop recording and flush (or close) the output. Safe to call twice."""
         mode, self._mode = self._mode, None
         try:
-            for handle in self._hooks:
-                handle.remove()
-            self._hooks = []
+            if self in _RECORDERS:
+                _RECORDERS.remove(self)
             if mode is not None:
                 mode.__exit__(None, None, None)
         finally:
@@ -233,13 +232,44 @@ class TensorTrace:
     def _mine(self) -> bool:
         return self._mode is not None and threading.get_ident() == self._thread and not self._is_busy()
 
-    def _module_pre_hook(self, module: torch.nn.Module, args: tuple) -> None:
-        if self._mine():  # module hooks are process-wide: record only the thread that entered the block
-            self._record_call(_module_name(module), args, {}, _param_names(type(module).forward)[1:])
 
-    def _module_hook(self, module: torch.nn.Module, args: tuple, out: Any) -> None:
-        if self.returns and self._mine():
-            self._record_return(_module_name(module), out)
+
+# ---------------------------------------------------------------------------------------------- module hooks
+
+# Recorders that take module calls, through two process-wide hooks installed at the first recorder's start and kept
+# (idle, they return at once). Inside torch.compile the hooks and the function mode return at once too, so Dynamo
+# traces through them without a graph break. Both matter: Dynamo guards on the global hook dicts, so hooks added
+# and removed at every recorded window, or hooks that break the graph, make it recompile until, past its recompile
+# limit, the profiled model runs eagerly.
+_RECORDERS: List["TensorTrace"] = []
+_HOOKS: List[Any] = []
+
+
+def _compiling() -> bool:
+    return torch.compiler.is_compiling()
+
+
+def _install_module_hooks() -> None:
+    if not _HOOKS:
+        hooks = torch.nn.modules.module
+        _HOOKS.extend([hooks.register_module_forward_pre_hook(_module_pre_hook),
+                       hooks.register_module_forward_hook(_module_hook)])
+
+
+def _module_pre_hook(module: torch.nn.Module, args: tuple) -> None:
+    if not _RECORDERS or _compiling():
+        return
+    for rec in list(_RECORDERS):
+        if rec._mine():  # module hooks are process-wide: record only the thread that entered the block
+            rec._record_call(_module_name(module), args, {}, _param_names(type(module).forward)[1:])
+
+
+def _module_hook(module: torch.nn.Module, args: tuple, out: Any) -> None:
+    if not _RECORDERS or _compiling():
+        return
+    for rec in list(_RECORDERS):
+        if rec.returns and rec._mine():
+            rec._record_return(_module_name(module), out)
 
 
 # ---------------------------------------------------------------------------------------------- helpers
