@@ -134,7 +134,7 @@ def test_dtype_and_device_overrides(corpus, tmp_path):
     path = corpus / BERT
     auto = tb_gpuinsight.analyze(path)
     tf32 = tb_gpuinsight.analyze(path, dtype="tf32")
-    gemm = ~np.isnan(auto.activities["pct_peak"])
+    gemm = auto.activities["flops"] > 0  # (data movement has 0 FLOPs: 0 % of any peak)
     ratio = tf32.activities["pct_peak"][gemm] / auto.activities["pct_peak"][gemm]
     assert ratio == pytest.approx(989.4 / 494.7)
     a100 = tb_gpuinsight.analyze(path, device="NVIDIA A100-SXM4-80GB")
@@ -175,8 +175,9 @@ def test_augment_adds_args_and_keeps_the_rest(corpus, tmp_path):
     assert [k for k in doc if k != "traceEvents"] == [k for k in orig if k != "traceEvents"]
     kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
     assert all("rated as" in e["args"] for e in kernels)
-    gemm = [e for e in kernels if "kernel_flop" in e["args"]]
-    assert gemm and all(e["args"]["kernel_flop"] > 0 and "% of peak" in e["args"] for e in gemm)
+    rated = [e for e in kernels if "kernel_flop" in e["args"]]
+    assert rated and all(e["args"]["kernel_flop"] >= 0 and "% of peak" in e["args"] for e in rated)
+    assert all(e["args"]["kernel_flop"] > 0 for e in rated if "gemm" in e["name"].lower())
     addmm = [e for e in doc["traceEvents"] if e.get("name") == "aten::addmm"]
     assert all(e["args"]["kernel_flop"] > 0 for e in addmm)
     untouched = [e for e in doc["traceEvents"] if e.get("cat") == "python_function"]

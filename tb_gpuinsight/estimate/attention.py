@@ -32,7 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .bytes import OpArgs, UnknownEstimate
+from .args import OpArgs, UnknownEstimate, numel
+from .registry import register
 
 VARLEN_NOTE = ("upper bound: varlen sequence lengths are not recorded; "
                "sequences assumed packed at max_seqlen")
@@ -144,6 +145,21 @@ _FLASH_QUANTIZED = AttentionSpec(0, causal=8, window=(14, 15), cum_seq=3, max_se
                                  bottom_right=True)
 
 
+# flash-attn's own ops (``flash_attn::_flash_attn_*``, flash-attention 2.x ``torch.library`` schemas):
+# (q, k, v, dropout_p, softmax_scale, causal, window_size_left, window_size_right, ...) and the varlen form
+# (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal, window...);
+# backward takes (dout, q, k, v, out, softmax_lse, dq, dk, dv, [cu_seqlens..., max_seqlen...,] dropout_p, ...).
+SPECS.update({
+    "flash_attn::_flash_attn_forward": AttentionSpec(0, causal=5, window=(6, 7), bshd=True, bottom_right=True),
+    "flash_attn::_flash_attn_varlen_forward": AttentionSpec(0, causal=9, window=(10, 11), cum_seq=3, max_seq=5,
+                                                             bshd=True, bottom_right=True),
+    "flash_attn::_flash_attn_backward": AttentionSpec(1, causal=11, window=(12, 13), bshd=True, bottom_right=True,
+                                                      backward=True),
+    "flash_attn::_flash_attn_varlen_backward": AttentionSpec(1, causal=15, window=(16, 17), cum_seq=9, max_seq=11,
+                                                             bshd=True, bottom_right=True, backward=True),
+})
+
+
 def _spec(op: str, args: OpArgs) -> AttentionSpec:
     if op == "_flash_attention_forward" and args.is_tensor(10):
         return _FLASH_QUANTIZED
@@ -243,3 +259,116 @@ def packed_lengths(total: int, longest: int, count: int) -> list[int]:
 def is_attention(op: Any) -> bool:
     """True for the ops this module estimates."""
     return op in SPECS
+
+
+# --------------------------------------------------------------------------- bytes
+
+ATTENTION_FORWARD_OPS = frozenset(op for op, spec in SPECS.items() if not spec.backward)
+ATTENTION_BACKWARD_OPS = frozenset(op for op, spec in SPECS.items() if spec.backward)
+
+
+def attention_bytes(args: OpArgs, tensors: list, out_size: int, backward: bool, query: int = 0) -> float:
+    """All tensor args read; forward writes out, backward writes dq, dk, dv."""
+    read = sum(numel(s) * b for _, s, b in tensors)
+    q = args.shape(query, "query")
+    k = args.shape(query + 1, "key")
+    v = args.shape(query + 2, "value")
+    written = numel(q) + numel(k) + numel(v) if backward else numel(q[:-1]) * v[-1]
+    return read + written * out_size
+
+
+def _fused_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
+    spec = _spec(op, args)
+    return attention_bytes(args, tensors, args.compute_itemsize() or 4, spec.backward, spec.query)
+
+
+def _fused_flops(op: str, args: OpArgs, out_dims: Any) -> tuple[int, str]:
+    return estimate(op, args)
+
+
+register(SPECS, "attention", flops=_fused_flops, bytes=_fused_bytes,
+         source="first principles: 4 x D per attended (query, key) pair forward, 2.5x backward; masks counted")
+
+
+# --------------------------------------------------------------------------- paged attention
+
+PAGED_NOTE = ("upper bound: per-sequence lengths are not recorded; sequences assumed packed at max_seqlen and "
+              "every indexed KV page full")
+
+
+def _kv_token_bytes(cache: tuple[int, ...], size: int, layout: str) -> tuple[int, int]:
+    """(tokens per page, bytes per cached token) of a paged K or V cache."""
+    if layout == "tokens":  # [total_k, heads, dim]: one token per index
+        return 1, numel(cache[1:]) * size
+    if len(cache) == 5:  # [blocks, heads, dim / x, block_size, x] (K) or [blocks, heads, block / x, dim, x] (V)
+        block = cache[3] if layout == "k5" else cache[2] * cache[4]
+        return block, numel(cache[1:]) // max(block, 1) * size
+    if len(cache) == 4:  # [blocks, heads, dim, block_size] (vLLM V) or [blocks, block_size, heads, dim]
+        block = cache[3] if layout == "v4" else cache[1]
+        return block, numel(cache[1:]) // max(block, 1) * size
+    raise UnknownEstimate(f"paged KV cache shape {cache} not understood")
+
+
+def _bool_after(args: OpArgs, start: int, nth: int) -> bool | None:
+    """The nth recorded bool among the concrete arguments from ``start`` on (schemas move them between versions)."""
+    seen = 0
+    for i in range(start, len(args.dims)):
+        value = args.opt_value(i)
+        if isinstance(value, bool) or value in ("True", "False"):
+            if seen == nth:
+                return value is True or value == "True"
+            seen += 1
+    return None
+
+
+def _batch_prefill(op: str, args: OpArgs) -> dict:
+    """aiter ``mha_batch_prefill(q[total_q, hq, d], k, v, cu_seqlens_q, kv_indptr, kv_page_indices, max_seqlen_q,
+    max_seqlen_k, p_dropout, softmax_scale, [logits_soft_cap,] zero_tensors, is_causal, ...)``: the kernel reads
+    only the KV tokens the page indices name."""
+    q, k, v = (args.shape(i, n) for i, n in ((0, "query"), (1, "key cache"), (2, "value cache")))
+    pages = numel(args.shape(5, "kv_page_indices"))
+    size_k, size_v = (b for i, _, b in sorted(t for t in args.tensor_items() if t[0] in (1, 2)))
+    layout = "tokens" if len(k) == 3 else "k5"
+    tokens, k_bytes = _kv_token_bytes(k, size_k, layout)
+    _, v_bytes = _kv_token_bytes(v, size_v, "tokens" if len(v) == 3 else "v5")
+    causal = _bool_after(args, 8, 1)  # zero_tensors, then is_causal
+    return {"q": q, "kv_tokens": pages * tokens, "kv_bytes": pages * tokens * (k_bytes + v_bytes),
+            "seqs": args.shape(3, "cu_seqlens_q")[0] - 1, "max_q": args.value(6, "max_seqlen_q"),
+            "max_k": args.value(7, "max_seqlen_k"), "causal": causal, "d_v": v[-1] if len(v) == 3 else q[-1]}
+
+
+def _paged_flops(op: str, args: OpArgs, out_dims: Any) -> tuple[int, str]:
+    p = _batch_prefill(op, args)
+    q, n = p["q"], p["seqs"]
+    if not all(isinstance(x, int) and x > 0 for x in (p["max_q"], p["max_k"], n)) or len(q) != 3:
+        raise UnknownEstimate("paged attention: sequence count or max_seqlen not recorded")
+    mask = causal_mask(bottom_right=True) if p["causal"] else DENSE
+    pairs = sum(attended_pairs(sq, sk, mask) for sq, sk in zip(packed_lengths(q[0], p["max_q"], n),
+                                                               packed_lengths(p["kv_tokens"], p["max_k"], n)))
+    note = PAGED_NOTE if p["causal"] is not None else PAGED_NOTE + "; causal flag not recorded (dense assumed)"
+    return attention_flops(q[1], pairs, q[2], p["d_v"], False), note
+
+
+def _paged_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> tuple[float, str]:
+    p = _batch_prefill(op, args)
+    q_size = next(b for i, _, b in tensors if i == 0)
+    small = sum(numel(s) * b for i, s, b in tensors if i >= 3)  # offsets and page indices
+    return float(2 * numel(p["q"]) * q_size + p["kv_bytes"] + small), ""
+
+
+register("aiter::mha_batch_prefill *::mha_batch_prefill", "attention", flops=_paged_flops, bytes=_paged_bytes,
+         source="first principles: q read, out written, only the KV tokens named by kv_page_indices read")
+
+
+def _cache_by_name(op: str, args: OpArgs, out_dims: Any) -> None:
+    raise UnknownEstimate("the KV cache and the context lengths are not arguments of this op (found by layer "
+                          "name): attention FLOPs and the KV-cache read are unknown; the attention kernel's own "
+                          "launching op (flash_attn, paged_attention, ...) rates it when recorded")
+
+
+def _cache_by_name_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> None:
+    _cache_by_name(op, args, out_dims)
+
+
+register("vllm::unified_attention vllm::unified_attention_with_output", "attention", flops=_cache_by_name,
+         bytes=_cache_by_name_bytes, source="vLLM schema (query, key, value, output, layer_name, ...)")

@@ -20,8 +20,11 @@ Pure data movement gets no entry and so no FLOPs: copies, casts (``copy_``, ``to
 """
 from __future__ import annotations
 
-from .bytes import OpArgs, UnknownEstimate, broadcast_shapes, numel
+from typing import Any
+
+from .args import OpArgs, UnknownEstimate, broadcast_shapes, numel
 from .dtypes import is_floating_type
+from .registry import register
 
 _ARITH = "1 FLOP per output element (one arithmetic operation)"
 _UNARY = "1 FLOP per output element (one math-library call, TraceLens convention)"
@@ -85,3 +88,89 @@ def estimate(op: str, args: OpArgs) -> tuple[float, str]:
     if out is None:  # e.g. an index tensor beside the data: the largest operand is the output
         out = max(shapes, key=numel)
     return per_element * numel(out), ""
+
+
+# Reductions read every input element; the output is far smaller than the input and is not counted.
+REDUCTION_OPS = frozenset({
+    "sum", "mean", "amax", "amin", "max", "min", "aminmax", "prod", "norm", "linalg_vector_norm",
+    "var", "std", "var_mean", "std_mean", "argmax", "argmin", "all", "any", "logsumexp",
+    "count_nonzero", "nansum", "nanmean", "mse_loss", "l1_loss", "nll_loss", "nll_loss_forward",
+    "nll_loss2d_forward", "cross_entropy_loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "smooth_l1_loss", "huber_loss", "kl_div", "topk",
+    "_foreach_norm", "dot", "vdot", "equal",
+})
+
+
+def _reduction_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
+    return float(sum(numel(s) * b for _, s, b in tensors))
+
+
+def _flops(op: str, args: OpArgs, out_dims: Any) -> tuple[float, str]:
+    return estimate(op, args)
+
+
+_SOURCE = "a documented count per element (TraceLens convention); bytes: inputs read, result written"
+for _op, (_per, _basis, _why) in POINTWISE_FLOPS.items():
+    if not (_per == 5 and "norm" in _op):  # norms: see norms.py
+        register(_op, "pointwise", flops=_flops, bytes=_reduction_bytes if _op in REDUCTION_OPS else None,
+                 source=_SOURCE)
+register(sorted(REDUCTION_OPS - set(POINTWISE_FLOPS)), "pointwise", bytes=_reduction_bytes,
+         source="inputs read; no FLOP formula")
+
+
+# --------------------------------------------------------------------------- fused activations and rotary
+
+def _gated_flops(op: str, args: OpArgs, out_dims: Any) -> float:
+    """``silu_and_mul(out, x[..., 2d])``: an activation and a multiply per output element (``d`` per row)."""
+    return _largest(args)  # 2 FLOPs for each of the numel / 2 outputs
+
+
+def _gated_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
+    """The gate-and-up input read once, the half-width result written once (an ``out`` argument is that write)."""
+    _, x, size = max(tensors, key=lambda t: numel(t[1]))
+    return numel(x) * size + numel(x) // 2 * size
+
+
+def _largest(args: OpArgs) -> int:
+    sizes = [numel(s) for _, s, _ in args.tensor_items()]
+    if not sizes:
+        raise UnknownEstimate("no tensor inputs recorded")
+    return max(sizes)
+
+
+register("*::silu_and_mul *::gelu_and_mul *::gelu_tanh_and_mul *::fatrelu_and_mul *::mul_and_silu "
+         "*::swigluoai_and_mul *::gelu_quick_and_mul", "pointwise", flops=_gated_flops, bytes=_gated_bytes,
+         source="vLLM / SGLang schemas: x[..., 2d] -> out[..., d]")
+
+
+def _rotary_parts(args: OpArgs) -> tuple[int, int, int, int]:
+    """(tokens, rotated elements of query + key, bytes of query + key, bytes of the cos/sin rows read) of
+    ``rotary_embedding(positions, query!, key?!, head_size, cos_sin_cache, is_neox)``."""
+    by_index = {i: (s, b) for i, s, b in args.tensor_items()}
+    if 0 not in by_index or 1 not in by_index or 4 not in by_index:
+        raise UnknownEstimate("rotary_embedding: positions, query or cos_sin_cache not recorded")
+    tokens = numel(by_index[0][0])
+    head = args.value(3, "rotary head_size")
+    cache, cache_size = by_index[4]
+    if not isinstance(head, int) or head <= 0 or len(cache) != 2:
+        raise UnknownEstimate(f"rotary_embedding: head_size {head!r} or cos_sin_cache {cache} not understood")
+    qk = [by_index[i] for i in (1, 2) if i in by_index]
+    rotated = sum(numel(s) // head * cache[1] for s, _ in qk)
+    return tokens, rotated, sum(numel(s) * b for s, b in qk), tokens * cache[1] * cache_size
+
+
+def _rotary_flops(op: str, args: OpArgs, out_dims: Any) -> float:
+    """Each rotated pair (x1, x2) -> (x1 c - x2 s, x2 c + x1 s): 6 FLOPs, 3 per rotated element."""
+    return 3 * _rotary_parts(args)[1]
+
+
+def _rotary_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
+    """Query and key read and written in place, the positions and the cos/sin rows they index read (not the
+    whole cache: it is a table looked up by position)."""
+    tokens, _, qk_bytes, cache_bytes = _rotary_parts(args)
+    positions = next((numel(s) * b for i, s, b in tensors if i == 0), 0)
+    return 2 * qk_bytes + positions + cache_bytes
+
+
+register("*::rotary_embedding *::batched_rotary_embedding", "pointwise", flops=_rotary_flops, bytes=_rotary_bytes,
+         source="vLLM / SGLang schema: rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)")

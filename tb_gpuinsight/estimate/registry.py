@@ -1,0 +1,84 @@
+"""The performance-model registry: one entry per op schema (or name pattern), each with its FLOP and byte formula.
+
+Each op family lives in its own small module (``gemm``, ``conv``, ``attention``, ``moe``, ``norms``,
+``pointwise``, ``movement``, ``comm``; ``custom`` holds the fallback for namespaced ops without an entry) and
+registers its ops here with :func:`register`, the way ``torch.utils.flop_counter`` registers one formula per op:
+adding an op is adding one entry. An entry names
+
+* ``flops(op, args, out_dims)``: the FLOPs (or ``(FLOPs, note)``, the note starting "upper bound:" when the
+  figure is a bound); raise :class:`UnknownEstimate` with the reason when it cannot be known. ``zero_flops``
+  marks pure data movement (copies, fills, gathers): 0 FLOPs, known.
+* ``bytes(op, args, tensors, out_dims)``: the DRAM traffic (or ``(bytes, reason)``; a reason starting "partial:"
+  says what is left out). Without one, the default rule applies: every tensor argument read once, the
+  broadcast output written once.
+* ``source``: where the formula comes from (first principles, torch's registry, a library's schema).
+
+Names: ``"mm"`` for ``aten::mm``; ``"_C::rms_norm"`` for a namespaced op; ``"*::rms_norm"`` for that base name in
+any namespace (vLLM ``_C``, SGLang ``sgl_kernel``, ``aiter``... often share schemas).
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional, Union
+
+from .args import OpArgs, UnknownEstimate
+
+Number = Union[float, int]
+FlopsFn = Callable[[str, OpArgs, Any], Union[Number, "tuple[Number, str]"]]
+BytesFn = Callable[[str, OpArgs, list, Any], Union[Number, "tuple[Number, str]"]]
+
+FAMILIES = ("gemm", "conv", "attention", "moe", "norms", "pointwise", "movement", "comm")
+
+
+@dataclass(frozen=True)
+class OpModel:
+    """One registry entry: the family, the FLOP and byte formulas, and their source."""
+
+    family: str
+    flops: Optional[FlopsFn] = None
+    bytes: Optional[BytesFn] = None
+    zero_flops: bool = False
+    source: str = ""
+
+
+_MODELS: dict[str, OpModel] = {}
+
+
+def register(names: Union[str, Iterable[str]], family: str, *, flops: Optional[FlopsFn] = None,
+             bytes: Optional[BytesFn] = None, zero_flops: bool = False, source: str = "") -> None:
+    """Register one model under each name (a whitespace-separated string or an iterable of names)."""
+    model = OpModel(family, flops, bytes, zero_flops, source)
+    for name in (names.split() if isinstance(names, str) else names):
+        _MODELS[name] = model
+
+
+@functools.lru_cache(maxsize=1)
+def _load() -> None:
+    for family in FAMILIES:
+        importlib.import_module(f"{__package__}.{family}")
+
+
+def lookup(op: str) -> Optional[OpModel]:
+    """The entry for an op key (``"mm"``, ``"_C::rms_norm"``), trying ``"*::<base>"`` for namespaced ops."""
+    _load()
+    model = _MODELS.get(op)
+    if model is None and "::" in op:
+        model = _MODELS.get("*::" + op.rsplit("::", 1)[-1])
+    return model
+
+
+def registered(family: Optional[str] = None) -> dict[str, OpModel]:
+    """Every registered name (of one family) and its entry."""
+    _load()
+    return {name: m for name, m in _MODELS.items() if family is None or m.family == family}
+
+
+def split_result(result: Any) -> tuple[float, str]:
+    """A formula's ``value`` or ``(value, note)`` as ``(float, note)``."""
+    value, note = result if isinstance(result, tuple) else (result, "")
+    return float(value), note
+
+
+__all__ = ["OpModel", "register", "lookup", "registered", "split_result", "FAMILIES", "UnknownEstimate"]
