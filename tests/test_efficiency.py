@@ -468,3 +468,41 @@ def test_reason_codes_for_graph_replay_and_compiled_regions(corpus):
     no_estimate = kernel & (np.isnan(acts["flops"]) | np.isnan(acts["bytes"]))
     assert (acts["reason"][no_estimate] > 0).all()  # every kernel without an estimate says why
     assert set(CODES[0:1]) == {""}
+
+
+def test_above_dram_peak_is_cache_resident_only_when_it_fits_the_cache(tmp_path):
+    """H100 (3.35 TB/s, 50 MB L2): an add moving 12 MB at 1.5x the DRAM peak can be L2-resident (not marked); one
+    moving 1.2 GB at 1.5x cannot, and is marked over the roof with the bytes cause."""
+    def add(n, name):
+        nbytes = 3 * n * 4  # two fp32 inputs read, one written
+        dur = nbytes / (1.5 * 3350e9) * 1e6
+        return (name, [[n], [n], []], ["float", "float", "Scalar"],
+                [("kernel", f"vectorized_elementwise_kernel<{name}>", dur, {})])
+    eff = tb_gpuinsight.analyze(_write_trace(tmp_path, H100_PROPS, [add(1_000_000, "aten::add"),
+                                                                     add(100_000_000, "aten::sub")]),
+                                execution_traces=[])
+    acts = eff.activities
+    small, big = _op_rows(eff, "aten::add")[0], _op_rows(eff, "aten::sub")[0]
+    assert acts["pct_dram"][small] == pytest.approx(1.5, rel=0.01) and not acts["over_roof"][small]
+    assert acts["pct_dram"][big] == pytest.approx(1.5, rel=0.01) and acts["over_roof"][big]
+    causes = eff.activities.strings["roof_cause"]
+    assert "L2 / Infinity Cache" in causes[acts["roof_cause"][big]]
+
+
+def test_twins_need_a_recorded_launch_configuration(tmp_path):
+    """Kernels without an op take an identical launch's figures only when grid and block were recorded: a kernel
+    name alone says nothing about the problem size."""
+    events = json.loads(_write_trace(tmp_path, H100_PROPS, [
+        ("aten::mm", [[64, 64], [64, 64]], ["float", "float"], [("kernel", "sgemm_64x64", 10.0, {})])]).read_text())
+    kernel = next(e for e in events["traceEvents"] if e.get("cat") == "kernel")
+    orphan = dict(kernel, ts=kernel["ts"] + 100, args={"device": 0, "stream": 7, "grid": [1, 1, 1],
+                                                        "block": [256, 1, 1]})
+    blind = dict(kernel, ts=kernel["ts"] + 200, args={"device": 0, "stream": 7})
+    events["traceEvents"] += [orphan, blind]
+    path = tmp_path / "twins.pt.trace.json"
+    path.write_text(json.dumps(events))
+    acts = tb_gpuinsight.analyze(path, execution_traces=[]).activities
+    order = np.argsort(acts["ts"])
+    linked, twin, nameonly = order[0], order[1], order[2]
+    assert acts["flops"][linked] == 2 * 64 ** 3 and acts["flops"][twin] == 2 * 64 ** 3
+    assert np.isnan(acts["flops"][nameonly])

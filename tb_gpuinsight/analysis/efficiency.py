@@ -449,14 +449,15 @@ def _gaps(acts: Table, facts: _OpFacts, flops: np.ndarray, nbytes: np.ndarray, n
     return code
 
 
-INFERRED = "no launching op: FLOPs and bytes of identical launches (same kernel, grid, block) of this trace"
+INFERRED = ("no launching op: FLOPs and bytes of identical launches (same kernel, grid, block, registers) of this "
+            "trace")
 
 
 def _infer_from_twins(acts: Table, flops: np.ndarray, nbytes: np.ndarray, orphan: np.ndarray) -> np.ndarray:
     """Kernels without an op (launched before the profiling window, or replayed from a CUDA graph) take the
     median FLOPs and bytes of linked kernels with the same name, grid, block and registers: the same launch
     configuration almost always means the same problem size. Returns the rows filled in."""
-    kernel = acts["grid"] >= 0  # memops have no grid
+    kernel = _launch_recorded(acts, "grid") & _launch_recorded(acts, "block")  # same name alone is no evidence
     known = kernel & ~orphan & ~np.isnan(flops)
     todo = kernel & orphan
     filled = np.zeros(len(acts), dtype=bool)
@@ -473,6 +474,14 @@ def _infer_from_twins(acts: Table, flops: np.ndarray, nbytes: np.ndarray, orphan
             nbytes[row] = float(np.nanmedian(nbytes[rows])) if not np.isnan(nbytes[rows]).all() else np.nan
             filled[row] = True
     return filled
+
+
+def _launch_recorded(acts: Table, column: str) -> np.ndarray:
+    """Rows whose launch configuration (grid or block) was recorded (memops have none; a damaged field is empty)."""
+    codes = acts[column]
+    texts = acts.strings.get(column, [])
+    valid = np.array([bool(t.strip("[] ")) and t.strip() != "null" for t in texts] + [False], dtype=bool)
+    return (codes >= 0) & valid[np.where(codes >= 0, codes, len(texts))]
 
 
 def _duration_share(op: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -581,10 +590,12 @@ def _rate_links(acts: Table, devices: Dict[int, DeviceReport]) -> None:
 
 
 # Over the roof. Compute: more than 100 % of the dtype's peak is impossible. DRAM: the bytes model charges every
-# operand to DRAM, but operands a previous kernel just wrote may still sit in L2 (50 MB on H100, 40 MB on A100,
-# 6 MB on V100, 256 MB Infinity Cache on MI300X) and be read from there. For a read-and-write kernel whose reads all
-# hit L2 the modelled traffic is at most about twice what DRAM moved (the writes still go out), so up to 2x the
-# DRAM peak is plausible (efficiency then counts as 100 %); beyond it the byte estimate itself is wrong.
+# operand to DRAM, but operands a previous kernel just wrote may still sit in the last-level cache (the datasheet
+# row's cache_mb: 50 MB L2 on H100, 6 MB on V100, 256 MB Infinity Cache on MI300X) and be read from there. That
+# explains a rate above the DRAM peak only when the kernel's bytes per call fit in that cache, and then at most
+# about twice the peak (a read-and-write kernel whose reads all hit the cache: the writes still go out); efficiency
+# then counts as 100 %. Anything else above the DRAM peak means the byte estimate itself is wrong. A row without a
+# cache size keeps the 2x margin alone.
 DRAM_MARGIN = 2.0
 ROOF_CAUSES = {
     "": "",
@@ -595,7 +606,8 @@ ROOF_CAUSES = {
     "fast_conv": "Winograd/FFT convolution: fewer arithmetic operations than the direct-convolution FLOPs counted",
     "fused": "FLOPs of a fused op charged to this kernel (or other kernels did part of the op's work)",
     "inplace": "bytes overestimated: in-place write into, or indexed read from, a large buffer (a slice is touched)",
-    "bytes": "bytes overestimated: more than twice the DRAM peak, beyond what L2-resident operands explain",
+    "bytes": "bytes overestimated: above the DRAM peak with more bytes per call than the L2 / Infinity Cache "
+             "holds (or over twice the peak), which cache-resident operands cannot explain",
     "link": "above the interconnect's bandwidth: the message or group size was misread, or the transfer did not "
             "cross the link (peers on the same GPU, several collectives in one kernel)",
 }
@@ -609,7 +621,8 @@ def _over_the_roof(acts: Table, devices: Dict[int, DeviceReport], pct_peak: np.n
                    rate_dtype: np.ndarray, tflops: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """(over the roof per activity, index of its likely cause in ROOF_CAUSES)."""
     with np.errstate(invalid="ignore"):
-        over_compute, over_dram = pct_peak > 1.0, pct_dram > DRAM_MARGIN
+        over_compute = pct_peak > 1.0
+        over_dram = (pct_dram > DRAM_MARGIN) | ((pct_dram > 1.0) & ~_fits_cache(acts, devices))
     over = over_compute | over_dram
     cause = np.zeros(len(acts), dtype=np.int8)
     ops, sources, names = acts.strings["op_name"], acts.strings.get("source", SOURCES), acts.strings["name"]
@@ -624,6 +637,15 @@ def _over_the_roof(acts: Table, devices: Dict[int, DeviceReport], pct_peak: np.n
             key = "inplace" if op.endswith("_") or any(t in op.lower() for t in _INPLACE) else "bytes"
         cause[i] = _CAUSE_CODES[key]
     return over, cause
+
+
+def _fits_cache(acts: Table, devices: Dict[int, DeviceReport]) -> np.ndarray:
+    """Rows whose bytes per call fit in their device's last-level cache (True where the size is not known)."""
+    per_device = {d: (r.match.spec.cache_mb * 2 ** 20 if r.match.spec is not None and r.match.spec.cache_mb
+                      else np.inf) for d, r in devices.items()}
+    limit = np.array([per_device.get(int(d), np.inf) for d in acts["device"].tolist()], dtype=float)
+    with np.errstate(invalid="ignore"):
+        return ~(acts["bytes"] > limit)
 
 
 def _compute_cause(report: Optional[DeviceReport], dtype: str, tflops: float, source: str) -> str:

@@ -52,7 +52,7 @@ _MEM_CONFIRM = (0.90, 1.10)
 _MEM_CONTRADICT = (0.75, 1.25)
 
 _ROW_KEYS = {"name", "vendor", "match", "num_sms", "compute_major", "memory_gb", "props_match", "peak_tflops",
-             "dram_gbps", "source", "match_note", "interconnect"}
+             "dram_gbps", "source", "match_note", "interconnect", "cache_mb"}
 _VENDOR_WORDS = {"nvidia": ("nvidia", "geforce", "tesla", "quadro"), "amd": ("amd", "radeon", "instinct")}
 _VENDOR_LABEL = {"nvidia": "NVIDIA", "amd": "AMD"}
 
@@ -75,12 +75,13 @@ class DeviceSpec:
     match_note: str = ""
     origin: str = "built-in"
     interconnect: Optional[Dict[str, Any]] = None  # GPU-to-GPU link: see `_interconnect`
+    cache_mb: Optional[float] = None  # last-level cache (L2 / Infinity Cache) operands can stay in between kernels
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready form of the row."""
         return {"name": self.name, "vendor": self.vendor, "peak_tflops": dict(self.peak_tflops),
                 "dram_gbps": self.dram_gbps, "source": self.source, "note": self.note, "origin": self.origin,
-                "interconnect": dict(self.interconnect) if self.interconnect else None}
+                "interconnect": dict(self.interconnect) if self.interconnect else None, "cache_mb": self.cache_mb}
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,7 @@ def _parse_row(raw: Mapping[str, Any], where: str, origin: str) -> DeviceSpec:
         match_note=_text(raw.get("match_note", ""), where, "match_note", allow_empty=True),
         origin=origin,
         interconnect=_interconnect(raw.get("interconnect"), where, origin),
+        cache_mb=_positive(raw.get("cache_mb"), where, "cache_mb", optional=True),
     )
 
 
