@@ -195,3 +195,11 @@ def test_malformed_arguments_never_raise(name):
     for dims in ([], [("x",)], [(1,)] * 30, [(-1, 2), (2, 3)]):
         e = est(name, dims, ["float"] * len(dims))
         assert e.flops is None or e.flops >= 0
+
+
+def test_triton_kernel_without_inductor_figures_is_an_inferred_range_never_exact():
+    """triton_poi_fused_add_0(in0[64, 128], in1[64, 128], out[64, 128], xnumel): the buffers are inputs and outputs
+    alike; the figure is the upper bound (each buffer touched once: 3 x 64 x 128 x 2 bytes), marked inferred."""
+    e = est("triton_poi_fused_add_0", [(64, 128)] * 3 + [()], [BF16] * 3 + ["Scalar"])
+    assert e.bytes == 3 * 64 * 128 * 2 and e.bytes_reason.startswith("inferred:")
+    assert e.flops is None and "benchmark_kernel" in e.flops_reason

@@ -14,7 +14,8 @@ adding an op is adding one entry. An entry names
 * ``source``: where the formula comes from (first principles, torch's registry, a library's schema).
 
 Names: ``"mm"`` for ``aten::mm``; ``"_C::rms_norm"`` for a namespaced op; ``"*::rms_norm"`` for that base name in
-any namespace (vLLM ``_C``, SGLang ``sgl_kernel``, ``aiter``... often share schemas).
+any namespace (vLLM ``_C``, SGLang ``sgl_kernel``, ``aiter``... often share schemas); :func:`register_prefix` for
+names a code generator makes up (Inductor's ``triton_poi_fused_...``).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ Number = Union[float, int]
 FlopsFn = Callable[[str, OpArgs, Any], Union[Number, "tuple[Number, str]"]]
 BytesFn = Callable[[str, OpArgs, list, Any], Union[Number, "tuple[Number, str]"]]
 
-FAMILIES = ("gemm", "conv", "attention", "moe", "norms", "pointwise", "movement", "comm")
+FAMILIES = ("gemm", "conv", "attention", "moe", "norms", "pointwise", "movement", "comm", "triton")
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class OpModel:
 
 
 _MODELS: dict[str, OpModel] = {}
+_PREFIXES: dict[str, OpModel] = {}  # name patterns: kernels named by their generator (Inductor's triton_*)
 
 
 def register(names: Union[str, Iterable[str]], family: str, *, flops: Optional[FlopsFn] = None,
@@ -52,6 +54,11 @@ def register(names: Union[str, Iterable[str]], family: str, *, flops: Optional[F
     model = OpModel(family, flops, bytes, zero_flops, source)
     for name in (names.split() if isinstance(names, str) else names):
         _MODELS[name] = model
+
+
+def register_prefix(prefix: str, family: str, **formulas: Any) -> None:
+    """Register one model for every op whose name starts with ``prefix`` (used when no exact entry exists)."""
+    _PREFIXES[prefix] = OpModel(family, **formulas)
 
 
 @functools.lru_cache(maxsize=1)
@@ -66,13 +73,16 @@ def lookup(op: str) -> Optional[OpModel]:
     model = _MODELS.get(op)
     if model is None and "::" in op:
         model = _MODELS.get("*::" + op.rsplit("::", 1)[-1])
+    if model is None:
+        model = next((m for prefix, m in _PREFIXES.items() if op.startswith(prefix)), None)
     return model
 
 
 def registered(family: Optional[str] = None) -> dict[str, OpModel]:
     """Every registered name (of one family) and its entry."""
     _load()
-    return {name: m for name, m in _MODELS.items() if family is None or m.family == family}
+    every = {**_MODELS, **{prefix + "*": m for prefix, m in _PREFIXES.items()}}
+    return {name: m for name, m in every.items() if family is None or m.family == family}
 
 
 def split_result(result: Any) -> tuple[float, str]:
@@ -81,4 +91,4 @@ def split_result(result: Any) -> tuple[float, str]:
     return float(value), note
 
 
-__all__ = ["OpModel", "register", "lookup", "registered", "split_result", "FAMILIES", "UnknownEstimate"]
+__all__ = ["OpModel", "register", "register_prefix", "lookup", "registered", "split_result", "FAMILIES", "UnknownEstimate"]
