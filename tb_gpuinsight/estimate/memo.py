@@ -15,16 +15,14 @@ import threading
 from importlib import metadata
 from typing import Dict, Iterable, Optional, Tuple
 
-from ..engine_version import ENGINE_VERSION
+from ..engine_version import ENGINE_VERSION, FORMULAS_DIGEST
 from .flops import OpEstimate
 
 Signature = Tuple[str, object, object, object]
 
 _DISABLE = "TB_GPUINSIGHT_NO_MEMO"
-# Bumped whenever a formula or the stored estimate layout changes (independently of ENGINE_VERSION, which the
-# summaries share): "f2" = masked attention, grouped conv backward, pointwise FLOPs, indexed-write/out=/promotion
-# bytes, "partial:"/"upper bound:" notes in the reasons.
-FORMULAS_VERSION = "f2"
+# The digest of the estimate package's sources: any change to a formula keys a fresh set of estimates.
+FORMULAS_VERSION = FORMULAS_DIGEST
 
 
 def _torch_version() -> str:
