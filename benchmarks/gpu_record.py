@@ -1,8 +1,10 @@
 """Record GPU logdirs with the project's own capture, and the same ops under Nsight Compute, to check estimates.
 
     python benchmarks/gpu_record.py record OUT_LOGDIR      # runs: compile_default, compile_reduce_overhead,
-                                                           #       moe_eager, moe_grouped, eager_ops (one each)
+                                                           #       compile_inference, moe_eager, moe_grouped,
+                                                           #       eager_ops (one each)
     ncu --profile-from-start off ... python benchmarks/gpu_record.py ops   # the eager_ops run's ops, once each
+    ncu --profile-from-start off ... python benchmarks/gpu_record.py ops-compiled   # compile_inference's kernels
     python benchmarks/gpu_record.py compare NCU_RAW.csv LOGDIR/eager_ops   # our FLOPs/bytes vs ncu's counters
 
 Every run is recorded by `tb_gpuinsight.profile()` (Kineto trace + Execution Trace + tensor.trace per span).
@@ -133,6 +135,31 @@ def record_compile(out: str, mode: str) -> None:
                   wait=0, warmup=1, active=3, repeat=2)
 
 
+def _inference_block() -> Tuple[nn.Module, torch.Tensor]:
+    d, heads, ffn, b, s = (64, 4, 128, 2, 32) if SMALL else (1024, 16, 4096, 8, 1024)
+    torch.manual_seed(0)
+    return Block(d, heads, ffn).to(DEV, DT).eval(), torch.randn(b, s, d, device=DEV, dtype=DT)
+
+
+def compiled_inference() -> Callable[[], object]:
+    """One transformer block compiled by Inductor (default mode) with its per-kernel figures recorded."""
+    import torch._inductor.config as inductor_config
+    inductor_config.benchmark_kernel = True
+    model, x = _inference_block()
+    compiled = torch.compile(model)
+
+    @torch.no_grad()
+    def step() -> object:
+        return compiled(x)
+    step()
+    step()
+    return step
+
+
+def record_compiled_inference(out: str) -> None:
+    _profiled(os.path.join(out, "compile_inference"), 2, compiled_inference(), wait=0, warmup=1, active=1)
+
+
 def record_moe(out: str, grouped: bool) -> None:
     d, ffn, experts, topk, tokens = (64, 64, 4, 2, 64) if SMALL else (2048, 1408, 16, 4, 4096)
     moe = MoE(d, ffn, experts, topk).to(DEV, DT)
@@ -213,6 +240,7 @@ def record(out: str) -> None:
     log: Dict[str, str] = {}
     jobs = [("compile_default", lambda: record_compile(out, "default")),
             ("compile_reduce_overhead", lambda: record_compile(out, "reduce-overhead")),
+            ("compile_inference", lambda: record_compiled_inference(out)),
             ("moe_eager", lambda: record_moe(out, False)),
             ("moe_grouped", lambda: record_moe(out, True)),
             ("eager_ops", lambda: _profiled(os.path.join(out, "eager_ops"), 2,
@@ -302,6 +330,8 @@ if __name__ == "__main__":
         record(sys.argv[2] if len(sys.argv) > 2 else "gpu_runs")
     elif cmd == "ops":
         print("ran:", run_ops(eager_ops(), under_ncu=DEV == "cuda"))
+    elif cmd == "ops-compiled":
+        print("ran:", run_ops([("compiled_block", compiled_inference())], under_ncu=DEV == "cuda"))
     elif cmd == "compare":
         compare(sys.argv[2], sys.argv[3])
     else:
