@@ -35,7 +35,10 @@ def test_eager_ops_are_exact():
     s, bh, d = 2048, 4 * 16, 128
     assert _op_flops(kernels, "aten::_cudnn_attention_forward") == calls * 4 * d * bh * (s * (s + 1) // 2 + s * s)
     assert eff.summary()[0]["summary"]["flop_time_share"] >= 0.99
-    assert not kernels["over_roof"].any()
+    # only cat is over the DRAM roof: Kineto types its inputs just "TensorList", so 4-byte elements are assumed for
+    # these bf16 tensors; the row says so and the 2x estimate is marked, not shown as 170 % of DRAM
+    over = kernels[kernels["over_roof"]]
+    assert set(over["op_name"]) == {"aten::cat"} and over["bytes_reason"].str.contains("TensorList").all()
 
 
 @pytest.mark.parametrize("run,floor", [("moe_grouped", 0.9), ("moe_eager", 0.85), ("compile_inference", 0.99),

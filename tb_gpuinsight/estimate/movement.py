@@ -172,10 +172,15 @@ def _copy_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
     return sum(numel(s) * b for _, s, b in tensors[:2])
 
 
-def _concat_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
+ASSUMED_LIST_DTYPE = ("upper bound: the TensorList's element dtype is not recorded (4-byte elements assumed; "
+                      "bf16/fp16 lists move half)")
+
+
+def _concat_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> tuple[float, str]:
     """Every input read once and written once into the output (an out= tensor is that write, not a read)."""
     outs = out_arg_positions_of(op, args)
-    return 2 * sum(numel(s) * b for i, s, b in tensors if i not in outs)
+    note = ASSUMED_LIST_DTYPE if args.compute_dtype() is None else ""
+    return 2 * sum(numel(s) * b for i, s, b in tensors if i not in outs), note
 
 
 def out_arg_positions_of(op: str, args: OpArgs) -> frozenset:
