@@ -304,7 +304,12 @@ def _coverage_lines(s: Dict) -> List[str]:
 
     over = [f"  {s['over_roof_count']:,} kernel calls ({_pct(s['over_roof_time_share'])} of kernel time) over the "
             f"physical roof: marked ! and left out of the efficiency"] if s.get("over_roof_count") else []
-    return over + reason_lines({r["code"]: r["time_share"] for r in s.get("reasons", [])})
+    families = ", ".join(f"{r['family']} {_pct(r['time_share'])} ({r['reason'] or 'unknown'})"
+                         for r in s.get("unrated_families", []))
+    compute = [f"  FLOPs known for {_pct(s['compute_flop_share'])} of compute kernel time (communication aside)"
+               + (f"; without FLOPs: {families}" if families else "")] if s.get("compute_flop_share") is not None \
+        else []
+    return compute + over + reason_lines({r["code"]: r["time_share"] for r in s.get("reasons", [])})
 
 
 def _shape_source_lines(eff) -> List[str]:

@@ -44,7 +44,8 @@ from .correlate import (COMPILED_REGIONS, LINK_NAMES, NO_OP, graph_replayed, lin
 from .kernel_roles import (COMPUTE, COPIES, EPILOGUE, LAYOUT, MEMCPY, MEMSET, ROLE_REASONS, ROLES, SPLITK, WORK,
                            helper_bytes_reason, kernel_role)
 from .helper_bytes import helper_rows_bytes
-from .reasons import CODES, RATED, reason_rows
+from .kernel_names import kernel_class
+from .reasons import CODES, RATED, REASONS, reason_rows
 
 AUTO = "auto"
 _US = 1e-6
@@ -746,7 +747,41 @@ def device_summary(acts: Table) -> Dict[str, Any]:
         "flops": float(np.nansum(acts["flops"][kept])),
         "bytes": float(np.nansum(acts["bytes"][kept])),
         "reasons": reason_rows(_reason_shares(acts, is_kernel, kernel_time)),
+        **_compute_coverage(acts, is_kernel),
     }
+
+
+def _compute_coverage(acts: Table, is_kernel: np.ndarray, top: int = 5) -> Dict[str, Any]:
+    """FLOP coverage of compute time (kernel time outside communication, which is rated on the link) and the kernel
+    classes with the most time without FLOPs, each with its commonest reason: the honest headline of what is rated.
+    """
+    names, kinds, ops = acts.strings["name"], acts.strings["kind"], acts.strings.get("op_name", [])
+    classes = Interner()
+    codes = {}
+    cls = np.empty(len(acts), dtype=np.int32)
+    for i, (n, k, o) in enumerate(zip(acts["name"].tolist(), acts["kind"].tolist(),
+                                      acts["op_name"].tolist() if "op_name" in acts else [-1] * len(acts))):
+        key = (n, k, o)
+        if key not in codes:
+            codes[key] = classes.code(kernel_class(names[n], kinds[k], ops[o] if o >= 0 else None))
+        cls[i] = codes[key]
+    labels = classes.items
+    comm = np.array([c == "communication" for c in labels] + [False])[cls]
+    compute = is_kernel & ~comm
+    dur = acts["dur"]
+    unknown = compute & np.isnan(acts["flops"])
+    compute_time = float(dur[compute].sum())
+    rows = []
+    for c in np.unique(cls[unknown]).tolist():
+        mine = unknown & (cls == c)
+        reasons = np.bincount(acts["reason"][mine].astype(np.int64), weights=dur[mine], minlength=len(CODES))
+        code = CODES[int(np.argmax(reasons))] if reasons.any() else ""
+        rows.append({"family": labels[c], "time_share": _ratio(float(dur[mine].sum()), compute_time),
+                     "reason": REASONS[code][0] if code in REASONS else "", "code": code})
+    rows.sort(key=lambda r: -(r["time_share"] or 0))
+    return {"compute_time_us": compute_time,
+            "compute_flop_share": _ratio(float(dur[compute & ~unknown].sum()), compute_time),
+            "unrated_families": rows[:top]}
 
 
 def _reason_shares(acts: Table, is_kernel: np.ndarray, kernel_time: float) -> Dict[str, float]:

@@ -198,9 +198,22 @@ def _embedding_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> flo
 def _gather_family_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
     outs = out_arg_positions_of(op, args)
     inputs = [t for t in tensors if t[0] not in outs]
+    if len(inputs) < 2 and op == "index":  # index(self, indices): the index list recorded as a list of shapes
+        return _index_list_bytes(args, inputs[0])
     if len(inputs) < 2:
         raise UnknownEstimate(f"{op} without its source and index recorded")
     return _gather_bytes(op, args, inputs)
+
+
+def _index_list_bytes(args: OpArgs, source: tuple) -> float:
+    """``index(self, [idx, ...])``: the (long) indices read, the selected elements read and written."""
+    _, src, size = source
+    shapes = _index_list_shapes(args)
+    indexed = broadcast_shapes(*shapes) if shapes else None
+    if indexed is None or len(shapes) > len(src):
+        raise UnknownEstimate("index: the index tensors' shapes are not recorded")
+    selected = numel(indexed) * numel(src[len(shapes):])
+    return float(sum(numel(s) * 8 for s in shapes) + 2 * selected * size)
 
 
 _MOVE = "first principles: bytes touched; no floating-point work"
@@ -215,12 +228,11 @@ register("embedding", "movement", bytes=_embedding_bytes, zero_flops=True, sourc
 register(GATHER_OPS, "movement", bytes=_gather_family_bytes, zero_flops=True, source=_MOVE)
 register(INDEXED_WRITE_OPS, "movement", bytes=lambda op, args, tensors, out_dims: _indexed_write_bytes(
     op, args, tensors), zero_flops=True, source=_MOVE)
-register(UPSAMPLE_OPS, "movement", bytes=lambda op, args, tensors, out_dims: _upsample_bytes(op, args, tensors),
-         source="input read, output written")  # bilinear/bicubic interpolate: FLOPs not modelled
-register("upsample_nearest1d upsample_nearest2d upsample_nearest3d _upsample_nearest_exact1d "
-         "_upsample_nearest_exact2d _upsample_nearest_exact3d", "movement",
-         bytes=lambda op, args, tensors, out_dims: _upsample_bytes(op, args, tensors), zero_flops=True,
-         source="nearest-neighbour upsampling copies elements")
+_NEAREST = frozenset(op for op in UPSAMPLE_OPS if "nearest" in op)
+register(UPSAMPLE_OPS - _NEAREST, "movement", bytes=lambda op, args, tensors, out_dims: _upsample_bytes(
+    op, args, tensors), source="input read, output written")  # bilinear/bicubic interpolation: FLOPs not modelled
+register(_NEAREST, "movement", bytes=lambda op, args, tensors, out_dims: _upsample_bytes(op, args, tensors),
+         zero_flops=True, source="nearest-neighbour upsampling copies elements")
 register("where masked_fill masked_fill_ flip roll repeat tile tril triu tril_ triu_ narrow_copy index_fill_ "
          "constant_pad_nd reflection_pad1d reflection_pad2d replication_pad2d slice_scatter select_scatter "
          "diagonal_scatter split_with_sizes_copy unbind_copy", "movement", zero_flops=True, source=_MOVE)
@@ -251,3 +263,15 @@ def _cache_write_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> f
 
 register([f"*::{name}" for name in _CACHE_WRITES], "movement", bytes=_cache_write_bytes, zero_flops=True,
          source="vLLM schema: key/value and slots read, each token written once into the cache")
+
+
+# Sorting, selection and counting compare or count; they do no floating-point arithmetic to rate.
+def _inputs_only(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
+    return float(sum(numel(s) * b for _, s, b in tensors))
+
+
+register("sort argsort msort", "movement", zero_flops=True, source="comparisons only: input read, sorted output "
+                                                                  "written")
+register("topk kthvalue bincount histc nonzero unique _unique2 unique_consecutive searchsorted bucketize",
+         "movement", bytes=_inputs_only, zero_flops=True,
+         source="comparisons and counts only: input read (the selected output is far smaller)")

@@ -81,7 +81,7 @@ def estimate(op: str, args: OpArgs) -> tuple[float, str]:
         raise UnknownEstimate("no tensor inputs recorded")
     dtype = args.compute_dtype()
     if dtype is not None and not is_floating_type(dtype):
-        raise UnknownEstimate(f"no floating-point work: {op} on {dtype} tensors")
+        return 0.0, ""  # integer or bool work: no floating-point operations, rated on its bytes
     if basis == "input":
         return per_element * numel(shapes[0]), ""
     out = broadcast_shapes(*shapes)
@@ -114,7 +114,8 @@ for _op, (_per, _basis, _why) in POINTWISE_FLOPS.items():
     if not (_per == 5 and "norm" in _op):  # norms: see norms.py
         register(_op, "pointwise", flops=_flops, bytes=_reduction_bytes if _op in REDUCTION_OPS else None,
                  source=_SOURCE)
-register(sorted(REDUCTION_OPS - set(POINTWISE_FLOPS)), "pointwise", bytes=_reduction_bytes,
+_SELECTION = {"topk"}  # comparisons, no arithmetic: movement.py
+register(sorted(REDUCTION_OPS - set(POINTWISE_FLOPS) - _SELECTION), "pointwise", bytes=_reduction_bytes,
          source="inputs read; no FLOP formula")
 
 

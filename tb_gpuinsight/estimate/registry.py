@@ -53,6 +53,8 @@ def register(names: Union[str, Iterable[str]], family: str, *, flops: Optional[F
     """Register one model under each name (a whitespace-separated string or an iterable of names)."""
     model = OpModel(family, flops, bytes, zero_flops, source)
     for name in (names.split() if isinstance(names, str) else names):
+        if name in _MODELS:  # one entry per op: which family wins must not depend on import order
+            raise ValueError(f"{name} is registered twice ({_MODELS[name].family} and {family})")
         _MODELS[name] = model
 
 
