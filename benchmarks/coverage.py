@@ -6,6 +6,8 @@ companion Execution Trace used (discovered as `analyze` does: the span's own, th
 
     python benchmarks/coverage.py [FOLDER]              (default: ../shared/traces)
     python benchmarks/coverage.py --reasons [FOLDER]    why the rest has no rating: % of kernel time per reason code
+    python benchmarks/coverage.py --families [FOLDER]   FLOPs known for % of compute kernel time (communication
+                                                        aside) and the kernel families without FLOPs, with reasons
 """
 from __future__ import annotations
 
@@ -24,12 +26,14 @@ _SHORT = {"recorded": "rec", "ET shapes": "ET", "inferred": "inf", "recorded + E
 
 def main() -> None:
     args = sys.argv[1:]
-    reasons = "--reasons" in args
-    args = [a for a in args if a != "--reasons"]
+    reasons, families = "--reasons" in args, "--families" in args
+    args = [a for a in args if a not in ("--reasons", "--families")]
     folder = Path(args[0]) if args else Path(os.environ.get("TB_GPUINSIGHT_CORPUS", ROOT.parent / "shared" / "traces"))
     if not folder.is_dir():
         sys.exit(f"coverage: no trace folder at {folder} (give one, or set TB_GPUINSIGHT_CORPUS)")
-    if reasons:
+    if families:
+        print(f"{'trace':<44}{'dev':>4}{'compute':>9}{'FLOPs':>8}  kernel families without FLOPs (% of compute time)")
+    elif reasons:
         print(f"{'trace':<44}{'dev':>4}{'rated':>7}" + "".join(f"{code[:9]:>10}" for code in REASONS))
     else:
         print(f"{'trace':<58}{'dev':>4}  {'datasheet row':<30}{'kernels':>8}{'FLOPs':>8}{'bytes':>8}{'eff.':>7}  "
@@ -46,9 +50,9 @@ def main() -> None:
         devices = [d for d in result.summary() if d["summary"]["kernel_count"]]
         if not devices:
             print(f"{name:<58}     (no GPU kernels)")
-        if reasons:
+        if reasons or families:
             for d in devices:
-                print(_reason_row(name[:43], d))
+                print(_family_row(name[:43], d) if families else _reason_row(name[:43], d))
             continue
         sources = _sources(result)
         for d in devices:
@@ -75,6 +79,13 @@ def _reason_row(name: str, device) -> str:
     rated = max(0.0, 1.0 - sum(shares.values()))
     cells = "".join(f"{100 * shares[c]:>10.1f}" if shares.get(c) else f"{'':>10}" for c in REASONS)
     return f"{name:<44}{device['id']:>4}{100 * rated:>7.1f}{cells}"
+
+
+def _family_row(name: str, device) -> str:
+    """FLOP coverage of compute time and the unrated families, largest first."""
+    s = device["summary"]
+    rest = "; ".join(f"{r['family']} {_pct(r['time_share'])} ({r['code'] or '?'})" for r in s["unrated_families"])
+    return f"{name:<44}{device['id']:>4}{s['compute_time_us'] / 1e3:>7.1f}ms{_pct(s['compute_flop_share']):>8}  {rest}"
 
 
 def _pct(v) -> str:

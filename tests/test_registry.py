@@ -203,3 +203,20 @@ def test_triton_kernel_without_inductor_figures_is_an_inferred_range_never_exact
     e = est("triton_poi_fused_add_0", [(64, 128)] * 3 + [()], [BF16] * 3 + ["Scalar"])
     assert e.bytes == 3 * 64 * 128 * 2 and e.bytes_reason.startswith("inferred:")
     assert e.flops is None and "benchmark_kernel" in e.flops_reason
+
+
+def test_fused_adamw_step():
+    """AdamW over two parameters of 1,024 and 4,096 x 1,024 elements: 12 FLOPs and 7 fp32 accesses per element."""
+    params = ((1024,), (4096, 1024))
+    dims = [params] * 4 + [(), ((), ())] + [()] * 9
+    types = ["TensorList"] * 6 + ["Scalar"] * 7 + ["", ""]
+    concrete = [""] * 6 + ["0.001", "0.9", "0.999", "0.01", "1e-08", "False", "False", "", ""]
+    e = est("aten::_fused_adamw_", dims, types, concrete)
+    n = 1024 + 4096 * 1024
+    assert e.flops == 12 * n and e.bytes == 7 * 4 * n and e.bytes_reason.startswith("upper bound:")
+
+
+def test_foreach_add_reads_both_lists_and_writes_the_first():
+    lists = ((8, 8), (16,))
+    e = est("aten::_foreach_add_", [lists, lists, ()], ["TensorList", "TensorList", "Scalar"], ["", "", "1"])
+    assert e.flops == 80 and e.bytes == 3 * 4 * 80

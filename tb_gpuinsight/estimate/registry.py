@@ -30,7 +30,7 @@ Number = Union[float, int]
 FlopsFn = Callable[[str, OpArgs, Any], Union[Number, "tuple[Number, str]"]]
 BytesFn = Callable[[str, OpArgs, list, Any], Union[Number, "tuple[Number, str]"]]
 
-FAMILIES = ("gemm", "conv", "attention", "moe", "norms", "pointwise", "movement", "comm", "triton")
+FAMILIES = ("gemm", "conv", "attention", "moe", "norms", "pointwise", "movement", "comm", "optimizer", "triton")
 
 
 @dataclass(frozen=True)
