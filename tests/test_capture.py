@@ -109,3 +109,17 @@ def test_distributed_rank_in_worker_name(tmp_path):
     finally:
         dist.destroy_process_group()
     assert worker_name("host") == "host"
+
+
+def test_profile_turns_on_inductors_per_kernel_figures(tmp_path):
+    import torch._inductor.config as inductor_config
+
+    before = inductor_config.benchmark_kernel
+    try:
+        inductor_config.benchmark_kernel = False
+        tb_gpuinsight.profile(tmp_path / "a", inductor_figures=False)
+        assert inductor_config.benchmark_kernel is False
+        tb_gpuinsight.profile(tmp_path / "b")
+        assert inductor_config.benchmark_kernel is True
+    finally:
+        inductor_config.benchmark_kernel = before

@@ -177,7 +177,7 @@ def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1,
             skip_first: int = 0, activities: Optional[Iterable[ProfilerActivity]] = None, record_shapes: bool = True,
             profile_memory: bool = True, with_stack: bool = False, worker_name: Optional[str] = None,
             use_gzip: bool = False, execution_trace: bool = True, tensor_trace: bool = True,
-            **profiler_kwargs: Any) -> "torch.profiler.profile":
+            inductor_figures: bool = True, **profiler_kwargs: Any) -> "torch.profiler.profile":
     """`torch.profiler.profile` with sensible defaults (the activities this machine has, `record_shapes=True`,
     `profile_memory=True`, a `schedule(wait, warmup, active, repeat)`) and a `trace_handler` writing every span's
     files to `logdir`. Call `prof.step()` once per training step.
@@ -185,7 +185,17 @@ def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1,
     `profile_memory=True` records every allocation and free (the Memory tab). Its cost, measured with
     benchmarks/capture.py on a small CPU MLP: 1.71 ms per recorded step against 1.50 ms under the profiler without
     it (1.05 ms unprofiled), about 14 % more per recorded step and nothing outside recorded windows; it grows with
-    the number of allocations per step. Pass `profile_memory=False` to turn it off."""
+    the number of allocations per step. Pass `profile_memory=False` to turn it off.
+
+    Compiled models: `inductor_figures=True` (the default) sets `torch._inductor.config.benchmark_kernel`, so that
+    every Triton kernel torch.compile generates from now on records Inductor's own `kernel_flop` and
+    `kernel_num_gb` (exact FLOPs and bytes; without them a Triton kernel's bytes are only inferred from its buffers
+    and its FLOPs are unknown). It changes what Inductor generates, not how fast it runs; a model compiled before
+    this call keeps its kernels. CUDA graphs (`mode="reduce-overhead"`, vLLM/SGLang graphs): replayed kernels have
+    no launching op; keep the first calls (the graph capture) inside a recorded span, i.e. `wait=0` or enter this
+    block before the first compiled call, so the capture's launches and shapes are in the logdir to rate them."""
+    if inductor_figures:
+        record_inductor_figures()
     handler = trace_handler(logdir, worker_name, use_gzip, execution_trace, tensor_trace)
     prof = torch.profiler.profile(
         activities=list(activities) if activities is not None else available_activities(),
@@ -194,6 +204,15 @@ def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1,
         record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
         **handler.profiler_args(), **profiler_kwargs)
     return prof
+
+
+def record_inductor_figures() -> None:
+    """Make Inductor record `kernel_flop` / `kernel_num_gb` on the Triton kernels it compiles from now on."""
+    try:
+        import torch._inductor.config as inductor_config
+    except Exception:  # a torch build without Inductor: nothing to record
+        return
+    inductor_config.benchmark_kernel = True
 
 
 def available_activities() -> list:
@@ -206,4 +225,5 @@ def available_activities() -> list:
     return acts
 
 
-__all__ = ["TraceHandler", "trace_handler", "profile", "worker_name", "available_activities"]
+__all__ = ["TraceHandler", "trace_handler", "profile", "worker_name", "available_activities",
+           "record_inductor_figures"]
