@@ -220,3 +220,30 @@ def test_foreach_add_reads_both_lists_and_writes_the_first():
     lists = ((8, 8), (16,))
     e = est("aten::_foreach_add_", [lists, lists, ()], ["TensorList", "TensorList", "Scalar"], ["", "", "1"])
     assert e.flops == 80 and e.bytes == 3 * 4 * 80
+
+
+def test_paged_decode_reads_the_context_not_the_cache():
+    """paged_attention_v1 for 8 sequences of at most 1,000 tokens (block tables of 64 blocks of 16), 32 query heads,
+    8 KV heads, D = 128, over a 10,000-block cache: each query attends 1,000 keys (upper bound), and the KV read is
+    8 x 1,000 tokens x (K + V) rows, not the cache."""
+    kc, vc = (10000, 8, 16, 16, 8), (10000, 8, 128, 16)
+    dims = [(8, 32, 128), (8, 32, 128), kc, vc, (), (), (8, 64), (8,), (), (), ()]
+    types = [BF16, BF16, BF16, BF16, "Scalar", "Scalar", I32, I32, "Scalar", "Scalar", ""]
+    concrete = ["", "", "", "", "8", "0.088", "", "", "16", "1000", ""]
+    e = est("_C::paged_attention_v1", dims, types, concrete)
+    assert e.flops == 8 * 32 * 1000 * 4 * 128 and e.flops_reason.startswith("upper bound:")
+    token = 2 * 8 * 128 * 2
+    assert e.bytes == 2 * 8 * 32 * 128 * 2 + 8 * 1000 * token + 8 * 64 * 4 + 8 * 4
+
+
+def test_flash_attn_varlen_over_a_paged_cache_reads_the_named_blocks():
+    """_flash_attn_varlen_forward(q[512, 8, 64], k_cache[4000, 16, 8, 64], v_cache, cu_q[3], cu_k[3], ...,
+    block_table[2, 16]): 2 x 16 blocks x 16 tokens of K and V read, not the 4,000-block cache."""
+    cache = (4000, 16, 8, 64)
+    dims = [(512, 8, 64), cache, cache, (3,), (3,)] + [()] * 10 + [(2, 16), (), ()]
+    types = [BF16, BF16, BF16, I32, I32] + ["Scalar"] * 10 + [I32, "", ""]
+    concrete = ["", "", "", "", "", "256", "256", "0.0", "0.125", "True", "-1", "-1", "0.0", "", "False", "", "",
+                ""]
+    e = est("flash_attn::_flash_attn_varlen_forward", dims, types, concrete)
+    assert e.bytes == 2 * 512 * 8 * 64 * 2 + 2 * (2 * 16 * 16) * 8 * 64 * 2 + 3 * 4 * 2 + 2 * 16 * 4
+    assert e.flops == 2 * 8 * (256 * 257 // 2) * 4 * 64 and e.flops_reason.startswith("upper bound:")

@@ -263,6 +263,9 @@ def is_attention(op: Any) -> bool:
 
 # --------------------------------------------------------------------------- bytes
 
+PAGED_NOTE = ("upper bound: per-sequence lengths are not recorded; sequences assumed packed at max_seqlen and "
+              "every indexed KV page full")
+
 ATTENTION_FORWARD_OPS = frozenset(op for op, spec in SPECS.items() if not spec.backward)
 ATTENTION_BACKWARD_OPS = frozenset(op for op, spec in SPECS.items() if spec.backward)
 
@@ -277,12 +280,45 @@ def attention_bytes(args: OpArgs, tensors: list, out_size: int, backward: bool, 
     return read + written * out_size
 
 
-def _fused_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
+# flash-attn's varlen forward with a paged KV cache: block_table at 15, k/v as [blocks, block_size, Hk, D].
+_BLOCK_TABLE = {"flash_attn::_flash_attn_varlen_forward": 15}
+
+
+def _paged_varlen(op: str, args: OpArgs) -> tuple[int, tuple[int, ...]] | None:
+    """(KV tokens the block table can name, the cache shape) when a varlen op reads a paged cache, else None."""
+    at = _BLOCK_TABLE.get(op)
+    table = args.opt_shape(at) if at is not None else None
+    cache = args.opt_shape(1)
+    if table is None or cache is None or len(cache) != 4:
+        return None
+    return numel(table) * cache[1], cache
+
+
+def _fused_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float | tuple[float, str]:
     spec = _spec(op, args)
+    paged = _paged_varlen(op, args)
+    if paged is not None:  # q read, out written, the KV tokens the block table names read (not the cache)
+        tokens, cache = paged
+        size = args.compute_itemsize() or 2
+        q = args.shape(0, "query")
+        small = sum(numel(s) * b for i, s, b in tensors if i >= 3)
+        return float(2 * numel(q) * size + 2 * tokens * numel(cache[2:]) * size + small), PAGED_NOTE
     return attention_bytes(args, tensors, args.compute_itemsize() or 4, spec.backward, spec.query)
 
 
 def _fused_flops(op: str, args: OpArgs, out_dims: Any) -> tuple[int, str]:
+    paged = _paged_varlen(op, args)
+    if paged is not None:
+        spec, (tokens, cache) = _spec(op, args), paged
+        q, v = args.shape(0, "query"), cache
+        mask, note = mask_of(spec, args)
+        n = args.shape(spec.cum_seq, "cu_seqlens_q")[0] - 1
+        max_q, max_k = args.value(spec.max_seq, "max_seqlen_q"), args.value(spec.max_seq + 1, "max_seqlen_k")
+        if len(q) != 3 or n <= 0 or not all(isinstance(x, int) and x > 0 for x in (max_q, max_k)):
+            raise UnknownEstimate("paged varlen attention: sequence count or max_seqlen not recorded")
+        pairs = sum(attended_pairs(sq, sk, mask) for sq, sk in zip(packed_lengths(q[0], max_q, n),
+                                                                   packed_lengths(tokens, max_k, n)))
+        return attention_flops(q[1], pairs, q[2], v[-1], False), "; ".join(filter(None, (PAGED_NOTE, note)))
     return estimate(op, args)
 
 
@@ -291,9 +327,6 @@ register(SPECS, "attention", flops=_fused_flops, bytes=_fused_bytes,
 
 
 # --------------------------------------------------------------------------- paged attention
-
-PAGED_NOTE = ("upper bound: per-sequence lengths are not recorded; sequences assumed packed at max_seqlen and "
-              "every indexed KV page full")
 
 
 def _kv_token_bytes(cache: tuple[int, ...], size: int, layout: str) -> tuple[int, int]:
@@ -372,3 +405,45 @@ def _cache_by_name_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) ->
 
 register("vllm::unified_attention vllm::unified_attention_with_output", "attention", flops=_cache_by_name,
          bytes=_cache_by_name_bytes, source="vLLM schema (query, key, value, output, layer_name, ...)")
+
+
+# vLLM's paged decode attention: paged_attention_v1(out, query[seqs, Hq, D], key_cache[blocks, Hk, D/x, block, x],
+# value_cache[blocks, Hk, D, block], num_kv_heads, scale, block_tables[seqs, max_blocks], seq_lens, block_size,
+# max_seq_len, ...); v2 adds exp_sums, max_logits and tmp_out before the query (indices shift by 3).
+_PAGED_DECODE = {"paged_attention_v1": 1, "paged_attention_v2": 4}
+DECODE_NOTE = ("upper bound: per-sequence context lengths are not recorded; every sequence counted at "
+               "max_seq_len (at most its block table's capacity)")
+
+
+def _decode(op: str, args: OpArgs) -> dict:
+    first = _PAGED_DECODE[op.rsplit("::", 1)[-1]]
+    q = args.shape(first, "query")
+    k_cache, v_cache = args.shape(first + 1, "key cache"), args.shape(first + 2, "value cache")
+    tables = args.shape(first + 5, "block_tables")
+    block = args.value(first + 7, "block_size")
+    longest = args.value(first + 8, "max_seq_len")
+    if len(q) != 3 or len(tables) != 2 or not all(isinstance(x, int) and x > 0 for x in (block, longest)):
+        raise UnknownEstimate(f"paged attention arguments not understood: query {q}, block_tables {tables}")
+    context = min(longest, tables[1] * block)
+    sizes = {i: b for i, _, b in args.tensor_items()}
+    per_token = (numel(k_cache[1:]) * sizes.get(first + 1, 2) + numel(v_cache[1:]) * sizes.get(first + 2, 2)) // block
+    return {"q": q, "seqs": q[0], "context": context, "kv_bytes": q[0] * context * per_token,
+            "q_size": sizes.get(first, 2)}
+
+
+def _decode_flops(op: str, args: OpArgs, out_dims: Any) -> tuple[int, str]:
+    d = _decode(op, args)
+    q = d["q"]
+    return attention_flops(d["seqs"] * q[1], d["context"], q[2], q[2], False), DECODE_NOTE
+
+
+def _decode_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> tuple[float, str]:
+    """The query read and the output written, the KV cache of every context token read (not the whole cache),
+    the block tables and lengths read."""
+    d = _decode(op, args)
+    small = sum(numel(s) * b for _, s, b in tensors if len(s) <= 2)  # block tables, sequence lengths, scales
+    return float(2 * numel(d["q"]) * d["q_size"] + d["kv_bytes"] + small), DECODE_NOTE
+
+
+register([f"*::{name}" for name in _PAGED_DECODE], "attention", flops=_decode_flops, bytes=_decode_bytes,
+         source="vLLM schema paged_attention_v1/v2: each query attends its context through the block table")
