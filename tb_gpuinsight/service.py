@@ -88,13 +88,14 @@ def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Seq
     from . import load
     from .analysis.efficiency import analyze_trace
     from .analysis.enrich import enrich
+    from .analysis.graph_capture import with_captures
     from .trace.source import set_max_trace_gb
 
     try:
         set_max_trace_gb(max_trace_gb)  # also caps the ET and tensor.trace readers of the sections
         trace = load(path, extra_args=extra_args)
         enrich(trace, execution_traces)
-        eff = analyze_trace(trace)
+        eff = with_captures(analyze_trace(trace))  # graph replays rated from their capture, where one is found
         sections = build_all(SectionContext(trace, eff, tuple(execution_traces), tuple(tensor_traces)))
         return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta), sections, trace_identity), False
     except TraceError as exc:

@@ -57,6 +57,7 @@ class EnrichReport:
     et_concrete: int = 0  # ops that had dims and got Concrete Inputs from an ET
     inferred: int = 0  # convolution ops whose parameters were inferred
     ambiguous: int = 0  # convolution ops left unknown (no unique solution)
+    graph_capture: Dict[str, Any] = field(default_factory=dict)  # analysis/graph_capture.py's MergeReport
     shape_codes: Dict[Tuple[bytes, bytes, bytes], int] = field(default_factory=dict, repr=False)  # trace.shapes
 
     def to_dict(self) -> Dict[str, Any]:
@@ -92,20 +93,22 @@ def enrich(trace, execution_traces: Sequence["os.PathLike[str] | str"] = ()) -> 
 
 def shape_sources(trace, activities) -> Dict[str, Any]:
     """Where the shapes behind a trace's kernel time came from: the share of kernel time per source ("recorded",
-    "ET shapes", "inferred", "no shapes", "no op"), plus the enrichment report."""
+    "ET shapes", "inferred", "graph capture" (replayed kernels rated from their capture's ops), "no shapes",
+    "no op"), plus the enrichment report."""
     kinds = activities.strings.get("kind", [])
     is_kernel = activities["kind"] == kinds.index("kernel") if "kernel" in kinds else \
         np.zeros(len(activities), dtype=bool)
     dur, op = activities["dur"][is_kernel], activities["op"][is_kernel]
     total = float(dur.sum())
-    labels = SOURCES + ["no shapes", "no op"]
+    labels = SOURCES + ["graph capture", "no shapes", "no op"]
     source = np.full(len(op), len(labels) - 1, dtype=np.int64)
     linked = op >= 0
     if "shape_source" in trace.ops:
         code = trace.ops["shape_source"][op[linked]]
     else:  # not enriched: recorded or nothing
         code = np.where(trace.ops["shape"][op[linked]] >= 0, 0, -1)
-    source[linked] = np.where(code >= 0, code, len(SOURCES))
+    source[linked] = np.where(code >= 0, code, len(SOURCES) + 1)
+    source[~linked & (activities["op_shape"][is_kernel] >= 0)] = len(SOURCES)  # shapes of the graph's capture
     shares = np.bincount(source, weights=dur, minlength=len(labels)) / total if total > 0 else \
         np.zeros(len(labels))
     report = trace.enrichment.to_dict() if getattr(trace, "enrichment", None) is not None else EnrichReport().to_dict()
