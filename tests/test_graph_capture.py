@@ -168,3 +168,17 @@ def test_bad_or_unrelated_capture_is_reported_not_raised(tmp_path):
     assert [c["used"] for c in tried] == [False, False, True]
     assert tried[0]["reason"] and "pair fewer" in tried[1]["reason"]
     assert capture_launches(tb_gpuinsight.load(REPLAY_SPAN)).tokens == []  # a replay-only span captured nothing
+
+
+def test_plugin_summary_of_a_replay_span_is_rated_from_its_capture():
+    """The service's worker entry (what the TensorBoard tabs read) merges the run's capture span too."""
+    from tb_gpuinsight import cache, service
+
+    status, data, _ = service.summarize_file(str(REPLAY_SPAN), ())
+    assert status == "ok"
+    summary = cache.load_summary(data)
+    acts = summary.eff.activities
+    graph = acts["graph"].astype(bool)
+    assert (acts["source"][graph] == SOURCES.index("capture")).all()
+    info = summary.sections["shape_sources"].info
+    assert info["kernel_time_share"]["graph capture"] > 0.9 and info["graph_capture"]["merged"] == 57

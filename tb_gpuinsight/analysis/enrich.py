@@ -119,7 +119,9 @@ def shape_sources(trace, activities) -> Dict[str, Any]:
     else:  # not enriched: recorded or nothing
         code = np.where(trace.ops["shape"][op[linked]] >= 0, 0, -1)
     source[linked] = np.where(code >= 0, code, len(SOURCES) + 1)
-    source[~linked & (activities["op_shape"][is_kernel] >= 0)] = len(SOURCES)  # shapes of the graph's capture
+    sources = activities.strings.get("source", [])
+    if "capture" in sources:  # replayed kernels rated from the ops of their graph's capture
+        source[activities["source"][is_kernel] == sources.index("capture")] = len(SOURCES)
     shares = np.bincount(source, weights=dur, minlength=len(labels)) / total if total > 0 else \
         np.zeros(len(labels))
     report = trace.enrichment.to_dict() if getattr(trace, "enrichment", None) is not None else EnrichReport().to_dict()
