@@ -182,3 +182,20 @@ def test_plugin_summary_of_a_replay_span_is_rated_from_its_capture():
     assert (acts["source"][graph] == SOURCES.index("capture")).all()
     info = summary.sections["shape_sources"].info
     assert info["kernel_time_share"]["graph capture"] > 0.9 and info["graph_capture"]["merged"] == 57
+
+
+def test_capture_with_the_replays_launch_grids_wins_a_tie():
+    """Two captures of the same kernels (one per batch size): the one whose launch grids are the replay's is taken,
+    whatever the order they are given in."""
+    from tb_gpuinsight.analysis.graph_capture import CaptureLaunches, _best_segment
+
+    sig = (("k1", "k2"), ((4, 1, 1), (8, 1, 1)))
+    trace = tb_gpuinsight.load(REPLAY_SPAN)
+
+    def capture(grids):
+        return CaptureLaunches(trace, np.array([0, 1]), ["k1", "k2"], np.zeros(2, np.int64), grids)
+    small = _best_segment(sig, capture([(2, 1, 1), (4, 1, 1)]), 0)
+    right = _best_segment(sig, capture([(4, 1, 1), (8, 1, 1)]), 1)
+    assert right.score > small.score and right.whole(2) and not small.whole(2)
+    unknown = _best_segment(sig, capture([None, None]), 2)  # CUDA: no grids on launch calls
+    assert unknown.score == (2, 0) and unknown.whole(2)

@@ -11,8 +11,9 @@ between two `*GraphInstantiate*` / `*EndCapture*` calls): tokens are the kernel 
 a `kernel` arg; CUDA ones do not: unknown) or "memset" / "memcpy". A `difflib.SequenceMatcher` pairs equal names in
 order; between two matched runs, gaps of equal length on both sides pair position by position where the capture's
 name is unknown or equal (a CUDA capture with the same launch count as its replay pairs wholly by position).
-A replay is merged with the capture that pairs most of its kernels, and only when that is at least MIN_PAIRED of
-them. Each graph launch's paired kernels then get a copy of the capture ops that issued them (and their enclosing
+A replayed graph (its kernel sequence) is merged with the capture that pairs most of its kernels, at least
+MIN_PAIRED of them; where ROCm launch calls give their grid, the capture whose paired launches have the replay's
+grids wins a tie (vLLM captures one graph per batch size, all with the same kernels). Each graph launch's paired kernels then get a copy of the capture ops that issued them (and their enclosing
 ops, so compiled regions stay known), and the ordinary analysis runs on those: an op's FLOPs and bytes are split
 among its kernels of that one replay exactly as for eager kernels. Merged rows keep "no op in this trace" (`op` -1)
 and say "from graph capture" in their reasons; their `source` is "capture".
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -30,7 +32,9 @@ from ..trace.kineto import KinetoTrace
 from ..trace.table import Table
 from .correlate import GRAPH_LAUNCHES, NO_OP, link_activities, op_parents
 
-CAPTURE_ARGS = ("kernel",)  # the launch call's kernel name (ROCm writes it; CUDA does not)
+# The launch call's kernel name and grid (ROCm writes them; CUDA does not). A capture trace is read for its launches
+# and ops only: "grid" as an extra arg also stands in for its kernels' own grid column, which nothing here reads.
+CAPTURE_ARGS = ("kernel", "grid")
 FROM_CAPTURE = "from graph capture"
 MIN_PAIRED = 0.5  # share of a replay's kernels a capture must pair to be taken as that graph's capture
 _SEGMENT_ENDS = ("GraphInstantiate", "EndCapture")
@@ -44,6 +48,7 @@ class CaptureLaunches:
     op: np.ndarray  # launching op row in trace.ops (-1 none)
     tokens: List[Optional[str]]  # kernel name, "memset" / "memcpy", None where the call does not name it
     segment: np.ndarray  # which capture each launch belongs to
+    grids: List[Optional[Tuple[int, ...]]] = field(default_factory=list)  # launch grid where the call gives it
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -72,7 +77,7 @@ def capture_launches(trace: KinetoTrace) -> CaptureLaunches:
     work = np.array([_launch_kind(n) is not None for n in names], dtype=bool)
     ends = np.array([any(e in n for e in _SEGMENT_ENDS) for n in names], dtype=bool)
     if not len(launches) or not len(names):
-        return CaptureLaunches(trace, np.empty(0, np.int64), [], np.empty(0, np.int64))
+        return CaptureLaunches(trace, np.empty(0, np.int64), [], np.empty(0, np.int64), [])
     ran = np.concatenate([trace.kernels["correlation"], trace.memops["correlation"]])
     rows = np.flatnonzero(work[launches["name"]] & ~np.isin(launches["correlation"], ran))
     rows = rows[np.argsort(launches["ts"][rows], kind="stable")]
@@ -80,13 +85,14 @@ def capture_launches(trace: KinetoTrace) -> CaptureLaunches:
     segment = np.searchsorted(boundaries, launches["ts"][rows])
     probe = Table("captured", {"correlation": launches["correlation"][rows], "ext_id": launches["ext_id"][rows]}, {})
     op = link_activities(probe, trace.ops, launches, op_parents(trace.ops)).op
-    named = launches.columns.get("kernel")
-    tokens = []
+    named, grid = launches.columns.get("kernel"), launches.columns.get("grid")
+    tokens, grids = [], []
     for row in rows.tolist():
         kind = _launch_kind(names[launches["name"][row]])
         name = named[row] if named is not None else None
         tokens.append(kind if kind != "kernel" else (name if isinstance(name, str) and name else None))
-    return CaptureLaunches(trace, op, tokens, segment)
+        grids.append(_grid(grid[row]) if grid is not None and grid.dtype == object else None)
+    return CaptureLaunches(trace, op, tokens, segment, grids)
 
 
 def _launch_kind(name: str) -> Optional[str]:
@@ -157,10 +163,11 @@ def _discovered(path: str) -> List[str]:
 
 def merge_captures(eff, captures: Sequence[Any], report: Optional[MergeReport] = None):
     """`eff` (an unrated or rated analysis of a replay trace) with its graph-replayed activities filled from the
-    capture traces (paths, loaded on demand, or KinetoTraces; each pairs the graph launches the ones before left).
+    capture traces (paths, loaded on demand, or KinetoTraces). Each distinct replayed graph (its kernel sequence)
+    takes the capture that pairs most of its kernels, launch grids breaking ties (one capture per batch size has the
+    same kernels); captures are read in order until every graph is paired wholly, grids agreeing where recorded.
     Returns (unrated Efficiency, or `eff` itself when nothing merged; MergeReport)."""
     from .efficiency import AUTO, Efficiency, analyze_trace
-    from ..errors import GpuInsightError
 
     report = report or MergeReport()
     acts = eff.activities
@@ -170,39 +177,60 @@ def merge_captures(eff, captures: Sequence[Any], report: Optional[MergeReport] =
     graph_rows = np.concatenate(list(groups.values())) if groups else np.empty(0, np.int64)
     report.graph_kernels = len(graph_rows)
     report.graph_time_share = float(dur[graph_rows].sum()) / total
+    signatures = _signatures(acts, groups)
+    best: Dict[Tuple, _Choice] = {}
+    loaded: List[CaptureLaunches] = []
+    entries: List[Dict[str, Any]] = []  # the report's entry of each loaded capture
+    for cap in captures:
+        if signatures and all(best.get(sig) is not None and best[sig].whole(len(sig[0])) for sig in signatures):
+            break
+        launches = _launches_of(cap, report)
+        if launches is None:
+            continue
+        loaded.append(launches)
+        entry = {"path": launches.trace.meta.path, "used": False, "captured_launches": len(launches),
+                 "reason": f"its launches pair fewer than {100 * MIN_PAIRED:.0f}% of any replayed graph's kernels, "
+                           "or fewer than another capture's"}
+        report.captures.append(entry)
+        entries.append(entry)
+        for sig in signatures:
+            choice = _best_segment(sig, launches, len(loaded) - 1)
+            if choice is not None and (sig not in best or choice.score > best[sig].score):
+                best[sig] = choice
     merged = np.zeros(len(acts), dtype=bool)
     state = _Merged(eff)
-    for cap in captures:
-        todo = {k: rows for k, rows in groups.items() if not merged[rows].any()}
-        if not todo:
-            break
-        label = cap.meta.path if isinstance(cap, KinetoTrace) else os.fspath(cap)
-        try:
-            launches = capture_launches(cap if isinstance(cap, KinetoTrace) else load_capture(cap))
-        except GpuInsightError as exc:  # a bad capture file costs only its own merge
-            report.captures.append({"path": label, "used": False, "reason": str(exc)})
-            continue
-        if not len(launches):
-            report.captures.append({"path": label, "used": False, "reason": "no launches recorded while capturing"})
-            continue
-        pairs = _pair(eff, todo, launches)
+    for index, launches in enumerate(loaded):
+        pairs = [(rows[c.replay], c.capture) for sig, members in signatures.items() for rows in members
+                 for c in [best.get(sig)] if c is not None and c.source == index]
         if not pairs:
-            report.captures.append({"path": label, "used": False, "captured_launches": len(launches),
-                                    "reason": f"its launches pair fewer than {100 * MIN_PAIRED:.0f}% of any "
-                                              "replayed graph's kernels"})
             continue
+        entries[index].update(used=True, graph_launches=len(pairs), paired=int(sum(len(r) for r, _ in pairs)))
+        del entries[index]["reason"]
         syn, rows = _synthetic_trace(eff.trace, launches, pairs)
-        part = analyze_trace(syn, dtype=AUTO)
-        state.take(part.activities, rows, syn)
+        state.take(analyze_trace(syn, dtype=AUTO).activities, rows, syn)
         merged[rows] = True
-        report.captures.append({"path": label, "used": True, "captured_launches": len(launches),
-                                "graph_launches": len(pairs), "paired": len(rows)})
     report.merged = int(merged.sum())
     report.merged_time_share = float(dur[merged].sum()) / total
     if not merged.any():
         return eff, report
     unrated = Efficiency(eff.trace, state.acts, {}, AUTO, eff.op_estimates, eff.device_props, state.shapes)
     return unrated, report
+
+
+def _launches_of(cap: Any, report: MergeReport) -> Optional[CaptureLaunches]:
+    """The capture launches of a loaded trace or a path; None (reported) when unreadable or it captured nothing."""
+    from ..errors import GpuInsightError
+
+    label = cap.meta.path if isinstance(cap, KinetoTrace) else os.fspath(cap)
+    try:
+        launches = capture_launches(cap if isinstance(cap, KinetoTrace) else load_capture(cap))
+    except GpuInsightError as exc:  # a bad capture file costs only its own merge
+        report.captures.append({"path": label, "used": False, "reason": str(exc)})
+        return None
+    if not len(launches):
+        report.captures.append({"path": label, "used": False, "reason": "no launches recorded while capturing"})
+        return None
+    return launches
 
 
 def replay_groups(eff) -> Dict[int, np.ndarray]:
@@ -215,37 +243,59 @@ def replay_groups(eff) -> Dict[int, np.ndarray]:
     return {int(k): part for k, part in zip(keys.tolist(), np.split(rows, starts[1:]))}
 
 
-def _tokens(acts: Table, rows: np.ndarray) -> Tuple[str, ...]:
-    kinds, names = acts.strings["kind"], acts.strings["name"]
-    return tuple(names[acts["name"][r]] if kinds[acts["kind"][r]] == "kernel" else
-                 (_MEMSET if kinds[acts["kind"][r]] == _MEMSET else _MEMCPY) for r in rows.tolist())
-
-
-def _pair(eff, groups: Dict[int, np.ndarray], launches: CaptureLaunches) -> List[Tuple[np.ndarray, np.ndarray]]:
-    """Per graph launch that a capture explains: (its paired activity rows, the capture launch positions)."""
-    by_signature: Dict[Tuple[str, ...], Optional[Tuple[np.ndarray, np.ndarray]]] = {}
-    segments = launches.segments()
-    out = []
+def _signatures(acts: Table, groups: Dict[int, np.ndarray]) -> Dict[Tuple, List[np.ndarray]]:
+    """Graph launches by what they replayed: ((tokens), (grids)) -> the activity rows of each such launch."""
+    kinds, names, grids = acts.strings["kind"], acts.strings["name"], acts.strings.get("grid", [])
+    out: Dict[Tuple, List[np.ndarray]] = {}
     for rows in groups.values():
-        sig = _tokens(eff.activities, rows)
-        if sig not in by_signature:
-            by_signature[sig] = _best_segment(sig, segments, launches.tokens)
-        hit = by_signature[sig]
-        if hit is not None:
-            out.append((rows[hit[0]], hit[1]))
+        tokens = tuple(names[acts["name"][r]] if kinds[acts["kind"][r]] == "kernel" else
+                       (_MEMSET if kinds[acts["kind"][r]] == _MEMSET else _MEMCPY) for r in rows.tolist())
+        grid = tuple(_grid(grids[g]) if g >= 0 and grids else None for g in acts["grid"][rows].tolist())
+        out.setdefault((tokens, grid), []).append(rows)
     return out
 
 
-def _best_segment(sig: Tuple[str, ...], segments: List[np.ndarray], tokens: List[Optional[str]]):
-    """(replay positions, capture launch positions) of the capture that pairs most of `sig`, or None."""
-    best: Tuple[int, Any] = (0, None)
-    for seg in segments:
-        pairs = align([tokens[i] for i in seg.tolist()], sig)
-        if len(pairs) > best[0]:
-            a = np.array([p[0] for p in pairs], dtype=np.int64)
-            b = np.array([p[1] for p in pairs], dtype=np.int64)
-            best = (len(pairs), (b, seg[a]))
-    return best[1] if best[0] >= MIN_PAIRED * len(sig) and best[0] else None
+def _grid(value: Any) -> Optional[Tuple[int, ...]]:
+    """A launch grid as a tuple of ints, from the reader's text ("[4, 1, 1]") or a decoded arg ([4, 1, 1])."""
+    if isinstance(value, (list, tuple)):
+        return tuple(int(v) for v in value if isinstance(v, (int, float)))
+    if isinstance(value, (str, bytes)):
+        digits = re.findall(r"\d+", value.decode() if isinstance(value, bytes) else value)
+        return tuple(int(d) for d in digits) or None
+    return None
+
+
+@dataclass
+class _Choice:
+    """The best capture segment found for one replayed graph so far."""
+    score: Tuple[int, int]  # (kernels paired, of those with the same launch grid)
+    replay: np.ndarray  # positions in the replayed sequence
+    capture: np.ndarray  # their capture launches (positions in CaptureLaunches)
+    source: int  # which loaded capture
+    comparable: int  # paired kernels whose grid both sides record
+
+    def whole(self, n: int) -> bool:
+        """Every kernel paired, and every grid that can be compared the same: no later capture can do better."""
+        return self.score == (n, self.comparable)
+
+
+def _best_segment(sig: Tuple, launches: CaptureLaunches, source: int) -> Optional[_Choice]:
+    """The segment of a capture that pairs most of a replayed graph's kernels (then most launch grids), or None
+    when none pairs at least MIN_PAIRED of them."""
+    tokens, grids = sig
+    best: Optional[_Choice] = None
+    for seg in launches.segments():
+        pairs = align([launches.tokens[i] for i in seg.tolist()], tokens)
+        if not pairs or len(pairs) < MIN_PAIRED * len(tokens):
+            continue
+        a = seg[np.array([p[0] for p in pairs], dtype=np.int64)]
+        b = np.array([p[1] for p in pairs], dtype=np.int64)
+        both = [(launches.grids[i], grids[j]) for i, j in zip(a.tolist(), b.tolist())
+                if launches.grids[i] is not None and grids[j] is not None]
+        choice = _Choice((len(pairs), sum(g == h for g, h in both)), b, a, source, len(both))
+        if best is None or choice.score > best.score:
+            best = choice
+    return best
 
 
 def _synthetic_trace(replay: KinetoTrace, launches: CaptureLaunches,
