@@ -132,6 +132,8 @@ def _named_captures(folder: str) -> List[str]:
             details = json.load(f)
         names = [d["file"] for d in details if isinstance(d, dict) and isinstance(d.get("file"), str)]
     except (OSError, ValueError, TypeError):
+        names = []
+    if not names:
         names = [n for n in sorted(os.listdir(folder)) if _TRACE_NAME.search(n)]
     paths = [os.path.join(folder, os.path.basename(n)) for n in names]
     return [p for p in paths if os.path.isfile(p)]

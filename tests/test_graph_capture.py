@@ -144,8 +144,9 @@ def test_capture_companions_reads_execution_details_then_the_runs_spans(tmp_path
     replay = run / REPLAY_SPAN.name
     assert capture_companions(replay) == [str(run / "capture_traces" / "graph_capture_rank_0.1.pt.trace.json.gz"),
                                           str(run / CAPTURE_SPAN.name)]
-    (run / "capture_traces" / "execution_details.json").write_text("{not json")
-    assert capture_companions(replay)[0].endswith("graph_capture_rank_0.1.pt.trace.json.gz")  # the folder's traces
+    for bad in ("{not json", '{"file": "x"}', "[]"):  # then every Kineto trace of the folder
+        (run / "capture_traces" / "execution_details.json").write_text(bad)
+        assert capture_companions(replay)[0].endswith("graph_capture_rank_0.1.pt.trace.json.gz")
 
 
 def test_cli_capture_option_by_hand_and_none(tmp_path, capsys):
