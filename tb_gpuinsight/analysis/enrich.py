@@ -24,8 +24,8 @@ order: another iteration of the same step) takes the filled shapes of the ops it
 
 Every op's shape provenance is the coded string column `trace.ops["shape_source"]`: "recorded", "ET shapes"
 (dims from the ET), "recorded + ET values" (recorded dims, Concrete Inputs from the ET), "ET shapes, propagated"
-(from the same op of an iteration the ET covers), "inferred" (conv parameters), or -1 where the op has no shapes; `trace.ops["shape_note"]` is AMBIGUOUS where a conv's parameters
-stay unknown, else -1.
+(from the same op of an iteration the ET covers), "inferred" (conv parameters), or -1 where the op has no shapes;
+`trace.ops["shape_note"]` is AMBIGUOUS where a conv's parameters stay unknown, else -1.
 """
 from __future__ import annotations
 

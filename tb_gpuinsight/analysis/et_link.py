@@ -5,8 +5,8 @@ Tried in order, keeping the first that links most nodes whose names agree:
 2. ET `rf_id` + a constant offset == the cpu op's `External id` (2023 files; the offset is the most common
    difference between same-named nodes and ops, 0 in exact pairs);
 3. an order-preserving alignment of the ET node names with the cpu op names (by start time).
-Nodes a method leaves unlinked are then filled by the alignment, between linked neighbours (in time). The link rate counts
-the ET nodes a Kineto trace can hold (every node but the profiler's own process / thread nodes).
+Nodes a method leaves unlinked are then filled by the alignment, between linked neighbours (in time). The link
+rate counts the ET nodes a Kineto trace can hold (every node but the profiler's own process / thread nodes).
 """
 from __future__ import annotations
 

@@ -13,10 +13,12 @@ order; between two matched runs, gaps of equal length on both sides pair positio
 name is unknown or equal (a CUDA capture with the same launch count as its replay pairs wholly by position).
 A replayed graph (its kernel sequence) is merged with the capture that pairs most of its kernels, at least
 MIN_PAIRED of them; where ROCm launch calls give their grid, the capture whose paired launches have the replay's
-grids wins a tie (vLLM captures one graph per batch size, all with the same kernels). Each graph launch's paired kernels then get a copy of the capture ops that issued them (and their enclosing
-ops, so compiled regions stay known), and the ordinary analysis runs on those: an op's FLOPs and bytes are split
-among its kernels of that one replay exactly as for eager kernels. Merged rows keep "no op in this trace" (`op` -1)
-and say "from graph capture" in their reasons; their `source` is "capture".
+grids wins a tie (vLLM captures one graph per batch size, all with the same kernels). Each graph launch's paired
+kernels then get a copy of the capture ops that issued them (and their enclosing ops, so compiled regions stay
+known), and the ordinary analysis runs on those: an op's FLOPs and bytes are split among its kernels of that one
+replay exactly as for eager kernels. Merged rows keep their `op` in this trace (the op around the graph launch, if
+any) and take the captured op's name and shapes (`op_name`, `op_shape`); their reasons say "from graph capture"
+and their `source` is "capture".
 """
 from __future__ import annotations
 
