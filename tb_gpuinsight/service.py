@@ -117,12 +117,14 @@ def augment_file(path: str, dst: str, extra_args: Tuple[str, ...], devices_file:
     from . import load
     from .analysis.augment import write_augmented
     from .analysis.efficiency import analyze_trace
+    from .analysis.graph_capture import with_captures
     from .trace.source import set_max_trace_gb
 
     try:
         set_max_trace_gb(max_trace_gb)
         trace = load(path, extra_args=extra_args)
-        write_augmented(path, dst, analyze_trace(trace, datasheet=load_datasheet(devices_file)))
+        datasheet = load_datasheet(devices_file)
+        write_augmented(path, dst, with_captures(analyze_trace(trace, datasheet=datasheet), datasheet=datasheet))
         return "ok", dst
     except GpuInsightError as exc:
         return "error", str(exc.reason) if isinstance(exc, TraceError) else str(exc)

@@ -202,3 +202,16 @@ def test_capture_with_the_replays_launch_grids_wins_a_tie():
     assert right.score > small.score and right.whole(2) and not small.whole(2)
     unknown = _best_segment(sig, capture([None, None]), 2)  # CUDA: no grids on launch calls
     assert unknown.score == (2, 0) and unknown.whole(2)
+
+
+def test_augmented_replay_carries_the_captured_figures(tmp_path):
+    """The augmented download (service worker and API) writes the merged FLOPs onto the replayed kernel events."""
+    import gzip
+
+    from tb_gpuinsight import service
+
+    out = tmp_path / "aug.json.gz"
+    assert service.augment_file(str(REPLAY_SPAN), str(out), (), None) == ("ok", str(out))
+    events = json.load(gzip.open(out))["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert sum("kernel_flop" in e["args"] for e in kernels) >= 24  # every replayed GEMM and attention kernel
