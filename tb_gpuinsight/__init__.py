@@ -49,7 +49,8 @@ def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
             devices_file: "Optional[os.PathLike[str] | str]" = None, device: Optional[str] = None,
             extra_args: Iterable[str] = (),
             execution_traces: "Optional[Iterable[os.PathLike[str] | str]]" = None,
-            max_trace_gb: Optional[float] = None) -> "Efficiency":
+            max_trace_gb: Optional[float] = None,
+            capture: "Optional[Iterable[KinetoTrace | os.PathLike[str] | str]]" = None) -> "Efficiency":
     """FLOPs, bytes and efficiency of every kernel, memcpy and memset of a trace (a path or a loaded trace).
 
     `dtype`: "auto" rates each kernel against its own dtype's peak, or force one of fp64, fp32, tf32, bf16,
@@ -61,9 +62,14 @@ def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
     none. Convolution parameters missing from 2021-23 traces are inferred either way. A loaded trace is filled in
     place; `trace.ops["shape_source"]` and `shape_sources(trace, result.activities)` say where shapes came from.
     `max_trace_gb`: as for `load`.
+    `capture`: traces recorded while the CUDA/HIP graphs this trace replays were captured (paths or loaded traces):
+    replayed kernels take the ops, shapes and estimates of the captured launches, paired in order ("from graph
+    capture"). By default the trace itself, then the captures discovery pairs with it (a `capture_traces/` folder
+    beside it, the run's other spans of the same worker); [] for none.
     """
     from .analysis.efficiency import analyze_trace
     from .analysis.enrich import enrich
+    from .analysis.graph_capture import with_captures
     from .estimate.devices import load_datasheet
 
     loaded = trace if isinstance(trace, KinetoTrace) else load(trace, extra_args=extra_args, max_trace_gb=max_trace_gb)
@@ -71,7 +77,9 @@ def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
         execution_traces = companion_execution_traces(loaded.meta.path)
     enrich(loaded, list(execution_traces))
     try:
-        return analyze_trace(loaded, dtype=dtype, datasheet=load_datasheet(devices_file), device_name=device)
+        datasheet = load_datasheet(devices_file)
+        eff = analyze_trace(loaded, dtype=dtype, datasheet=datasheet, device_name=device)
+        return with_captures(eff, None if capture is None else list(capture), dtype, datasheet, device)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 

@@ -232,8 +232,10 @@ def _analyze(path: str, args):
 
     trace = load(path, progress=terminal_progress(os.path.basename(path)))
     ets = getattr(args, "et", None)
+    captures = getattr(args, "capture", None)
     return analyze(trace, dtype=args.dtype, devices_file=args.devices, device=args.device,
-                   execution_traces=None if ets is None else [e for e in ets if e])
+                   execution_traces=None if ets is None else [e for e in ets if e],
+                   capture=None if captures is None else [c for c in captures if c])
 
 
 def _register_analyze(sub) -> None:
@@ -247,6 +249,10 @@ def _register_analyze(sub) -> None:
     p.add_argument("--et", action="append", metavar="PATH",
                    help="Execution Trace supplying shapes the trace lacks (repeatable; default: the companion "
                         "ETs discovery pairs with the trace; --et '' for none)")
+    p.add_argument("--capture", action="append", metavar="PATH",
+                   help="trace recorded while the CUDA/HIP graphs this trace replays were captured: replayed "
+                        "kernels take the captured ops and shapes (repeatable; default: the trace itself, a "
+                        "capture_traces/ folder beside it, the run's other spans; --capture '' for none)")
     p.set_defaults(func=_cmd_analyze)
 
 

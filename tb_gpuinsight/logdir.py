@@ -99,6 +99,46 @@ def companions(trace_path: "os.PathLike[str] | str", kind: str) -> List[str]:
     return own + run_level
 
 
+CAPTURE_DIR = "capture_traces"
+CAPTURE_DETAILS = "execution_details.json"
+MAX_CAPTURE_SPANS = 4  # a run's other spans tried as a replay span's graph capture, nearest first
+
+
+def capture_companions(trace_path: "os.PathLike[str] | str") -> List[str]:
+    """Traces that may hold the graph capture of a replay trace, most specific first: the files a
+    `capture_traces/` folder beside it names in its `execution_details.json` (vLLM's layout; every Kineto trace
+    of the folder when that file is missing or unreadable), also as a `{prefix}__capture_traces/` sibling of
+    `{prefix}__{name}`; then up to MAX_CAPTURE_SPANS other spans of the same worker in its run, earlier first."""
+    folder = os.path.dirname(os.path.abspath(trace_path))
+    name = os.path.basename(trace_path)
+    dirs = [os.path.join(folder, CAPTURE_DIR)]
+    if "__" in name:
+        dirs.append(os.path.join(folder, name.split("__", 1)[0] + "__" + CAPTURE_DIR))
+    found = [p for d in dirs if os.path.isdir(d) for p in _named_captures(d)]
+    worker, stamp = split_name(name)
+    spans = sorted((s, os.path.join(folder, n)) for n in os.listdir(folder) if _TRACE_NAME.search(n)
+                   for w, s in [split_name(n)] if w == worker and s is not None and s != stamp)
+    if stamp is not None:
+        spans.sort(key=lambda p: (p[0] > stamp, abs(p[0] - stamp)))
+    return found + [p for _, p in spans[:MAX_CAPTURE_SPANS]]
+
+
+def _named_captures(folder: str) -> List[str]:
+    """The capture files an execution_details.json lists ([{"file": ..., "batch_size": ..., "mode": ...}])."""
+    import json
+
+    try:
+        with open(os.path.join(folder, CAPTURE_DETAILS), encoding="utf-8") as f:
+            details = json.load(f)
+        names = [d["file"] for d in details if isinstance(d, dict) and isinstance(d.get("file"), str)]
+    except (OSError, ValueError, TypeError):
+        names = []
+    if not names:
+        names = [n for n in sorted(os.listdir(folder)) if _TRACE_NAME.search(n)]
+    paths = [os.path.join(folder, os.path.basename(n)) for n in names]
+    return [p for p in paths if os.path.isfile(p)]
+
+
 @dataclass
 class FileEntry:
     """One file of a run with its kind, size and mtime (used for cache keys and for 'still being written')."""

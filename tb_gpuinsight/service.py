@@ -88,13 +88,14 @@ def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Seq
     from . import load
     from .analysis.efficiency import analyze_trace
     from .analysis.enrich import enrich
+    from .analysis.graph_capture import with_captures
     from .trace.source import set_max_trace_gb
 
     try:
         set_max_trace_gb(max_trace_gb)  # also caps the ET and tensor.trace readers of the sections
         trace = load(path, extra_args=extra_args)
         enrich(trace, execution_traces)
-        eff = analyze_trace(trace)
+        eff = with_captures(analyze_trace(trace))  # graph replays rated from their capture, where one is found
         sections = build_all(SectionContext(trace, eff, tuple(execution_traces), tuple(tensor_traces)))
         return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta), sections, trace_identity), False
     except TraceError as exc:
@@ -116,12 +117,14 @@ def augment_file(path: str, dst: str, extra_args: Tuple[str, ...], devices_file:
     from . import load
     from .analysis.augment import write_augmented
     from .analysis.efficiency import analyze_trace
+    from .analysis.graph_capture import with_captures
     from .trace.source import set_max_trace_gb
 
     try:
         set_max_trace_gb(max_trace_gb)
         trace = load(path, extra_args=extra_args)
-        write_augmented(path, dst, analyze_trace(trace, datasheet=load_datasheet(devices_file)))
+        datasheet = load_datasheet(devices_file)
+        write_augmented(path, dst, with_captures(analyze_trace(trace, datasheet=datasheet), datasheet=datasheet))
         return "ok", dst
     except GpuInsightError as exc:
         return "error", str(exc.reason) if isinstance(exc, TraceError) else str(exc)

@@ -452,8 +452,9 @@ def test_row_rates_are_over_the_same_calls(tmp_path):
 
 def test_reason_codes_for_graph_replay_and_compiled_regions(corpus):
     """vLLM decode replayed from one hipGraphLaunch: its kernels say "graph_replay" unless a twin launch gave
-    them figures; the MI300X torch.compile trace says why a compiled kernel has no estimate."""
-    eff = tb_gpuinsight.analyze(corpus / "tracelens" / "vllm_decode_full__graph_execution.json.gz")
+    them figures (without its capture: capture=[]); the MI300X torch.compile trace says why a compiled kernel has
+    no estimate."""
+    eff = tb_gpuinsight.analyze(corpus / "tracelens" / "vllm_decode_full__graph_execution.json.gz", capture=[])
     acts = eff.activities
     graph = acts["graph"].astype(bool)
     assert graph.sum() >= 400

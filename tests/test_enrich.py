@@ -233,3 +233,55 @@ def test_summary_is_redone_when_an_et_appears(tmp_path):
         assert info["execution_traces"][0]["used"] and info["kernel_time_share"]["ET shapes"] == pytest.approx(1.0)
     finally:
         service.stop()
+
+
+# ------------------------------------------------------------------------------- shapes across iterations
+
+LINEAR = ("param/linear_kineto.json.gz", "param/linear_et.json.gz")  # 2023: 40 iterations, the ET covers one
+
+
+def test_et_of_one_iteration_fills_every_iteration_that_repeats_it():
+    """The 2023 linear pair: without propagation only the ET's own iteration has shapes (about 2 % of kernel
+    time); every other iteration whose op sequence repeats it takes them, marked "ET shapes, propagated"."""
+    trace = tb_gpuinsight.load(corpus_path(LINEAR[0]))
+    eff = tb_gpuinsight.analyze(trace, execution_traces=[corpus_path(LINEAR[1])])
+    info = shape_sources(trace, eff.activities)
+    share = info["kernel_time_share"]
+    assert share["ET shapes"] < 0.05
+    assert share["ET shapes, propagated"] > 0.8
+    assert info["et_iterations"] >= 2 * 38  # forward and autograd threads, of 39 other iterations each
+    assert _flop_share(eff) > 0.75
+
+
+def test_propagated_shapes_agree_with_the_kernels_they_launched():
+    """An independent check: kernels of one name and launch configuration do one problem size, so the ops that
+    launched them (ET-filled or propagated) must carry one FLOP count per (kernel, grid, block)."""
+    trace = tb_gpuinsight.load(corpus_path(LINEAR[0]))
+    eff = tb_gpuinsight.analyze(trace, execution_traces=[corpus_path(LINEAR[1])])
+    acts = eff.activities
+    source = np.array(_sources(trace), dtype=object)
+    rows = np.flatnonzero((acts["op"] >= 0) & ~np.isnan(acts["flops"]))
+    flops_by_launch = {}
+    propagated = 0
+    for r in rows.tolist():
+        op = int(acts["op"][r])
+        if source[op] not in ("ET shapes", "ET shapes, propagated"):
+            continue
+        propagated += source[op] == "ET shapes, propagated"
+        est = eff.op_estimates[op]
+        key = (int(acts["name"][r]), int(acts["grid"][r]), int(acts["block"][r]))
+        flops_by_launch.setdefault(key, set()).add(est.flops)
+    assert propagated > 5000  # kernels rated through propagated shapes
+    assert all(len(v) == 1 for v in flops_by_launch.values())
+
+
+def test_iterations_pair_exact_and_near_repeats():
+    from tb_gpuinsight.analysis.enrich import _iterations
+
+    body = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    names = np.array(body + body + [1, 2, 3, 99, 4, 5, 6, 7, 8, 9, 10] + [50] * 5)  # then something else
+    found = _iterations(names, 10, 20)  # the template is the second copy
+    spans = sorted((int(t[0]), int(t[-1])) for _, t in found)
+    assert spans == [(0, 9), (20, 30)]  # before it exactly; after it with one op inserted (99 left out)
+    assert all((names[m] == names[t]).all() for m, t in found)
+    assert _iterations(np.array(body + [60, 61, 62, 63, 64, 65, 66, 67, 68, 69]), 0, 10) == []

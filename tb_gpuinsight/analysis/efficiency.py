@@ -277,7 +277,7 @@ class _OpFacts:
 # Runtime fill/copy kernels take an op's bytes only when nothing else ran; copy events never take an op's figures.
 _TIER = {COMPUTE: 0, WORK: 1, LAYOUT: 2, SPLITK: 2, EPILOGUE: 2, MEMSET: 3, MEMCPY: 3}
 _NEVER = 9
-SOURCES = ["", "formula", "inductor", "twin", "event"]  # where an activity's figures come from
+SOURCES = ["", "formula", "inductor", "twin", "event", "capture"]  # where an activity's figures come from
 _SOURCE = {name: i for i, name in enumerate(SOURCES)}
 
 

@@ -18,13 +18,18 @@ raw-JSON (Input Dims, Input type, Concrete Inputs) triple) so that the estimate 
    grow. `cudnn_convolution_backward_weight` gets its weight size from the conv backward op enclosing it, else from
    one with the same input and grad_output shapes.
 
+An ET usually covers one iteration of a Kineto window of many. Per thread, each dense run of ops the ET filled is a
+template; every other stretch of that thread whose op names repeat it (exactly, or at least MIN_REPEAT of them in
+order: another iteration of the same step) takes the filled shapes of the ops it pairs, op by op.
+
 Every op's shape provenance is the coded string column `trace.ops["shape_source"]`: "recorded", "ET shapes"
-(dims from the ET), "recorded + ET values" (recorded dims, Concrete Inputs from the ET), "inferred" (conv
-parameters), or -1 where the op has no shapes; `trace.ops["shape_note"]` is AMBIGUOUS where a conv's parameters
-stay unknown, else -1.
+(dims from the ET), "recorded + ET values" (recorded dims, Concrete Inputs from the ET), "ET shapes, propagated"
+(from the same op of an iteration the ET covers), "inferred" (conv parameters), or -1 where the op has no shapes;
+`trace.ops["shape_note"]` is AMBIGUOUS where a conv's parameters stay unknown, else -1.
 """
 from __future__ import annotations
 
+import difflib
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -40,9 +45,13 @@ from ..trace.et import ExecutionTrace, load_et
 from .et_link import link_et
 
 RECORDED, ET_SHAPES, INFERRED, ET_VALUES = "recorded", "ET shapes", "inferred", "recorded + ET values"
-SOURCES = [RECORDED, ET_SHAPES, INFERRED, ET_VALUES]
+PROPAGATED = "ET shapes, propagated"
+SOURCES = [RECORDED, ET_SHAPES, INFERRED, ET_VALUES, PROPAGATED]
 AMBIGUOUS = "stride/padding unknown: ambiguous"
 MIN_LINK_RATE = 0.5  # the paired corpus ETs link 68-83 % of their nodes; an unrelated one links few
+_MAX_GAP = 64  # ops between two ET-filled ops of one thread that still belong to one template
+_MIN_RUN = 16  # ET-filled ops a template needs
+MIN_REPEAT = 0.8  # share of a template's ops another iteration must repeat in order to take its shapes
 _STRIDES = (1, 2, 3, 4)
 _DILATIONS = (2, 3, 4)
 _BACKWARD_OPS = ("aten::cudnn_convolution_backward", "aten::convolution_backward")
@@ -55,8 +64,11 @@ class EnrichReport:
     execution_traces: List[Dict[str, Any]] = field(default_factory=list)
     et_shapes: int = 0  # ops that got Input Dims from an ET
     et_concrete: int = 0  # ops that had dims and got Concrete Inputs from an ET
+    et_propagated: int = 0  # ops of other iterations that took the ET-filled shapes of their twin op
+    et_iterations: int = 0  # op sequences (per thread) found repeating the one the ET covers
     inferred: int = 0  # convolution ops whose parameters were inferred
     ambiguous: int = 0  # convolution ops left unknown (no unique solution)
+    graph_capture: Dict[str, Any] = field(default_factory=dict)  # analysis/graph_capture.py's MergeReport
     shape_codes: Dict[Tuple[bytes, bytes, bytes], int] = field(default_factory=dict, repr=False)  # trace.shapes
 
     def to_dict(self) -> Dict[str, Any]:
@@ -92,20 +104,24 @@ def enrich(trace, execution_traces: Sequence["os.PathLike[str] | str"] = ()) -> 
 
 def shape_sources(trace, activities) -> Dict[str, Any]:
     """Where the shapes behind a trace's kernel time came from: the share of kernel time per source ("recorded",
-    "ET shapes", "inferred", "no shapes", "no op"), plus the enrichment report."""
+    "ET shapes", "inferred", "graph capture" (replayed kernels rated from their capture's ops), "no shapes",
+    "no op"), plus the enrichment report."""
     kinds = activities.strings.get("kind", [])
     is_kernel = activities["kind"] == kinds.index("kernel") if "kernel" in kinds else \
         np.zeros(len(activities), dtype=bool)
     dur, op = activities["dur"][is_kernel], activities["op"][is_kernel]
     total = float(dur.sum())
-    labels = SOURCES + ["no shapes", "no op"]
+    labels = SOURCES + ["graph capture", "no shapes", "no op"]
     source = np.full(len(op), len(labels) - 1, dtype=np.int64)
     linked = op >= 0
     if "shape_source" in trace.ops:
         code = trace.ops["shape_source"][op[linked]]
     else:  # not enriched: recorded or nothing
         code = np.where(trace.ops["shape"][op[linked]] >= 0, 0, -1)
-    source[linked] = np.where(code >= 0, code, len(SOURCES))
+    source[linked] = np.where(code >= 0, code, len(SOURCES) + 1)
+    sources = activities.strings.get("source", [])
+    if "capture" in sources:  # replayed kernels rated from the ops of their graph's capture
+        source[activities["source"][is_kernel] == sources.index("capture")] = len(SOURCES)
     shares = np.bincount(source, weights=dur, minlength=len(labels)) / total if total > 0 else \
         np.zeros(len(labels))
     report = trace.enrichment.to_dict() if getattr(trace, "enrichment", None) is not None else EnrichReport().to_dict()
@@ -140,6 +156,7 @@ def _fill_from_et(trace, path: str, report: EnrichReport, et_outputs: Dict[int, 
     report.execution_traces.append({"path": path, "used": True, **link.to_dict()})
     ops = trace.ops
     n_ops = len(ops)
+    filled = []
     for row in np.flatnonzero((link.op >= 0) & (link.op < n_ops)).tolist():
         op_row = int(link.op[row])
         dims, types, concrete = _kineto_args(et, row)
@@ -152,12 +169,102 @@ def _fill_from_et(trace, path: str, report: EnrichReport, et_outputs: Dict[int, 
                 continue
             _set_shape(trace, op_row, (dims, types, concrete), ET_SHAPES)
             report.et_shapes += 1
+            filled.append(op_row)
         elif not trace.shapes[code][2] and concrete is not None and _any_value(concrete):
             rec_dims, rec_types, _ = trace.shape(code)
             if isinstance(rec_dims, list) and len(rec_dims) == len(concrete):
                 _set_shape(trace, op_row, (rec_dims, rec_types, concrete), ET_VALUES)
                 report.et_concrete += 1
+                filled.append(op_row)
+    _propagate(trace, np.array(filled, dtype=np.int64), report)
     return True
+
+
+# ------------------------------------------------------------------------------- shapes across iterations
+
+def _propagate(trace, filled: np.ndarray, report: EnrichReport) -> None:
+    """Give the ops of every other iteration the shapes the ET filled in its own (see the module docstring)."""
+    ops = trace.ops
+    if not len(filled):
+        return
+    thread = ops["pid"].astype(np.int64) << 32 | ops["tid"].astype(np.int64)
+    for key in np.unique(thread[filled]).tolist():
+        on_thread = np.flatnonzero(thread == key)
+        on_thread = on_thread[np.lexsort((-ops["dur"][on_thread], ops["ts"][on_thread]))]  # parents first
+        pos = np.empty(len(ops), dtype=np.int64)
+        pos[on_thread] = np.arange(len(on_thread))
+        names = ops["name"][on_thread]
+        for first, last in _runs(np.sort(pos[filled[thread[filled] == key]])):
+            for mine, twins in _iterations(names, first, last):
+                report.et_iterations += 1
+                _copy_filled(trace, on_thread[mine], on_thread[twins], report)
+
+
+def _runs(positions: np.ndarray) -> List[Tuple[int, int]]:
+    """[first, last) of each run of at least _MIN_RUN filled positions whose consecutive ones lie at most _MAX_GAP
+    apart. Nodes linked by name order alone may land in other iterations: they must not stretch a template over
+    two iterations (it would then repeat nowhere), and a few stray ops are too short a sequence to be sure of."""
+    breaks = np.flatnonzero(np.diff(positions) > _MAX_GAP) + 1
+    return [(int(run[0]), int(run[-1]) + 1) for run in np.split(positions, breaks) if len(run) >= _MIN_RUN]
+
+
+def _iterations(names: np.ndarray, first: int, last: int) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """(template positions, their twins' positions) for the stretches of `names` before and after the template
+    `names[first:last]` that repeat it, walking away from it one stretch at a time until one does not: exactly,
+    or with a few ops added or missing (the first iteration often differs a little) when SequenceMatcher pairs at
+    least MIN_REPEAT of the template's ops."""
+    template, n, k = names[first:last], len(names), last - first
+    slack = max(8, k // 8)
+    found = []
+    cursor = last
+    while cursor + MIN_REPEAT * k <= n:  # forward
+        mine, twins = _repeat(template, names, cursor, min(cursor + k + slack, n))
+        if mine is None:
+            break
+        found.append((first + mine, twins))
+        cursor = int(twins[-1]) + 1
+    cursor = first
+    while cursor - MIN_REPEAT * k >= 0:  # backward
+        mine, twins = _repeat(template, names, max(cursor - k - slack, 0), cursor, from_end=True)
+        if mine is None:
+            break
+        found.append((first + mine, twins))
+        cursor = int(twins[0])
+    return found
+
+
+def _repeat(template: np.ndarray, names: np.ndarray, lo: int, hi: int, from_end: bool = False):
+    """(template positions, positions in names) of the template repeated in names[lo:hi] (flush with its start,
+    or its end when `from_end`), or (None, None) when less than MIN_REPEAT of it repeats."""
+    k = len(template)
+    start = hi - k if from_end else lo
+    if lo <= start and start + k <= hi and np.array_equal(names[start:start + k], template):
+        return np.arange(k), np.arange(start, start + k)
+    a, b = _matched(template, names[lo:hi])
+    return (a, lo + b) if len(a) >= MIN_REPEAT * k else (None, None)
+
+
+def _matched(a: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Positions in `a` and `b` of the op names SequenceMatcher pairs in order."""
+    blocks = difflib.SequenceMatcher(None, a.tolist(), b.tolist(), autojunk=False).get_matching_blocks()
+    pa = [blk.a + i for blk in blocks for i in range(blk.size)]
+    pb = [blk.b + i for blk in blocks for i in range(blk.size)]
+    return np.array(pa, dtype=np.int64), np.array(pb, dtype=np.int64)
+
+
+def _copy_filled(trace, template: np.ndarray, target: np.ndarray, report: EnrichReport) -> None:
+    """Op by op: an op the ET filled gives its shapes to its twin when the twin has none, or has the same recorded
+    dims and types but no Concrete Inputs."""
+    ops = trace.ops
+    source = ops["shape_source"]
+    et = (source[template] == SOURCES.index(ET_SHAPES)) | (source[template] == SOURCES.index(ET_VALUES))
+    for src, dst in zip(template[et].tolist(), target[et].tolist()):
+        code, have = int(ops["shape"][src]), int(ops["shape"][dst])
+        if have >= 0 and (trace.shapes[have][2] or trace.shapes[have][:2] != trace.shapes[code][:2]):
+            continue
+        ops["shape"][dst] = code
+        source[dst] = SOURCES.index(PROPAGATED)
+        report.et_propagated += 1
 
 
 def _same_process(et: ExecutionTrace, trace) -> bool:
@@ -453,5 +560,5 @@ def _fill_weight_size(trace, row: int, hints: _OutputHints) -> bool:
 
 
 __all__ = ["enrich", "EnrichReport", "shape_sources", "shape_sources_section", "solve_conv_params", "RECORDED",
-           "ET_SHAPES", "ET_VALUES", "INFERRED", "SOURCES",
+           "ET_SHAPES", "ET_VALUES", "INFERRED", "PROPAGATED", "SOURCES",
            "AMBIGUOUS"]

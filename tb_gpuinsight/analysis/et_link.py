@@ -5,8 +5,8 @@ Tried in order, keeping the first that links most nodes whose names agree:
 2. ET `rf_id` + a constant offset == the cpu op's `External id` (2023 files; the offset is the most common
    difference between same-named nodes and ops, 0 in exact pairs);
 3. an order-preserving alignment of the ET node names with the cpu op names (by start time).
-Nodes a method leaves unlinked are then filled by the alignment, between linked neighbours. The link rate counts
-the ET nodes a Kineto trace can hold (every node but the profiler's own process / thread nodes).
+Nodes a method leaves unlinked are then filled by the alignment, between linked neighbours (in time). The link
+rate counts the ET nodes a Kineto trace can hold (every node but the profiler's own process / thread nodes).
 """
 from __future__ import annotations
 
@@ -111,18 +111,32 @@ def _external_offset(et: ExecutionTrace, ext: np.ndarray, names: List[str], link
 
 def _align_rest(et: ExecutionTrace, ops: Table, names: List[str], op: np.ndarray, linkable: np.ndarray) -> None:
     """Fill unlinked nodes by aligning names in order (ET by id, Kineto ops by start time), only with ops no
-    node took yet."""
+    node took yet and, between two nodes linked by id, only with ops that started between their ops: an ET covers
+    one window (often one iteration) of a Kineto trace that may hold many, and a node aligned into another
+    iteration would give its shapes to the wrong op."""
     if not len(ops):
         return
     taken = np.zeros(len(ops), dtype=bool)
     taken[op[op >= 0]] = True
-    free_ops = [k for k in np.argsort(ops["ts"], kind="stable").tolist() if not taken[k]]
-    free_rows = np.flatnonzero(linkable & (op < 0)).tolist()
-    if not free_ops or not free_rows:
-        return
-    a = [et.names[r] for r in free_rows]
-    b = [names[k] for k in free_ops]
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for block in matcher.get_matching_blocks():
-        for j in range(block.size):
-            op[free_rows[block.a + j]] = free_ops[block.b + j]
+    order = np.argsort(ops["ts"], kind="stable")
+    ts = ops["ts"][order]
+    free_rows = np.flatnonzero(linkable & (op < 0))
+    anchors = np.flatnonzero(op >= 0)
+    # Unlinked nodes grouped by the linked node before them (-1: before the first).
+    group = np.searchsorted(anchors, free_rows) - 1
+    for g in np.unique(group).tolist():
+        rows = free_rows[group == g].tolist()
+        lo = ops["ts"][op[anchors[g]]] if g >= 0 else -np.inf
+        hi = ops["ts"][op[anchors[g + 1]]] if g + 1 < len(anchors) else np.inf
+        lo, hi = min(lo, hi), max(lo, hi)
+        window = order[np.searchsorted(ts, lo, side="left"):np.searchsorted(ts, hi, side="right")]
+        free_ops = [k for k in window.tolist() if not taken[k]]
+        if not free_ops:
+            continue
+        matcher = difflib.SequenceMatcher(None, [et.names[r] for r in rows], [names[k] for k in free_ops],
+                                          autojunk=False)
+        for block in matcher.get_matching_blocks():
+            for j in range(block.size):
+                k = free_ops[block.b + j]
+                op[rows[block.a + j]] = k
+                taken[k] = True

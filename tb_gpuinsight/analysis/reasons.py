@@ -13,7 +13,10 @@ REASONS: Dict[str, Tuple[str, str]] = {  # code -> (label, hint)
     "no_op": ("no launching op in the trace",
               "record the launching ops: start the profiler before the first launch (warm-up outside the window)"),
     "graph_replay": ("CUDA/HIP graph replay: the captured ops do not run again",
-                     "profile one eager (non-graph) step too, or compile with Inductor so kernels carry kernel_flop"),
+                     "record the call that captures the graph too (a reduce-overhead model captures on its second "
+                     "call: start tb_gpuinsight.profile(wait=0, warmup=1) before its first; torch.cuda.graph: "
+                     "profile its `with` block), keep vLLM's capture_traces/ beside the trace, or pass --capture "
+                     "CAPTURE_TRACE: replayed kernels then take the captured ops and shapes"),
     "compiled_region": ("compiled region without Inductor figures",
                         "compile with torch._inductor.config.benchmark_kernel=True (TORCHINDUCTOR_BENCHMARK_KERNEL=1): "
                         "Inductor then records kernel_flop / kernel_num_gb on every kernel"),
