@@ -272,6 +272,7 @@ def _inputs_only(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
 
 register("sort argsort msort", "movement", zero_flops=True, source="comparisons only: input read, sorted output "
                                                                   "written")
-register("topk kthvalue bincount histc nonzero unique _unique2 unique_consecutive searchsorted bucketize",
+register("topk kthvalue bincount histc nonzero unique _unique2 unique_consecutive searchsorted bucketize "
+         "TopK SortTokens",  # the last two: triton_kernels' routing steps (vLLM's MoE), as their record names
          "movement", bytes=_inputs_only, zero_flops=True,
          source="comparisons and counts only: input read (the selected output is far smaller)")

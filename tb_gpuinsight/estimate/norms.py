@@ -64,9 +64,10 @@ def _fused_add_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> flo
     return 2 * numel(shape) * sum(big[:2]) + small
 
 
-register("*::rms_norm *::rmsnorm *::rmsnorm2d_fwd *::gemma_rmsnorm *::layer_norm_fwd *::fused_layer_norm "
-         "*::fused_rms_norm *::poly_norm", "norms", flops=_custom_rms_flops(5), bytes=_out_first_bytes,
+register("*::rms_norm *::rmsnorm *::rmsnorm2d_fwd *::rmsnorm2d_fwd_ck *::rms_norm_cu *::gemma_rmsnorm "
+         "*::layer_norm_fwd *::fused_layer_norm *::fused_rms_norm *::poly_norm", "norms", flops=_custom_rms_flops(5), bytes=_out_first_bytes,
          source="vLLM / SGLang / aiter / apex schemas: input read, output written, weight read")
-register("*::fused_add_rms_norm *::fused_add_rmsnorm *::gemma_fused_add_rmsnorm *::rmsnorm2d_fwd_with_add",
+register("*::fused_add_rms_norm *::fused_add_rmsnorm *::gemma_fused_add_rmsnorm *::rmsnorm2d_fwd_with_add "
+         "*::rmsnorm2d_fwd_with_add_ck *::fused_add_rms_norm_cu",
          "norms", flops=_custom_rms_flops(6), bytes=_fused_add_bytes,
          source="vLLM / SGLang schemas: residual add then RMS norm, both tensors updated in place")
