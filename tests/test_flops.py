@@ -780,7 +780,7 @@ def test_data_movement_has_zero_flops_known(name):
 def test_pointwise_registry_documents_every_entry():
     from tb_gpuinsight.estimate.pointwise import POINTWISE_FLOPS
     for op, (per_element, basis, reason) in POINTWISE_FLOPS.items():
-        assert per_element in (1, 2, 5) and basis in ("input", "output") and "FLOP" in reason, op
+        assert per_element in (1, 2, 4, 5) and basis in ("input", "output") and "FLOP" in reason, op
 
 
 def test_pointwise_on_integers_is_not_floating_point_work():

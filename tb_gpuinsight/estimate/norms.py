@@ -1,8 +1,9 @@
 """Normalisation: aten's layer / batch / group / RMS norms (forward and backward) and the fused norms of vLLM,
 SGLang, aiter and apex.
 
-FLOPs: 5 per input element (mean, variance, normalise, scale, shift; the house convention of :mod:`.pointwise`),
-6 for a fused residual add + RMS norm. Bytes: the activation read and the result written in the activation's own
+FLOPs: 5 per input element for layer / batch / group norms (mean, variance, normalise, scale, shift; the house
+convention of :mod:`.pointwise`), 4 for RMS norms (square, sum, scale by the reciprocal RMS, scale by the weight),
+5 for a fused residual add + RMS norm. Bytes: the activation read and the result written in the activation's own
 dtype (a bf16 gradient stays bf16 beside fp32 statistics), plus every smaller tensor (weights, statistics) read;
 in-place fused forms (``fused_add_rms_norm``: the input and the residual both read and written) count both ways.
 """
@@ -14,7 +15,7 @@ from .args import OpArgs, UnknownEstimate, numel
 from .pointwise import POINTWISE_FLOPS, estimate as pointwise_estimate
 from .registry import register
 
-ATEN_NORMS = tuple(op for op, (per, basis, _) in POINTWISE_FLOPS.items() if per == 5 and "norm" in op)
+ATEN_NORMS = tuple(op for op, (per, basis, _) in POINTWISE_FLOPS.items() if per in (4, 5) and "norm" in op)
 
 
 def _main(tensors: list) -> tuple[tuple[int, ...], int]:
@@ -64,10 +65,12 @@ def _fused_add_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> flo
     return 2 * numel(shape) * sum(big[:2]) + small
 
 
+register("*::layer_norm_fwd *::fused_layer_norm", "norms", flops=_custom_rms_flops(5), bytes=_out_first_bytes,
+         source="apex / fused layer-norm schemas: input read, output written, weight and bias read")
 register("*::rms_norm *::rmsnorm *::rmsnorm2d_fwd *::rmsnorm2d_fwd_ck *::rms_norm_cu *::gemma_rmsnorm "
-         "*::layer_norm_fwd *::fused_layer_norm *::fused_rms_norm *::poly_norm", "norms", flops=_custom_rms_flops(5), bytes=_out_first_bytes,
+         "*::fused_rms_norm *::poly_norm", "norms", flops=_custom_rms_flops(4), bytes=_out_first_bytes,
          source="vLLM / SGLang / aiter / apex schemas: input read, output written, weight read")
 register("*::fused_add_rms_norm *::fused_add_rmsnorm *::gemma_fused_add_rmsnorm *::rmsnorm2d_fwd_with_add "
          "*::rmsnorm2d_fwd_with_add_ck *::fused_add_rms_norm_cu",
-         "norms", flops=_custom_rms_flops(6), bytes=_fused_add_bytes,
+         "norms", flops=_custom_rms_flops(5), bytes=_fused_add_bytes,
          source="vLLM / SGLang schemas: residual add then RMS norm, both tensors updated in place")

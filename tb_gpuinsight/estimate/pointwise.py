@@ -35,6 +35,7 @@ _FMA = "2 FLOPs per output element (a multiply and an add)"
 _RED = "1 FLOP per input element (each element is accumulated once)"
 _NORM = "5 FLOPs per input element (mean, variance, normalise, scale, shift; TraceLens convention)"
 _SOFTMAX = "5 FLOPs per input element (max, subtract, exp, sum, divide)"
+_RMS = "4 FLOPs per input element (square, sum, scale by the row's reciprocal RMS, scale by the weight)"
 
 POINTWISE_FLOPS: dict[str, tuple[float, str, str]] = {}
 
@@ -69,8 +70,8 @@ _register("layer_norm native_layer_norm native_layer_norm_backward group_norm na
           "_batch_norm_impl_index _batch_norm_impl_index_backward cudnn_batch_norm "
           "cudnn_batch_norm_backward miopen_batch_norm miopen_batch_norm_backward "
           "_native_batch_norm_legit _native_batch_norm_legit_no_training "
-          "_native_batch_norm_legit_functional instance_norm rms_norm _fused_rms_norm "
-          "_fused_rms_norm_backward", 5, "input", _NORM)
+          "_native_batch_norm_legit_functional instance_norm _fused_rms_norm_backward", 5, "input", _NORM)
+_register("rms_norm _fused_rms_norm", 4, "input", _RMS)
 
 
 def estimate(op: str, args: OpArgs) -> tuple[float, str]:
@@ -111,7 +112,7 @@ def _flops(op: str, args: OpArgs, out_dims: Any) -> tuple[float, str]:
 
 _SOURCE = "a documented count per element (TraceLens convention); bytes: inputs read, result written"
 for _op, (_per, _basis, _why) in POINTWISE_FLOPS.items():
-    if not (_per == 5 and "norm" in _op):  # norms: see norms.py
+    if not (_per in (4, 5) and "norm" in _op):  # norms: see norms.py
         register(_op, "pointwise", flops=_flops, bytes=_reduction_bytes if _op in REDUCTION_OPS else None,
                  source=_SOURCE)
 _SELECTION = {"topk"}  # comparisons, no arithmetic: movement.py
