@@ -25,7 +25,12 @@ TRACES = (
     "h100__facebook_timesformer-base-finetuned-k400__1016002",
     "h100__gaunernst_bert-small-uncased__1016001",
     "torch_compile_triton__trace",
+    "vllm_decode_full__graph_execution",
 )
+# A graph replay's report also joins the ops of the trace recorded while the graph was captured (the peer merges
+# the two as we do: replayed kernels take the captured ops and shapes; eager ops stay in the replay trace).
+OP_SOURCE = {"vllm_decode_full__graph_execution":
+             "vllm_decode_full__capture_traces/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz"}
 CLASSES = ("GEMM", "attention", "convolution", "elementwise", "norm", "memcpy copy_", "triton")
 AGREE, PEER_WRONG, NOT_COMPARED = "agree", "peer wrong", "not compared"
 TOLERANCE = 0.01
@@ -36,7 +41,7 @@ _ITEMSIZE = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long 
              "c10::Float8_e4m3fn": 1, "unsigned char": 1, "signed char": 1, "short int": 2}
 _CLASS_OF_CATEGORY = {"GEMM": "GEMM", "SDPA_fwd": "attention", "SDPA_bwd": "attention", "CONV_fwd": "convolution",
                       "CONV_bwd": "convolution", "NORM_fwd": "norm", "NORM_bwd": "norm", "elementwise": "elementwise",
-                      "reduce": "elementwise", "triton": "triton"}
+                      "reduce": "elementwise", "triton": "triton", "RMSNorm": "norm"}
 
 
 @dataclass
@@ -97,10 +102,11 @@ def checks_for(trace_name: str) -> Tuple[List[Check], List[str]]:
     import tb_gpuinsight
     from tb_gpuinsight.estimate.flops import estimate_op
 
-    trace = tb_gpuinsight.load(CORPUS / "tracelens" / f"{trace_name}.json.gz")
-    eff = tb_gpuinsight.analyze(trace, execution_traces=[])
-    index = _op_index(trace)
-    memcpy_bytes, memcpy_only = _memcpys(eff)
+    sources = []
+    for name in (f"{trace_name}.json.gz",) + ((OP_SOURCE[trace_name],) if trace_name in OP_SOURCE else ()):
+        loaded = tb_gpuinsight.load(CORPUS / "tracelens" / name)
+        analysed = tb_gpuinsight.analyze(loaded, execution_traces=[], capture=[])
+        sources.append((loaded, analysed, _op_index(loaded), _memcpys(analysed)))
     checks, unjoined = [], []
     for row in peer_rows(trace_name):
         cls = _CLASS_OF_CATEGORY.get(row["op category"])
@@ -108,10 +114,13 @@ def checks_for(trace_name: str) -> Tuple[List[Check], List[str]]:
             continue
         dims, types, concrete = (_freeze(ast.literal_eval(row[k])) for k in ("Input Dims", "Input type",
                                                                              "Concrete Inputs"))
-        op_rows = index.get((row["name"], dims, types, concrete)) or index.get((row["name"], dims, types, None))
-        if not op_rows:
+        found = next(((t, e, rows, m) for t, e, index, m in sources
+                      for rows in [index.get((row["name"], dims, types, concrete))
+                                   or index.get((row["name"], dims, types, None))] if rows), None)
+        if found is None:
             unjoined.append(f"{row['name']} {row['Input Dims']}")
             continue
+        trace, eff, op_rows, (memcpy_bytes, memcpy_only) = found
         op_row = op_rows[0]
         est = eff.op_estimates.get(op_row)
         if est is None:  # a parent op (convolution, layer_norm...): its children launch the kernels
