@@ -249,7 +249,10 @@ def test_words_respect_word_parts():
     assert kernel_class(name) == "norm"  # was "conv": 'conv' matched inside '_typeConvert'
     assert kernel_class("void vllm::_typeConvert_kernel<float>(float)") == "elementwise"
     scopes = name_scopes("void at::native::(anonymous namespace)::softmax_warp_forward<float, float>(float*, int)")
-    assert scopes == {"function": " softmax warp forward ", "namespace": " at | native ", "args": " float | int "}
+    assert scopes == {"function": " softmax warp forward ", "namespace": " at | native ", "args": " float ",
+                      "params": " float | int "}
+    # parameter types are plumbing: cuBLAS's scal (beta * C of a GEMM) is no transpose
+    assert kernel_class("void scal_kernel<float, float, 1, false, 6>(cublasTransposeParams<float>, float*)") == "GEMM"
 
 
 def test_the_2026_kernels_of_the_b200_vllm_run():

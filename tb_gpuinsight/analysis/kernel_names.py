@@ -103,7 +103,8 @@ def _base(arg: str) -> str:
 # family, why and example names. Its `about` list documents the pattern language; matching is on whole words.
 
 _REGISTRY_FILE = Path(__file__).with_name("kernel_classes.json")
-_SCOPES = ("function", "namespace", "args")
+_SCOPES = ("function", "namespace", "args", "params")  # params: parameter types, read as weak hints only
+_ANGLES = re.compile(r"[<>]")
 _IDENT = re.compile(r"[A-Za-z0-9_]+")
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|\|")  # ABCDef -> ABC Def, fp8 -> fp 8; '|' between identifiers
 # A kernel's identity is in its first characters (function name, qualifiers, leading template arguments): the
@@ -165,7 +166,7 @@ def _compile(pattern: Any) -> Tuple[Tuple[Tuple[str, ...], ...], bool]:
 def _entry(raw: Dict[str, Any], family: str) -> _Entry:
     pats = raw["pattern"] if isinstance(raw["pattern"], list) else [raw["pattern"]]
     return _Entry(raw["class"], family, raw["why"], raw.get("scope", "any"), raw.get("strength", "strong"),
-                  raw.get("link"), tuple((parts, anchored) for parts, anchored in map(_compile, pats)))
+                  raw.get("link"), tuple(map(_compile, pats)))
 
 
 def _load_registry() -> Tuple[Tuple[str, ...], Tuple[_Entry, ...], Tuple[_Entry, ...]]:
@@ -194,14 +195,27 @@ def words(text: str) -> str:
 
 
 def name_scopes(name: str) -> Dict[str, str]:
-    """The words of a kernel name's three scopes: its own function name, its qualifiers, and the rest (template
-    arguments and parameters). Mangled names are demangled first. Reads the first READ_CHARS characters."""
+    """The words of a kernel name's scopes: its own function name, its qualifiers, its template arguments and its
+    parameter types. Mangled names are demangled first. Reads the first READ_CHARS characters."""
     name = name[:READ_CHARS]
     text = _RETURN_TYPE.sub("", _UNNAMED.sub("", (demangle(name) or name)[:READ_CHARS].strip()))
     cut = _HEAD_END.search(text)
     head, rest = (text[:cut.start()], text[cut.start():]) if cut else (text, "")
     qualifiers, _, function = head.rpartition("::")
-    return {"function": words(function), "namespace": words(qualifiers), "args": words(rest)}
+    args, params = _split_template(rest)
+    return {"function": words(function), "namespace": words(qualifiers), "args": words(args), "params": words(params)}
+
+
+def _split_template(rest: str) -> Tuple[str, str]:
+    """'<template args>(parameters)' -> (template args, parameters); a name cut short keeps all as arguments."""
+    if not rest.startswith("<"):
+        return "", rest
+    depth = 0
+    for m in _ANGLES.finditer(rest):
+        depth += 1 if m.group() == "<" else -1
+        if depth == 0:
+            return rest[:m.end()], rest[m.end():]
+    return rest, ""
 
 
 def _best(entries: Iterable[_Entry], text: str) -> Optional[_Entry]:
@@ -229,19 +243,22 @@ def classify(name: str, kind: str = "kernel", op: Optional[str] = None,
 
 @functools.lru_cache(maxsize=65536)
 def _classify_name(name: str, op: Optional[str], flops: Optional[float]) -> KernelMatch:
+    """`classify` for a kernel, cached per (name, op, FLOPs): a trace has far fewer names than events."""
     scopes = name_scopes(name)
     fallback: Dict[str, _Entry] = {}
     for scope in _SCOPES:
         text = scopes[scope]
         hits = [e for e in _ENTRIES if e.scope in ("any", scope)]
-        strong = _best((e for e in hits if e.strength == "strong"), text)
+        strong = _best((e for e in hits if e.strength == "strong"), text) if scope != "params" else None
         if strong is not None:
             return strong.match("name")
         for strength in ("generic", "weak"):
-            if strength not in fallback:
-                found = _best((e for e in hits if e.strength == strength), text)
-                if found is not None:
-                    fallback[strength] = found
+            if strength in fallback or scope == "params" and strength == "generic":
+                continue
+            # parameter types are plumbing (cublasTransposeParams, cudnnTensorStruct): any match there is a hint
+            found = _best((e for e in hits if e.strength == strength or scope == "params"), text)
+            if found is not None:
+                fallback[strength] = found
     if "generic" in fallback:
         return fallback["generic"].match("name")
     by_op = _best(_OP_ENTRIES, words(op)) if op else None
