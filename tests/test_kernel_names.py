@@ -300,6 +300,10 @@ def test_tensor_core_detection_covers_the_new_gemm_families():
     assert uses_tensor_cores("_ZN2ck40kernel_gemm_xdl_cshuffle_v3_multi_d_b_preshuffle", "", "GEMM")
     assert uses_tensor_cores("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1", "", "GEMM")  # dtype from the name
     assert not uses_tensor_cores("volta_sgemm_128x64_nn", "", "GEMM")
+    # recorded on an H200 (torch 2.11): fp32 cuBLAS GEMMs are xmma kernels on CUDA cores (ffma)
+    assert not uses_tensor_cores("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
+                                 "aligna4_alignc4_execute_kernel__5x_cublas", "fp32", "GEMM")
+    assert uses_tensor_cores("nvjet_sm90_qqtst_128x128_128x6_2x1_v_bz_coopA_algo2_TNT", "", "GEMM")
     assert not uses_tensor_cores("triton_poi_fused_add_bf16_0", "", "elementwise")
 
 

@@ -426,6 +426,7 @@ def name_fields(name: str, kind: str = "kernel", op: Optional[str] = None) -> Di
 # (bf16, e4m3, E2m1, MxE4m3: the trtllm-gen and block-scaled GEMMs of Blackwell).
 _TENSOR_CORE_WORDS = frozenset({"884", "1688", "16816", "161616", "16832", "8816", "hmma", "xmma", "tensorop", "wmma",
                                 "wgmma", "gmma", "umma", "tcgen", "mfma", "xdl", "xdlops", "tc", "imma", "nvjet"})
+_CUDA_CORE_WORDS = frozenset({"ffma", "simt"})
 TENSOR_CORE_DTYPES = frozenset({"fp16", "bf16", "tf32", "fp8", "fp6", "fp4", "int8"})
 _TENSOR_CORE_DTYPE_WORDS = (" bf 16 ", " fp 16 ", " f 16 ", " half ", " e 4 m 3 ", " e 5 m 2 ", " e 2 m 1 ", " fp 8 ",
                             " fp 4 ", " tf 32 ", " int 8 ", " bfloat 16 ", " b float 16 ", " nv bfloat 16 ")
@@ -436,6 +437,8 @@ def uses_tensor_cores(name: str, dtype: str, klass: str) -> bool:
     """Whether a kernel (probably) ran on Tensor Cores / matrix cores (see the rules above)."""
     text = " ".join(name_scopes(name).values())
     keys = frozenset(text.split())
+    if keys & _CUDA_CORE_WORDS:  # sm80_xmma_gemm_f32f32_..._ffma: an xmma kernel on CUDA cores
+        return False
     if keys & _TENSOR_CORE_WORDS or " mi " in text and _TENSILE_MI.search(text):
         return True
     if klass not in _MATRIX_CLASSES:
