@@ -292,6 +292,9 @@ def test_ambiguous_names_take_the_launching_op_then_recorded_flops():
     assert kernel_class("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >(int)",
                         "kernel", "aten::linear") == "elementwise"
     assert classify("_fwd_kernel", "kernel", "vllm::unified_attention").source == "op"
+    # cuDNN's GEMM-based convolution algorithms launch cuBLAS-style GEMMs: convolution work (ResNet-50, V100)
+    assert kernel_class("volta_sgemm_64x64_nt", "kernel", "aten::cudnn_convolution_backward_weight") == "conv"
+    assert kernel_class("volta_sgemm_64x64_nt", "kernel", "aten::mm") == "GEMM"
 
 
 def test_tensor_core_detection_covers_the_new_gemm_families():

@@ -183,6 +183,7 @@ def _load_registry() -> Tuple[Tuple[str, ...], Tuple[_Entry, ...], Tuple[_Entry,
 
 
 _PRIORITY, _ENTRIES, _OP_ENTRIES = _load_registry()
+_GEMM_USERS = frozenset({"conv", "attention"})  # ops whose GEMM kernels do the op's own matrix work
 _RANK = {klass: i for i, klass in enumerate(_PRIORITY)}
 
 
@@ -232,7 +233,8 @@ def classify(name: str, kind: str = "kernel", op: Optional[str] = None,
              flops: Optional[float] = None) -> KernelMatch:
     """The class of a GPU activity and the registry entry that decided it.
 
-    Order: a strong match in the kernel's function name, then its qualifiers, then its template arguments; else a
+    Order: a strong match in the kernel's function name, then its qualifiers, then its template arguments (a GEMM
+    launched by a convolution or attention op takes the op's class: it does that op's matrix work); else a
     generic wrapper's kind (PyTorch elementwise_kernel, Inductor triton_poi); else the launching op's name (`op`);
     else a weak library hint (cuBLAS, CUTLASS, Inductor templates); else FLOPs the trace recorded for this kernel
     (`flops`, e.g. Inductor's kernel_flop, which it records for matrix templates only): matrix work, GEMM."""
@@ -245,11 +247,14 @@ def classify(name: str, kind: str = "kernel", op: Optional[str] = None,
 def _classify_name(name: str, op: Optional[str], flops: Optional[float]) -> KernelMatch:
     """`classify` for a kernel, cached per (name, op, FLOPs): a trace has far fewer names than events."""
     scopes = name_scopes(name)
+    by_op = _best(_OP_ENTRIES, words(op)) if op else None
     fallback: Dict[str, _Entry] = {}
     for scope in _SCOPES:
         text = scopes[scope]
         hits = [e for e in _ENTRIES if e.scope in ("any", scope)]
         strong = _best((e for e in hits if e.strength == "strong"), text) if scope != "params" else None
+        if strong is not None and strong.klass == "GEMM" and by_op is not None and by_op.klass in _GEMM_USERS:
+            return by_op.match("op")  # cuDNN's GEMM-based convolution algorithms run volta_sgemm_*: conv work
         if strong is not None:
             return strong.match("name")
         for strength in ("generic", "weak"):
@@ -261,7 +266,6 @@ def _classify_name(name: str, op: Optional[str], flops: Optional[float]) -> Kern
                 fallback[strength] = found
     if "generic" in fallback:
         return fallback["generic"].match("name")
-    by_op = _best(_OP_ENTRIES, words(op)) if op else None
     if by_op is not None:
         return by_op.match("op")
     if "weak" in fallback:
