@@ -1,12 +1,16 @@
 """Kernel names on real corpus names: demangling, short display names, one class per kernel, honest row labels."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from werkzeug.datastructures import MultiDict
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis.kernel_names import (CLASSES, DEMANGLER, demangle, display_name, kernel_class,
-                                                  name_fields)
+from tb_gpuinsight.analysis import kernel_names
+from tb_gpuinsight.analysis.kernel_names import (CLASSES, DEMANGLER, classify, demangle, display_name, kernel_class,
+                                                  name_fields, name_scopes, uses_tensor_cores, words)
 from tb_gpuinsight.analysis.rows import disambiguate, group_rows
 from tb_gpuinsight.routes.kernels import kernels
 
@@ -196,3 +200,131 @@ def test_api_and_cli_tables_carry_the_name_fields(corpus, capsys):
     assert all(r["kernel_class"] in CLASSES and r["display_name"] for r in rows)
     assert main(["analyze", str(path), "--top", "40"]) == 0
     assert "ck_tile::Rmsnorm2dFwd" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------- the class registry
+
+TABLE = Path(__file__).parent / "data" / "kernel_classes.tsv"
+
+
+def _table():
+    lines = TABLE.read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("\t")
+    return [dict(zip(header, line.split("\t"))) for line in lines[1:]]
+
+
+def test_the_class_table_is_large_and_real():
+    rows = _table()
+    assert len(rows) >= 150 and all(r["expected"] in CLASSES and r["source"] for r in rows)
+    corpus = [r for r in rows if r["source"].startswith("corpus: ")]
+    assert len(corpus) >= 100 and len(rows) - len(corpus) >= 100
+    assert len({r["name"] for r in rows}) >= 150
+    assert {r["expected"] for r in rows} == set(CLASSES)  # every class has real names behind it
+
+
+@pytest.mark.parametrize("row", _table(), ids=lambda r: f"{r['expected']}:{r['name'][:48]}")
+def test_every_name_of_the_table_gets_its_class(row):
+    """Real kernel names from the corpus and from public profiler output (tests/data/kernel_classes.tsv), each with
+    the class a person gave it and, where recorded, the op that launched it."""
+    assert kernel_class(row["name"], "kernel", row["op"] or None) == row["expected"]
+
+
+def test_every_registry_example_gets_its_entry_class():
+    registry = json.loads(kernel_names._REGISTRY_FILE.read_text(encoding="utf-8"))
+    checked = 0
+    for family in registry["kernels"]:
+        for entry in family["entries"]:
+            assert entry["why"] and entry["examples"] and family["family"]
+            for example in entry["examples"]:
+                assert kernel_class(example) == entry["class"], example
+                checked += 1
+    assert checked >= 60
+
+
+def test_words_respect_word_parts():
+    assert words("void vllm::fused_add_rms_norm_kernel<c10::BFloat16, _typeConvert>") == \
+        " void | vllm | fused add rms norm kernel | c 10 | b float 16 | type convert "
+    assert words("MxE4m3 RMSNorm s16816gemm") == " mx e 4 m 3 | rms norm | s 16816 gemm "
+    name = "void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8, vllm::_typeConvert<c10::BFloat16> >(c10::BFloat16*)"
+    assert kernel_class(name) == "norm"  # was "conv": 'conv' matched inside '_typeConvert'
+    assert kernel_class("void vllm::_typeConvert_kernel<float>(float)") == "elementwise"
+    scopes = name_scopes("void at::native::(anonymous namespace)::softmax_warp_forward<float, float>(float*, int)")
+    assert scopes == {"function": " softmax warp forward ", "namespace": " at | native ", "args": " float ",
+                      "params": " float | int "}
+    # parameter types are plumbing: cuBLAS's scal (beta * C of a GEMM) is no transpose
+    assert kernel_class("void scal_kernel<float, float, 1, false, 6>(cublasTransposeParams<float>, float*)") == "GEMM"
+
+
+def test_the_2026_kernels_of_the_b200_vllm_run():
+    """The kernels of issue 29's B200 vLLM trace: MX MoE GEMMs and nvJet are GEMM (and Tensor Core), the fused
+    norm is a norm, the KV-cache write is a memory op, not attention."""
+    mx = ("bmm_MxE4m3_MxE2m1MxE4m3_Fp32_Ab32_Bb32_Cb32_t128x8x512_s3_et128x8_m128x8x32_c1x1x1_rM_TN_transOut_"
+          "schPd2x1x2x3_biasFp32M_bN_tma_ldgstsSf_rgTma_clmp_swiGlu_dynB_sm100f")
+    nvjet = "nvjet_sm100_tst_64x16_64x16_2x4_2cta_h_bz_splitK_TNT"
+    for name in (mx, nvjet):
+        assert kernel_class(name) == "GEMM" and uses_tensor_cores(name, "", "GEMM")
+    assert kernel_class("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, "
+                        "(vllm::Fp8KVCacheDataType)0>(__nv_bfloat16 const*)", "kernel",
+                        "_C_cache_ops::reshape_and_cache_flash") == "memcpy"
+
+
+def test_communication_by_kernel_family_names_the_link():
+    inter = classify("void deep_ep::internode::dispatch<false, 8, 2>(int4*, float*)")
+    intra = classify("void deep_ep::intranode::combine<__nv_bfloat16, 8, 768, 4096>(__nv_bfloat16*)")
+    ll = classify("void deep_ep::internode_ll::dispatch<true, 3, 7168>(void*)")
+    assert (inter.klass, inter.link) == ("communication", "internode") == (ll.klass, ll.link)
+    assert (intra.klass, intra.link) == ("communication", "intranode")
+    assert classify("nvshmemi_ibgda_put_nbi_warp").link == "internode"
+    assert classify("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)").link is None  # not said
+    assert name_fields("void deep_ep::internode_ll::combine<8>(int)")["kernel_family"].endswith(", internode")
+    assert classify("void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*)").klass == "other"
+
+
+def test_ambiguous_names_take_the_launching_op_then_recorded_flops():
+    assert kernel_class("_fwd_kernel") == "other"
+    assert kernel_class("_fwd_kernel", "kernel", "vllm::unified_attention_with_output") == "attention"
+    assert kernel_class("triton__0d1d2d3d", "kernel", "aten::addmm") == "GEMM"
+    assert kernel_class("triton__0d1d2d3d", "kernel", None, flops=2.0e9) == "GEMM"
+    assert kernel_class("triton__0d1d2d3d", "kernel", None, flops=0.0) == "other"
+    assert kernel_class("triton_tem_fused_0", "kernel", "aten::convolution") == "conv"
+    assert kernel_class("triton_tem_fused_0") == "GEMM"
+    # a name that says what it does is not overruled by the op that launched it
+    assert kernel_class("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >(int)",
+                        "kernel", "aten::linear") == "elementwise"
+    assert classify("_fwd_kernel", "kernel", "vllm::unified_attention").source == "op"
+    # cuDNN's GEMM-based convolution algorithms launch cuBLAS-style GEMMs: convolution work (ResNet-50, V100)
+    assert kernel_class("volta_sgemm_64x64_nt", "kernel", "aten::cudnn_convolution_backward_weight") == "conv"
+    assert kernel_class("volta_sgemm_64x64_nt", "kernel", "aten::mm") == "GEMM"
+
+
+def test_tensor_core_detection_covers_the_new_gemm_families():
+    assert uses_tensor_cores("Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1_SN_LDSB0", "fp32", "GEMM")
+    assert not uses_tensor_cores("Cijk_Ailk_Bljk_SB_MT64x64x16_SN_GRVW1", "fp32", "GEMM")  # no matrix instruction
+    assert uses_tensor_cores("_ZN2ck40kernel_gemm_xdl_cshuffle_v3_multi_d_b_preshuffle", "", "GEMM")
+    assert uses_tensor_cores("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1", "", "GEMM")  # dtype from the name
+    assert not uses_tensor_cores("volta_sgemm_128x64_nn", "", "GEMM")
+    # recorded on an H200 (torch 2.11): fp32 cuBLAS GEMMs are xmma kernels on CUDA cores (ffma)
+    assert not uses_tensor_cores("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
+                                 "aligna4_alignc4_execute_kernel__5x_cublas", "fp32", "GEMM")
+    assert uses_tensor_cores("nvjet_sm90_qqtst_128x128_128x6_2x1_v_bz_coopA_algo2_TNT", "", "GEMM")
+    assert not uses_tensor_cores("triton_poi_fused_add_bf16_0", "", "elementwise")
+
+
+def test_classification_reads_a_bounded_part_of_huge_names(monkeypatch):
+    """Linear in the name's length: beyond its first READ_CHARS characters a name costs only a slice; the words
+    read stay bounded whatever the length (a count of work, not a clock)."""
+    read = []
+    real = kernel_names.words
+    monkeypatch.setattr(kernel_names, "words", lambda text: read.append(len(text)) or real(text))
+    head = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_128x128_32x5_tn_align8"
+    for size in (1_000_000, 10_000_000):
+        read.clear()
+        name = head + ", cute::C<1>" * (size // 12) + ">(Params)"
+        assert len(name) >= size * 0.99
+        assert kernel_names._classify_name(name, None, None).klass == "GEMM"
+        assert 0 < sum(read) <= kernel_names.READ_CHARS
+        assert uses_tensor_cores(name, "", "GEMM")
+    for junk in ("(" * 10_000_000, "x" * 10_000_000, "aB1_" * 2_500_000, "_Z" + "N3foo" * 2_000_000):
+        read.clear()
+        assert kernel_names._classify_name(junk, None, None).klass in CLASSES
+        assert sum(read) <= kernel_names.READ_CHARS

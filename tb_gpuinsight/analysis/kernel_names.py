@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
+import json
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 CLASSES = ("GEMM", "attention", "conv", "elementwise", "reduction", "norm", "communication", "memcpy", "memset",
            "other")
@@ -94,45 +98,186 @@ def _base(arg: str) -> str:
     return "" if not arg or _NOISE_ARG.match(arg) else arg
 
 
-_RULES = (
-    ("communication", re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|sendrecv|alltoall|c10d", re.I)),
-    ("attention", re.compile(r"flash|fmha|attention|sdpa|\bmha|_attn|attn_", re.I)),
-    ("conv", re.compile(r"conv|fprop|dgrad|wgrad|winograd|implicit_?gemm|cudnn.*(?:fwd|bwd)|igemm_(?:fwd|bwd|wrw)|"
-                        r"[shd]cudnn_", re.I)),
-    ("norm", re.compile(r"(?:layer|batch|group|instance|rms)_?norm|bn_(?:fw|bw)|norm2d|_norm_|"
-                        r"rsqrt.*mean|mean.*rsqrt|GammaBeta|RowwiseMoments", re.I)),
-    ("GEMM", re.compile(r"gemm|xmma|cublas|cutlass|wmma|matmul|hipblaslt|rocblas|_mm_|\bmm_|(?-i:tensorop)|mfma|^Cijk_",
-                        re.I)),
-    ("reduction", re.compile(r"reduce|softmax|norm|_sum|sum_|mean|argmax|argmin|topk|sort|scan|red_fused|pool|"
-                             r"triton_per", re.I)),
-    ("elementwise", re.compile(r"elementwise|vectorized|unrolled|pointwise|triton_poi|copy|fill|cat|index|"
-                               r"gather|scatter|embedding|where|cast|relu|gelu|silu|dropout|add|mul", re.I)),
-)
-_LIBRARY_NAMES = re.compile(r"fbgemm(?:_gpu)?", re.I)  # library namespaces whose name says gemm for any kernel
-_OP_RULES = (
-    ("GEMM", re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|_int_mm)$")),
-    ("attention", re.compile(r"attention")),
-    ("conv", re.compile(r"conv")),
-    ("norm", re.compile(r"^aten::(?:native_|cudnn_|miopen_|_fused_)?(?:layer|batch|group|instance|rms)_norm")),
-)
+# ---------------------------------------------------------------------------------------------- kernel classes
+# The registry (kernel_classes.json beside this file) holds one entry per naming convention: its words, class,
+# family, why and example names. Its `about` list documents the pattern language; matching is on whole words.
+
+_REGISTRY_FILE = Path(__file__).with_name("kernel_classes.json")
+_SCOPES = ("function", "namespace", "args", "params")  # params: parameter types, read as weak hints only
+_ANGLES = re.compile(r"[<>]")
+_IDENT = re.compile(r"[A-Za-z0-9_]+")
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|\|")  # ABCDef -> ABC Def, fp8 -> fp 8; '|' between identifiers
+# A kernel's identity is in its first characters (function name, qualifiers, leading template arguments): the
+# classifier reads at most this much of a name, so a pathological multi-megabyte name costs no more than a long one.
+READ_CHARS = 1 << 16
+_UNNAMED = re.compile(r"\(anonymous namespace\)::|`anonymous namespace'::|<unnamed>::")
+_RETURN_TYPE = re.compile(r"^(?:__global__\s+)?void\s+|^std::enable_if<[^<>]*>::type\s+")
+_HEAD_END = re.compile(r"[<(]")
+
+
+@dataclass(frozen=True)
+class KernelMatch:
+    """Why a kernel got its class: the registry entry (or op rule) that decided, and what it was read from."""
+    klass: str
+    family: str
+    why: str
+    source: str  # "name", "op", "flops", "kind" or "none"
+    link: Optional[str] = None  # "internode" / "intranode" for communication whose name says so
+
+
+@dataclass(frozen=True)
+class _Entry:
+    klass: str
+    family: str
+    why: str
+    scope: str
+    strength: str
+    link: Optional[str]
+    patterns: Tuple[Tuple[Tuple[str, ...], bool], ...]  # per alternative: its parts (each " w1 w2 " variants), anchored
+
+    def matches(self, text: str, keys: frozenset) -> bool:
+        return any(_pattern_matches(parts, anchored, text, keys) for parts, anchored in self.patterns)
+
+    def match(self, source: str) -> KernelMatch:
+        return KernelMatch(self.klass, self.family, self.why, source, self.link)
+
+
+def _pattern_matches(parts: Tuple[Tuple[str, ...], ...], anchored: bool, text: str, keys: frozenset) -> bool:
+    """Every part occurs (as whole words, inside one identifier); the first at the start of the scope if anchored.
+    A set lookup of each variant's first word comes first: most entries are rejected without a substring search."""
+    for i, variants in enumerate(parts):
+        if not any(v.split(" ", 2)[1] in keys and (text.startswith(v) if anchored and i == 0 else v in text)
+                   for v in variants):
+            return False
+    return True
+
+
+def _compile(pattern: Any) -> Tuple[Tuple[Tuple[str, ...], ...], bool]:
+    """'^a|b c & d' -> (((" a c ", " b c "), (" d ",)), anchored)."""
+    text = pattern.strip()
+    anchored = text.startswith("^")
+    parts = []
+    for part in text.lstrip("^").split("&"):
+        options = [term.split("|") for term in part.split()]
+        parts.append(tuple(" " + " ".join(seq) + " " for seq in itertools.product(*options)))
+    return tuple(parts), anchored
+
+
+def _entry(raw: Dict[str, Any], family: str) -> _Entry:
+    pats = raw["pattern"] if isinstance(raw["pattern"], list) else [raw["pattern"]]
+    return _Entry(raw["class"], family, raw["why"], raw.get("scope", "any"), raw.get("strength", "strong"),
+                  raw.get("link"), tuple(map(_compile, pats)))
+
+
+def _load_registry() -> Tuple[Tuple[str, ...], Tuple[_Entry, ...], Tuple[_Entry, ...]]:
+    """(class priority, kernel-name entries, launching-op entries), checked against CLASSES."""
+    with open(_REGISTRY_FILE, encoding="utf-8") as f:
+        data = json.load(f)
+    entries = tuple(_entry(raw, fam["family"]) for fam in data["kernels"] for raw in fam["entries"])
+    ops = tuple(_entry(raw, "launching op") for raw in data["ops"])
+    priority = tuple(data["priority"])
+    bad = {e.klass for e in entries + ops} - set(priority) | set(priority) - set(CLASSES)
+    if bad or any(e.scope not in _SCOPES + ("any",) or e.strength not in ("strong", "generic", "weak") for e in entries):
+        raise ValueError(f"kernel_classes.json: unknown class, scope or strength ({sorted(bad)})")
+    return priority, entries, ops
+
+
+_PRIORITY, _ENTRIES, _OP_ENTRIES = _load_registry()
+_GEMM_USERS = frozenset({"conv", "attention"})  # ops whose GEMM kernels do the op's own matrix work
+_RANK = {klass: i for i, klass in enumerate(_PRIORITY)}
+
+
+def words(text: str) -> str:
+    """The distinct identifiers of `text` as lower-case words, one space between words and ' | ' between
+    identifiers, padded with spaces: `fused_add_rms_norm_kernel<_typeConvert>` -> ' fused add rms norm kernel |
+    type convert '. Linear in the length of `text` (regular expressions and joins, no per-character Python)."""
+    idents = " | ".join(dict.fromkeys(_IDENT.findall(text)))
+    return " " + " ".join(_WORD.findall(idents)).lower() + " "
+
+
+def name_scopes(name: str) -> Dict[str, str]:
+    """The words of a kernel name's scopes: its own function name, its qualifiers, its template arguments and its
+    parameter types. Mangled names are demangled first. Reads the first READ_CHARS characters."""
+    name = name[:READ_CHARS]
+    text = _RETURN_TYPE.sub("", _UNNAMED.sub("", (demangle(name) or name)[:READ_CHARS].strip()))
+    cut = _HEAD_END.search(text)
+    head, rest = (text[:cut.start()], text[cut.start():]) if cut else (text, "")
+    qualifiers, _, function = head.rpartition("::")
+    args, params = _split_template(rest)
+    return {"function": words(function), "namespace": words(qualifiers), "args": words(args), "params": words(params)}
+
+
+def _split_template(rest: str) -> Tuple[str, str]:
+    """'<template args>(parameters)' -> (template args, parameters); a name cut short keeps all as arguments."""
+    if not rest.startswith("<"):
+        return "", rest
+    depth = 0
+    for m in _ANGLES.finditer(rest):
+        depth += 1 if m.group() == "<" else -1
+        if depth == 0:
+            return rest[:m.end()], rest[m.end():]
+    return rest, ""
+
+
+def _best(entries: Iterable[_Entry], text: str) -> Optional[_Entry]:
+    """The matching entry of the highest-priority class (the first such entry in the registry)."""
+    found = None
+    keys = frozenset(text.split())
+    for entry in entries:
+        if (found is None or _RANK[entry.klass] < _RANK[found.klass]) and entry.matches(text, keys):
+            found = entry
+    return found
+
+
+def classify(name: str, kind: str = "kernel", op: Optional[str] = None,
+             flops: Optional[float] = None) -> KernelMatch:
+    """The class of a GPU activity and the registry entry that decided it.
+
+    Order: a strong match in the kernel's function name, then its qualifiers, then its template arguments (a GEMM
+    launched by a convolution or attention op takes the op's class: it does that op's matrix work); else a
+    generic wrapper's kind (PyTorch elementwise_kernel, Inductor triton_poi); else the launching op's name (`op`);
+    else a weak library hint (cuBLAS, CUTLASS, Inductor templates); else FLOPs the trace recorded for this kernel
+    (`flops`, e.g. Inductor's kernel_flop, which it records for matrix templates only): matrix work, GEMM."""
+    if kind in ("memcpy", "memset"):
+        return KernelMatch(kind, kind, "copy engine / runtime activity", "kind")
+    return _classify_name(name, op, flops if flops and flops > 0 else None)
 
 
 @functools.lru_cache(maxsize=65536)
-def kernel_class(name: str, kind: str = "kernel", op: Optional[str] = None) -> str:
-    """One of CLASSES for a GPU activity."""
-    if kind in ("memcpy", "memset"):
-        return kind
-    name = _LIBRARY_NAMES.sub("", normalize(demangle(name) or name))  # parameters say nothing of the work
-    for label, pattern in _RULES[:4]:  # these names are unambiguous whatever op launched them
-        if pattern.search(name):
-            return label
-    for label, pattern in _OP_RULES:
-        if op and pattern.search(op):
-            return label
-    for label, pattern in _RULES[4:]:
-        if pattern.search(name):
-            return label
-    return "other"
+def _classify_name(name: str, op: Optional[str], flops: Optional[float]) -> KernelMatch:
+    """`classify` for a kernel, cached per (name, op, FLOPs): a trace has far fewer names than events."""
+    scopes = name_scopes(name)
+    by_op = _best(_OP_ENTRIES, words(op)) if op else None
+    fallback: Dict[str, _Entry] = {}
+    for scope in _SCOPES:
+        text = scopes[scope]
+        hits = [e for e in _ENTRIES if e.scope in ("any", scope)]
+        strong = _best((e for e in hits if e.strength == "strong"), text) if scope != "params" else None
+        if strong is not None and strong.klass == "GEMM" and by_op is not None and by_op.klass in _GEMM_USERS:
+            return by_op.match("op")  # cuDNN's GEMM-based convolution algorithms run volta_sgemm_*: conv work
+        if strong is not None:
+            return strong.match("name")
+        for strength in ("generic", "weak"):
+            if strength in fallback or scope == "params" and strength == "generic":
+                continue
+            # parameter types are plumbing (cublasTransposeParams, cudnnTensorStruct): any match there is a hint
+            found = _best((e for e in hits if e.strength == strength or scope == "params"), text)
+            if found is not None:
+                fallback[strength] = found
+    if "generic" in fallback:
+        return fallback["generic"].match("name")
+    if by_op is not None:
+        return by_op.match("op")
+    if "weak" in fallback:
+        return fallback["weak"].match("name")
+    if flops:
+        return KernelMatch("GEMM", "recorded FLOPs", "the trace recorded FLOPs for this kernel: matrix work", "flops")
+    return KernelMatch("other", "unknown", "no registry entry matches the name or the launching op", "none")
+
+
+def kernel_class(name: str, kind: str = "kernel", op: Optional[str] = None, flops: Optional[float] = None) -> str:
+    """One of CLASSES for a GPU activity (see `classify`)."""
+    return classify(name, kind, op, flops).klass
 
 
 # ---------------------------------------------------------------------------------------------- display names
@@ -266,28 +411,49 @@ def _fold_arg(arg: str, depth: int) -> str:
 
 @functools.lru_cache(maxsize=65536)
 def name_fields(name: str, kind: str = "kernel", op: Optional[str] = None) -> Dict[str, Any]:
-    """The name columns every kernel row carries: `display_name`, `demangled` (None when not mangled) and
-    `kernel_class`. Cached per name: a trace has far fewer names than events."""
+    """The name columns every kernel row carries: `display_name`, `demangled` (None when not mangled),
+    `kernel_class` and `kernel_family` (the vendor / library convention that gave the class, with 'internode' or
+    'intranode' where a communication kernel's name says so). Cached per name: a trace has far fewer names than
+    events."""
     if kind in ("memcpy", "memset"):
-        return {"display_name": name, "demangled": None, "kernel_class": kind}
-    return {"display_name": display_name(name), "demangled": demangle(name), "kernel_class": kernel_class(name, kind, op)}
+        return {"display_name": name, "demangled": None, "kernel_class": kind, "kernel_family": kind}
+    match = classify(name, kind, op)
+    family = f"{match.family}, {match.link}" if match.link else match.family
+    return {"display_name": display_name(name), "demangled": demangle(name), "kernel_class": match.klass,
+            "kernel_family": family}
 
 
-# Tensor Core kernels by name: cuBLAS/cuDNN MMA shapes (h884, s1688, 16816...), CUTLASS/xmma "tensorop" and
-# hmma/wgmma/gmma instructions, WMMA, AMD MFMA. A name without these can still run on Tensor Cores when its dtype
-# is a Tensor Core dtype and it does matrix work (see `uses_tensor_cores`).
-_TENSOR_CORE_NAME = re.compile(r"884|1688|16816|hmma|xmma|tensorop|wmma|wgmma|gmma|mfma|_tc_|imma", re.I)
-TENSOR_CORE_DTYPES = frozenset({"fp16", "bf16", "tf32", "fp8", "int8"})
+# Tensor Core kernels by name (words, see `words`): cuBLAS/cuDNN MMA shapes (h884, s1688, 16816...), CUTLASS/xmma
+# "tensorop", hmma/wgmma/gmma/umma (tcgen05) instructions, WMMA, cuBLASLt nvJet (Hopper+ only), AMD MFMA/XDL and
+# Tensile's matrix-instruction field (MI16x16x1). A name without these still ran on Tensor Cores when it does matrix
+# work (GEMM, convolution, attention) in a Tensor Core dtype: the rating dtype, or else a dtype its name spells
+# (bf16, e4m3, E2m1, MxE4m3: the trtllm-gen and block-scaled GEMMs of Blackwell).
+_TENSOR_CORE_WORDS = frozenset({"884", "1688", "16816", "161616", "16832", "8816", "hmma", "xmma", "tensorop", "wmma",
+                                "wgmma", "gmma", "umma", "tcgen", "mfma", "xdl", "xdlops", "tc", "imma", "nvjet"})
+_CUDA_CORE_WORDS = frozenset({"ffma", "simt"})
+TENSOR_CORE_DTYPES = frozenset({"fp16", "bf16", "tf32", "fp8", "fp6", "fp4", "int8"})
+_TENSOR_CORE_DTYPE_WORDS = (" bf 16 ", " fp 16 ", " f 16 ", " half ", " e 4 m 3 ", " e 5 m 2 ", " e 2 m 1 ", " fp 8 ",
+                            " fp 4 ", " tf 32 ", " int 8 ", " bfloat 16 ", " b float 16 ", " nv bfloat 16 ")
 _MATRIX_CLASSES = frozenset({"GEMM", "conv", "attention"})
 
 
 def uses_tensor_cores(name: str, dtype: str, klass: str) -> bool:
-    """Whether a kernel (probably) ran on Tensor Cores / matrix cores: its name says so, or it does matrix work
-    (GEMM, convolution, attention) in a dtype whose datasheet peak is a Tensor Core peak."""
-    if _TENSOR_CORE_NAME.search(name):
+    """Whether a kernel (probably) ran on Tensor Cores / matrix cores (see the rules above)."""
+    text = " ".join(name_scopes(name).values())
+    keys = frozenset(text.split())
+    if keys & _CUDA_CORE_WORDS:  # sm80_xmma_gemm_f32f32_..._ffma: an xmma kernel on CUDA cores
+        return False
+    if keys & _TENSOR_CORE_WORDS or " mi " in text and _TENSILE_MI.search(text):
         return True
-    return klass in _MATRIX_CLASSES and dtype in TENSOR_CORE_DTYPES
+    if klass not in _MATRIX_CLASSES:
+        return False
+    if dtype:
+        return dtype in TENSOR_CORE_DTYPES
+    return any(w in text for w in _TENSOR_CORE_DTYPE_WORDS)
 
 
-__all__ = ["CLASSES", "normalize", "kernel_class", "uses_tensor_cores", "TENSOR_CORE_DTYPES", "demangle",
+_TENSILE_MI = re.compile(r" mi \d+ x \d+ x \d+ ")
+
+
+__all__ = ["CLASSES", "normalize", "kernel_class", "classify", "KernelMatch", "words", "name_scopes", "uses_tensor_cores", "TENSOR_CORE_DTYPES", "demangle",
            "display_name", "name_fields", "short_hash", "DEMANGLER"]

@@ -48,7 +48,8 @@ CATEGORIES: Tuple[str, ...] = tuple(k for k, _ in BUSY + IDLE)
 LABELS: Dict[str, str] = dict(BUSY + IDLE)
 COMPUTE = ("gemm", "attention", "convolution", "elementwise", "reduction", "other_kernels")
 _CLASS_KEY = {"GEMM": "gemm", "attention": "attention", "conv": "convolution", "elementwise": "elementwise",
-              "reduction": "reduction", "norm": "reduction", "communication": "communication", "other": "other_kernels"}
+              "reduction": "reduction", "norm": "reduction", "communication": "communication", "other": "other_kernels",
+              "memcpy": "memcpy", "memset": "memset"}  # kernels that copy or fill (KV-cache writes, ROCm blit kernels)
 _IDX = {k: i for i, k in enumerate(CATEGORIES)}
 
 
