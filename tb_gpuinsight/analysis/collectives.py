@@ -337,13 +337,31 @@ def _world_size(trace: "KinetoTrace") -> int:
 
 
 def is_communication(acts: Table) -> np.ndarray:
-    """Rows of the activity table that are NCCL/RCCL kernels."""
+    """Rows of the activity table that are communication kernels: NCCL/RCCL, and every family the kernel-class
+    registry names communication (DeepEP dispatch/combine/notify, NVSHMEM, symmetric-memory and custom
+    all-reduce kernels)."""
     names = acts.strings.get("name", [])
     if not len(acts) or not names:
         return np.zeros(len(acts), dtype=bool)
-    flag = np.array([bool(COMM_KERNEL.search(n)) for n in names], dtype=bool)
+    flag = np.array([bool(COMM_KERNEL.search(n)) or _communication_family(n) is not None for n in names],
+                    dtype=bool)
     kernel_code = acts.strings["kind"].index("kernel") if "kernel" in acts.strings["kind"] else -1
     return flag[acts["name"]] & (acts["kind"] == kernel_code)
+
+
+def communication_links(acts: Table) -> np.ndarray:
+    """Per row: "internode" / "intranode" where a communication kernel's name says which, else ""."""
+    names = acts.strings.get("name", [])
+    links = np.array([(_communication_family(n) or "") for n in names] + [""], dtype=object)
+    return links[acts["name"]] if len(acts) else np.empty(0, dtype=object)
+
+
+def _communication_family(name: str) -> Optional[str]:
+    """The link a communication kernel's name states ("" when it does not say); None when not communication."""
+    from .kernel_names import classify  # the registry's words; imported here: collectives loads early
+
+    match = classify(name)
+    return (match.link or "") if match.klass == "communication" else None
 
 
 def rate_communication(acts: Table, devices: Dict[int, Any]) -> None:

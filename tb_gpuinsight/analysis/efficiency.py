@@ -38,7 +38,8 @@ from ..estimate.flops import OpEstimate, estimate_op, freeze
 from ..estimate.memo import default_memo
 from ..trace.kineto import KinetoTrace
 from ..trace.table import Interner, Table
-from .collectives import activity_columns, is_communication, mark_communication_groups, rate_communication
+from .collectives import activity_columns, communication_links, is_communication, mark_communication_groups, \
+    rate_communication
 from .correlate import (COMPILED_REGIONS, LINK_NAMES, NO_OP, graph_replayed, link_activities, op_parents,
                         under_compiled_region)
 from .kernel_roles import (COMPUTE, COPIES, EPILOGUE, LAYOUT, MEMCPY, MEMSET, ROLE_REASONS, ROLES, SPLITK, WORK,
@@ -581,8 +582,13 @@ def _rate(acts: Table, devices: Dict[int, DeviceReport], dtype: str) -> None:
 def _rate_links(acts: Table, devices: Dict[int, DeviceReport]) -> None:
     """Communication kernels are rated on the interconnect (busbw / link); above the link is over the roof."""
     rate_communication(acts, devices)
-    comm = is_communication(acts) & np.isfinite(acts["efficiency"])
+    every = is_communication(acts)
+    comm = every & np.isfinite(acts["efficiency"])
     acts["reason"][comm] = CODES.index(RATED)
+    unsized = every & ~comm & (acts["dur"] > 0)
+    links = communication_links(acts)
+    acts["reason"][unsized & (links == "internode")] = CODES.index("comm_internode")
+    acts["reason"][unsized & (links != "internode")] = CODES.index("comm_unsized")
     with np.errstate(invalid="ignore"):
         over = comm & (acts["efficiency"] > 1.0)
     acts["over_roof"][over] = True

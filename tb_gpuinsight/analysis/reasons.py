@@ -32,6 +32,12 @@ REASONS: Dict[str, Tuple[str, str]] = {  # code -> (label, hint)
                        "pick the device with --device / the Device menu, or add a row with --devices FILE"),
     "no_peak": ("no datasheet peak for the kernel's dtype, or its dtype is unknown",
                 "rate with another dtype (--dtype / the dtype menu); record_shapes=True gives each op's dtype"),
+    "comm_unsized": ("communication kernel without a recorded message size",
+                     "NCCL/RCCL collectives record their sizes on record_param_comms; DeepEP, NVSHMEM and custom "
+                     "all-reduce kernels do not, so their bandwidth is unknown"),
+    "comm_internode": ("internode communication (network): no NIC bandwidth in the trace",
+                       "the trace names neither the message size nor the network's bandwidth: rate it with the "
+                       "sizes your launcher logs against your NIC's figure"),
     "over_roof": ("estimate above the physical roof (left out of summaries)",
                   "see the over-the-roof cause on the kernel; the estimate, not the GPU, is wrong"),
 }
