@@ -141,3 +141,55 @@ def test_open_in_perfetto_protocol_and_offline(tmp_path):
                                 timeout=10000)
         page.context.set_offline(False)
     assert not console, console
+
+
+def test_find_and_show_on_timeline_with_long_rocm_names(tmp_path):
+    """On an MI300X vLLM trace: Find takes a lower-case part of a mangled CK name and steps through the matches of
+    both CK kernels that share it; "Show on timeline" from the Kernel efficiency tab lands on an 822-character
+    kernel name (a parameter takes at most 500 characters: the row's key is sent instead)."""
+    import os
+
+    from .corpus import corpus_path
+
+    logdir = tmp_path / "logdir"
+    (logdir / "vllm").mkdir(parents=True)
+    os.symlink(corpus_path("tracelens/vllm_decode_full__graph_execution.json.gz"),
+               logdir / "vllm" / "mi300x.pt.trace.json.gz")
+    console: list = []
+    with plugin_page(tmp_path, str(logdir), console=console) as (page, frame):
+        _open_timeline(frame, "vllm")
+        find = frame.locator("input[aria-label='Find on timeline']")
+        find.fill("rmsnorm2dfwd")
+        find.press("Enter")
+        frame.wait_for_selector(".tl-found .tl-found-pos", timeout=30000)
+        bar = frame.locator(".tl-found").inner_text()
+        assert "2 names matching" in bar, bar
+        total = int(frame.locator(".tl-found-pos").inner_text().split("/")[1].replace(",", ""))
+        names = frame.locator("select[aria-label='Names found'] option").all_inner_texts()
+        assert len(names) == 3 and all("Rmsnorm2dFwd" in n for n in names[1:])
+        first = frame.locator(".tl-found-pos").inner_text()
+        frame.locator(".tl-found .tl-next").click()
+        frame.wait_for_function("p => document.querySelector('.tl-found-pos')?.textContent !== p", arg=first)
+        frame.wait_for_function("() => /Rmsnorm2dFwd/.test(document.querySelector('.drawer:not([hidden]) "
+                                ".kernel-name')?.textContent || '')", timeout=30000)
+        assert frame.evaluate(f"() => ({CANVAS})().highlight.length") == total
+        # Narrow to one of the two names, then the longest name of the trace from the kernel table.
+        frame.locator("select[aria-label='Names found']").select_option(index=1)
+        frame.wait_for_function("() => /1 \\/|of “ck_tile::Rmsnorm2dFwd”/.test(document.querySelector('.tl-found')"
+                                "?.textContent || '')", timeout=30000)
+        frame.locator("nav.tabs button", has_text="Kernel efficiency").click()
+        frame.locator("input[aria-label='Filter kernel names']").fill("direct_copy_kernel_cuda")
+        frame.wait_for_function("() => { const rows = document.querySelectorAll('.tabulator-row');"
+                                " return rows.length === 1 && /direct_copy/.test(rows[0].textContent); }",
+                                timeout=60000)
+        frame.locator(".tabulator-row").first.click()
+        frame.wait_for_selector(".drawer:not([hidden]) .show-on-timeline", timeout=30000)
+        name = frame.locator(".drawer:not([hidden]) .kernel-name").inner_text()
+        assert len(name) > 800
+        frame.locator(".drawer:not([hidden]) .show-on-timeline").click()
+        frame.wait_for_function("n => document.querySelector('.drawer:not([hidden]) .kernel-name')?.textContent === n"
+                                " && document.querySelector('nav.tabs button.active')?.textContent === 'Timeline'",
+                                arg=name, timeout=60000)
+        assert "highlighted" in frame.locator(".tl-found").inner_text()
+        assert not frame.locator(".tl-notice .error, .tl-notice [role=alert]").count()
+    assert not console, console

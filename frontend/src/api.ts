@@ -216,6 +216,8 @@ export interface KernelQuery {
   dtype: Dtype;
   group: Group;
   filter: string;
+  /** One kernel by its key (a row's or the timeline's `name_key`): exact whatever the name's length. */
+  nameKey?: string;
   op: string;
   sort: string;
   order: Order;
@@ -331,6 +333,7 @@ export const api = {
         dtype: q.dtype,
         group: q.group,
         filter: q.filter,
+        name_key: q.nameKey,
         op: q.op,
         sort: q.sort,
         order: q.order,
