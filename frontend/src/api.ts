@@ -61,6 +61,8 @@ export interface RunInfo {
 export interface RunsResponse {
   runs: RunInfo[];
   scan_interval_s?: number;
+  /** Why the logdir yields no run ("<path>: <reason>"), or a summary store that cannot be used; null when fine. */
+  logdir_error?: string | null;
 }
 
 export interface DeviceSpec {
