@@ -195,3 +195,18 @@ def test_capture_round_trips_through_reader(tmp_path):
     # Tensor.t: call a, ret; torch.matmul: call a, call other, ret
     assert not parsed.errors and len(parsed) == 5
     assert set(parsed.to_pandas()["function"]) == {"Tensor.t", "torch.matmul"}
+
+
+def test_a_new_run_folder_is_created_as_the_readme_shows(tmp_path, monkeypatch):
+    """`TensorTrace("runs/my_run")` before the folder exists writes `runs/my_run/{host}_{pid}.tensor.trace`; a
+    name with a suffix stays the file itself."""
+    import socket
+
+    monkeypatch.chdir(tmp_path)
+    with TensorTrace("runs/my_run"):
+        torch.ones(2, 2) @ torch.ones(2, 2)
+    written = tmp_path / "runs" / "my_run" / f"{socket.gethostname()}_{os.getpid()}.tensor.trace"
+    assert written.is_file() and written.read_text().startswith("[")
+    with TensorTrace("runs/one.tensor.trace"):
+        torch.ones(2) + 1
+    assert (tmp_path / "runs" / "one.tensor.trace").is_file()
