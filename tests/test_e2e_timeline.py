@@ -4,6 +4,8 @@ kernel, and so does "on timeline" next to a kernel link of an Overview recommend
 Perfetto's PING/PONG protocol (against a stand-in window) and says when offline."""
 from __future__ import annotations
 
+import pytest
+
 from .browser import plugin_page
 
 CANVAS = "() => document.querySelector('.tl-canvas')?.timeline"
@@ -192,4 +194,58 @@ def test_find_and_show_on_timeline_with_long_rocm_names(tmp_path):
                                 arg=name, timeout=60000)
         assert "highlighted" in frame.locator(".tl-found").inner_text()
         assert not frame.locator(".tl-notice .error, .tl-notice [role=alert]").count()
+    assert not console, console
+
+
+TAB_LABELS = ("Overview", "Kernel efficiency", "Diff", "Tensor shapes", "Execution graph", "Memory", "Timeline",
+              "Distributed")
+
+
+def _active_tab(frame) -> str:
+    frame.wait_for_selector("nav.tabs button.active", timeout=60000)
+    return frame.locator("nav.tabs button.active").inner_text()
+
+
+def _zoom_in(page, frame):
+    """Zoom the drawn Timeline in one wheel notch; the viewport once drawn."""
+    _wait_drawn(frame)
+    frame.locator(".tl-canvas").hover()
+    page.mouse.wheel(0, -400)
+    frame.wait_for_timeout(500)
+    _wait_drawn(frame)
+    return _viewport(frame)
+
+
+def test_every_tab_survives_a_reload_of_the_frame_and_of_the_page(tmp_path):
+    """Reloading the plugin's frame, or TensorBoard's page, lands on the same tab of the same run (the Timeline on
+    the same viewport), never on a "Not Found" page."""
+    from .browser import plugin_frame
+
+    console: list = []
+    with plugin_page(tmp_path, console=console) as (page, frame):
+        frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
+        frame.locator("select[aria-label='Run']").select_option("bert_h100")
+        for label in TAB_LABELS:
+            frame.locator("nav.tabs button", has_text=label).click()
+            assert _active_tab(frame) == label
+            if label == "Timeline":
+                before = _zoom_in(page, frame)
+            frame.evaluate("() => location.reload()")
+            frame.wait_for_load_state()
+            assert "Not Found" not in frame.locator("body").inner_text()[:200]
+            assert _active_tab(frame) == label, label
+            assert frame.locator("select[aria-label='Run']").input_value() == "bert_h100"
+            if label == "Timeline":
+                _wait_drawn(frame)
+                assert _viewport(frame) == pytest.approx(before, abs=0.01)
+        page.reload()
+        frame = plugin_frame(page)
+        assert _active_tab(frame) == "Distributed"
+        frame.locator("nav.tabs button", has_text="Timeline").click()
+        before = _zoom_in(page, frame)
+        page.reload()
+        frame = plugin_frame(page)
+        assert _active_tab(frame) == "Timeline"
+        _wait_drawn(frame)
+        assert _viewport(frame) == pytest.approx(before, abs=0.01)
     assert not console, console

@@ -2,7 +2,7 @@
 // than a pixel, per-pixel aggregates otherwise), steps, idle gaps, classes or % of roof, a range breakdown, find
 // and "show on timeline", the kernel details drawer, and "Open in Perfetto". With the worker "All ranks" it stacks
 // every rank's stream lanes and top-level CPU lanes on one time base (the server aligns them).
-// The viewport lives in the plugin frame's URL hash (#t0=…&t1=…&tspan=…): reloading the frame restores it.
+// The viewport lives in the deep link (TensorBoard's URL: gi.timeline.t0, t1, tspan): a reload restores it.
 import { api, isAbort, type KernelRow, type Selection } from "../api";
 import { Details, drawer, stat } from "../components/details";
 import { CAUSE_COLORS, CAUSE_LABELS, criticalPathApi } from "../components/criticalPathApi";
@@ -17,8 +17,10 @@ import { takeTimelineTarget, type TimelineTarget } from "../nav";
 import { ALL_WORKERS, nav, scopeFor, type StepScope } from "../state";
 import type { TabDef, TabView } from "./types";
 import { htmlTableExport } from "../export";
+import { tabLink, writeTabLink } from "../deeplink";
 
 const FETCH_DELAY_MS = 40;
+const TAB_ID = "timeline";
 
 /** Deepest CPU nesting level shown for a view covering `frac` of the span: top-level ops until zoomed in. */
 export function depthFor(frac: number): number {
@@ -27,10 +29,12 @@ export function depthFor(frac: number): number {
   return 12;
 }
 
+/** The viewport kept in the deep link (`gi.timeline.t0`, `t1`, `tspan`): a reload of the page or of the plugin's
+ * frame lands on the same range of the same span. */
 function readHash(): { t0?: number; t1?: number; tspan?: string } {
-  const p = new URLSearchParams(window.location.hash.replace(/^#/, ""));
-  const num = (k: string) => (p.has(k) && Number.isFinite(Number(p.get(k))) ? Number(p.get(k)) : undefined);
-  return { t0: num("t0"), t1: num("t1"), tspan: p.get("tspan") ?? undefined };
+  const p = tabLink(TAB_ID);
+  const num = (v: string | undefined) => (v !== undefined && v !== "" && Number.isFinite(Number(v)) ? Number(v) : undefined);
+  return { t0: num(p.t0), t1: num(p.t1), tspan: p.tspan };
 }
 
 class TimelineTabView implements TabView {
@@ -299,7 +303,7 @@ class TimelineTabView implements TabView {
     const meta = this.meta;
     if (!meta) return;
     this.applyDepth((t1 - t0) / Math.max(meta.duration_us, 1e-9));
-    window.history.replaceState(null, "", `#t0=${t0.toFixed(3)}&t1=${t1.toFixed(3)}&tspan=${encodeURIComponent(this.tspan)}`);
+    writeTabLink(TAB_ID, { t0: t0.toFixed(3), t1: t1.toFixed(3), tspan: this.tspan || null });
     clearTimeout(this.timer);
     this.timer = setTimeout(() => void this.fetchView(t0, t1), FETCH_DELAY_MS);
   }
@@ -523,7 +527,7 @@ function rangeTable(res: RangeBreakdown): HTMLElement {
 }
 
 export const timelineTab: TabDef = {
-  id: "timeline",
+  id: TAB_ID,
   label: "Timeline",
   mount: (host, sel) => new TimelineTabView(host, sel),
 };
