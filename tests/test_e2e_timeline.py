@@ -160,6 +160,12 @@ def test_find_and_show_on_timeline_with_long_rocm_names(tmp_path):
     console: list = []
     with plugin_page(tmp_path, str(logdir), console=console) as (page, frame):
         _open_timeline(frame, "vllm")
+        # Lanes are sized to what they hold: GPU streams (kernels, names inside) taller than CPU op lanes.
+        heights = frame.evaluate(f"() => {{ const tl = ({CANVAS})();"
+                                 " return tl.lanes.map((l, i) => [l.kind, tl.tops[i + 1] - tl.tops[i]]); }")
+        gpu = {h for kind, h in heights if kind == "gpu"}
+        cpu = {h for kind, h in heights if kind == "cpu"}
+        assert gpu and cpu and min(gpu) > max(cpu), heights
         find = frame.locator("input[aria-label='Find on timeline']")
         find.fill("rmsnorm2dfwd")
         find.press("Enter")
