@@ -134,7 +134,7 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
            tensor_traces: "Optional[Iterable[os.PathLike[str] | str]]" = None) -> "ShapesReport":
     """The Tensor shapes view of one trace: `report.ops` (DataFrame: op, input dims and types, calls, CPU and device
     time, FLOPs, TFLOP/s, % of peak), `report.tensors.to_pandas()` (tensor.trace records joined to ops; None
-    without a tensor.trace), `report.distribution("aten::mm")`. `tensor_traces`: files to join; by default the
+    without a tensor.trace, and `report.tensors_note` says why), `report.distribution("aten::mm")`. `tensor_traces`: files to join; by default the
     companions logdir discovery pairs with this trace (`{worker}.{stamp}.tensor.trace`, then the run's)."""
     from .analysis.shapes import companion_tensor_traces, shapes_report
     from .trace.tensortrace import read_tensor_trace as read_tt
