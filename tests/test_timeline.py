@@ -366,6 +366,10 @@ def test_find_by_any_part_of_a_name_on_a_rocm_trace(tmp_path):
     assert code == 200 and tensile["names"] and all(n["name"].startswith("Cijk_Alik") for n in tensile["names"])
     totals = [n["total_us"] for n in tensile["names"]]
     assert totals == sorted(totals, reverse=True)
+    # The kernel drawer asks the kernel table for the one row of a key, whatever the name's length.
+    key = meta["name_keys"][meta["names"].index(longest)]
+    code, table = get("kernels", name_key=key)
+    assert code == 200 and [row["name"] for row in table["rows"]] == [longest] and table["rows"][0]["name_key"] == key
     code, none = get("timeline/find", q="no such kernel anywhere")
     assert code == 200 and none["count"] == 0 and none["longest"] is None and none["names"] == []
     for bad in ({}, {"name_key": "XYZ"}, {"q": "x" * 600}):
