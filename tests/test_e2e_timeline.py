@@ -200,6 +200,14 @@ def test_find_and_show_on_timeline_with_long_rocm_names(tmp_path):
                                 arg=name, timeout=60000)
         assert "highlighted" in frame.locator(".tl-found").inner_text()
         assert not frame.locator(".tl-notice .error, .tl-notice [role=alert]").count()
+        # The whole name as the kernel table's filter (an Overview link sends it so): the row, not an error.
+        frame.locator("nav.tabs button", has_text="Kernel efficiency").click()
+        rows = "() => document.querySelectorAll('.tabulator-row').length"
+        frame.locator("input[aria-label='Filter kernel names']").fill("")
+        frame.wait_for_function(f"() => ({rows})() > 1", timeout=60000)
+        frame.locator("input[aria-label='Filter kernel names']").fill(name)
+        frame.wait_for_function(f"() => ({rows})() === 1", timeout=60000)
+        assert not frame.locator(".content [role=alert]").count()
     assert not console, console
 
 

@@ -256,6 +256,12 @@ export function canRetry(err: unknown): boolean {
 type Params = Record<string, string | number | undefined | null>;
 
 /** Relative URL of a route with its query string; empty and undefined params are left out. */
+/** The server takes text parameters of up to 500 characters. A filter matches names that contain it, so its first
+ * 400 characters still match every name the whole text matches (a 1,000-character kernel name from a link). */
+export function substring(text: string | undefined): string | undefined {
+  return text === undefined ? undefined : text.slice(0, 400);
+}
+
 export function routeUrl(route: string, params: Params = {}): string {
   const query = new URLSearchParams();
   for (const [key, value] of Object.entries(params)) {
@@ -334,9 +340,9 @@ export const api = {
         device: q.device,
         dtype: q.dtype,
         group: q.group,
-        filter: q.filter,
+        filter: substring(q.filter),
         name_key: q.nameKey,
-        op: q.op,
+        op: substring(q.op),
         sort: q.sort,
         order: q.order,
         offset: q.offset,
@@ -493,7 +499,7 @@ export function fetchDiff(a: Selection, b: Selection, q: DiffQuery, signal?: Abo
       match: q.match,
       by: q.by,
       dtype: q.dtype,
-      filter: q.filter,
+      filter: substring(q.filter),
       status: q.status,
       sort: q.sort,
       order: q.order,
