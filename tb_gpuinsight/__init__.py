@@ -142,7 +142,7 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
            tensor_traces: "Optional[Iterable[os.PathLike[str] | str]]" = None) -> "ShapesReport":
     """The Tensor shapes view of one trace: `report.ops` (DataFrame: op, input dims and types, calls, CPU and device
     time, FLOPs, TFLOP/s, % of peak), `report.tensors.to_pandas()` (tensor.trace records joined to ops; None
-    without a tensor.trace), `report.distribution("aten::mm")`. `tensor_traces`: files to join; by default the
+    without a tensor.trace, and `report.tensors_note` says why), `report.distribution("aten::mm")`. `tensor_traces`: files to join; by default the
     companions logdir discovery pairs with this trace (`{worker}.{stamp}.tensor.trace`, then the run's)."""
     from .analysis.shapes import companion_tensor_traces, shapes_report
     from .trace.tensortrace import read_tensor_trace as read_tt
@@ -355,12 +355,22 @@ def summarize(logdir: "os.PathLike[str] | str", store: Optional[str] = None, eng
     local one of `workers` processes; needs the `cluster` extra). Workers read the traces themselves and write the
     summaries to the store. A failed trace is retried once, then recorded in the store with its reason and skipped
     by later runs unless `retry_failed`. Returns a report: `.done`, `.already`, `.failed` [(trace, reason)],
-    `.seconds`, `.stats` (per file: seconds, peak_rss, pid)."""
+    `.seconds`, `.stats` (per file: seconds, peak_rss, pid), `.skipped` [(trace, reason)]: failed in an earlier run.
+    Failed and skipped traces are also reported as one warning. The local workers are fresh interpreters that do
+    not import the calling script: a plain script needs no `if __name__ == "__main__":` guard."""
+    import warnings
+
     from .store.batch import summarize as run_batch
 
-    return run_batch(os.fspath(logdir), store=store, engine=engine, scheduler=scheduler,
-                     workers=workers if workers is not None else min(os.cpu_count() or 1, 4),
-                     extra_args=tuple(extra_args), max_trace_gb=max_trace_gb, retry_failed=retry_failed)
+    report = run_batch(os.fspath(logdir), store=store, engine=engine, scheduler=scheduler,
+                       workers=workers if workers is not None else min(os.cpu_count() or 1, 4),
+                       extra_args=tuple(extra_args), max_trace_gb=max_trace_gb, retry_failed=retry_failed)
+    problems = [f"{name}: {reason}" for name, reason in report.failed] + \
+        [f"{name}: failed before: {reason} (retry_failed=True to try again)" for name, reason in report.skipped]
+    if problems:
+        warnings.warn(f"{len(report.failed)} trace(s) failed, {len(report.skipped)} skipped: " + "; ".join(problems),
+                      stacklevel=2)
+    return report
 
 
 def export_parquet(store: str, out: "os.PathLike[str] | str", logdir: Optional[str] = None,

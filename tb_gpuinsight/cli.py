@@ -227,9 +227,32 @@ def _analysis_options(p) -> None:
                                                      "(also read from $TB_GPUINSIGHT_DEVICES)")
 
 
+def _check_device(args) -> None:
+    """`--device NAME` must be a datasheet row (the plugin answers 400 to another name): checked before any work."""
+    from difflib import get_close_matches
+
+    from .errors import ConfigError
+    from .estimate.devices import load_datasheet
+
+    if not getattr(args, "device", None):
+        return
+    names = [spec.name for spec in load_datasheet(args.devices)]
+    if args.device not in names:
+        close = get_close_matches(args.device, names, n=3, cutoff=0.4)
+        raise ConfigError(f"--device {args.device!r} is not a datasheet row" +
+                          (f"; did you mean {', '.join(repr(n) for n in close)}?" if close else "") +
+                          " (the datasheet's rows are the Device picker's; add one with --devices FILE)")
+
+
+def _top(args) -> int:
+    """Rows to write: --top when given, else 20 in a table and all of them in CSV or JSON (0 = all)."""
+    return args.top if args.top is not None else (20 if args.format == "table" else 0)
+
+
 def _analyze(path: str, args):
     from . import analyze, load
 
+    _check_device(args)
     trace = load(path, progress=terminal_progress(os.path.basename(path)))
     ets = getattr(args, "et", None)
     captures = getattr(args, "capture", None)
@@ -242,7 +265,7 @@ def _register_analyze(sub) -> None:
     p = sub.add_parser("analyze", help="efficiency of every kernel: FLOPs, bytes, achieved vs device peak")
     p.add_argument("path")
     _analysis_options(p)
-    p.add_argument("--top", type=int, default=20, help="rows to show (0 = all)")
+    p.add_argument("--top", type=int, help="rows to show (0 = all; default 20 in a table, all in CSV or JSON)")
     p.add_argument("--by", choices=("name", "op"), default="name",
                    help="group by kernel name, or by launching op and kernel name")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
@@ -263,7 +286,8 @@ def _cmd_analyze(args) -> int:
     eff = _analyze(args.path, args)
     table = eff.by_name() if args.by == "name" else eff.by_op()
     order = sort_order(table, "total_us")
-    rows = group_rows(table, order[: args.top] if args.top > 0 else order)
+    top = _top(args)
+    rows = group_rows(table, order[:top] if top > 0 else order)
     if args.format == "json":
         import json
 
@@ -278,7 +302,7 @@ def _cmd_analyze(args) -> int:
 
 
 _ANALYZE_COLUMNS = (
-    ("!", "over_roof", 1), ("kernel", "display_name", 56), ("class", "kernel_class", 11), ("op", "op", 28),
+    ("!", "over_roof", 1), ("kernel", "display_name", 56), ("class", "kernel_class", 13), ("op", "op", 28),
     ("dev", "device", 3), ("calls", "count", 6),
     ("total ms", "total_us", 9), ("% time", "time_share", 6), ("mean us", "mean_us", 9),
     ("TFLOP/s", "tflops", 8), ("% peak", "pct_peak", 7), ("GB/s", "gbps", 8), ("% DRAM", "pct_dram", 7),
@@ -348,7 +372,8 @@ def _cell(text: str, width: int, key: str) -> str:
     if len(text) > width:
         half = (width - 1) // 2
         text = text[:half] + "~" + text[len(text) - (width - 1 - half):]
-    return text.ljust(width) if key in ("name", "op", "kernel", "bound", "dtype", "status", "class") \
+    return text.ljust(width) if key in ("name", "display_name", "op", "kernel", "bound", "dtype", "status", "class",
+                                        "kernel_class") \
         else text.rjust(width)
 
 
@@ -361,7 +386,7 @@ def _fmt(key: str, v) -> str:
         return f"{v / 1000:,.3f}"
     if key in ("time_share", "pct_peak", "pct_dram", "efficiency", "delta_pct", "pct_peak_a", "pct_peak_b"):
         return f"{100 * v:.1f}"
-    if isinstance(v, float) and key.startswith("count"):
+    if isinstance(v, float) and key.startswith(("count", "launches")):
         return f"{v:,.0f}" if v == int(v) else f"{v:,.1f}"  # calls per span: whole unless spans differ
     if isinstance(v, float):
         return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.2f}"
@@ -383,7 +408,22 @@ def _print_csv(rows: List[Dict]) -> None:
         return
     writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: _csv_cell(v) for k, v in r.items()} for r in rows)
+
+
+def _csv_cell(value):
+    """One line per cell: a list or dict (grid, block, shapes), or JSON text as recorded (over several lines in
+    CUDA traces), as compact JSON; other text with its line breaks folded into spaces."""
+    import json
+
+    if isinstance(value, (list, dict, tuple)):
+        return json.dumps(value, separators=(",", ":"))
+    if isinstance(value, str) and value[:1] in ("[", "{"):
+        try:
+            return json.dumps(json.loads(value), separators=(",", ":"))
+        except ValueError:
+            pass
+    return " ".join(value.split()) if isinstance(value, str) and "\n" in value else value
 
 
 # ---------------------------------------------------------------------------------------------- augment
@@ -399,9 +439,25 @@ def _register_augment(sub) -> None:
 def _cmd_augment(args) -> int:
     from .analysis.augment import write_augmented
 
+    _check_output(args.src, args.dst)
     count = write_augmented(args.src, args.dst, _analyze(args.src, args))
     print(f"wrote {args.dst}: {count:,} events annotated")
     return 0
+
+
+def _check_output(src: str, dst: str) -> None:
+    """Refuse an output path that cannot be written before the analysis runs (it can take minutes)."""
+    from .errors import ConfigError
+
+    folder = os.path.dirname(os.path.abspath(dst))
+    if os.path.exists(dst) and os.path.exists(src) and os.path.samefile(src, dst):
+        raise ConfigError(f"{dst}: refusing to overwrite the input trace; choose another output path")
+    if os.path.isdir(dst):
+        raise ConfigError(f"{dst}: is a directory; give a file path (.json or .json.gz)")
+    if not os.path.isdir(folder):
+        raise ConfigError(f"{dst}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f"{dst}: the folder {folder} is not writable")
 
 
 # ---------------------------------------------------------------------------------------------- diff
@@ -416,7 +472,7 @@ def _register_diff(sub) -> None:
     p.add_argument("--by", choices=("kernel", "op"), default="kernel",
                    help="rows per kernel, or per launching op and input shapes")
     _analysis_options(p)
-    p.add_argument("--top", type=int, default=20, help="rows to show (0 = all)")
+    p.add_argument("--top", type=int, help="rows to show (0 = all; default 20 in a table, all in CSV or JSON)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=_cmd_diff)
 
@@ -426,9 +482,11 @@ def _cmd_diff(args) -> int:
 
     names = tuple(args.names) if args.names else (os.path.basename(args.a.rstrip("/")),
                                                  os.path.basename(args.b.rstrip("/")))
+    _check_device(args)
     options = dict(dtype=args.dtype, devices_file=args.devices, device=args.device)
     result = diff(args.a, args.b, names=names, match=args.match, by=args.by, **options)
-    shown = result.rows[: args.top] if args.top > 0 else result.rows
+    top = _top(args)
+    shown = result.rows[:top] if top > 0 else result.rows
     if args.format == "json":
         import json
 

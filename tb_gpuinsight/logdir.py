@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import tarfile
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -313,3 +314,34 @@ def _entry(path: str) -> Optional[FileEntry]:
         else:  # named like a trace but not one: say so rather than hide it
             sniffed = Sniffed(UNREADABLE, f"named like a trace but is {sniffed.reason}")
     return FileEntry(path, sniffed.kind, st.st_size, st.st_mtime_ns, sniffed.reason)
+
+
+_PROBLEM_SCAN_LIMIT = 10_000  # entries looked at to tell an empty logdir from one of other files
+
+
+def logdir_problem(root: str) -> str:
+    """Why a local logdir where `discover` found no run yields none, as "<path>: <reason>": missing, not a
+    directory, unreadable, empty, or only files that are not traces (naming a few). "" for a URL logdir."""
+    if not root or is_url(root):
+        return ""
+    if not os.path.exists(root):
+        return f"{root}: no such directory (check the --logdir path)"
+    if not os.path.isdir(root):
+        hint = " (a .tar archive: extract it into a folder first)" if tarfile.is_tarfile(root) else ""
+        return f"{root}: not a directory but a file{hint}; --logdir takes the folder holding the traces"
+    try:
+        os.listdir(root)
+    except OSError as exc:
+        return f"{root}: cannot be read ({exc.strerror or exc})"
+    others: List[str] = []
+    for dirpath, files in _walk(root):
+        others += [os.path.relpath(os.path.join(dirpath, f), root) for f in files]
+        if len(others) >= _PROBLEM_SCAN_LIMIT:
+            break
+    if not others:
+        return f"{root}: empty, no file in it or its subfolders"
+    example = ", ".join(sorted(others)[:3])
+    tars = [f for f in others if re.search(r"\.(tar|tar\.gz|tgz)$", f)]
+    hint = f"; {tars[0]} is an archive: extract it first" if tars else ""
+    return (f"{root}: {len(others)}{'+' if len(others) >= _PROBLEM_SCAN_LIMIT else ''} files but no PyTorch "
+            f"profiler trace (*.pt.trace.json or *.pt.trace.json.gz), e.g. {example}{hint}")

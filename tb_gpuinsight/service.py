@@ -25,7 +25,7 @@ from . import cache as cache_mod
 from .analysis.efficiency import AUTO, Efficiency, combine
 from .errors import GpuInsightError, TraceError
 from .estimate.devices import DeviceSpec, load_datasheet
-from .logdir import FileEntry, Run, discover
+from .logdir import FileEntry, Run, discover, logdir_problem
 from .sections import Section, SectionContext, build_all
 from .store import open_store
 from .store.jobs import span_job
@@ -227,12 +227,12 @@ class LogdirService:
         """Discover runs and spans; queue new or changed spans for analysis."""
         try:
             found = discover(self.logdir) if self.logdir else []
-            self.scan_error = ""
+            self._logdir_problem("" if found or self.runs else logdir_problem(self.logdir))
         except GpuInsightError as exc:
-            self.scan_error = str(exc)
+            self._logdir_problem(logdir_problem(self.logdir) or str(exc))
             return
         except OSError as exc:
-            self.scan_error = f"{self.logdir}: {exc.strerror or exc}"
+            self._logdir_problem(f"{self.logdir}: {exc.strerror or exc}")
             return
         stored = (self.store.keys(), self.store.failure_keys())  # two listings per scan, not a request per span
         with self._lock:
@@ -372,6 +372,12 @@ class LogdirService:
                 span.status, span.reason = "waiting", f"still being written? {payload}"
             else:
                 span.status, span.reason = "error", payload
+
+    def _logdir_problem(self, problem: str) -> None:
+        """Keep why the logdir yields no run (the tab shows it); logged once, when it appears or changes."""
+        if problem and problem != self.scan_error:
+            log.warning("gpuinsight: %s", problem)
+        self.scan_error = problem
 
     # ------------------------------------------------------------------------------------------- queries
 

@@ -4,6 +4,8 @@ kernel, and so does "on timeline" next to a kernel link of an Overview recommend
 Perfetto's PING/PONG protocol (against a stand-in window) and says when offline."""
 from __future__ import annotations
 
+import pytest
+
 from .browser import plugin_page
 
 CANVAS = "() => document.querySelector('.tl-canvas')?.timeline"
@@ -140,4 +142,124 @@ def test_open_in_perfetto_protocol_and_offline(tmp_path):
         frame.wait_for_function("() => /needs internet/.test(document.querySelector('.tl-perfetto-status').textContent)",
                                 timeout=10000)
         page.context.set_offline(False)
+    assert not console, console
+
+
+def test_find_and_show_on_timeline_with_long_rocm_names(tmp_path):
+    """On an MI300X vLLM trace: Find takes a lower-case part of a mangled CK name and steps through the matches of
+    both CK kernels that share it; "Show on timeline" from the Kernel efficiency tab lands on an 822-character
+    kernel name (a parameter takes at most 500 characters: the row's key is sent instead)."""
+    import os
+
+    from .corpus import corpus_path
+
+    logdir = tmp_path / "logdir"
+    (logdir / "vllm").mkdir(parents=True)
+    os.symlink(corpus_path("tracelens/vllm_decode_full__graph_execution.json.gz"),
+               logdir / "vllm" / "mi300x.pt.trace.json.gz")
+    console: list = []
+    with plugin_page(tmp_path, str(logdir), console=console) as (page, frame):
+        _open_timeline(frame, "vllm")
+        # Lanes are sized to what they hold: GPU streams (kernels, names inside) taller than CPU op lanes.
+        heights = frame.evaluate(f"() => {{ const tl = ({CANVAS})();"
+                                 " return tl.lanes.map((l, i) => [l.kind, tl.tops[i + 1] - tl.tops[i]]); }")
+        gpu = {h for kind, h in heights if kind == "gpu"}
+        cpu = {h for kind, h in heights if kind == "cpu"}
+        assert gpu and cpu and min(gpu) > max(cpu), heights
+        find = frame.locator("input[aria-label='Find on timeline']")
+        find.fill("rmsnorm2dfwd")
+        find.press("Enter")
+        frame.wait_for_selector(".tl-found .tl-found-pos", timeout=30000)
+        bar = frame.locator(".tl-found").inner_text()
+        assert "2 names matching" in bar, bar
+        total = int(frame.locator(".tl-found-pos").inner_text().split("/")[1].replace(",", ""))
+        names = frame.locator("select[aria-label='Names found'] option").all_inner_texts()
+        assert len(names) == 3 and all("Rmsnorm2dFwd" in n for n in names[1:])
+        first = frame.locator(".tl-found-pos").inner_text()
+        frame.locator(".tl-found .tl-next").click()
+        frame.wait_for_function("p => document.querySelector('.tl-found-pos')?.textContent !== p", arg=first)
+        frame.wait_for_function("() => /Rmsnorm2dFwd/.test(document.querySelector('.drawer:not([hidden]) "
+                                ".kernel-name')?.textContent || '')", timeout=30000)
+        assert frame.evaluate(f"() => ({CANVAS})().highlight.length") == total
+        # Narrow to one of the two names, then the longest name of the trace from the kernel table.
+        frame.locator("select[aria-label='Names found']").select_option(index=1)
+        frame.wait_for_function("() => /1 \\/|of “ck_tile::Rmsnorm2dFwd”/.test(document.querySelector('.tl-found')"
+                                "?.textContent || '')", timeout=30000)
+        frame.locator("nav.tabs button", has_text="Kernel efficiency").click()
+        frame.locator("input[aria-label='Filter kernel names']").fill("direct_copy_kernel_cuda")
+        frame.wait_for_function("() => { const rows = document.querySelectorAll('.tabulator-row');"
+                                " return rows.length === 1 && /direct_copy/.test(rows[0].textContent); }",
+                                timeout=60000)
+        frame.locator(".tabulator-row").first.click()
+        frame.wait_for_selector(".drawer:not([hidden]) .show-on-timeline", timeout=30000)
+        name = frame.locator(".drawer:not([hidden]) .kernel-name").inner_text()
+        assert len(name) > 800
+        frame.locator(".drawer:not([hidden]) .show-on-timeline").click()
+        frame.wait_for_function("n => document.querySelector('.drawer:not([hidden]) .kernel-name')?.textContent === n"
+                                " && document.querySelector('nav.tabs button.active')?.textContent === 'Timeline'",
+                                arg=name, timeout=60000)
+        assert "highlighted" in frame.locator(".tl-found").inner_text()
+        assert not frame.locator(".tl-notice .error, .tl-notice [role=alert]").count()
+        # The whole name as the kernel table's filter (an Overview link sends it so): the row, not an error.
+        frame.locator("nav.tabs button", has_text="Kernel efficiency").click()
+        rows = "() => document.querySelectorAll('.tabulator-row').length"
+        frame.locator("input[aria-label='Filter kernel names']").fill("")
+        frame.wait_for_function(f"() => ({rows})() > 1", timeout=60000)
+        frame.locator("input[aria-label='Filter kernel names']").fill(name)
+        frame.wait_for_function(f"() => ({rows})() === 1", timeout=60000)
+        assert not frame.locator(".content [role=alert]").count()
+    assert not console, console
+
+
+TAB_LABELS = ("Overview", "Kernel efficiency", "Diff", "Tensor shapes", "Execution graph", "Memory", "Timeline",
+              "Distributed")
+
+
+def _active_tab(frame) -> str:
+    frame.wait_for_selector("nav.tabs button.active", timeout=60000)
+    return frame.locator("nav.tabs button.active").inner_text()
+
+
+def _zoom_in(page, frame):
+    """Zoom the drawn Timeline in one wheel notch; the viewport once drawn."""
+    _wait_drawn(frame)
+    frame.locator(".tl-canvas").hover()
+    page.mouse.wheel(0, -400)
+    frame.wait_for_timeout(500)
+    _wait_drawn(frame)
+    return _viewport(frame)
+
+
+def test_every_tab_survives_a_reload_of_the_frame_and_of_the_page(tmp_path):
+    """Reloading the plugin's frame, or TensorBoard's page, lands on the same tab of the same run (the Timeline on
+    the same viewport), never on a "Not Found" page."""
+    from .browser import plugin_frame
+
+    console: list = []
+    with plugin_page(tmp_path, console=console) as (page, frame):
+        frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
+        frame.locator("select[aria-label='Run']").select_option("bert_h100")
+        for label in TAB_LABELS:
+            frame.locator("nav.tabs button", has_text=label).click()
+            assert _active_tab(frame) == label
+            if label == "Timeline":
+                before = _zoom_in(page, frame)
+            frame.evaluate("() => location.reload()")
+            frame.wait_for_load_state()
+            assert "Not Found" not in frame.locator("body").inner_text()[:200]
+            assert _active_tab(frame) == label, label
+            assert frame.locator("select[aria-label='Run']").input_value() == "bert_h100"
+            if label == "Timeline":
+                _wait_drawn(frame)
+                assert _viewport(frame) == pytest.approx(before, abs=0.01)
+        page.reload()
+        frame = plugin_frame(page)
+        assert _active_tab(frame) == "Distributed"
+        frame.locator("nav.tabs button", has_text="Timeline").click()
+        before = _zoom_in(page, frame)
+        page.reload()
+        frame = plugin_frame(page)
+        assert _active_tab(frame) == "Timeline"
+        _wait_drawn(frame)
+        assert _viewport(frame) == pytest.approx(before, abs=0.01)
     assert not console, console

@@ -231,3 +231,19 @@ def test_cli_memory(tmp_path):
     assert body["summary"]["devices"][0]["peak"]["allocated"] == 101305344 and body["by_op"]
     csv = run("--format", "csv", "--what", "live", "--device", "cuda:0").splitlines()
     assert csv[0].startswith("index,") and len(csv) == 1 + 5
+
+
+def test_rocm_memory_devices_are_named_and_an_absent_device_is_an_error():
+    """ROCm records its GPUs' [memory] events as HIP (c10::DeviceType 6): they are `hip:0`, not a number; asking
+    the command line for a device the trace lacks exits 2 and lists the devices that exist."""
+    path = corpus_path("tracelens/vllm_decode_full__capture_traces/"
+                       "graph_capture_rank_0.1773709742341309550.pt.trace.json.gz")
+    devices = [d["device"] for d in tb_gpuinsight.memory(str(path)).summary["devices"]]
+    assert devices and all(d.startswith("hip:") for d in devices), devices
+    assert mem.DEVICE_TYPES[6] == "hip" and mem.DEVICE_TYPES[12] == "xpu" and mem.DEVICE_TYPES[13] == "mps"
+    from tb_gpuinsight import cli
+
+    out = subprocess.run([sys.executable, "-m", "tb_gpuinsight.cli", "memory", str(path), "--device", "cuda:0"],
+                         env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True)
+    assert out.returncode == 2 and f"devices in this trace: {', '.join(devices)}" in out.stderr, out.stderr
+    assert cli.main(["memory", str(path), "--device", devices[0], "--top", "1"]) == 0

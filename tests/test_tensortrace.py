@@ -212,3 +212,28 @@ def test_capture_round_trips_through_reader(tmp_path):
     # Tensor.t: call a, ret; torch.matmul: call a, call other, ret
     assert not parsed.errors and len(parsed) == 5
     assert set(parsed.to_pandas()["function"]) == {"Tensor.t", "torch.matmul"}
+
+
+def test_a_new_run_folder_is_created_as_the_readme_shows(tmp_path, monkeypatch):
+    """`TensorTrace("runs/my_run")` before the folder exists writes `runs/my_run/{host}_{pid}.tensor.trace`; a
+    name with a suffix stays the file itself."""
+    import socket
+
+    monkeypatch.chdir(tmp_path)
+    with TensorTrace("runs/my_run"):
+        torch.ones(2, 2) @ torch.ones(2, 2)
+    written = tmp_path / "runs" / "my_run" / f"{socket.gethostname()}_{os.getpid()}.tensor.trace"
+    assert written.is_file() and written.read_text().startswith("[")
+    with TensorTrace("runs/one.tensor.trace"):
+        torch.ones(2) + 1
+    assert (tmp_path / "runs" / "one.tensor.trace").is_file()
+
+
+def test_shapes_report_says_why_it_has_no_tensors():
+    import tb_gpuinsight as gi
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    bare = gi.shapes(os.path.join(root, "samples", "bert_h100", "h100-node.1751410836000000000.pt.trace.json.gz"))
+    assert bare.tensors is None and bare.tensors_note.startswith("no tensor.trace for h100-node.")
+    paired = gi.shapes(os.path.join(root, "samples", "cpu_mlp", "cpu-worker.1795250381957840523.pt.trace.json"))
+    assert paired.tensors is not None and paired.tensors_note == ""

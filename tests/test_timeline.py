@@ -324,3 +324,62 @@ def test_all_ranks_from_the_command_line_and_api(tmp_path, capsys):
     assert all(f"rank {r} · GPU {r} (all streams)" in text for r in range(8))
     labels = {line.split(",")[1].split(" · ")[0] for line in out_csv.read_text().splitlines()[1:]}
     assert labels == {f"rank {r}" for r in range(8)}
+
+
+VLLM = "tracelens/vllm_decode_full__graph_execution.json.gz"  # MI300X: CK (mangled) and Tensile kernels
+
+
+def _long_names(meta):
+    return sorted(meta["names"], key=len, reverse=True)
+
+
+def test_find_by_any_part_of_a_name_on_a_rocm_trace(tmp_path):
+    """Find takes any part of the raw, demangled or display name, case-insensitive; "Show on timeline" names the
+    longest real CK / Tensile / PyTorch kernel names (hundreds of characters) by key; matches come in time order."""
+    logdir = tmp_path / "logdir"
+    (logdir / "vllm").mkdir(parents=True)
+    os.symlink(corpus_path(VLLM), logdir / "vllm" / "mi300x.pt.trace.json.gz")
+    get = _serve(logdir, tmp_path / "cache", run="vllm", worker="mi300x", span="all")
+    code, meta = get("timeline/meta")
+    assert code == 200 and len(meta["name_keys"]) == len(meta["names"])
+    longest = _long_names(meta)[0]
+    assert len(longest) > 800
+    code, body = get("timeline/find", name=longest)  # a raw name this long does not fit a parameter
+    assert code == 400
+    for name in _long_names(meta)[:6]:  # the 822-character copy kernel, the CK norms, the Tensile GEMMs
+        code, found = get("timeline/find", name_key=meta["name_keys"][meta["names"].index(name)])
+        assert code == 200 and found["count"] >= 1 and [n["name"] for n in found["names"]] == [name]
+        code, ev = get("timeline/event", index=found["longest"]["index"])
+        assert code == 200 and ev["name"] == name and ev["name_key"] == found["names"][0]["key"]
+    # Two CK kernels share the display name "ck_tile::Rmsnorm2dFwd": its lower-case part finds both, through
+    # their demangled form (the raw names are mangled: `...12Rmsnorm2dFwdINS_27...`).
+    ck = [n for n in meta["names"] if n.startswith("_ZN7ck_tile") and "Rmsnorm2dFwd" in n]
+    assert len(ck) == 2
+    code, found = get("timeline/find", q="ck_tile::rmsnorm2dfwd")
+    assert code == 200 and sorted(n["name"] for n in found["names"]) == sorted(ck)
+    assert {n["display_name"] for n in found["names"]} == {"ck_tile::Rmsnorm2dFwd"}
+    starts = [o["start"] for o in found["occurrences"]]
+    assert starts == sorted(starts) and found["count"] == sum(n["count"] for n in found["names"]) == len(starts)
+    assert {meta["names"][o["name"]] for o in found["occurrences"]} == set(ck)
+    # A part of a Tensile display name ("MT16x16x256") and of a raw name ("cijk_alik") both find GEMMs.
+    code, tensile = get("timeline/find", q="cijk_alik")
+    assert code == 200 and tensile["names"] and all(n["name"].startswith("Cijk_Alik") for n in tensile["names"])
+    totals = [n["total_us"] for n in tensile["names"]]
+    assert totals == sorted(totals, reverse=True)
+    # The kernel drawer asks the kernel table for the one row of a key, whatever the name's length.
+    key = meta["name_keys"][meta["names"].index(longest)]
+    code, table = get("kernels", name_key=key)
+    assert code == 200 and [row["name"] for row in table["rows"]] == [longest] and table["rows"][0]["name_key"] == key
+    code, none = get("timeline/find", q="no such kernel anywhere")
+    assert code == 200 and none["count"] == 0 and none["longest"] is None and none["names"] == []
+    for bad in ({}, {"name_key": "XYZ"}, {"q": "x" * 600}):
+        code, body = get("timeline/find", **bad)
+        assert code == 400 and body["error"], bad
+
+
+def test_search_names_reads_every_form():
+    names = ["volta_sgemm_128x64_nn", "aten::mm", "_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwdEEEvv"]
+    assert tl.search_names(names, "SGEMM") == [0]
+    assert tl.search_names(names, "aten::") == [1]
+    assert tl.search_names(names, "rmsnorm2d") == [2]
+    assert tl.search_names(names, "   ") == []

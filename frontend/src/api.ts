@@ -61,6 +61,8 @@ export interface RunInfo {
 export interface RunsResponse {
   runs: RunInfo[];
   scan_interval_s?: number;
+  /** Why the logdir yields no run ("<path>: <reason>"), or a summary store that cannot be used; null when fine. */
+  logdir_error?: string | null;
 }
 
 export interface DeviceSpec {
@@ -216,6 +218,8 @@ export interface KernelQuery {
   dtype: Dtype;
   group: Group;
   filter: string;
+  /** One kernel by its key (a row's or the timeline's `name_key`): exact whatever the name's length. */
+  nameKey?: string;
   op: string;
   sort: string;
   order: Order;
@@ -252,6 +256,12 @@ export function canRetry(err: unknown): boolean {
 type Params = Record<string, string | number | undefined | null>;
 
 /** Relative URL of a route with its query string; empty and undefined params are left out. */
+/** The server takes text parameters of up to 500 characters. A filter matches names that contain it, so its first
+ * 400 characters still match every name the whole text matches (a 1,000-character kernel name from a link). */
+export function substring(text: string | undefined): string | undefined {
+  return text === undefined ? undefined : text.slice(0, 400);
+}
+
 export function routeUrl(route: string, params: Params = {}): string {
   const query = new URLSearchParams();
   for (const [key, value] of Object.entries(params)) {
@@ -330,8 +340,9 @@ export const api = {
         device: q.device,
         dtype: q.dtype,
         group: q.group,
-        filter: q.filter,
-        op: q.op,
+        filter: substring(q.filter),
+        name_key: q.nameKey,
+        op: substring(q.op),
         sort: q.sort,
         order: q.order,
         offset: q.offset,
@@ -488,7 +499,7 @@ export function fetchDiff(a: Selection, b: Selection, q: DiffQuery, signal?: Abo
       match: q.match,
       by: q.by,
       dtype: q.dtype,
-      filter: q.filter,
+      filter: substring(q.filter),
       status: q.status,
       sort: q.sort,
       order: q.order,

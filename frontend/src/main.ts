@@ -41,6 +41,8 @@ class App {
   private runs: RunInfo[] = [];
   private runsLoaded = false;
   private scanIntervalS = DEFAULT_SCAN_S;
+  /** Why the logdir yields no run (from /runs), shown in place of the tabs. */
+  private logdirError = "";
   private timer: ReturnType<typeof setTimeout> | undefined;
   private fetching = false;
 
@@ -189,6 +191,7 @@ class App {
     try {
       const res: RunsResponse = await api.runs();
       this.runs = Array.isArray(res.runs) ? res.runs : [];
+      this.logdirError = typeof res.logdir_error === "string" ? res.logdir_error : "";
       if (typeof res.scan_interval_s === "number" && res.scan_interval_s > 0) this.scanIntervalS = res.scan_interval_s;
       this.runsLoaded = true;
       replace(this.notice);
@@ -261,13 +264,15 @@ class App {
     replace(this.banner, run && run.status === "ready" && run.errors?.length ? partialErrorsBanner(run.errors) : null);
 
     if (!run) {
+      const problem = this.logdirError;
       this.setStatic(
-        "empty",
+        `empty|${problem}`,
         emptyState(
-          "No PyTorch profiler traces found under the logdir",
+          problem ? "The logdir holds no PyTorch profiler trace" : "No PyTorch profiler traces found under the logdir",
           h(
             "span",
             null,
+            problem ? h("span", { class: "logdir-problem", attrs: { role: "alert" } }, h("code", { text: problem }), h("br")) : null,
             "Point TensorBoard at a folder holding ",
             h("code", { text: "*.pt.trace.json" }),
             " or ",

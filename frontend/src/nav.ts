@@ -4,7 +4,12 @@ import { h } from "./dom";
 import { ALL_SPANS, openTab } from "./state";
 
 export interface TimelineTarget {
+  /** The exact name (a kernel's or an op's), or a part of names when `partial`. */
   name: string;
+  /** The name's key from the route that listed it (rows carry `name_key`): exact whatever the name's length. */
+  key?: string;
+  /** Find every name containing `name` (a filter's text), not one name. */
+  partial?: boolean;
   device?: number;
   /** The span to look in (the header's "all spans" leaves the Timeline's own choice). */
   span?: string;
@@ -19,12 +24,12 @@ export function showOnTimeline(target: TimelineTarget): void {
 }
 
 /** A small "Show on timeline" button for `name` (a kernel or an op), for any tab's rows and panels. */
-export function timelineButton(name: string, span?: string, text = "Show on timeline"): HTMLElement {
+export function timelineButton(name: string, span?: string, text = "Show on timeline", key?: string): HTMLElement {
   return h("button", {
     class: "btn btn-small show-on-timeline",
     text,
     title: `Highlight every occurrence of ${name} on the Timeline`,
-    on: { click: () => showOnTimeline({ name, span: span && span !== ALL_SPANS ? span : undefined }) },
+    on: { click: () => showOnTimeline({ name, key, span: span && span !== ALL_SPANS ? span : undefined }) },
   });
 }
 

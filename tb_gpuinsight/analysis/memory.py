@@ -24,8 +24,11 @@ import numpy as np
 from ..sections import Section, SectionContext
 from ..trace.kineto import KinetoTrace
 
-# c10::DeviceType values seen in [memory] events (ROCm reports its GPUs as CUDA).
-DEVICE_TYPES = {0: "cpu", 1: "cuda", 12: "xpu", 13: "mps", 20: "privateuse1"}
+# c10::DeviceType (c10/core/DeviceType.h), as [memory] events record it: ROCm builds record their GPUs as HIP (6)
+# or as CUDA (1), depending on the version. Labels are torch's device strings.
+DEVICE_TYPES = {0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip", 7: "fpga",
+                8: "maia", 9: "xla", 10: "vulkan", 11: "metal", 12: "xpu", 13: "mps", 14: "meta", 15: "hpu", 16: "ve",
+                17: "lazy", 18: "ipu", 19: "mtia", 20: "privateuse1"}
 NO_MEMORY = ("this span has no memory events: record it with profile_memory=True "
              "(tb_gpuinsight.profile does by default)")
 BEFORE_SPAN = "(allocated before the span)"

@@ -22,6 +22,8 @@ Tensors (from a tensor.trace): every record, with two joins.
 """
 from __future__ import annotations
 
+import os
+
 import json
 import math
 from dataclasses import dataclass, field
@@ -473,6 +475,15 @@ class ShapesReport:
     rows: List[Dict[str, Any]]
     tensors: Optional[Tensors]
     tensor_trace_paths: List[str]
+
+    @property
+    def tensors_note(self) -> str:
+        """Why `tensors` is None ("" when it is not): no tensor.trace was found or given for this trace."""
+        if self.tensors is not None:
+            return ""
+        return (f"no tensor.trace for {os.path.basename(self.path)}: record one with tb_gpuinsight.TensorTrace or "
+                "tb_gpuinsight.profile (saved as {worker}.{stamp}.tensor.trace beside the trace), or pass "
+                "tensor_traces=[...]")
 
     @property
     def ops(self):

@@ -27,7 +27,7 @@ from ..errors import GpuInsightError
 from ..sections import Section, SectionContext
 from ..trace.table import Interner
 from .correlate import op_parents
-from .kernel_names import CLASSES as KERNEL_CLASSES, kernel_class
+from .kernel_names import CLASSES as KERNEL_CLASSES, demangle, display_name, kernel_class
 from .overview import host
 from .overview.breakdown import CATEGORIES, IDLE, activity_categories, split_steps
 from .overview.steps import SOURCE_STEPS, step_windows
@@ -439,24 +439,64 @@ def breakdown(index: TimelineIndex, t0: float, t1: float) -> Dict[str, Any]:
     return {"t0": t0, "t1": t1, "range_us": t1 - t0, "devices": devices, "lanes": lanes}
 
 
+MAX_MATCHES = 200  # distinct names one Find lists (the most time first)
+
+
+def search_names(names: Sequence[str], query: str) -> List[int]:
+    """Codes of the names that contain `query`, case-insensitive, in any form a view shows: the raw name as
+    recorded, its demangled form, or the short display name of the tables ("sgemm" finds `volta_sgemm_128x64_nn`,
+    "rmsnorm2dfwd" a mangled CK kernel)."""
+    needle = query.strip().lower()
+    if not needle:
+        return []
+    return [code for code, name in enumerate(names) if any(needle in form.lower() for form in _forms(name))]
+
+
+def _forms(name: str) -> Tuple[str, ...]:
+    return (name, demangle(name) or "", display_name(name))
+
+
 def find(index: TimelineIndex, name: str, t0: Optional[float] = None, t1: Optional[float] = None,
          limit: int = MAX_EVENTS) -> Dict[str, Any]:
-    """Every occurrence of an event name: the count, the longest one (to zoom on) and up to `limit` of them in
-    [t0, t1] (or anywhere) by lane and time."""
-    try:
-        code = index.names.index(name)
-    except ValueError:
-        return {"name": name, "count": 0, "occurrences": [], "longest": None}
-    rows = np.flatnonzero(index.name == code)
-    lane_of = np.searchsorted(index.lane_off, rows, side="right") - 1
+    """Every occurrence of one exact event name (see `find_codes`), with the name."""
+    codes = [code for code, n in enumerate(index.names) if n == name]
+    return {"name": name, **find_codes(index, codes, t0, t1, limit)}
+
+
+def find_codes(index: TimelineIndex, codes: Sequence[int], t0: Optional[float] = None, t1: Optional[float] = None,
+               limit: int = MAX_EVENTS) -> Dict[str, Any]:
+    """Every occurrence of the events named by `codes` (indexes into `index.names`): the count, up to `limit`
+    occurrences in [t0, t1] (or anywhere) in time order to step through, each with its lane, event position and
+    name code, the longest one (to land on), and per name its count and total time (`names`, the most time first).
+    """
+    rows = np.flatnonzero(np.isin(index.name, np.asarray(codes, dtype=np.int64))) if len(codes) else \
+        np.empty(0, dtype=np.int64)
     start, end = index.start[rows], index.end[rows]
-    longest = int(np.argmax(end - start))
+    if not len(rows):
+        return {"count": 0, "occurrences": [], "truncated": False, "longest": None, "names": []}
+    lane_of = np.searchsorted(index.lane_off, rows, side="right") - 1
     shown = np.ones(len(rows), bool) if t0 is None or t1 is None else (end > t0) & (start < t1)
-    picked = np.flatnonzero(shown)[:limit]
-    occ = [{"lane": int(lane_of[i]), "start": float(start[i]), "end": float(end[i])} for i in picked.tolist()]
-    return {"name": name, "count": int(len(rows)), "occurrences": occ, "truncated": bool(shown.sum() > limit),
-            "longest": {"lane": int(lane_of[longest]), "start": float(start[longest]), "end": float(end[longest]),
-                        "index": int(rows[longest])}}
+    order = np.flatnonzero(shown)
+    order = order[np.argsort(start[order], kind="stable")]
+    occ = [_occurrence(index, rows, lane_of, i) for i in order[:limit].tolist()]
+    per_name = _per_name(index.name[rows], end - start)
+    return {"count": int(len(rows)), "occurrences": occ, "truncated": bool(len(order) > limit),
+            "longest": _occurrence(index, rows, lane_of, int(np.argmax(end - start))), "names": per_name}
+
+
+def _occurrence(index: TimelineIndex, rows: np.ndarray, lane_of: np.ndarray, i: int) -> Dict[str, Any]:
+    row = int(rows[i])
+    return {"lane": int(lane_of[i]), "start": float(index.start[row]), "end": float(index.end[row]), "index": row,
+            "name": int(index.name[row])}
+
+
+def _per_name(codes: np.ndarray, dur: np.ndarray) -> List[Dict[str, Any]]:
+    distinct, which = np.unique(codes, return_inverse=True)
+    total = np.bincount(which.reshape(-1), weights=dur, minlength=len(distinct))
+    count = np.bincount(which.reshape(-1), minlength=len(distinct))
+    order = np.argsort(-total, kind="stable")
+    return [{"code": int(distinct[i]), "count": int(count[i]), "total_us": round(float(total[i]), 4)}
+            for i in order.tolist()]
 
 
 def event(index: TimelineIndex, row: int) -> Dict[str, Any]:

@@ -129,23 +129,40 @@ class Stack:
 
     def find(self, name: str, t0: Optional[float] = None, t1: Optional[float] = None,
              limit: int = tl.MAX_EVENTS) -> Dict[str, Any]:
-        """Every occurrence of a name on every rank (`timeline.find`), the longest of all to land on."""
+        """Every occurrence of one exact name on every rank (`timeline.find`)."""
+        return {"name": name, **self.find_codes([i for i, n in enumerate(self.names) if n == name], t0, t1, limit)}
+
+    def find_codes(self, codes: Sequence[int], t0: Optional[float] = None, t1: Optional[float] = None,
+                   limit: int = tl.MAX_EVENTS) -> Dict[str, Any]:
+        """`timeline.find_codes` on every rank (codes index `self.names`): occurrences in time order over all
+        ranks, the longest of all to land on, per name its count and total over the ranks."""
+        wanted = np.asarray(codes, dtype=np.int64)
         count, occ, truncated, longest = 0, [], False, None
+        totals: Dict[int, List[float]] = {}
         for i, r in enumerate(self.ranks):
-            off = self.offsets[i]
-            found = tl.find(r.index, name, None if t0 is None else t0 - off, None if t1 is None else t1 - off,
-                            max(0, limit - len(occ)))
+            off, local = self.offsets[i], np.flatnonzero(np.isin(self.name_maps[i], wanted))
+            found = tl.find_codes(r.index, local.tolist(), None if t0 is None else t0 - off,
+                                  None if t1 is None else t1 - off, limit)
             count += found["count"]
-            truncated = truncated or bool(found.get("truncated"))
+            truncated = truncated or found["truncated"]
             occ += [self._shift_occurrence(i, o) for o in found["occurrences"]]
             best = found["longest"]
             if best and (longest is None or best["end"] - best["start"] > longest["end"] - longest["start"]):
-                longest = {**self._shift_occurrence(i, best), "index": int(best["index"] + self.event_base[i])}
-        return {"name": name, "count": count, "occurrences": occ, "truncated": truncated, "longest": longest}
+                longest = self._shift_occurrence(i, best)
+            for item in found["names"]:
+                tally = totals.setdefault(int(self.name_maps[i][item["code"]]), [0, 0.0])
+                tally[0] += item["count"]
+                tally[1] += item["total_us"]
+        occ.sort(key=lambda o: o["start"])
+        names = [{"code": c, "count": n, "total_us": round(t, 4)}
+                 for c, (n, t) in sorted(totals.items(), key=lambda kv: -kv[1][1])]
+        return {"count": count, "occurrences": occ[:limit], "truncated": truncated or len(occ) > limit,
+                "longest": longest, "names": names}
 
     def _shift_occurrence(self, i: int, o: Dict[str, Any]) -> Dict[str, Any]:
         off = self.offsets[i]
-        return {"lane": int(self.lane_base[i] + o["lane"]), "start": o["start"] + off, "end": o["end"] + off}
+        return {"lane": int(self.lane_base[i] + o["lane"]), "start": o["start"] + off, "end": o["end"] + off,
+                "index": int(o["index"] + self.event_base[i]), "name": int(self.name_maps[i][o["name"]])}
 
     def event(self, row: int) -> Dict[str, Any]:
         """One event by its stacked position, with its rank, worker and span (for the details drawer)."""

@@ -137,8 +137,9 @@ class _Mode(TorchFunctionMode):
 class TensorTrace:
     """Context manager recording the tensor arguments of torch calls made inside it (see the module docstring).
 
-    `path`: None prints to stderr (or to `stream`); an existing directory (or a path ending in a separator) gets
-    `tensor_trace_path(path, worker, stamp)`; any other path is the file itself. Files are appended to, so one
+    `path`: None prints to stderr (or to `stream`); a directory (an existing one, a path ending in a separator, or
+    a new path whose name has no suffix such as `runs/my_run`, created) gets `tensor_trace_path(path, worker,
+    stamp)`; any other path (`x.tensor.trace`) is the file itself. Files are appended to, so one
     file can hold several blocks. `returns`: also write `[ret]` lines for returned tensors. `modules`: also record
     module calls through global forward hooks. `start()` / `stop()` do what entering and leaving do, for a profiler
     handler that cuts one file per span; `lines` counts what was written.
@@ -278,9 +279,15 @@ def _resolve(path: "os.PathLike[str] | str | None", worker: Optional[str], stamp
     if path is None:
         return None
     text = os.fspath(path)
-    if os.path.isdir(text) or text.endswith(("/", os.sep)):
+    if os.path.isdir(text) or text.endswith(("/", os.sep)) or _new_folder(text):
         return tensor_trace_path(text, worker, stamp)
     return text
+
+
+def _new_folder(path: str) -> bool:
+    """A path that does not exist yet and whose name has no suffix (`runs/my_run`) names a folder to create, as a
+    logdir run folder does; `runs/x.tensor.trace` or `out.log` name the file."""
+    return not os.path.exists(path) and "." not in os.path.basename(path)
 
 
 _NAMES: Dict[Any, Optional[str]] = {}

@@ -73,6 +73,10 @@ def kernels(eff: Efficiency, request, span_rank: Optional[np.ndarray] = None) ->
         table = aggregate(acts.take(mask), ("device", "kind", "name") if group == "name" else
                           ("device", "op_name", "kind", "name"))
     mask = name_filter(table, params.text(request, "filter", default=""))
+    key = params.key(request, "name_key")  # one kernel by its key: names can be any length
+    if key:
+        hits = np.array([params.name_key(n) == key for n in table.strings["name"]] + [False], dtype=bool)
+        mask &= hits[table["name"]]  # a missing name (-1) picks the trailing False
     op = params.text(request, "op", default="")
     if op and "op_name" in table:
         mask &= name_filter(table, op, column="op_name")

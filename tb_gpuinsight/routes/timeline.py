@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..analysis import timeline as tl
+from ..analysis.kernel_names import display_name
 from ..analysis.timeline_stack import RankIndex, Stack
 from ..service import ALL_WORKERS, NotFound
 from . import params
@@ -92,9 +93,12 @@ def _lanes(request) -> Optional[List[int]]:
 
 def meta_route(plugin, request) -> Dict[str, Any]:
     if all_ranks(request):
-        return {"span": "", "spans": [], **rank_stack(plugin, request).meta()}
-    span, spans, index = span_index(plugin, request)
-    return {"span": span, "spans": spans, **tl.meta(index)}
+        out = {"span": "", "spans": [], **rank_stack(plugin, request).meta()}
+    else:
+        span, spans, index = span_index(plugin, request)
+        out = {"span": span, "spans": spans, **tl.meta(index)}
+    out["name_keys"] = [params.name_key(name) for name in out["names"]]  # what Find and the drawers send back
+    return out
 
 
 def view_route(plugin, request) -> Dict[str, Any]:
@@ -136,18 +140,50 @@ def range_route(plugin, request) -> Dict[str, Any]:
 
 
 def find_route(plugin, request) -> Dict[str, Any]:
-    name = params.text(request, "name", required=True)
+    """Occurrences of one name or of every name matching a query, in time order to step through. Exactly one of:
+    `name_key` (a name's key from `/timeline/meta`'s `name_keys` or a kernel row: any name length), `name` (an
+    exact name, short) or `q` (any part of the raw, demangled or display name, case-insensitive). Optional `t0`,
+    `t1` keep the occurrences in that range. `names` lists the names found (at most MAX_MATCHES, most time first)
+    with their key, display name, count and total time."""
     t0 = number(request, "t0") if request.args.get("t0") else None
     t1 = number(request, "t1") if request.args.get("t1") else None
     if all_ranks(request):
-        return {"span": "", **rank_stack(plugin, request).find(name, t0, t1)}
-    span, _, index = span_index(plugin, request)
-    return {"span": span, **tl.find(index, name, t0, t1)}
+        span, target = "", rank_stack(plugin, request)
+        names = target.names
+        found = target.find_codes(_find_codes(request, names), t0, t1)
+    else:
+        span, _, index = span_index(plugin, request)
+        names = index.names
+        found = tl.find_codes(index, _find_codes(request, names), t0, t1)
+    listed, found["names_total"] = found["names"][:tl.MAX_MATCHES], len(found["names"])
+    found["names"] = [{**item, "name": names[item["code"]], "display_name": display_name(names[item["code"]]),
+                       "key": params.name_key(names[item["code"]])} for item in listed]
+    return {"span": span, "query": _query_text(request), **found}
+
+
+def _find_codes(request, names: List[str]) -> List[int]:
+    key = params.key(request, "name_key")
+    if key:
+        return [i for i, n in enumerate(names) if params.name_key(n) == key]
+    name = params.text(request, "name")
+    if name:
+        return [i for i, n in enumerate(names) if n == name]
+    query = params.text(request, "q")
+    if query:
+        return tl.search_names(names, query)
+    raise params.BadRequest("give one of 'name_key', 'name' or 'q' (a part of the name)")
+
+
+def _query_text(request) -> str:
+    """What was looked for, to echo: the query, the exact name, or the key."""
+    return request.args.get("q") or request.args.get("name") or request.args.get("name_key") or ""
 
 
 def event_route(plugin, request) -> Dict[str, Any]:
     row = params.integer(request, "index", 0, 0, 1 << 40)
     if all_ranks(request):
-        return rank_stack(plugin, request).event(row)
-    span, _, index = span_index(plugin, request)
-    return {"span": span, **tl.event(index, row)}
+        out = rank_stack(plugin, request).event(row)
+    else:
+        span, _, index = span_index(plugin, request)
+        out = {"span": span, **tl.event(index, row)}
+    return {**out, "name_key": params.name_key(out["name"])}

@@ -27,6 +27,7 @@ class BatchReport:
     failed_before: int = 0
     done: int = 0
     failed: List[Tuple[str, str]] = field(default_factory=list)  # (trace name, reason)
+    skipped: List[Tuple[str, str]] = field(default_factory=list)  # failed in an earlier run: (trace, reason)
     retried: int = 0
     seconds: float = 0.0
     stats: List[Dict[str, float]] = field(default_factory=list)
@@ -43,6 +44,7 @@ class BatchReport:
             out.append(f"per file  {sum(s['seconds'] for s in self.stats) / len(self.stats):.2f} s mean; "
                        f"peak worker RSS {peak / 2**20:.0f} MiB")
         out += [f"failed    {name}: {reason}" for name, reason in self.failed]
+        out += [f"skipped   {name}: failed before: {reason}" for name, reason in self.skipped]
         return out
 
 
@@ -95,6 +97,8 @@ def _todo(target, jobs: List[Job], retry_failed: bool, report: BatchReport) -> L
             report.already += 1
         elif job.key in failed and not retry_failed:
             report.failed_before += 1
+            record = target.failure(job.key) or {}
+            report.skipped.append((job.identity.get("path", job.path), str(record.get("reason", "unknown reason"))))
         else:
             todo.append(job)
     return todo

@@ -709,8 +709,10 @@ def _decode_top(path: str, content: TraceBytes) -> _Top:
         if first == ord("["):
             return _Top(traceEvents=msgspec.json.decode(buf, type=List[msgspec.Raw]))
         if first != ord("{"):
-            what = "empty" if first is None else f"starts with {chr(first)!r}"
-            raise TraceError(path, f"not a JSON trace: the file is {what}", incomplete=first is None)
+            what = "is empty" if first is None else f"starts with {chr(first)!r}"
+            if bytes(buf[257:262]) == b"ustar":  # a tar archive (of traces, most likely)
+                what = "is a tar archive: extract it and give the trace files inside"
+            raise TraceError(path, f"not a JSON trace: the file {what}", incomplete=first is None)
         top = msgspec.json.decode(buf, type=_Top)
     except msgspec.ValidationError as exc:
         raise TraceError(path, f"unexpected JSON layout: {exc}") from None

@@ -10,7 +10,7 @@ export interface DetailsOptions {
   onFilterOp(op: string): void;
   onClose(): void;
   /** When given, the drawer offers "Show on timeline" for the kernel. */
-  onShowOnTimeline?(name: string): void;
+  onShowOnTimeline?(name: string, key?: string): void;
 }
 
 function dimsText(d: unknown): string {
@@ -178,7 +178,7 @@ export class Details {
       this.body,
       ...kernelNames(name, row),
       onTimeline
-        ? h("button", { class: "btn btn-small show-on-timeline", text: "Show on timeline", title: "Highlight every launch of this kernel on the Timeline", on: { click: () => onTimeline(name) } })
+        ? h("button", { class: "btn btn-small show-on-timeline", text: "Show on timeline", title: "Highlight every launch of this kernel on the Timeline", on: { click: () => onTimeline(name, row?.name_key) } })
         : null,
       row ? roofWarning(row) : null,
       row ? rowStats(row) : null,

@@ -89,7 +89,7 @@ export class Picker {
     this.el.hidden = runs.length === 0;
     setOptions(
       this.runSel,
-      runs.map((r) => [r.run, r.run + statusSuffix(r.status)] as const),
+      runs.map((r) => [r.run, runLabel(r.run) + statusSuffix(r.status)] as const),
       state.run ?? "",
     );
     this.runSel.disabled = runs.length === 0;
@@ -147,4 +147,9 @@ function perfettoButton(url: string, title: string): HTMLElement {
     on: { click: () => openInPerfetto(url, title, (text) => replace(note, " " + text)) },
   });
   return h("span", null, " ", btn, note);
+}
+
+/** A run's name in the picker: traces lying directly in the logdir form the run "." (TensorBoard's name for it). */
+export function runLabel(run: string): string {
+  return run === "." ? ". (files at the logdir's top level)" : run;
 }

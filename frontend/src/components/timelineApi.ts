@@ -24,6 +24,8 @@ export interface TimelineMeta {
   duration_us: number;
   lanes: TimelineLane[];
   names: string[];
+  /** Each name's key (what Find and the drawers send back: names can be any length). */
+  name_keys: string[];
   classes: string[];
   idle_causes: string[];
   events: number;
@@ -92,13 +94,35 @@ export interface Occurrence {
   end: number;
 }
 
-export interface FindResult {
-  name: string;
-  count: number;
-  occurrences: Occurrence[];
-  truncated?: boolean;
-  longest: (Occurrence & { index: number }) | null;
+/** One occurrence found: its event position and name code (an index into TimelineMeta.names). */
+export interface FoundOccurrence extends Occurrence {
+  index: number;
+  name: number;
 }
+
+export interface FoundName {
+  code: number;
+  name: string;
+  display_name: string;
+  key: string;
+  count: number;
+  total_us: number;
+}
+
+export interface FindResult {
+  query: string;
+  count: number;
+  /** In time order, to step through. */
+  occurrences: FoundOccurrence[];
+  truncated?: boolean;
+  longest: FoundOccurrence | null;
+  /** The names found, most time first (at most 200 of `names_total`). */
+  names: FoundName[];
+  names_total: number;
+}
+
+/** What Find looks for: a name's key (any length), or a part of any form of a name. */
+export type FindQuery = { name_key: string } | { q: string };
 
 export interface TimelineEvent {
   index: number;
@@ -110,6 +134,7 @@ export interface TimelineEvent {
   dur: number;
   act: number;
   device: number | null;
+  name_key: string;
 }
 
 type Q = Record<string, string | number | undefined>;
@@ -124,8 +149,8 @@ export const timelineApi = {
     getJson<TimelineView>("timeline/view", q(sel, tspan, { ...p, lanes: p.lanes.join(",") }), signal),
   range: (sel: Selection, tspan: string, t0: number, t1: number, signal?: AbortSignal) =>
     getJson<RangeBreakdown>("timeline/range", q(sel, tspan, { t0, t1 }), signal),
-  find: (sel: Selection, tspan: string, name: string, signal?: AbortSignal) =>
-    getJson<FindResult>("timeline/find", q(sel, tspan, { name }), signal),
+  find: (sel: Selection, tspan: string, what: FindQuery, signal?: AbortSignal) =>
+    getJson<FindResult>("timeline/find", q(sel, tspan, { ...what }), signal),
   event: (sel: Selection, tspan: string, index: number, signal?: AbortSignal) =>
     getJson<TimelineEvent>("timeline/event", q(sel, tspan, { index }), signal),
 };

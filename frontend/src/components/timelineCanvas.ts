@@ -29,7 +29,18 @@ export interface CanvasCallbacks {
 const LABEL_W = 190;
 const RULER_H = 24;
 const STEP_H = 16;
-const LANE_H = 20;
+const LANES_TOP = RULER_H + STEP_H;
+// Lanes are as tall as what they hold needs: a GPU stream's kernels (their names fit inside), CPU ops, or a thin
+// line for a lane with nothing in the span.
+const GPU_LANE_H = 30;
+const CPU_LANE_H = 20;
+const EMPTY_LANE_H = 10;
+
+/** A lane's height in pixels, by what it holds. */
+export function laneHeight(lane: TimelineLane): number {
+  if (!lane.events) return EMPTY_LANE_H;
+  return lane.kind === "gpu" ? GPU_LANE_H : CPU_LANE_H;
+}
 const MIN_SPAN_US = 0.01;
 
 export const CLASS_COLORS: Record<string, string> = {
@@ -113,6 +124,8 @@ export class TimelineCanvas {
   private canvas: HTMLCanvasElement;
   private ctx: CanvasRenderingContext2D;
   private lanes: TimelineLane[] = [];
+  /** Top of each lane row in pixels, and the bottom of the last (see laneHeight). */
+  private tops: number[] = [LANES_TOP];
   private names: string[] = [];
   private classes: string[] = [];
   private idleCauses: string[] = [];
@@ -160,12 +173,30 @@ export class TimelineCanvas {
     return Math.max(50, Math.floor((this.el.clientWidth || 1000) - LABEL_W));
   }
 
+  /** Top of a lane's row (row = lanes.length: the bottom of the last lane). */
+  private top(row: number): number {
+    return this.tops[row] ?? LANES_TOP;
+  }
+
+  private heightOf(row: number): number {
+    return this.top(row + 1) - this.top(row);
+  }
+
+  /** The row at a height on the canvas (-1 above the lanes, lanes.length below). */
+  private rowAt(y: number): number {
+    if (y < LANES_TOP) return -1;
+    const row = this.tops.findIndex((t) => t > y);
+    return row < 0 ? this.lanes.length : row - 1;
+  }
+
   get viewport(): [number, number] {
     return [this.t0, this.t1];
   }
 
   setLanes(lanes: TimelineLane[], names: string[], classes: string[], idleCauses: string[], duration: number): void {
     this.lanes = lanes;
+    this.tops = [LANES_TOP];
+    for (const lane of lanes) this.tops.push(this.tops[this.tops.length - 1] + laneHeight(lane));
     this.idleCauses = idleCauses;
     this.names = names;
     this.classes = classes;
@@ -294,7 +325,7 @@ export class TimelineCanvas {
   /** The event under a point: the narrowest one containing it, within 2 pixels. */
   pick(clientX: number, clientY: number): PickedEvent | null {
     const rect = this.canvas.getBoundingClientRect();
-    const row = Math.floor((clientY - rect.top - RULER_H - STEP_H) / LANE_H);
+    const row = this.rowAt(clientY - rect.top);
     const lane = this.lanes[row];
     const data = lane ? this.byLane.get(lane.id) : undefined;
     if (!lane || !data) return null;
@@ -313,7 +344,7 @@ export class TimelineCanvas {
   pointOf(lane: number, start: number, dur: number): { x: number; y: number } | null {
     const row = this.lanes.findIndex((l) => l.id === lane);
     if (row < 0) return null;
-    return { x: LABEL_W + this.xOf(start + dur / 2), y: RULER_H + STEP_H + row * LANE_H + LANE_H / 2 };
+    return { x: LABEL_W + this.xOf(start + dur / 2), y: this.top(row) + this.heightOf(row) / 2 };
   }
 
   // ---------------------------------------------------------------------------------------------- drawing
@@ -334,7 +365,7 @@ export class TimelineCanvas {
     const started = performance.now();
     const dpr = window.devicePixelRatio || 1;
     const w = this.plotWidth + LABEL_W;
-    const hgt = RULER_H + STEP_H + this.lanes.length * LANE_H + 4;
+    const hgt = this.top(this.lanes.length) + 4;
     if (this.canvas.width !== Math.round(w * dpr) || this.canvas.height !== Math.round(hgt * dpr)) {
       this.canvas.width = Math.round(w * dpr);
       this.canvas.height = Math.round(hgt * dpr);
@@ -354,7 +385,7 @@ export class TimelineCanvas {
     this.drawSteps(hgt);
     this.drawOverlay();
     this.drawIdle();
-    this.lanes.forEach((lane, row) => this.drawLane(lane, RULER_H + STEP_H + row * LANE_H));
+    this.lanes.forEach((lane, row) => this.drawLane(lane, this.top(row), this.heightOf(row)));
     this.drawHighlight();
     this.drawRange(hgt);
     this.drawRuler();
@@ -415,22 +446,22 @@ export class TimelineCanvas {
     for (const gap of this.data?.idle ?? []) {
       this.lanes.forEach((lane, row) => {
         if (lane.kind !== "gpu" || lane.device !== gap.device || lane.rank !== gap.rank) return;
-        const y = RULER_H + STEP_H + row * LANE_H;
+        const y = this.top(row);
         for (let i = 0; i < gap.start.length; i++) {
           const x0 = this.xOf(gap.start[i]);
           const color = IDLE_COLORS[this.idleCauses[gap.cause[i]]] ?? IDLE_COLORS.other;
-          batch.add(color, x0, y, Math.max(1, this.xOf(gap.end[i]) - x0), LANE_H);
+          batch.add(color, x0, y, Math.max(1, this.xOf(gap.end[i]) - x0), this.heightOf(row));
         }
       });
     }
     batch.fill(this.ctx);
   }
 
-  private drawLane(lane: TimelineLane, y: number): void {
+  private drawLane(lane: TimelineLane, y: number, laneH: number): void {
     const c = this.ctx;
     const data = this.byLane.get(lane.id);
     c.fillStyle = themeColor("#e4e7eb");
-    c.fillRect(0, y + LANE_H - 1, this.plotWidth, 1);
+    c.fillRect(0, y + laneH - 1, this.plotWidth, 1);
     if (!data || !this.data) return;
     const grey = this.mode === "efficiency";
     const batch = new RectBatch();
@@ -440,9 +471,9 @@ export class TimelineCanvas {
     for (let i = 0; i < b.px0.length; i++) {
       const ta = this.data.t0 + b.px0[i] * px;
       const tb = this.data.t0 + (b.px1[i] + 1) * px;
-      const h = Math.max(2, Math.min(1, b.busy_us[i] / (tb - ta)) * (LANE_H - 3));
+      const h = Math.max(2, Math.min(1, b.busy_us[i] / (tb - ta)) * (laneH - 3));
       const x0 = this.xOf(ta);
-      batch.add(grey ? "#9aa5b1" : CLASS_COLORS[this.classes[b.cls[i]]] ?? "#8d99ae", x0, y + LANE_H - 1 - h, Math.max(1, this.xOf(tb) - x0), h);
+      batch.add(grey ? "#9aa5b1" : CLASS_COLORS[this.classes[b.cls[i]]] ?? "#8d99ae", x0, y + laneH - 1 - h, Math.max(1, this.xOf(tb) - x0), h);
     }
     const ev = data.events;
     const over = new RectBatch();
@@ -455,25 +486,25 @@ export class TimelineCanvas {
       const cls = this.classes[ev.cls[i]];
       const eff = ev.eff?.[i];
       const color = grey && lane.kind === "gpu" && cls !== "communication" ? efficiencyColor(eff) : CLASS_COLORS[cls] ?? "#8d99ae";
-      batch.add(color, x0, y + 1, wd, LANE_H - 3);
+      batch.add(color, x0, y + 1, wd, laneH - 3);
       if (grey && eff != null && eff > 1) over.add("#1f2933", x0, y + 1, Math.min(6, wd), 6);
       if (ev.index[i] === this.selected) picked = i;
       if (wd > 36) labels.push(i);
     }
     batch.fill(c);
     over.fill(c);
-    this.drawLabelsIn(data, labels, y);
+    if (laneH >= CPU_LANE_H) this.drawLabelsIn(data, labels, y + laneH / 2);
     if (picked >= 0) {
       const x0 = this.xOf(ev.start[picked]);
       c.strokeStyle = "#d9480f";
       c.lineWidth = 2;
-      c.strokeRect(x0 + 1, y + 1, Math.max(1, this.xOf(ev.start[picked] + ev.dur[picked]) - x0) - 2, LANE_H - 3);
+      c.strokeRect(x0 + 1, y + 1, Math.max(1, this.xOf(ev.start[picked] + ev.dur[picked]) - x0) - 2, laneH - 3);
       c.lineWidth = 1;
     }
   }
 
   /** Names inside events wide enough to hold some text. */
-  private drawLabelsIn(data: LaneView, rows: number[], y: number): void {
+  private drawLabelsIn(data: LaneView, rows: number[], middle: number): void {
     const c = this.ctx;
     const ev = data.events;
     c.fillStyle = "#fff";
@@ -482,7 +513,7 @@ export class TimelineCanvas {
       const wd = this.xOf(ev.start[i] + ev.dur[i]) - x0;
       const text = this.names[ev.name[i]] ?? "";
       const chars = Math.floor((Math.min(wd, this.plotWidth) - 6) / 6.2);
-      c.fillText(text.length > chars ? text.slice(0, Math.max(0, chars - 1)) + "…" : text, Math.max(x0, 0) + 3, y + LANE_H / 2);
+      c.fillText(text.length > chars ? text.slice(0, Math.max(0, chars - 1)) + "…" : text, Math.max(x0, 0) + 3, middle);
     }
   }
 
@@ -498,7 +529,7 @@ export class TimelineCanvas {
       if (x0 > this.plotWidth || x0 + wd < 0) continue;
       c.fillRect(x0, RULER_H - 5, wd, 5);
       const row = this.lanes.findIndex((l) => l.id === o.lane);
-      if (row >= 0) c.strokeRect(x0, RULER_H + STEP_H + row * LANE_H, wd, LANE_H - 1);
+      if (row >= 0) c.strokeRect(x0, this.top(row), wd, this.heightOf(row) - 1);
     }
     c.lineWidth = 1;
   }
@@ -518,19 +549,19 @@ export class TimelineCanvas {
   private drawLabels(): void {
     const c = this.ctx;
     c.fillStyle = themeColor("#fff");
-    c.fillRect(0, 0, LABEL_W, RULER_H + STEP_H + this.lanes.length * LANE_H + 4);
+    c.fillRect(0, 0, LABEL_W, this.top(this.lanes.length) + 4);
     c.fillStyle = themeColor("#616e7c");
     c.fillText("time", 6, RULER_H / 2);
     c.fillText("steps", 6, RULER_H + STEP_H / 2);
     this.lanes.forEach((lane, row) => {
-      const y = RULER_H + STEP_H + row * LANE_H + LANE_H / 2;
+      const y = this.top(row) + this.heightOf(row) / 2;
       c.fillStyle = lane.kind === "gpu" ? themeColor("#1f2933") : themeColor("#616e7c");
       const indent = lane.kind === "cpu" ? 6 + 8 * (lane.depth ?? 0) : 6;
       const text = lane.kind === "cpu" && lane.depth ? `depth ${lane.depth}` : lane.label;
       c.fillText(text.length > 30 ? text.slice(0, 29) + "…" : text, indent, y);
     });
     c.fillStyle = themeColor("#cbd2d9");
-    c.fillRect(LABEL_W - 1, 0, 1, RULER_H + STEP_H + this.lanes.length * LANE_H);
+    c.fillRect(LABEL_W - 1, 0, 1, this.top(this.lanes.length));
   }
 
   destroy(): void {

@@ -128,7 +128,7 @@ class KernelEfficiencyView implements TabView {
     this.details = new Details({
       onFilterOp: (op) => this.view.set({ op }),
       onClose: () => this.view.set({ selected: null }),
-      onShowOnTimeline: (name) => showOnTimeline({ name, device: this.view.get().device }),
+      onShowOnTimeline: (name, key) => showOnTimeline({ name, key, device: this.view.get().device }),
     });
     this.pendingSelection = this.view.get().selected;
     this.unsubscribe = this.view.subscribe((state, changed) => this.onChange(state, changed));

@@ -2,7 +2,7 @@
 // than a pixel, per-pixel aggregates otherwise), steps, idle gaps, classes or % of roof, a range breakdown, find
 // and "show on timeline", the kernel details drawer, and "Open in Perfetto". With the worker "All ranks" it stacks
 // every rank's stream lanes and top-level CPU lanes on one time base (the server aligns them).
-// The viewport lives in the plugin frame's URL hash (#t0=…&t1=…&tspan=…): reloading the frame restores it.
+// The viewport lives in the deep link (TensorBoard's URL: gi.timeline.t0, t1, tspan): a reload restores it.
 import { api, isAbort, type KernelRow, type Selection } from "../api";
 import { Details, drawer, stat } from "../components/details";
 import { CAUSE_COLORS, CAUSE_LABELS, criticalPathApi } from "../components/criticalPathApi";
@@ -10,15 +10,17 @@ import { openInPerfetto } from "../components/perfetto";
 import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { stepChip } from "../components/stepChip";
 import { CLASS_COLORS, IDLE_COLORS, TimelineCanvas, efficiencyColor, type ColorMode, type PickedEvent } from "../components/timelineCanvas";
-import { timelineApi, type RangeBreakdown, type TimelineLane, type TimelineMeta } from "../components/timelineApi";
+import { timelineApi, type FindQuery, type FindResult, type FoundName, type FoundOccurrence, type RangeBreakdown, type TimelineLane, type TimelineMeta } from "../components/timelineApi";
 import { field, h, replace, select } from "../dom";
 import { count, pct, time } from "../format";
 import { takeTimelineTarget, type TimelineTarget } from "../nav";
 import { ALL_WORKERS, nav, scopeFor, type StepScope } from "../state";
 import type { TabDef, TabView } from "./types";
 import { htmlTableExport } from "../export";
+import { tabLink, writeTabLink } from "../deeplink";
 
 const FETCH_DELAY_MS = 40;
+const TAB_ID = "timeline";
 
 /** Deepest CPU nesting level shown for a view covering `frac` of the span: top-level ops until zoomed in. */
 export function depthFor(frac: number): number {
@@ -27,10 +29,12 @@ export function depthFor(frac: number): number {
   return 12;
 }
 
+/** The viewport kept in the deep link (`gi.timeline.t0`, `t1`, `tspan`): a reload of the page or of the plugin's
+ * frame lands on the same range of the same span. */
 function readHash(): { t0?: number; t1?: number; tspan?: string } {
-  const p = new URLSearchParams(window.location.hash.replace(/^#/, ""));
-  const num = (k: string) => (p.has(k) && Number.isFinite(Number(p.get(k))) ? Number(p.get(k)) : undefined);
-  return { t0: num("t0"), t1: num("t1"), tspan: p.get("tspan") ?? undefined };
+  const p = tabLink(TAB_ID);
+  const num = (v: string | undefined) => (v !== undefined && v !== "" && Number.isFinite(Number(v)) ? Number(v) : undefined);
+  return { t0: num(p.t0), t1: num(p.t1), tspan: p.tspan };
 }
 
 class TimelineTabView implements TabView {
@@ -51,13 +55,18 @@ class TimelineTabView implements TabView {
   private cpuDrawer: HTMLElement;
   private scopeChip = h("span", { class: "chips" });
   private pathNote = h("div", { class: "muted small tl-legend tl-path-note" });
+  private found: FindResult | null = null;
+  private findPos = 0;
+  private findLabel = "";
+  /** The last typed Find and the names it found: the list to narrow to one name and back. */
+  private query: { target: TimelineTarget; names: FoundName[]; total: number } | null = null;
   private unsubscribeNav: () => void;
 
   constructor(
     private host: HTMLElement,
     private sel: Selection,
   ) {
-    this.details = new Details({ onFilterOp: () => undefined, onClose: () => this.pick(null), onShowOnTimeline: (name) => void this.find({ name }) });
+    this.details = new Details({ onFilterOp: () => undefined, onClose: () => this.pick(null), onShowOnTimeline: (name, key) => void this.find({ name, key }) });
     this.cpuDrawer = drawer("Op details", this.cpuBody, () => this.pick(null));
     this.unsubscribeNav = nav.subscribe((_, changed) => {
       if (changed.has("scope") && this.canvas) this.showScope();
@@ -148,9 +157,13 @@ class TimelineTabView implements TabView {
       onRange: (t0, t1) => void this.showRange(t0, t1),
     });
     this.depth = -1;
-    const findBox = h("input", { class: "search", attrs: { type: "search", placeholder: "Find a kernel or op name…", "aria-label": "Find on timeline", spellcheck: "false" } });
+    const findBox = h("input", { class: "search", attrs: { type: "search", placeholder: "Find: any part of a kernel or op name…", "aria-label": "Find on timeline", spellcheck: "false" } });
+    let searched = "";
     findBox.addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && findBox.value.trim()) void this.find({ name: findBox.value.trim() });
+      const text = findBox.value.trim();
+      if (e.key !== "Enter" || !text) return;
+      if (text === searched && this.found) void this.step(this.findPos + (e.shiftKey ? -1 : 1));
+      else void this.find({ name: (searched = text), partial: true });
     });
     const perfettoStatus = h("span", { class: "muted small tl-perfetto-status" });
     const traceUrl = api.traceUrl(this.sel.run, this.sel.worker, this.tspan);
@@ -290,7 +303,7 @@ class TimelineTabView implements TabView {
     const meta = this.meta;
     if (!meta) return;
     this.applyDepth((t1 - t0) / Math.max(meta.duration_us, 1e-9));
-    window.history.replaceState(null, "", `#t0=${t0.toFixed(3)}&t1=${t1.toFixed(3)}&tspan=${encodeURIComponent(this.tspan)}`);
+    writeTabLink(TAB_ID, { t0: t0.toFixed(3), t1: t1.toFixed(3), tspan: this.tspan || null });
     clearTimeout(this.timer);
     this.timer = setTimeout(() => void this.fetchView(t0, t1), FETCH_DELAY_MS);
   }
@@ -331,27 +344,75 @@ class TimelineTabView implements TabView {
     }
   }
 
-  /** Highlight every occurrence of a name and land on the longest one (its details open). */
+  /** Highlight every occurrence of a name (by its key), or of every name containing a typed part, and land on the
+   * longest one (its details open); the occurrences are stepped through in time order. */
   private async find(target: TimelineTarget): Promise<void> {
+    const signal = this.controller.signal;
     try {
-      const res = await timelineApi.find(this.spanSel, this.tspan, target.name, this.controller.signal);
+      let res = await timelineApi.find(this.spanSel, this.tspan, findQuery(target), signal);
+      // A name named without its key (another tab's link): the exact name when one matches, else every match.
+      const exact = !target.key && !target.partial ? res.names.find((n) => n.name === target.name) : undefined;
+      if (exact && res.names.length > 1) res = await timelineApi.find(this.spanSel, this.tspan, { name_key: exact.key }, signal);
+      this.found = res;
+      if (target.partial) this.query = { target, names: res.names, total: res.names_total };
+      else if (!this.query?.names.some((n) => n.key === target.key)) this.query = null;
+      this.findLabel = target.key || exact ? (res.names[0]?.display_name ?? target.name) : target.name;
       if (!res.longest) {
         const where = this.stacked ? "on any rank" : `in span ${this.tspan}${(this.meta?.spans.length ?? 0) > 1 ? ": choose another span" : ""}`;
-        replace(this.notice, inlineError(`“${target.name}” does not occur ${where}.`));
+        replace(this.notice, inlineError(`“${shortText(target.name)}” does not occur ${where} (Find looks in the raw, demangled and short names).`));
         this.canvas?.setHighlight([]);
         return;
       }
-      const { start, end, index, lane } = res.longest;
-      const pad = Math.max((end - start) * 2, 0.05);
       this.canvas?.setHighlight(res.occurrences);
-      this.canvas?.setViewport(start - pad, end + pad);
-      replace(this.notice, h("div", { class: "muted small tl-found", text: `${count(res.count)} occurrence${res.count === 1 ? "" : "s"} of “${res.name}” highlighted; showing the longest.` }));
-      const ev = await timelineApi.event(this.spanSel, this.tspan, index, this.controller.signal);
-      this.pick({ lane, index, name: ev.name, act: ev.act, start: ev.start, dur: ev.dur });
+      const longest = res.occurrences.findIndex((o) => o.index === res.longest?.index);
+      await this.step(longest >= 0 ? longest : 0, res.longest);
     } catch (err) {
       if (isAbort(err)) return;
       replace(this.notice, inlineError(err instanceof Error ? err.message : String(err)));
     }
+  }
+
+  /** Show the `pos`-th occurrence found (or `occ` when it is not among those listed) and open its details. */
+  private async step(pos: number, occ?: FoundOccurrence): Promise<void> {
+    const res = this.found;
+    if (!res) return;
+    const n = res.occurrences.length;
+    this.findPos = n ? ((pos % n) + n) % n : 0;
+    const at = occ && res.occurrences[this.findPos]?.index !== occ.index ? occ : res.occurrences[this.findPos];
+    if (!at) return;
+    const pad = Math.max((at.end - at.start) * 2, 0.05);
+    this.canvas?.setViewport(at.start - pad, at.end + pad);
+    replace(this.notice, this.findBar(res));
+    const ev = await timelineApi.event(this.spanSel, this.tspan, at.index, this.controller.signal);
+    this.pick({ lane: at.lane, index: at.index, name: ev.name, act: ev.act, start: ev.start, dur: ev.dur });
+  }
+
+  /** "‹ 3 / 24 ›" over the occurrences in time order, what was found, and the names found to narrow to one. */
+  private findBar(res: FindResult): HTMLElement {
+    const n = res.occurrences.length;
+    const names = res.names_total === 1 ? `“${shortText(this.findLabel)}”` : `${count(res.names_total)} names matching “${shortText(this.findLabel)}”`;
+    const query = this.query;
+    const picker =
+      query && query.names.length > 1
+        ? select(
+            [["", `All ${count(query.total)} names`] as const, ...query.names.map((m) => [m.key, `${m.display_name} · ${count(m.count)} · ${time(m.total_us)}`] as const)],
+            res.names.length === 1 ? res.names[0].key : "",
+            (key) => {
+              const one = query.names.find((m) => m.key === key);
+              void this.find(one ? { name: one.name, key } : query.target);
+            },
+            { attrs: { "aria-label": "Names found" }, class: "tl-found-names" },
+          )
+        : null;
+    return h(
+      "div",
+      { class: "muted small tl-found" },
+      h("button", { class: "btn btn-small tl-prev", text: "‹", title: "Previous occurrence (Shift+Enter in Find)", on: { click: () => void this.step(this.findPos - 1) } }),
+      h("span", { class: "tl-found-pos", text: `${count(this.findPos + 1)} / ${count(n)}` }),
+      h("button", { class: "btn btn-small tl-next", text: "›", title: "Next occurrence (Enter in Find)", on: { click: () => void this.step(this.findPos + 1) } }),
+      h("span", { text: ` ${count(res.count)} occurrence${res.count === 1 ? "" : "s"} of ${names} highlighted, in time order${res.truncated ? ` (the first ${count(n)} listed)` : ""}.` }),
+      picker,
+    );
   }
 
   private pick(ev: PickedEvent | null): void {
@@ -376,16 +437,24 @@ class TimelineTabView implements TabView {
   private async openKernel(ev: PickedEvent, lane: TimelineLane): Promise<void> {
     let row: KernelRow | null = null;
     const device = lane.device ?? 0;
+    const key = this.keyOf(ev.name);
     const sel = lane.worker && lane.span ? { ...this.sel, worker: lane.worker, span: lane.span } : this.spanSel;
     try {
-      const q = { device, dtype: "auto" as const, group: "name" as const, filter: ev.name, op: "", sort: "total_us", order: "desc" as const, offset: 0, limit: 50 };
+      const q = { device, dtype: "auto" as const, group: "name" as const, filter: "", nameKey: key, op: "", sort: "total_us", order: "desc" as const, offset: 0, limit: 50 };
       const res = await api.kernels(sel, q, this.controller.signal);
       row = res.rows.find((r) => r.name === ev.name) ?? null;
     } catch (err) {
       if (isAbort(err)) return;
     }
-    this.details.open(ev.name, row, (signal) => api.kernelOps(sel, device, ev.name, signal));
+    this.details.open(ev.name, row, (signal) => api.kernelOps(sel, device, ev.name, signal, key));
     this.details.el.querySelector(".kernel-name")?.after(h("div", { class: "muted small tl-occurrence", text: `This launch: ${time(ev.dur)} at ${time(ev.start)} ${this.origin}${lane.rank !== undefined ? ` (rank ${lane.rank})` : ""}` }));
+  }
+
+  /** A name's key from the timeline's meta (names are sent back by key: they can be any length). */
+  private keyOf(name: string): string | undefined {
+    const meta = this.meta;
+    const code = meta ? meta.names.indexOf(name) : -1;
+    return code >= 0 ? meta?.name_keys[code] : undefined;
   }
 
   private openOp(ev: PickedEvent, lane: TimelineLane | undefined): void {
@@ -394,7 +463,7 @@ class TimelineTabView implements TabView {
       this.cpuBody,
       h("div", { class: "kernel-name", text: ev.name }),
       h("div", { class: "stats" }, stat("Duration", time(ev.dur)), stat("Start", time(ev.start), this.origin), lane?.rank !== undefined ? stat("Rank", String(lane.rank)) : null, stat("Thread", lane?.tid ?? "—"), stat("Depth", String(lane?.depth ?? 0))),
-      h("button", { class: "btn btn-small", text: "Find every occurrence", on: { click: () => void this.find({ name: ev.name }) } }),
+      h("button", { class: "btn btn-small", text: "Find every occurrence", on: { click: () => void this.find({ name: ev.name, key: this.keyOf(ev.name) }) } }),
     );
   }
 
@@ -424,6 +493,17 @@ class TimelineTabView implements TabView {
   }
 }
 
+/** Find by key when the target has one; else by a part of the name (a long name's first 400 characters, a
+ * parameter's limit: the exact name is then picked among the names found). */
+export function findQuery(target: TimelineTarget): FindQuery {
+  return target.key ? { name_key: target.key } : { q: target.name.slice(0, 400) };
+}
+
+/** A name cut for a sentence (the full text stays in the drawer and titles). */
+function shortText(text: string, max = 120): string {
+  return text.length > max ? text.slice(0, max - 1) + "…" : text;
+}
+
 function rangeTable(res: RangeBreakdown): HTMLElement {
   const rows = [...res.devices, ...res.lanes].map((r) =>
     h(
@@ -447,7 +527,7 @@ function rangeTable(res: RangeBreakdown): HTMLElement {
 }
 
 export const timelineTab: TabDef = {
-  id: "timeline",
+  id: TAB_ID,
   label: "Timeline",
   mount: (host, sel) => new TimelineTabView(host, sel),
 };
