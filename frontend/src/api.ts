@@ -89,6 +89,17 @@ export interface DeviceSummary {
   over_roof_count?: number | null;
   /** Why kernels have no rated figure: share of kernel time per reason code, with a hint each. */
   reasons?: ReasonRow[];
+  /** Kernel time outside communication, the share of it with FLOPs, and the kernel families without FLOPs. */
+  compute_time_us?: number | null;
+  compute_flop_share?: number | null;
+  unrated_families?: UnratedFamily[];
+}
+
+export interface UnratedFamily {
+  family: string;
+  time_share: number | null;
+  reason: string;
+  code: string;
 }
 
 export interface ReasonRow {

@@ -143,6 +143,11 @@ export function summaryFigures(dev: DeviceInfo): HTMLElement {
     figure("Kernel time", time(s.kernel_time_us), s.kernel_count != null ? plural(s.kernel_count, "kernel call") : undefined),
     figure("Memcpy / memset", time(s.memop_time_us)),
     figure("With a FLOP estimate", pct(s.flop_time_share), "share of kernel time"),
+    s.compute_flop_share != null
+      ? figure("FLOPs known", pct(s.compute_flop_share), unratedSummary(s) || "of compute kernel time",
+          "share of compute kernel time (communication aside, it is rated on the link) with a FLOP estimate; " +
+          "the kernel families without one, with their reason")
+      : null,
     figure("With a byte estimate", pct(s.byte_time_share), "share of kernel time"),
     figure("With both", pct(s.covered_time_share ?? null), "share of kernel time, under the roof",
       "kernels with a FLOP and a byte estimate whose figures are physically possible"),
@@ -152,6 +157,12 @@ export function summaryFigures(dev: DeviceInfo): HTMLElement {
       : null,
     figure("Efficiency", s.efficiency == null ? UNKNOWN : pct(s.efficiency), "time-weighted, vs. roofline", effReason),
   );
+}
+
+/** The kernel families with the most compute time without FLOPs: "attention 12 % (op without a FLOP formula)". */
+export function unratedSummary(s: DeviceSummary | null | undefined, top = 2): string {
+  const rows = (s?.unrated_families ?? []).filter((r) => (r.time_share ?? 0) >= 0.005).slice(0, top);
+  return rows.length ? "without: " + rows.map((r) => `${r.family} ${pct(r.time_share)} (${r.reason || "unknown"})`).join("; ") : "";
 }
 
 /** The device and its headline figures on one line: the summary of the collapsible header of the Kernel tab. */
@@ -172,6 +183,10 @@ export function compactSummary(dev: DeviceInfo): HTMLElement {
     item("Kernel time", time(s?.kernel_time_us ?? null), s?.kernel_count != null ? plural(s.kernel_count, "kernel call") : undefined),
     item("Efficiency", pct(s?.efficiency ?? null), "time-weighted, vs. roofline"),
     item("Rated", pct(s?.covered_time_share ?? null), "share of kernel time with a FLOP and a byte estimate, under the roof"),
+    s?.compute_flop_share != null
+      ? item("FLOPs known", pct(s.compute_flop_share), "share of compute kernel time with a FLOP estimate" +
+          (unratedSummary(s, 5) ? "; " + unratedSummary(s, 5) : ""))
+      : null,
     s?.over_roof_count ? item("⚠ Over the roof", pct(s.over_roof_time_share ?? null), `${plural(s.over_roof_count, "kernel call")}, left out`) : null,
   );
 }
