@@ -21,33 +21,16 @@ import sys
 from collections import Counter
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tb_gpuinsight  # noqa: E402
+from gpu_record import Block  # noqa: E402  (the same transformer block as the other GPU recordings)
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 DT = torch.bfloat16 if DEV == "cuda" else torch.float32
 SIZES = (1024, 16, 4096, 8, 256) if DEV == "cuda" else (64, 4, 128, 2, 16)  # d, heads, ffn, batch, seq
-
-
-class Block(nn.Module):
-    """A pre-norm transformer block: LayerNorm, causal SDPA, GELU MLP."""
-
-    def __init__(self, d: int, heads: int, ffn: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc1, self.fc2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, d)
-        x = x + self.proj(a)
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
 def _model() -> nn.Module:
