@@ -453,3 +453,14 @@ def test_matching_is_memoised_per_datasheet():
     other = load_datasheet()[:1]  # another sheet never sees the first sheet's answer
     assert match_device(props, other) is not first
     assert first.spec is not None and "H100" in first.spec.name
+
+
+def test_hint_keeps_a_matched_row_of_the_hinted_architecture():
+    """An MI250 trace matched from its properties keeps MI250 as the picker's pre-selection (its Tensile names say
+    gfx90a, which MI250X shares); a row of another architecture gives way to the hint."""
+    from tb_gpuinsight.estimate.devices import device_hint
+
+    tensile = ["Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_ISA90a"]
+    assert device_hint(tensile, matched=["AMD Instinct MI250 (one GCD)"])["name"] == "AMD Instinct MI250 (one GCD)"
+    assert device_hint(tensile)["name"] == "AMD Instinct MI250X (one GCD)"
+    assert device_hint(["sm90_xmma_gemm"], matched=["NVIDIA A100 SXM4 80GB"])["name"] == "NVIDIA H100 SXM5 80GB"

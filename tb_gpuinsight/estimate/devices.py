@@ -603,14 +603,26 @@ _ARCH_HINTS: Tuple[Tuple["re.Pattern[str]", str, str], ...] = (
 )
 
 
+# Datasheet rows of each hinted architecture (by the hint's row): a row already matched from the trace's properties
+# that is of the architecture the kernel names give away is kept as the pick (an MI250 stays an MI250).
+_ARCH_ROWS = {"NVIDIA B200 (HGX, 1000 W)": r"\bB200\b|\bGB200\b", "NVIDIA H100 SXM5 80GB": r"\bH100\b|\bH800\b|\bH200\b",
+              "NVIDIA L40S": r"\bL40S?\b|\bL4\b|RTX 4090", "NVIDIA A10": r"\bA10G?\b|RTX 3090",
+              "NVIDIA A100 SXM4 80GB": r"\bA100\b|\bA800\b", "NVIDIA T4": r"\bT4\b|RTX 2080",
+              "NVIDIA Tesla V100 SXM2 32GB": r"\bV100S?\b", "AMD Instinct MI355X": r"MI35\dX",
+              "AMD Instinct MI300X": r"MI30\dX|MI325X", "AMD Instinct MI250X (one GCD)": r"MI210|MI250X?\b"}
+
+
 def device_hint(kernel_names: Iterable[str], datasheet: Optional[Sequence[DeviceSpec]] = None,
-                short_name: Callable[[str], str] = lambda n: n) -> Optional[Dict[str, str]]:
+                short_name: Callable[[str], str] = lambda n: n,
+                matched: Iterable[str] = ()) -> Optional[Dict[str, str]]:
     """The datasheet row a trace's kernel names point to ({"name", "why", "example"}), or None: for a device the
-    trace does not name (2021 traces, down-sampled traces) or names ambiguously."""
+    trace does not name (2021 traces, down-sampled traces) or names ambiguously. `matched`: rows the trace's
+    devices were already matched to (from their properties); one of the hinted architecture is the hint itself."""
     names = list(kernel_names)
     known = {r.name for r in (datasheet if datasheet is not None else load_datasheet())}
     for pattern, row, why in _ARCH_HINTS:
         hit = next((n for n in names if pattern.search(n)), None)
         if hit is not None and row in known:
-            return {"name": row, "why": why, "example": short_name(hit)[:100]}
+            same_arch = [m for m in matched if m in known and re.search(_ARCH_ROWS.get(row, "$^"), m)]
+            return {"name": same_arch[0] if same_arch else row, "why": why, "example": short_name(hit)[:100]}
     return None

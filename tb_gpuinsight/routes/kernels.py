@@ -37,7 +37,9 @@ def devices(eff: Efficiency, datasheet: Sequence[DeviceSpec] = ()) -> Dict[str, 
     return {"devices": reports, "dtypes": list(DTYPES),
             "datasheet": [spec.name for spec in datasheet],
             "needs_pick": any(d.match.method != "name" for d in eff.devices.values()),
-            "hint": device_hint(kernels, datasheet, display_name) if datasheet else None,
+            "hint": device_hint(kernels, datasheet, display_name,
+                                matched=[d.match.spec.name for d in eff.devices.values() if d.match.spec is not None])
+            if datasheet else None,
             "torch": torch_available()}
 
 
