@@ -470,3 +470,131 @@ def test_graph_focus_on_a_deep_chain_and_huge_device_names(tmp_path):
     assert depths == list(range(len(depths))) and len(depths) >= depth - 1
     match = match_device({"name": "NVIDIA H100 80GB HBM3" + " x" * 5_000_000, "totalGlobalMem": 85e9})
     assert len(match.trace_name) <= MAX_NAME
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Numbers outside sane ranges are dropped at read time (with their reason); every command answers in one line.
+
+def _mm_trace(tmp_path, name="w.1700000000000000000.pt.trace.json", edit=None, raw=()):
+    """The ROCm aten::mm trace of test_reader_errors, with `edit(doc)` applied and `raw` text replacements."""
+    import copy
+    import json
+
+    from .test_reader_errors import rocm_mm_trace
+
+    doc = copy.deepcopy(rocm_mm_trace(1))
+    doc["baseTimeNanoseconds"] = 1700000000000000000
+    if edit:
+        edit(doc)
+    text = json.dumps(doc)
+    for old, new in raw:
+        text = text.replace(old, new)
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    return path
+
+
+_HUGE = "1" + "0" * 400
+_READ_TIME_CASES = {  # case -> (edit, raw replacements, the dropped field's reason in `info`)
+    "numSms": (None, [('"numSms": 304', f'"numSms": {_HUGE}')], "deviceProperties numSms: outside"),
+    "totalGlobalMem": (None, [('"totalGlobalMem": 205822885888', f'"totalGlobalMem": {_HUGE}')],
+                       "deviceProperties totalGlobalMem: outside"),
+    "computeMajor": (None, [('"computeMajor": 9', f'"computeMajor": {_HUGE}')], "deviceProperties computeMajor"),
+    "baseTime": (None, [("1700000000000000000", _HUGE)], "baseTimeNanoseconds: outside"),
+    "dur1e308": (None, [('"dur": 20', '"dur": 1e308'), ('"dur": 50', '"dur": 1e308')], "kernels dur: not finite"),
+    "dur1e400": (None, [('"dur": 20', '"dur": 1e400')], "event 'dur': number out of range"),
+    "rank": (lambda d: d.update(distributedInfo={"rank": 2 ** 70, "world_size": 2, "backend": "nccl"}), (),
+             "distributedInfo rank: outside"),
+}
+_COMMANDS = (["info"], ["analyze"], ["augment", "{out}/a.json"], ["diff", "{ref}"], ["shapes"], ["overview"],
+             ["memory"], ["timeline"], ["critical-path"])
+
+
+def _run(argv):
+    """Exit status and stderr lines of one CLI run in this process (an exception escaping main fails the test)."""
+    import contextlib
+    import io
+
+    from tb_gpuinsight.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue().strip().splitlines()
+
+
+@pytest.mark.parametrize("case", sorted(_READ_TIME_CASES))
+def test_insane_numbers_are_dropped_at_read_time_and_every_command_answers(tmp_path, case):
+    """The reproducers of the reliability probe: a 401-digit numSms / totalGlobalMem / computeMajor /
+    baseTimeNanoseconds, durations of 1e308 and 1e400, a rank of 2**70. Each is dropped once at read time with
+    its reason (shown by `info`); every command exits 0 (or 2 with one line); the mm keeps its FLOPs."""
+    import tb_gpuinsight
+
+    edit, raw, reason = _READ_TIME_CASES[case]
+    run = tmp_path / "run"
+    run.mkdir()
+    path = _mm_trace(run, edit=edit, raw=raw)
+    ref = _mm_trace(tmp_path, name="ref.pt.trace.json")
+    trace = tb_gpuinsight.load(path)
+    assert any(k.startswith(reason) for k in trace.meta.dropped_fields), trace.meta.dropped_fields
+    assert trace.meta.base_time_ns is None or trace.meta.base_time_ns == 1700000000000000000
+    assert all(abs(float(x)) < 1e12 for x in trace.kernels["dur"])
+    for d in trace.devices:
+        assert all(abs(v) < 2 ** 53 for v in d.values() if isinstance(v, (int, float)))
+    assert float(tb_gpuinsight.analyze(trace).by_name()["flops"][0]) == 2 * 128 * 256 * 64
+    code, out, _ = _run(["info", str(path)])
+    assert code == 0 and reason in out
+    for argv in _COMMANDS:
+        full = [argv[0], str(path)] + [a.format(out=tmp_path, ref=ref) for a in argv[1:]]
+        code, _, err = _run(full)
+        assert code == 0 or code == 2 and len(err) == 1, (full, code, err)
+    store = tmp_path / "store"
+    assert _run(["summarize", str(run), "--store", str(store), "--workers", "0"])[0] == 0
+    code, _, err = _run(["export-parquet", str(store), str(tmp_path / "parquet")])
+    assert code == 0 or code == 2 and len(err) == 1, err
+
+
+def test_events_that_are_no_objects_do_not_crash_critical_path(tmp_path):
+    path = tmp_path / "w.1700000000000000000.pt.trace.json"
+    path.write_text('{"traceEvents":[1,2,3]}')
+    for argv in (["critical-path", str(path)], ["critical-path", str(path), "--json"], ["critical-path", str(tmp_path)],
+                 ["timeline", str(path)], ["overview", str(path)]):
+        code, _, err = _run(argv)
+        assert code == 0 or code == 2 and len(err) == 1, (argv, code, err)
+
+
+def test_file_names_with_invalid_utf8_are_carried_everywhere(tmp_path):
+    """A file name with byte 0xff (a lone surrogate in Python): text, JSON and Parquet output all work; JSON and the
+    terminal get an escape, Parquet U+FFFD."""
+    import io
+    import json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    path = _mm_trace(run, name="w\udcff.1700000000000000000.pt.trace.json")
+    for argv in (["info", str(path)], ["critical-path", str(path)], ["critical-path", str(run), "--json"],
+                 ["analyze", str(path), "--format", "csv"], ["overview", str(path)], ["ls", str(run)]):
+        code, _, err = _run(argv)
+        assert code == 0, (argv, err)
+    code, out, _ = _run(["critical-path", str(path), "--json"])
+    assert code == 0 and json.loads(out)
+    store = tmp_path / "store"
+    assert _run(["summarize", str(run), "--store", str(store), "--workers", "0"])[0] == 0
+    assert _run(["export-parquet", str(store), str(tmp_path / "parquet")])[0] == 0
+    pd = pytest.importorskip("pandas")
+    kernels = pd.read_parquet(tmp_path / "parquet" / "kernels.parquet")
+    assert kernels["worker"].tolist() == ["w\ufffd"]
+    # A terminal that encodes strictly: the name is escaped, not a UnicodeEncodeError.
+    import sys
+
+    strict = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    saved = sys.stdout
+    sys.stdout = strict
+    try:
+        from tb_gpuinsight.cli import main
+
+        assert main(["info", str(path)]) == 0
+        strict.flush()
+    finally:
+        sys.stdout = saved
+    assert b"w\\udcff." in strict.buffer.getvalue()
