@@ -563,6 +563,18 @@ def test_fuzz_only_documented_errors(tmp_path):
     assert not distinct and not hangs, (done, distinct, hangs)
 
 
+def test_cli_fuzz_every_command(tmp_path):
+    """A short fixed-seed pass of every CLI command over mutated traces, ETs and tensor.traces (benchmarks/fuzz.py
+    runs the long one): exit 0, or 2 with one line; never a traceback."""
+    logging.getLogger("tb_gpuinsight").setLevel(logging.CRITICAL)
+    failures: List[str] = []
+    runs = int(os.environ.get("TB_GPUINSIGHT_CLI_FUZZ_RUNS", str(2 * len(CLI_COMMANDS))))
+    table = fuzz_cli(runs, int(os.environ.get("TB_GPUINSIGHT_FUZZ_SEED", "12")), tmp_path, report=failures.append)
+    assert not failures, failures
+    ran = {c for c, counts in table.items() if sum(counts.values())}
+    assert ran == set(CLI_COMMANDS), set(CLI_COMMANDS) - ran
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=5000)

@@ -598,3 +598,38 @@ def test_file_names_with_invalid_utf8_are_carried_everywhere(tmp_path):
     finally:
         sys.stdout = saved
     assert b"w\\udcff." in strict.buffer.getvalue()
+
+
+def test_routes_answer_insane_values_and_odd_selections_without_500(logdir, tmp_path):
+    """The HTTP 500s of the reliability probe: /diff and /ranks_compare on 1e308 and 1e400 durations; /op_shapes,
+    /tensors and /shape_distribution on a 401-digit baseTimeNanoseconds; /kernels for "all workers" of a one-worker
+    run; /ranks for a cycle the run does not have (404, not 503 "retry later")."""
+    from .test_plugin import _get
+
+    doc = _bert_events()
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    for e in kernels[::2]:
+        e["dur"] = 1e308
+    kernels[1]["dur"] = "@INF@"
+    doc["baseTimeNanoseconds"] = "@HUGE@"
+    run = logdir / "insane_run"
+    run.mkdir()
+    _write(run, doc, [('"@INF@"', "1e400"), ('"@HUGE@"', _HUGE)])
+    client, plugin = _client(logdir, tmp_path)
+    assert _wait(lambda: _ready(plugin.service, "insane_run"), timeout=300)
+    span = plugin.service.span_states("insane_run", "w", "all")[0].span
+    sel = {"run": "insane_run", "worker": "w", "span": span}
+    op = "aten::mm"
+    for route, query in (("diff", {"a_run": "insane_run", "a_worker": "w", "b_run": "bert_h100",
+                                   "b_worker": "h100-node"}),
+                         ("diff", {"a_run": "bert_h100", "a_worker": "h100-node", "b_run": "insane_run",
+                                   "b_worker": "w", "by": "op"}),
+                         ("ranks_compare", {"run": "insane_run", "rank": "0"}),
+                         ("op_shapes", sel), ("tensors", sel), ("shape_distribution", {**sel, "op": op}),
+                         ("kernels", {**sel, "worker": "*", "span": "all"}),
+                         ("kernels", {"run": "bert_h100", "worker": "*", "span": "all"})):
+        code, body = _get(client, route, **query)
+        assert code in (200, 404, 422), (route, query, code, body)
+    assert _get(client, "kernels", run="bert_h100", worker="*", span="all")[0] == 200
+    code, body = _get(client, "ranks", run="bert_h100", cycle="5")
+    assert code == 404 and "cycle 5" in body["error"], body
