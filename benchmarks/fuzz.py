@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.test_fuzz import OUTCOMES, fuzz, fuzz_cli  # noqa: E402
+from tests.test_fuzz import OUTCOMES, ROUTE_STATUS, fuzz, fuzz_cli  # noqa: E402
 
 
 def _table(table) -> list:
@@ -58,6 +58,17 @@ def main() -> None:
                   f"cases {sum(distinct.values())}, hangs {hangs}")
             for failure, n in sorted(distinct.items(), key=lambda kv: -kv[1]):
                 print(f"  {n:5d}  {failure}")
+            print("\n".join(_route_table()))
+
+
+def _route_table() -> list:
+    """route x HTTP status (or "exception") over every request of the route fuzz."""
+    statuses = sorted({s for counts in ROUTE_STATUS.values() for s in counts})
+    width = max([len(r) for r in ROUTE_STATUS] + [5]) + 1
+    lines = [f"{'route':<{width}}" + "".join(f"{s:>10}" for s in statuses)]
+    for route, counts in sorted(ROUTE_STATUS.items()):
+        lines.append(f"/{route:<{width - 1}}" + "".join(f"{counts.get(s, 0):>10,}" for s in statuses))
+    return lines
 
 
 if __name__ == "__main__":

@@ -295,6 +295,7 @@ def _route_stage(logdir: Path, reference: Path, cache: Path, failures: List[str]
         op = (ops.get("rows") or [{}])[0].get("op") if isinstance(ops, dict) else None
         _ask(client, "devices", failures, **sel, span="all")
         _ask(client, "kernels", failures, **sel, span="all", group="op", dtype="fp16", sort="tflops")
+        _ask(client, "kernels", failures, run="fz", worker="*", span="all")
         _ask(client, "roofline", failures, **sel, span=span, dtype="bf16")
         _ask(client, "diff", failures, a_run="fz", a_worker=sel["worker"], a_span=span, b_run="ref", b_worker="w",
              by="op")
@@ -317,6 +318,7 @@ def _route_stage(logdir: Path, reference: Path, cache: Path, failures: List[str]
             _ask(client, route, failures, **sel, span=span, **extra)
         for route in ("ranks", "ranks_heatmap", "ranks_compare"):
             _ask(client, route, failures, run="fz", rank="0")
+        _ask(client, "ranks", failures, run="fz", cycle="5")
         _ask(client, "trace", failures, **sel, span=span)
     finally:
         service.stop()
@@ -335,15 +337,22 @@ def _check_sections(service, states, failures: List[str]) -> None:
                     failures.append(f"section {name}: {section.error.split(':')[1].strip()}")
 
 
+# route -> {HTTP status or "exception": count} over every request the route fuzz made (benchmarks/fuzz.py's table).
+ROUTE_STATUS: Dict[str, Dict[str, int]] = {}
+
+
 def _ask(client, route: str, failures: List[str], **query) -> object:
+    tally = ROUTE_STATUS.setdefault(route, {})
     try:
         response = client.get(f"{BASE}/{route}", query_string=query)
         body = response.get_data()
     except (Hang, KeyboardInterrupt):
         raise
     except BaseException as exc:  # noqa: BLE001  (an exception escaping a route is an HTML 500)
+        tally["exception"] = tally.get("exception", 0) + 1
         failures.append(f"route /{route}: {type(exc).__name__} at {_where(exc)}")
         return None
+    tally[str(response.status_code)] = tally.get(str(response.status_code), 0) + 1
     if response.status_code not in DOCUMENTED_STATUS:
         failures.append(f"route /{route}: HTTP {response.status_code}")
         return None
@@ -532,6 +541,7 @@ def fuzz(cases: Optional[int], seconds: Optional[float], seed: int, work: Path,
     previous = signal.signal(signal.SIGALRM, alarm)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
     run_case(dict(reference), work, reference)  # warm-up (imports, reference summary): not timed, not counted
+    ROUTE_STATUS.clear()
     try:
         while (cases is None or done < cases) and (seconds is None or time.time() - start < seconds):
             name, group = groups[done % len(groups)]
