@@ -113,6 +113,14 @@ def _info_other(path: str, sniffed: logdir_mod.Sniffed) -> int:
         raise GpuInsightError(f"{path}: not a trace file ({sniffed.reason})")
     print(f"file      {path}")
     print(f"kind      {label}")
+    if sniffed.kind == logdir_mod.ET:
+        from .trace.et import load_et
+
+        et = load_et(path)
+        print(f"schema    {et.schema}")
+        print(f"nodes     {len(et):,}" + (f" ({et.dropped_nodes:,} unusable, skipped)" if et.dropped_nodes else ""))
+        for line in _field_lines("coerced", et.coerced_fields) + _field_lines("dropped", et.dropped_fields):
+            print(line)
     return 0
 
 

@@ -633,3 +633,49 @@ def test_routes_answer_insane_values_and_odd_selections_without_500(logdir, tmp_
     assert _get(client, "kernels", run="bert_h100", worker="*", span="all")[0] == 200
     code, body = _get(client, "ranks", run="bert_h100", cycle="5")
     assert code == 404 and "cycle 5" in body["error"], body
+
+
+def test_et_node_with_a_bad_value_keeps_its_other_fields(tmp_path):
+    """As in Kineto traces: an ET node's rf_id written as a string is read as the number, a list where an int
+    belongs is dropped (counted), a node that is no object is skipped; every other node is as before."""
+    import glob
+    import json
+
+    from tb_gpuinsight.trace.et import load_et
+
+    from .test_plugin import SAMPLES
+
+    src = glob.glob(os.path.join(SAMPLES, "cpu_mlp", "*.et.json"))[0]
+    doc = json.load(open(src))
+    base = load_et(src)
+    node = doc["nodes"][3]
+    node["rf_id"] = str(node.get("rf_id", 17))
+    doc["nodes"][4]["tid"] = [1]
+    doc["nodes"][5] = 7
+    path = tmp_path / "w.et.json"
+    path.write_text(json.dumps(doc))
+    et = load_et(path)
+    assert len(et) == len(base) - 1 and et.dropped_nodes == 1
+    assert et.coerced_fields == {"node 'rf_id': string read as number": 1}
+    assert et.dropped_fields == {"node 'tid': array where int | null was expected": 1}
+    for row, node_id in enumerate(et.ids.tolist()):
+        mine, theirs = et.node(row), base.node(base.row_of[node_id])
+        if node_id != doc["nodes"][4]["id"]:
+            assert mine == theirs
+    code, out, _ = _run(["info", str(path)])
+    assert code == 0 and "node 'tid'" in out
+
+
+@pytest.mark.parametrize("arg, value", [("Input type", 2 ** 64 + 5), ("Input Dims", "x"), ("Concrete Inputs", 7),
+                                        ("Input Dims", [[1, [2]], None]), ("Input type", {"a": 1})])
+def test_raw_args_of_any_json_type_answer_every_command(tmp_path, arg, value):
+    """Shapes, types and concrete inputs stay raw JSON until used: a value of the wrong JSON type reaches the shapes
+    table, the estimates and the overview as it is, and each answers (the fuzz found `shapes` failing on an int)."""
+    def edit(doc):
+        doc["traceEvents"][0]["args"][arg] = value
+
+    path = _mm_trace(tmp_path, edit=edit)
+    for argv in (["shapes", str(path)], ["shapes", str(path), "--format", "json"], ["analyze", str(path)],
+                 ["overview", str(path)], ["critical-path", str(path)]):
+        code, _, err = _run(argv)
+        assert code == 0, (argv, err)

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import TraceError
 from .source import TraceBytes, file_size, os_error_reason, read_all
 from .header import sane_base_time, sane_devices, sane_distributed
-from .repair import EventRepairer, FieldLog
+from .repair import FieldLog, StructRepairer
 from .table import Interner, Table
 
 # Raw category -> canonical category. Legacy (2021) names map onto the 2022+ vocabulary.
@@ -542,7 +542,8 @@ class _Reader:
         self.decoder = msgspec.json.Decoder(List[self.event_type])
         self.empty_args = self.args_type()
         self.log = FieldLog()
-        self.repairer = EventRepairer(self.event_type, self.args_type, self.log)
+        self.repairer = StructRepairer(self.event_type, self.log, "event",
+                                       nested={"args": StructRepairer(self.args_type, self.log, "arg")})
         self.columns = {t: _Columns(t, self.log) for t in TABLES}
         self.extras: Dict[str, Dict[str, List[np.ndarray]]] = {t: {} for t in TABLES}
         self.shapes = Interner()

@@ -45,61 +45,68 @@ def _type_label(typ: Any) -> str:
     return "text" if str in args else getattr(typ, "__name__", str(typ))
 
 
-class EventRepairer:
-    """Decodes one event that failed the typed schema, field by field (see the module docstring)."""
+class StructRepairer:
+    """Decodes one JSON object that failed its typed schema, field by field (see the module docstring). `nested`
+    repairs struct-typed fields (an event's args) the same way; `what` labels its fields in the log."""
 
-    def __init__(self, event_type: type, args_type: type, log: FieldLog) -> None:
-        self.event_type, self.args_type, self.log = event_type, args_type, log
-        self.strict = msgspec.json.Decoder(event_type)
+    def __init__(self, struct_type: type, log: FieldLog, what: str,
+                 nested: Optional[Dict[str, "StructRepairer"]] = None) -> None:
+        self.struct_type, self.log, self.what = struct_type, log, what
+        self.nested = nested or {}
+        self.strict = msgspec.json.Decoder(struct_type)
         self.loose = msgspec.json.Decoder(Dict[str, msgspec.Raw])
-        self.event_fields = _fields(event_type)
-        self.arg_fields = _fields(args_type)
+        self.fields = _fields(struct_type)
         self._decoders: Dict[Tuple[Any, bool], msgspec.json.Decoder] = {}
 
     def decode(self, raw: bytes) -> Optional[Any]:
-        """The event, or None when it is not a JSON object at all."""
+        """The struct, or None when `raw` is no JSON object or lacks a required field."""
         data = bytes(raw)
         try:
             return self.strict.decode(data)
-        except UnicodeDecodeError:
-            data = data.decode("utf-8", "replace").encode("utf-8")  # a cut-off name: U+FFFD, not a lost event
-            self.log.coerce("text", "invalid UTF-8 replaced by U+FFFD")
+        except (msgspec.ValidationError, UnicodeDecodeError):
+            pass
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:  # a cut-off name, say: U+FFFD, not a lost event
+            data = data.decode("utf-8", "replace").encode("utf-8")
+            self.log.coerce(f"{self.what} text", "invalid UTF-8 replaced by U+FFFD")
             try:
                 return self.strict.decode(data)
             except msgspec.ValidationError:
                 pass
-        except msgspec.ValidationError:
-            pass
         try:
-            top = self.loose.decode(data)
+            raws = self.loose.decode(data)
         except msgspec.ValidationError:
             return None
-        values = self._values(top, self.event_fields, "event")
-        event = self.event_type(**{k: v for k, v in values.items() if k != "args"})
-        args = top.get("args")
-        if args is not None and bytes(args) != b"null":
-            event.args = self._args(bytes(args))
-        return event
-
-    def _args(self, raw: bytes) -> Optional[Any]:
         try:
-            fields = self.loose.decode(raw)
-        except msgspec.ValidationError:
-            self.log.drop("args", f"{_kind(raw)}, not an object")
+            return self.struct_type(**self._values(raws))
+        except TypeError:  # a required field is missing or was dropped
             return None
-        return self.args_type(**self._values(fields, self.arg_fields, "arg"))
 
-    def _values(self, raws: Dict[str, msgspec.Raw], fields: Dict[str, Tuple[str, Any]], what: str) -> Dict[str, Any]:
+    def _values(self, raws: Dict[str, msgspec.Raw]) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
         for key, raw in raws.items():
-            spec = fields.get(key)
-            if spec is None or key == "args" and what == "event":
+            spec = self.fields.get(key)
+            if spec is None:
                 continue
             attr, typ = spec
-            value = raw if typ is msgspec.Raw else self._value(f"{what} {key!r}", bytes(raw), typ)
+            raw = bytes(raw)
+            if key in self.nested:
+                value = self._nested(key, raw)
+            else:
+                value = msgspec.Raw(raw) if typ is msgspec.Raw else self._value(f"{self.what} {key!r}", raw, typ)
             if value is not _DROP:
                 out[attr] = value
         return out
+
+    def _nested(self, key: str, raw: bytes) -> Any:
+        if raw == b"null":
+            return None
+        value = self.nested[key].decode(raw)
+        if value is None:
+            self.log.drop(f"{self.what} {key!r}", f"{_kind(raw)}, not an object")
+            return _DROP
+        return value
 
     def _value(self, label: str, raw: bytes, typ: Any) -> Any:
         try:
