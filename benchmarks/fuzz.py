@@ -44,7 +44,7 @@ def main() -> None:
     logging.disable(logging.CRITICAL)
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.time()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:  # a service may still write its cache
         table = fuzz_cli(args.cases, args.seed, Path(tmp), saved=args.out, report=lambda l: print(l, flush=True))
         print(f"\n{args.cases:,} CLI runs in {time.time() - start:,.0f} s (seed {args.seed}); "
               f"reproducers of failures under {args.out}/")

@@ -170,8 +170,9 @@ def _mutate_tensor_trace(data: bytes, rng: random.Random) -> bytes:
     return "\n".join(lines).encode("utf-8", "surrogatepass") + rng.choice([b"\n", b"", b"\r\n\x00"])
 
 
-def make_case(group: Dict[str, bytes], rng: random.Random) -> Dict[str, bytes]:
-    """A copy of a seed group with one file mutated (structurally, at byte level, and/or gzipped)."""
+def make_case(group: Dict[str, bytes], rng: random.Random, rename: bool = False) -> Dict[str, bytes]:
+    """A copy of a seed group with one file mutated (structurally, at byte level, and/or gzipped); with `rename`,
+    sometimes also its name (an invalid UTF-8 byte)."""
     files = dict(group)
     name = rng.choice(sorted(files))
     data = files[name]
@@ -190,7 +191,7 @@ def make_case(group: Dict[str, bytes], rng: random.Random) -> Dict[str, bytes]:
             data = _mutate_bytes(data, rng)
         del files[name]
         name += ".gz"
-    if rng.random() < 0.05:  # a file name with an invalid UTF-8 byte (kept by Python as a lone surrogate)
+    if rename and rng.random() < 0.05:  # a file name with an invalid UTF-8 byte (kept by Python as a lone surrogate)
         name = name.replace("w.", "w\udcff.", 1)
     files[name] = data
     return files
@@ -456,7 +457,7 @@ def fuzz_cli(cases: int, seed: int, work: Path, saved: Optional[Path] = None,
     try:
         for case in range(cases):
             name, group = groups[case % len(groups)]
-            files = make_case(group, rng)
+            files = make_case(group, rng, rename=True)
             folder, out = work / "case" / "fz", work / "out"
             _write_group(folder, files)
             shutil.rmtree(out, ignore_errors=True)
