@@ -6,8 +6,11 @@ analysis ever sees it. Numbers written as strings are read as numbers (and count
 """
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Dict, List, Optional, Tuple
+
+import msgspec
 
 from .repair import FieldLog
 
@@ -29,6 +32,31 @@ BASE_TIME_RANGE: Range = (0, 4_102_444_800 * 10 ** 9)
 # distributedInfo: ranks and sizes of a job (a million processes is beyond any job to date).
 DISTRIBUTED_RANGES: Dict[str, Range] = {"rank": (0, 1 << 24), "world_size": (1, 1 << 24), "local_rank": (0, 1 << 24),
                                         "local_world_size": (1, 1 << 24), "pg_count": (0, 1 << 24)}
+
+
+def decode_header_value(raw: msgspec.Raw, key: str, log: FieldLog) -> Any:
+    """One top-level value of the trace, None when absent. Numbers beyond a float (1e999) become infinities, to be
+    dropped by the range checks below, rather than failing the whole trace; invalid UTF-8 becomes U+FFFD."""
+    data = bytes(raw)
+    if not data:
+        return None
+    try:
+        return msgspec.json.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        pass
+    try:
+        return json.loads(data.decode("utf-8", "replace"), parse_int=_int_or_infinite)
+    except (ValueError, RecursionError) as exc:
+        log.drop(key, f"unreadable ({str(exc)[:60]})")
+        return None
+
+
+def _int_or_infinite(text: str) -> float:
+    """A JSON integer; one of hundreds of digits (past any range below, and past Python's int parsing limit) as
+    an infinity of its sign."""
+    if len(text) > 400:
+        return float("-inf") if text.startswith("-") else float("inf")
+    return int(text)
 
 
 def sane_number(value: Any, limits: Range, label: str, log: FieldLog) -> Optional[float]:

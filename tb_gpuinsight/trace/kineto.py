@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import TraceError
 from .source import TraceBytes, file_size, os_error_reason, read_all
-from .header import sane_base_time, sane_devices, sane_distributed
+from .header import decode_header_value, sane_base_time, sane_devices, sane_distributed
 from .repair import FieldLog, StructRepairer
 from .table import Interner, Table
 
@@ -157,27 +157,16 @@ def _make_schema(extra_args: Tuple[str, ...]):
     return args_type, event_type
 
 
-class _Top(msgspec.Struct):
-    """The top-level object: events stay raw slices; metadata keys we report are decoded generically."""
-    traceEvents: Optional[List[msgspec.Raw]] = None
-    schemaVersion: Any = None
-    deviceProperties: Any = None
-    computeProperties: Any = None
-    baseTimeNanoseconds: Any = None
-    displayTimeUnit: Any = None
-    distributedInfo: Any = None
-    traceName: Any = None
-    record_shapes: Any = None
-    profile_memory: Any = None
-    with_stack: Any = None
-    with_flops: Any = None
-    cuda_runtime_version: Any = None
-    cuda_driver_version: Any = None
-    cupti_version: Any = None
-    hip_runtime_version: Any = None
-    roctracer_version: Any = None
-    schema: Any = None  # an Execution Trace's key: lets us say "this is an ET" rather than "no events"
-    nodes: msgspec.Raw = msgspec.Raw()
+_HEADER_KEYS = ("schemaVersion", "deviceProperties", "computeProperties", "baseTimeNanoseconds", "displayTimeUnit",
+                "distributedInfo", "traceName", "record_shapes", "profile_memory", "with_stack", "with_flops",
+                "cuda_runtime_version", "cuda_driver_version", "cupti_version", "hip_runtime_version",
+                "roctracer_version", "schema")
+_RAW = msgspec.field(default_factory=msgspec.Raw)
+# The top-level object: events stay raw slices; the metadata keys we report stay raw until decode_header_value
+# reads each on its own (a 1e999 in deviceProperties then spoils that property, not the whole trace). `schema`
+# and `nodes` are an Execution Trace's keys: they let us say "this is an ET" rather than "no events".
+_Top = msgspec.defstruct("_Top", [("traceEvents", Optional[List[msgspec.Raw]], None)]
+                         + [(k, msgspec.Raw, _RAW) for k in _HEADER_KEYS] + [("nodes", msgspec.Raw, _RAW)])
 
 
 @dataclass
@@ -688,6 +677,8 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
         raise TraceError(path, "the trace has no events")
     top.traceEvents = None
     reader = _Reader(path, extra)
+    for key in _HEADER_KEYS:
+        setattr(top, key, decode_header_value(getattr(top, key), key, reader.log))
     total = len(events)
     # Last chunk first, truncating the slice list as we go: its memory shrinks while the tables grow.
     # The buffer's pages behind a decoded chunk go back to the OS, so memory stays near one copy of the JSON.
@@ -713,7 +704,7 @@ def _file_size(path: str) -> int:
         raise TraceError(path, os_error_reason(exc)) from None
 
 
-def _decode_top(path: str, content: TraceBytes) -> _Top:
+def _decode_top(path: str, content: TraceBytes) -> Any:
     buf = content.view()
     first = _first_byte(buf)
     try:
@@ -732,7 +723,8 @@ def _decode_top(path: str, content: TraceBytes) -> _Top:
     except RecursionError:
         raise TraceError(path, "invalid JSON: nesting too deep") from None
     if top.traceEvents is None and len(top.nodes):
-        raise TraceError(path, f"an Execution Trace (schema {top.schema}), not a Kineto trace")
+        schema = decode_header_value(top.schema, "schema", FieldLog())
+        raise TraceError(path, f"an Execution Trace (schema {str(schema)[:40]}), not a Kineto trace")
     if top.traceEvents is None:
         raise TraceError(path, "no 'traceEvents' key: not a Kineto trace")
     return top
@@ -757,12 +749,12 @@ def _json_error(path: str, exc: msgspec.DecodeError, size: int) -> TraceError:
     return TraceError(path, f"invalid JSON: {reason}", offset=offset)
 
 
-def _devices(top: _Top, log: FieldLog) -> List[Dict[str, Any]]:
+def _devices(top: Any, log: FieldLog) -> List[Dict[str, Any]]:
     """deviceProperties (or 2021's computeProperties), normalised to one key set, numbers in their ranges."""
     return sane_devices(top.deviceProperties if top.deviceProperties is not None else top.computeProperties, log)
 
 
-def _meta(path: str, top: _Top, reader: _Reader, tables: Dict[str, Table], devices: List[Dict[str, Any]],
+def _meta(path: str, top: Any, reader: _Reader, tables: Dict[str, Table], devices: List[Dict[str, Any]],
           file_bytes: int, json_bytes: int, total: int) -> TraceMeta:
     counts = reader.counts
     ops = tables["ops"]
@@ -791,7 +783,7 @@ def _meta(path: str, top: _Top, reader: _Reader, tables: Dict[str, Table], devic
     )
 
 
-def _era(top: _Top, counts: Counter) -> str:
+def _era(top: Any, counts: Counter) -> str:
     if any(c in LEGACY_CATEGORIES for c in counts):
         return "2021 (legacy categories)"
     if top.baseTimeNanoseconds is not None:
