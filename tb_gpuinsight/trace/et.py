@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from ..errors import TraceError
+from .header import decode_header_value
 from .repair import FieldLog, StructRepairer
 from .source import read_all
 
@@ -62,11 +63,12 @@ class _Node(msgspec.Struct):
 
 
 class _Top(msgspec.Struct):
-    schema: Any = None
-    pid: Any = None
-    time: Any = None
-    start_ts: Any = None
-    finish_ts: Any = None
+    """Top-level keys stay raw until read one by one (decode_header_value): a bad one spoils only itself."""
+    schema: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    pid: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    time: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    start_ts: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    finish_ts: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     nodes: Optional[List[msgspec.Raw]] = None  # decoded by _nodes: a bad value spoils only its own field
 
 
@@ -151,11 +153,13 @@ def load_et(path: "os.PathLike[str] | str") -> ExecutionTrace:
         raise TraceError(path, "out of memory while reading the Execution Trace") from None
     if top.nodes is None:
         raise TraceError(path, "not an Execution Trace (no 'nodes' list)")
+    log = FieldLog()
+    for key in ("schema", "pid", "time", "start_ts", "finish_ts"):
+        setattr(top, key, decode_header_value(getattr(top, key), key, log))
     schema = top.schema if isinstance(top.schema, str) else ""
     if not schema_supported(schema):
-        raise TraceError(path, f"unsupported Execution Trace schema {top.schema!r} "
+        raise TraceError(path, f"unsupported Execution Trace schema {str(top.schema)[:60]!r} "
                                f"(supported: {', '.join(SUPPORTED_SCHEMAS)})")
-    log = FieldLog()
     nodes = _nodes(top.nodes, log)
     if top.nodes and not nodes:
         raise TraceError(path, f"not a valid Execution Trace: none of its {len(top.nodes):,} nodes is an object "
