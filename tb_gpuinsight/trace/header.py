@@ -102,6 +102,11 @@ def _dropped(label: str, why: str, log: FieldLog) -> None:
     return None
 
 
+def _label(where: str, key: str, known: Dict[str, Range]) -> str:
+    """A log label: known keys by name; any other under one label, so that a file cannot grow the log per key."""
+    return f"{where} {key}" if key in known else f"{where} (another numeric key)"
+
+
 def sane_devices(props: Any, log: FieldLog) -> List[Dict[str, Any]]:
     """deviceProperties (or 2021's computeProperties) normalised to one key set, every number in its range."""
     if not isinstance(props, list):
@@ -114,7 +119,8 @@ def sane_devices(props: Any, log: FieldLog) -> List[Dict[str, Any]]:
         for key, value in p.items():
             if isinstance(value, (int, float, str)) and key in DEVICE_RANGES or \
                     isinstance(value, (int, float)) and not isinstance(value, bool):
-                value = sane_number(value, DEVICE_RANGES.get(key, _ANY_NUMBER), f"deviceProperties {key}", log)
+                value = sane_number(value, DEVICE_RANGES.get(key, _ANY_NUMBER), _label("deviceProperties", key,
+                                                                                       DEVICE_RANGES), log)
                 if value is None:
                     continue
             d[key] = value
@@ -140,7 +146,8 @@ def sane_distributed(info: Any, log: FieldLog) -> Optional[Dict[str, Any]]:
     out = {}
     for key, value in info.items():
         if key in DISTRIBUTED_RANGES or isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = sane_number(value, DISTRIBUTED_RANGES.get(key, _ANY_NUMBER), f"distributedInfo {key}", log)
+            value = sane_number(value, DISTRIBUTED_RANGES.get(key, _ANY_NUMBER),
+                                _label("distributedInfo", key, DISTRIBUTED_RANGES), log)
             if value is None:
                 continue
             if key in DISTRIBUTED_RANGES:
