@@ -134,6 +134,9 @@ def _analysis_of(x, options) -> "Efficiency":
     if len(runs) != 1:
         raise ConfigError(f"{x}: holds {len(runs)} runs; give one run directory or a trace file")
     spans = runs[0].spans()
+    if not spans:  # every trace of the run is unreadable: say why
+        bad = runs[0].unreadable
+        raise ConfigError(f"{x}: no readable trace" + (f" ({bad[0].reason})" if bad else ""))
     parts = [analyze(s.trace.path, **options) for s in spans]
     return parts[0] if len(parts) == 1 else combine(parts).rerate(parts[0].dtype)
 

@@ -15,12 +15,14 @@ from . import logdir as logdir_mod
 from .errors import GpuInsightError
 from .progress import terminal_progress
 from .trace.source import set_max_trace_gb
+from .trace.text import safe_text
 
 EXIT_BAD_INPUT = 2
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the console script; returns the exit status."""
+    _tolerant_output()
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -42,6 +44,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
+
+
+def _tolerant_output() -> None:
+    """Text that UTF-8 cannot encode (a file name's invalid bytes, kept by Python as lone surrogates) is written as
+    a backslash escape rather than failing the command; in JSON output that escape is valid JSON."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a closed or detached stream: leave it
+                pass
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,6 +113,14 @@ def _info_other(path: str, sniffed: logdir_mod.Sniffed) -> int:
         raise GpuInsightError(f"{path}: not a trace file ({sniffed.reason})")
     print(f"file      {path}")
     print(f"kind      {label}")
+    if sniffed.kind == logdir_mod.ET:
+        from .trace.et import load_et
+
+        et = load_et(path)
+        print(f"schema    {et.schema}")
+        print(f"nodes     {len(et):,}" + (f" ({et.dropped_nodes:,} unusable, skipped)" if et.dropped_nodes else ""))
+        for line in _field_lines("coerced", et.coerced_fields) + _field_lines("dropped", et.dropped_fields):
+            print(line)
     return 0
 
 
@@ -126,6 +148,7 @@ def describe_trace(trace) -> List[str]:
                                                    if m.malformed_events else ""))
     for cat, count in m.category_counts.items():
         lines.append(f"  {cat:<24}{count:>10,}")
+    lines += _field_lines("coerced", m.coerced_fields) + _field_lines("dropped", m.dropped_fields)
     tables = ", ".join(f"{name} {len(t):,}" for name, t in trace.tables().items())
     lines.append(f"tables    {tables}")
     lines.append(f"shapes    {'yes' if m.record_shapes else 'no'} ({len(trace.shapes):,} distinct signatures)")
@@ -134,6 +157,14 @@ def describe_trace(trace) -> List[str]:
         present = sum(int(sum(v is not None for v in t[name])) for t in trace.tables().values())
         lines.append(f"arg       {name!r}: on {present:,} events")
     return lines
+
+
+def _field_lines(what: str, counts: Dict[str, int]) -> List[str]:
+    """Values the reader read after a conversion, or left out, with how many and why (most frequent first)."""
+    if not counts:
+        return []
+    lines = [f"fields    {sum(counts.values()):,} {what}" + (" (absent for every analysis)" if what == "dropped" else "")]
+    return lines + [f"  {count:>8,}  {safe_text(why)[:200]}" for why, count in counts.items()]
 
 
 def _et_links(m) -> str:

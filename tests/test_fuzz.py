@@ -34,7 +34,7 @@ BASE = "/data/plugin/gpuinsight"
 
 # Values that broke readers before: beyond int64/int32, infinities (as JSON 1e999), far-future timestamps, odd
 # strings. Tokens of the form @@RAW:...@@ are written into the JSON text as they are (not as strings).
-EVIL_VALUES = [2 ** 63, 2 ** 64 + 5, -(2 ** 63) - 1, 2 ** 31, -(2 ** 31) - 1, 10 ** 30, 10 ** 400, -1, 0,
+EVIL_VALUES = [2 ** 63, 2 ** 64 + 5, -(2 ** 63) - 1, 2 ** 31, -(2 ** 31) - 1, 10 ** 30, 10 ** 400, 2 ** 70, -1, 0,
                9.3e18, 1.5e308, "@@RAW:1e999@@", "@@RAW:-1e999@@", "", "x" * 5000, "<img src=x onerror=alert(1)>",
                None, True, [], {}, [1, [2, [3]]], "\u2028\u0000", 0.5, "1e999"]
 XSS = "<img src=x onerror=alert(1)>"
@@ -106,8 +106,11 @@ def _mutate_json(obj, rng: random.Random):
     paths = _paths(obj)
     if not paths:
         return obj
+    # The trace's own description (deviceProperties, baseTimeNanoseconds, distributedInfo) is a few paths among
+    # thousands of events: picked on purpose a quarter of the time.
+    header = [p for p in paths if p[0] not in ("traceEvents", "nodes")]
     for _ in range(rng.randint(1, 4)):
-        path = rng.choice(paths)
+        path = rng.choice(header if header and rng.random() < 0.25 else paths)
         try:
             parent = _get(obj, path[:-1])
             key = path[-1]
@@ -167,8 +170,9 @@ def _mutate_tensor_trace(data: bytes, rng: random.Random) -> bytes:
     return "\n".join(lines).encode("utf-8", "surrogatepass") + rng.choice([b"\n", b"", b"\r\n\x00"])
 
 
-def make_case(group: Dict[str, bytes], rng: random.Random) -> Dict[str, bytes]:
-    """A copy of a seed group with one file mutated (structurally, at byte level, and/or gzipped)."""
+def make_case(group: Dict[str, bytes], rng: random.Random, rename: bool = False) -> Dict[str, bytes]:
+    """A copy of a seed group with one file mutated (structurally, at byte level, and/or gzipped); with `rename`,
+    sometimes also its name (an invalid UTF-8 byte)."""
     files = dict(group)
     name = rng.choice(sorted(files))
     data = files[name]
@@ -187,6 +191,8 @@ def make_case(group: Dict[str, bytes], rng: random.Random) -> Dict[str, bytes]:
             data = _mutate_bytes(data, rng)
         del files[name]
         name += ".gz"
+    if rename and rng.random() < 0.05:  # a file name with an invalid UTF-8 byte (kept by Python as a lone surrogate)
+        name = name.replace("w.", "w\udcff.", 1)
     files[name] = data
     return files
 
@@ -290,6 +296,7 @@ def _route_stage(logdir: Path, reference: Path, cache: Path, failures: List[str]
         op = (ops.get("rows") or [{}])[0].get("op") if isinstance(ops, dict) else None
         _ask(client, "devices", failures, **sel, span="all")
         _ask(client, "kernels", failures, **sel, span="all", group="op", dtype="fp16", sort="tflops")
+        _ask(client, "kernels", failures, run="fz", worker="*", span="all")
         _ask(client, "roofline", failures, **sel, span=span, dtype="bf16")
         _ask(client, "diff", failures, a_run="fz", a_worker=sel["worker"], a_span=span, b_run="ref", b_worker="w",
              by="op")
@@ -312,6 +319,7 @@ def _route_stage(logdir: Path, reference: Path, cache: Path, failures: List[str]
             _ask(client, route, failures, **sel, span=span, **extra)
         for route in ("ranks", "ranks_heatmap", "ranks_compare"):
             _ask(client, route, failures, run="fz", rank="0")
+        _ask(client, "ranks", failures, run="fz", cycle="5")
         _ask(client, "trace", failures, **sel, span=span)
     finally:
         service.stop()
@@ -330,15 +338,22 @@ def _check_sections(service, states, failures: List[str]) -> None:
                     failures.append(f"section {name}: {section.error.split(':')[1].strip()}")
 
 
+# route -> {HTTP status or "exception": count} over every request the route fuzz made (benchmarks/fuzz.py's table).
+ROUTE_STATUS: Dict[str, Dict[str, int]] = {}
+
+
 def _ask(client, route: str, failures: List[str], **query) -> object:
+    tally = ROUTE_STATUS.setdefault(route, {})
     try:
         response = client.get(f"{BASE}/{route}", query_string=query)
         body = response.get_data()
     except (Hang, KeyboardInterrupt):
         raise
     except BaseException as exc:  # noqa: BLE001  (an exception escaping a route is an HTML 500)
+        tally["exception"] = tally.get("exception", 0) + 1
         failures.append(f"route /{route}: {type(exc).__name__} at {_where(exc)}")
         return None
+    tally[str(response.status_code)] = tally.get(str(response.status_code), 0) + 1
     if response.status_code not in DOCUMENTED_STATUS:
         failures.append(f"route /{route}: HTTP {response.status_code}")
         return None
@@ -349,6 +364,140 @@ def _ask(client, route: str, failures: List[str], **query) -> object:
     except ValueError:
         failures.append(f"route /{route}: not JSON")
         return None
+
+
+# CLI outcomes: the documented ones are exit 0 and exit 2 with one line on stderr.
+# `summarize` alone exits 1 when some trace of its logdir failed (each listed on stdout): a batch's partial success.
+EXIT_0, EXIT_1, EXIT_2, TRACEBACK, OTHER = "exit 0", "exit 1", "exit 2", "traceback", "other"
+OUTCOMES = (EXIT_0, EXIT_2, EXIT_1, TRACEBACK, OTHER)
+DOCUMENTED_OUTCOMES = {EXIT_0, EXIT_2}
+
+
+CLI_COMMANDS = ("info", "ls", "analyze", "augment", "diff", "shapes", "overview", "memory", "timeline",
+                "critical-path", "graph", "ranks", "summarize", "export-parquet")
+
+
+def cli_commands(folder: Path, reference: Path, out: Path) -> List[Tuple[str, List[str]]]:
+    """(command, argv) for every CLI command over the case's files (the trace, its ET, its tensor.trace, the run).
+    `export-parquet` reads the store the `summarize` before it wrote."""
+    def first(pattern: str) -> Optional[str]:
+        hit = next((p for p in sorted(folder.iterdir()) if pattern in p.name), None)
+        return None if hit is None else str(hit)
+
+    trace, et, tt = first(".pt.trace.json"), first(".et.json"), first(".tensor.trace")
+    store = str(out / "store")
+    cmds: List[Tuple[str, List[str]]] = [("ls", ["ls", str(folder)]), ("ranks", ["ranks", str(folder)]),
+                                         ("summarize", ["summarize", str(folder), "--store", store, "--workers", "0"]),
+                                         ("export-parquet", ["export-parquet", store, str(out / "parquet")])]
+    if trace:
+        cmds += [("info", ["info", trace]), ("analyze", ["analyze", trace, "--format", "json"]),
+                 ("analyze", ["analyze", trace, "--by", "op", "--format", "csv"]),
+                 ("augment", ["augment", trace, str(out / "augmented.json")]),
+                 ("diff", ["diff", trace, str(reference)]), ("diff", ["diff", str(folder), str(folder), "--by", "op"]),
+                 ("shapes", ["shapes", trace]), ("overview", ["overview", trace]), ("memory", ["memory", trace]),
+                 ("timeline", ["timeline", trace, "--json", str(out / "timeline.json"), "--csv", str(out / "t.csv")]),
+                 ("critical-path", ["critical-path", trace]), ("critical-path", ["critical-path", str(folder), "--json"])]
+    if et:
+        cmds += [("info", ["info", et]), ("graph", ["graph", et, "--json", str(out / "graph.json")]
+                                          + (["--trace", trace] if trace else []))]
+    if tt:
+        cmds.append(("shapes", ["shapes", tt]))
+    return cmds
+
+
+def run_cli(argv: List[str]) -> Tuple[str, str]:
+    """(outcome, detail) of one CLI run in this process: what escaped `main`, or its exit status and stderr."""
+    import contextlib
+    import io
+
+    from tb_gpuinsight.cli import main
+
+    # Streams that encode strictly as UTF-8, like a terminal's: text that cannot be written fails here too.
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8") for _ in range(2))
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+            err.flush()
+    except (Hang, KeyboardInterrupt):
+        raise
+    except SystemExit as exc:  # argparse
+        return OTHER, f"SystemExit({exc.code})"
+    except BaseException as exc:  # noqa: BLE001  (what the fuzzer hunts)
+        return TRACEBACK, f"{type(exc).__name__} at {_where(exc)}: {str(exc)[:200]}"
+    lines = err.buffer.getvalue().decode("utf-8", "replace").strip().splitlines()
+    if code == 0:
+        return EXIT_0, ""
+    if code == 2 and len(lines) == 1:
+        return EXIT_2, lines[0][:200]
+    return OTHER, f"exit {code}, {len(lines)} stderr lines: {' | '.join(lines)[:200]}"
+
+
+def _write_group(folder: Path, files: Dict[str, bytes]) -> None:
+    """A case's files in a fresh folder, dated an hour ago (settled: a parse failure is final, not "being written")."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    old = time.time() - 3600
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+        os.utime(folder / name, (old, old))
+
+
+def fuzz_cli(cases: int, seed: int, work: Path, saved: Optional[Path] = None,
+             report: Callable[[str], None] = lambda line: None) -> Dict[str, Dict[str, int]]:
+    """`cases` CLI runs, each a fresh mutation of a seed group through one command (the commands in turn, each with
+    the argv variants that fit the group's files): {command: {outcome: count}}. A run with an undocumented
+    outcome is reported and, with `saved`, its files and argv are kept under saved/<case>-<command>/."""
+    rng = random.Random(seed)
+    groups = seeds()
+    reference = work / "ref" / "r.1700000000000000000.pt.trace.json"
+    _write_group(reference.parent, {reference.name: groups[0][1][next(iter(groups[0][1]))]})
+    table: Dict[str, Dict[str, int]] = {c: dict.fromkeys(OUTCOMES, 0) for c in CLI_COMMANDS}
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
+    try:
+        for case in range(cases):
+            name, group = groups[case % len(groups)]
+            files = make_case(group, rng, rename=True)
+            folder, out = work / "case" / "fz", work / "out"
+            _write_group(folder, files)
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            options = cli_commands(folder, reference, out)
+            available = [c for c in CLI_COMMANDS if any(c == cmd for cmd, _ in options)]
+            command = min(available, key=lambda c: sum(table[c].values()))  # the least run so far: balanced
+            argv = rng.choice([a for cmd, a in options if cmd == command])
+            if command == "export-parquet":
+                run_cli(next(a for cmd, a in options if cmd == "summarize"))
+            signal.alarm(CASE_TIMEOUT_S)
+            try:
+                outcome, detail = run_cli(argv)
+                if command == "summarize" and outcome == OTHER and detail.startswith("exit 1,"):
+                    outcome = EXIT_1
+            except Hang:
+                outcome, detail = OTHER, f"hang (over {CASE_TIMEOUT_S} s)"
+            finally:
+                signal.alarm(0)
+            table[command][outcome] += 1
+            if outcome not in DOCUMENTED_OUTCOMES | {EXIT_1}:
+                report(f"case {case} ({name}) {command}: {outcome}: {detail}")
+                if saved is not None:
+                    _save_reproducer(saved / f"{case:05d}-{command}", folder, argv, outcome, detail)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    return table
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def _save_reproducer(dest: Path, folder: Path, argv: List[str], outcome: str, detail: str) -> None:
+    """The case's files, and the command with its outcome (paths under the case folder rewritten to ./)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(folder, dest)
+    line = " ".join(a.replace(str(folder), ".") for a in argv)
+    (dest / "COMMAND.txt").write_text(f"tb-gpuinsight {line}\n{outcome}: {detail}\n", encoding="utf-8",
+                                      errors="backslashreplace")
 
 
 def run_case(files: Dict[str, bytes], work: Path, reference_files: Dict[str, bytes]) -> List[str]:
@@ -393,6 +542,7 @@ def fuzz(cases: Optional[int], seconds: Optional[float], seed: int, work: Path,
     previous = signal.signal(signal.SIGALRM, alarm)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
     run_case(dict(reference), work, reference)  # warm-up (imports, reference summary): not timed, not counted
+    ROUTE_STATUS.clear()
     try:
         while (cases is None or done < cases) and (seconds is None or time.time() - start < seconds):
             name, group = groups[done % len(groups)]
@@ -422,6 +572,18 @@ def test_fuzz_only_documented_errors(tmp_path):
                                  work=tmp_path / "case")
     assert done > 0
     assert not distinct and not hangs, (done, distinct, hangs)
+
+
+def test_cli_fuzz_every_command(tmp_path):
+    """A short fixed-seed pass of every CLI command over mutated traces, ETs and tensor.traces (benchmarks/fuzz.py
+    runs the long one): exit 0, or 2 with one line; never a traceback."""
+    logging.getLogger("tb_gpuinsight").setLevel(logging.CRITICAL)
+    failures: List[str] = []
+    runs = int(os.environ.get("TB_GPUINSIGHT_CLI_FUZZ_RUNS", str(2 * len(CLI_COMMANDS))))
+    table = fuzz_cli(runs, int(os.environ.get("TB_GPUINSIGHT_FUZZ_SEED", "12")), tmp_path, report=failures.append)
+    assert not failures, failures
+    ran = {c for c, counts in table.items() if sum(counts.values())}
+    assert ran == set(CLI_COMMANDS), set(CLI_COMMANDS) - ran
 
 
 def main() -> None:

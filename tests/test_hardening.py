@@ -470,3 +470,215 @@ def test_graph_focus_on_a_deep_chain_and_huge_device_names(tmp_path):
     assert depths == list(range(len(depths))) and len(depths) >= depth - 1
     match = match_device({"name": "NVIDIA H100 80GB HBM3" + " x" * 5_000_000, "totalGlobalMem": 85e9})
     assert len(match.trace_name) <= MAX_NAME
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Numbers outside sane ranges are dropped at read time (with their reason); every command answers in one line.
+
+def _mm_trace(tmp_path, name="w.1700000000000000000.pt.trace.json", edit=None, raw=()):
+    """The ROCm aten::mm trace of test_reader_errors, with `edit(doc)` applied and `raw` text replacements."""
+    import copy
+    import json
+
+    from .test_reader_errors import rocm_mm_trace
+
+    doc = copy.deepcopy(rocm_mm_trace(1))
+    doc["baseTimeNanoseconds"] = 1700000000000000000
+    if edit:
+        edit(doc)
+    text = json.dumps(doc)
+    for old, new in raw:
+        text = text.replace(old, new)
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    return path
+
+
+_HUGE = "1" + "0" * 400
+_READ_TIME_CASES = {  # case -> (edit, raw replacements, the dropped field's reason in `info`)
+    "numSms": (None, [('"numSms": 304', f'"numSms": {_HUGE}')], "deviceProperties numSms: outside"),
+    "totalGlobalMem": (None, [('"totalGlobalMem": 205822885888', f'"totalGlobalMem": {_HUGE}')],
+                       "deviceProperties totalGlobalMem: outside"),
+    "computeMajor": (None, [('"computeMajor": 9', f'"computeMajor": {_HUGE}')], "deviceProperties computeMajor"),
+    "numSms1e999": (None, [('"numSms": 304', '"numSms": 1e999')], "deviceProperties numSms: outside"),
+    "warpSize5000digits": (None, [('"warpSize": 64', '"warpSize": 1' + "0" * 5000)],
+                           "deviceProperties warpSize: outside"),
+    "baseTime": (None, [("1700000000000000000", _HUGE)], "baseTimeNanoseconds: outside"),
+    "dur1e308": (None, [('"dur": 20', '"dur": 1e308'), ('"dur": 50', '"dur": 1e308')], "kernels dur: not finite"),
+    "dur1e400": (None, [('"dur": 20', '"dur": 1e400')], "event 'dur': number out of range"),
+    "rank": (lambda d: d.update(distributedInfo={"rank": 2 ** 70, "world_size": 2, "backend": "nccl"}), (),
+             "distributedInfo rank: outside"),
+}
+_COMMANDS = (["info"], ["analyze"], ["augment", "{out}/a.json"], ["diff", "{ref}"], ["shapes"], ["overview"],
+             ["memory"], ["timeline"], ["critical-path"])
+
+
+def _run(argv):
+    """Exit status and stderr lines of one CLI run in this process (an exception escaping main fails the test)."""
+    import contextlib
+    import io
+
+    from tb_gpuinsight.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue().strip().splitlines()
+
+
+@pytest.mark.parametrize("case", sorted(_READ_TIME_CASES))
+def test_insane_numbers_are_dropped_at_read_time_and_every_command_answers(tmp_path, case):
+    """The reproducers of the reliability probe: a 401-digit numSms / totalGlobalMem / computeMajor /
+    baseTimeNanoseconds, durations of 1e308 and 1e400, a rank of 2**70. Each is dropped once at read time with
+    its reason (shown by `info`); every command exits 0 (or 2 with one line); the mm keeps its FLOPs."""
+    import tb_gpuinsight
+
+    edit, raw, reason = _READ_TIME_CASES[case]
+    run = tmp_path / "run"
+    run.mkdir()
+    path = _mm_trace(run, edit=edit, raw=raw)
+    ref = _mm_trace(tmp_path, name="ref.pt.trace.json")
+    trace = tb_gpuinsight.load(path)
+    assert any(k.startswith(reason) for k in trace.meta.dropped_fields), trace.meta.dropped_fields
+    assert trace.meta.base_time_ns is None or trace.meta.base_time_ns == 1700000000000000000
+    assert all(abs(float(x)) < 1e12 for x in trace.kernels["dur"])
+    for d in trace.devices:
+        assert all(abs(v) < 2 ** 53 for v in d.values() if isinstance(v, (int, float)))
+    assert float(tb_gpuinsight.analyze(trace).by_name()["flops"][0]) == 2 * 128 * 256 * 64
+    code, out, _ = _run(["info", str(path)])
+    assert code == 0 and reason in out
+    for argv in _COMMANDS:
+        full = [argv[0], str(path)] + [a.format(out=tmp_path, ref=ref) for a in argv[1:]]
+        code, _, err = _run(full)
+        assert code == 0 or code == 2 and len(err) == 1, (full, code, err)
+    store = tmp_path / "store"
+    assert _run(["summarize", str(run), "--store", str(store), "--workers", "0"])[0] == 0
+    code, _, err = _run(["export-parquet", str(store), str(tmp_path / "parquet")])
+    assert code == 0 or code == 2 and len(err) == 1, err
+
+
+def test_events_that_are_no_objects_do_not_crash_critical_path(tmp_path):
+    path = tmp_path / "w.1700000000000000000.pt.trace.json"
+    path.write_text('{"traceEvents":[1,2,3]}')
+    for argv in (["critical-path", str(path)], ["critical-path", str(path), "--json"], ["critical-path", str(tmp_path)],
+                 ["timeline", str(path)], ["overview", str(path)]):
+        code, _, err = _run(argv)
+        assert code == 0 or code == 2 and len(err) == 1, (argv, code, err)
+
+
+def test_file_names_with_invalid_utf8_are_carried_everywhere(tmp_path):
+    """A file name with byte 0xff (a lone surrogate in Python): text, JSON and Parquet output all work; JSON and the
+    terminal get an escape, Parquet U+FFFD."""
+    import io
+    import json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    path = _mm_trace(run, name="w\udcff.1700000000000000000.pt.trace.json")
+    for argv in (["info", str(path)], ["critical-path", str(path)], ["critical-path", str(run), "--json"],
+                 ["analyze", str(path), "--format", "csv"], ["overview", str(path)], ["ls", str(run)]):
+        code, _, err = _run(argv)
+        assert code == 0, (argv, err)
+    code, out, _ = _run(["critical-path", str(path), "--json"])
+    assert code == 0 and json.loads(out)
+    store = tmp_path / "store"
+    assert _run(["summarize", str(run), "--store", str(store), "--workers", "0"])[0] == 0
+    assert _run(["export-parquet", str(store), str(tmp_path / "parquet")])[0] == 0
+    pd = pytest.importorskip("pandas")
+    kernels = pd.read_parquet(tmp_path / "parquet" / "kernels.parquet")
+    assert kernels["worker"].tolist() == ["w\ufffd"]
+    # A terminal that encodes strictly: the name is escaped, not a UnicodeEncodeError.
+    import sys
+
+    strict = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    saved = sys.stdout
+    sys.stdout = strict
+    try:
+        from tb_gpuinsight.cli import main
+
+        assert main(["info", str(path)]) == 0
+        strict.flush()
+    finally:
+        sys.stdout = saved
+    assert b"w\\udcff." in strict.buffer.getvalue()
+
+
+def test_routes_answer_insane_values_and_odd_selections_without_500(logdir, tmp_path):
+    """The HTTP 500s of the reliability probe: /diff and /ranks_compare on 1e308 and 1e400 durations; /op_shapes,
+    /tensors and /shape_distribution on a 401-digit baseTimeNanoseconds; /kernels for "all workers" of a one-worker
+    run; /ranks for a cycle the run does not have (404, not 503 "retry later")."""
+    from .test_plugin import _get
+
+    doc = _bert_events()
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    for e in kernels[::2]:
+        e["dur"] = 1e308
+    kernels[1]["dur"] = "@INF@"
+    doc["baseTimeNanoseconds"] = "@HUGE@"
+    run = logdir / "insane_run"
+    run.mkdir()
+    _write(run, doc, [('"@INF@"', "1e400"), ('"@HUGE@"', _HUGE)])
+    client, plugin = _client(logdir, tmp_path)
+    assert _wait(lambda: _ready(plugin.service, "insane_run"), timeout=300)
+    span = plugin.service.span_states("insane_run", "w", "all")[0].span
+    sel = {"run": "insane_run", "worker": "w", "span": span}
+    op = "aten::mm"
+    for route, query in (("diff", {"a_run": "insane_run", "a_worker": "w", "b_run": "bert_h100",
+                                   "b_worker": "h100-node"}),
+                         ("diff", {"a_run": "bert_h100", "a_worker": "h100-node", "b_run": "insane_run",
+                                   "b_worker": "w", "by": "op"}),
+                         ("ranks_compare", {"run": "insane_run", "rank": "0"}),
+                         ("op_shapes", sel), ("tensors", sel), ("shape_distribution", {**sel, "op": op}),
+                         ("kernels", {**sel, "worker": "*", "span": "all"}),
+                         ("kernels", {"run": "bert_h100", "worker": "*", "span": "all"})):
+        code, body = _get(client, route, **query)
+        assert code in (200, 404, 422), (route, query, code, body)
+    assert _get(client, "kernels", run="bert_h100", worker="*", span="all")[0] == 200
+    code, body = _get(client, "ranks", run="bert_h100", cycle="5")
+    assert code == 404 and "cycle 5" in body["error"], body
+
+
+def test_et_node_with_a_bad_value_keeps_its_other_fields(tmp_path):
+    """As in Kineto traces: an ET node's rf_id written as a string is read as the number, a list where an int
+    belongs is dropped (counted), a node that is no object is skipped; every other node is as before."""
+    import glob
+    import json
+
+    from tb_gpuinsight.trace.et import load_et
+
+    from .test_plugin import SAMPLES
+
+    src = glob.glob(os.path.join(SAMPLES, "cpu_mlp", "*.et.json"))[0]
+    doc = json.load(open(src))
+    base = load_et(src)
+    node = doc["nodes"][3]
+    node["rf_id"] = str(node.get("rf_id", 17))
+    doc["nodes"][4]["tid"] = [1]
+    doc["nodes"][5] = 7
+    path = tmp_path / "w.et.json"
+    path.write_text(json.dumps(doc))
+    et = load_et(path)
+    assert len(et) == len(base) - 1 and et.dropped_nodes == 1
+    assert et.coerced_fields == {"node 'rf_id': string read as number": 1}
+    assert et.dropped_fields == {"node 'tid': array where int | null was expected": 1}
+    for row, node_id in enumerate(et.ids.tolist()):
+        mine, theirs = et.node(row), base.node(base.row_of[node_id])
+        if node_id != doc["nodes"][4]["id"]:
+            assert mine == theirs
+    code, out, _ = _run(["info", str(path)])
+    assert code == 0 and "node 'tid'" in out
+
+
+@pytest.mark.parametrize("arg, value", [("Input type", 2 ** 64 + 5), ("Input Dims", "x"), ("Concrete Inputs", 7),
+                                        ("Input Dims", [[1, [2]], None]), ("Input type", {"a": 1})])
+def test_raw_args_of_any_json_type_answer_every_command(tmp_path, arg, value):
+    """Shapes, types and concrete inputs stay raw JSON until used: a value of the wrong JSON type reaches the shapes
+    table, the estimates and the overview as it is, and each answers (the fuzz found `shapes` failing on an int)."""
+    def edit(doc):
+        doc["traceEvents"][0]["args"][arg] = value
+
+    path = _mm_trace(tmp_path, edit=edit)
+    for argv in (["shapes", str(path)], ["shapes", str(path), "--format", "json"], ["analyze", str(path)],
+                 ["overview", str(path)], ["critical-path", str(path)]):
+        code, _, err = _run(argv)
+        assert code == 0, (argv, err)

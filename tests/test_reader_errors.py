@@ -151,3 +151,131 @@ def _load_or_trace_error(path):
         assert str(exc) and "\n" not in str(exc)
         return
     assert trace.meta.event_count > 0
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# A malformed value spoils only its own field of its own event.
+
+MI300X = {"id": 0, "name": "AMD Instinct MI300X", "totalGlobalMem": 205822885888, "computeMajor": 9,
+          "computeMinor": 4, "warpSize": 64, "numSms": 304}
+
+
+def rocm_mm_trace(memcpy_bytes) -> dict:
+    """An aten::mm, its launch and Tensile kernel, then a hipMemcpyWithStream whose "bytes" arg is `memcpy_bytes`."""
+    return {"schemaVersion": 1, "deviceProperties": [MI300X], "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 50,
+         "args": {"External id": 5, "Record function id": 7, "Input Dims": [[128, 256], [256, 64]],
+                  "Input type": ["float", "float"], "Concrete Inputs": ["", ""]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 1, "ts": 110, "dur": 5,
+         "args": {"External id": 5, "correlation": 11}},
+        {"ph": "X", "cat": "kernel", "name": "Cijk_Alik_Bljk_SB_MT64x16x32", "pid": 0, "tid": 7, "ts": 130,
+         "dur": 20, "args": {"External id": 5, "correlation": 11, "device": 0, "stream": 7, "grid": [8, 1, 1],
+                             "block": [256, 1, 1]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipMemcpyWithStream", "pid": 1, "tid": 1, "ts": 160, "dur": 5,
+         "args": {"External id": 6, "correlation": 12, "bytes": memcpy_bytes}}]}
+
+
+def test_rocm_string_bytes_spoil_nothing(tmp_path):
+    """ROCm writes "bytes": "1" on hipMemcpy* events: read as the number 1 (counted as coerced); the mm keeps its
+    shapes and the GEMM kernel its FLOPs, exactly as in the trace with "bytes": 1."""
+    import json
+
+    results = {}
+    for label, value in (("string", "1"), ("number", 1)):
+        path = tmp_path / f"{label}.pt.trace.json"
+        path.write_text(json.dumps(rocm_mm_trace(value)))
+        trace = tb_gpuinsight.load(path)
+        code = int(trace.ops["shape"][0])
+        assert code >= 0 and trace.shape(code)[0] == [[128, 256], [256, 64]]
+        assert trace.kernels.values("grid") == ["[8, 1, 1]"]
+        eff = tb_gpuinsight.analyze(trace)
+        results[label] = (trace.meta, float(eff.by_name()["flops"][0]))
+    assert results["string"][1] == results["number"][1] == 2 * 128 * 256 * 64
+    meta = results["string"][0]
+    assert meta.coerced_fields == {"arg 'bytes': string read as number": 1}
+    assert meta.dropped_fields == {} and meta.malformed_args == 0 and meta.malformed_events == 0
+    assert results["number"][0].coerced_fields == {}
+
+
+def test_a_value_that_cannot_be_read_is_dropped_with_its_reason(tmp_path):
+    import json
+
+    doc = rocm_mm_trace(1)
+    kernel = doc["traceEvents"][2]
+    kernel["args"]["correlation"] = "eleven"  # not a number: dropped
+    kernel["args"]["registers per thread"] = [1]  # wrong type: dropped
+    kernel["name"] = 12345  # a number where a name should be: read as its text
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    trace = tb_gpuinsight.load(path)
+    m = trace.meta
+    assert m.dropped_fields == {"arg 'correlation': string where int | null was expected": 1,
+                                "arg 'registers per thread': array where int | null was expected": 1}
+    assert m.coerced_fields == {"event 'name': number read as text": 1} and m.malformed_args == 2
+    assert trace.kernels.values("name") == ["12345"] and trace.kernels["correlation"].tolist() == [-1]
+    assert trace.kernels.values("grid") == ["[8, 1, 1]"] and trace.kernels["stream"].tolist() == [7]
+    assert trace.shape(int(trace.ops["shape"][0]))[0] == [[128, 256], [256, 64]]
+
+
+def _rows(trace) -> dict:
+    """event index -> (table, decoded row) of every table: what a mutation of another event must leave as is."""
+    import math
+
+    out = {}
+    for name, table in trace.tables().items():
+        for i in range(len(table)):
+            row = []
+            for col, arr in table.columns.items():
+                v = arr[i].item() if hasattr(arr[i], "item") else arr[i]
+                if col in table.strings:
+                    v = table.strings[col][v] if v >= 0 else None
+                elif col == "shape":
+                    v = trace.shape(v) if v >= 0 else None
+                elif col == "comm":
+                    v = trace.comm(v) if v >= 0 else None
+                elif isinstance(v, float) and math.isnan(v):
+                    v = None
+                row.append((col, v))
+            out[int(table["event"][i])] = (name, row)
+    return out
+
+
+# How one arg is mutated: the raw JSON written in its place (as_string: the original value's JSON text, quoted).
+_MUTANTS = {"as_string": None, "huge": b"1" + b"0" * 400, "wrong_type": b'[[1, 2], "x"]', "object": b'{"a": {}}',
+            "bad_utf8": b'"\xff\xfe"', "null": b"null", "infinite": b"1e999"}
+
+
+@pytest.mark.parametrize("rel", ["hta/benchmark_simple_add_trace.json.gz", "tracelens/torch_compile_triton__trace.json.gz",
+                                 "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz"])
+def test_fuzz_one_arg_spoils_only_its_event(tmp_path, rel):
+    """Mutate one arg of one event of a real trace (a number as a string, a 401-digit number, a wrong type,
+    invalid UTF-8, null, 1e999): every other event keeps every field; a number given as a string is read as the
+    same number, so its own event is unchanged too."""
+    import json
+    import random
+
+    from .corpus import corpus_path
+
+    doc = json.loads(gzip.decompress(corpus_path(rel).read_bytes()))
+    base = _rows(tb_gpuinsight.load(corpus_path(rel)))
+    rng = random.Random(rel)
+    candidates = [i for i, e in enumerate(doc["traceEvents"])
+                  if isinstance(e, dict) and isinstance(e.get("args"), dict) and e["args"] and i in base]
+    hows = sorted(_MUTANTS)
+    for n in range(3 * len(hows)):
+        index, how = rng.choice(candidates), hows[n % len(hows)]
+        args = doc["traceEvents"][index]["args"]
+        key = rng.choice(sorted(args))
+        original = args[key]
+        args[key] = "@@MUT@@"
+        text = json.dumps(doc).encode("utf-8")
+        args[key] = original
+        raw = _MUTANTS[how] or json.dumps(json.dumps(original)).encode("utf-8")
+        path = tmp_path / f"m{n}.json"
+        path.write_bytes(text.replace(b'"@@MUT@@"', raw, 1))
+        mutated = _rows(tb_gpuinsight.load(path))
+        assert set(mutated) == set(base), (rel, index, key, how)
+        same_value = how == "as_string" and isinstance(original, (int, float)) and not isinstance(original, bool)
+        for ev, row in base.items():
+            if ev != index or same_value:
+                assert mutated[ev] == row, (rel, ev, index, key, how)

@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..sections import Section, SectionContext
+from ..trace.text import safe_text
 from .cpath_graph import CAUSES, IDLE, K_HOST_GAP, KINDS, NO, Graph, build_graph
 from .overview.steps import SOURCE_STEPS, step_windows
 
@@ -111,7 +112,8 @@ class CriticalPath:
         """One row per step: wall, path and time per cause (us)."""
         import pandas as pd
 
-        return pd.DataFrame([{k: v for k, v in s.items() if k != "causes"} | s["causes"] for s in self.steps])
+        return pd.DataFrame([{k: v for k, v in s.items() if k != "causes"} | s["causes"] for s in self.steps],
+                            columns=None if self.steps else ["step"])
 
     def segments_frame(self):
         """One row per segment, in path order."""
@@ -297,8 +299,10 @@ class CriticalPathReport:
             chosen = list(range(len(cp.steps))) if step is None else [i for i in [cp.step_index(step)]
                                                                       if i is not None]
             frame, segs = cp.steps_frame(), cp.segments_frame()
-            steps.append(frame.iloc[chosen].assign(worker=worker, span=span))
-            segments.append(segs[segs["step"].isin(frame["step"].iloc[chosen])].assign(worker=worker, span=span))
+            label = dict(worker=safe_text(worker), span=safe_text(span))  # names from files: any bytes
+            steps.append(frame.iloc[chosen].assign(**label))
+            picked = frame["step"].iloc[chosen] if "step" in frame else []
+            segments.append(segs[segs["step"].isin(picked)].assign(**label))
             for c, us in cp.totals(chosen).items():
                 totals[c] += us
         return cls(pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(),

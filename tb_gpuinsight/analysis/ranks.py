@@ -49,7 +49,7 @@ class RanksError(GpuInsightError):
 def rank_from_name(worker: str) -> Optional[int]:
     """The rank a worker's name spells (rank3, rank-3, host_rank3, worker3, worker3_step_12), or None."""
     m = _RANK_NAME.search(worker)
-    return int(m.group(1)) if m else None
+    return int(m.group(1)) if m and len(m.group(1)) <= 7 else None  # past 10 million: no rank of a real job
 
 
 def build_section(ctx) -> "Any":

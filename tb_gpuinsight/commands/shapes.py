@@ -141,8 +141,10 @@ def _display(r: Dict[str, Any]) -> Dict[str, Any]:
         out["gflop"] = None if r["flops"] is None else f"{r['flops'] / 1e9:,.3f}"
     if "share" in r:  # render_table formats pct_peak itself
         out["share"] = f"{100 * r['share']:.1f}"
-    if "input_types" in r:
-        out["types"] = " ".join(str(t) for t in (r["input_types"] or []) if t) or None
+    if "input_types" in r:  # a list as written by the profiler; anything else (a malformed trace) as its text
+        types = r["input_types"]
+        out["types"] = (" ".join(str(t) for t in types if t) if isinstance(types, list) else
+                        None if types is None else str(types)) or None
     if "file" in r:
         out["location"] = f"{os.path.basename(r['file'])}:{r['line']}"
         out["t_ms"] = f"{r['t_ms']:,.3f}"

@@ -16,6 +16,7 @@ from typing import List, Union
 
 from ..analysis import timeline as tl
 from ..analysis.timeline_stack import Stack
+from ..errors import GpuInsightError
 
 
 def register(sub) -> None:
@@ -37,6 +38,8 @@ def run(args) -> int:
     from .. import timeline_index, timeline_ranks
 
     index = timeline_ranks(args.trace, args.cycle) if os.path.isdir(args.trace) else timeline_index(args.trace)
+    if args.t0 is None and args.t1 is None and not index.duration_us > 0:
+        raise GpuInsightError(f"{args.trace}: no timed events to show (the trace spans no time)")
     t0 = 0.0 if args.t0 is None else args.t0
     t1 = index.duration_us if args.t1 is None else args.t1
     lanes = [int(x) for x in args.lanes.split(",") if x] or None

@@ -61,7 +61,8 @@ def kernels(eff: Efficiency, request, span_rank: Optional[np.ndarray] = None) ->
     window = time_window(request)
     if span_rank is not None:  # all ranks: the device cards keep their own figures, the table spans every GPU
         acts = eff.activities
-        if len(acts) and int(acts["span"].max()) >= len(span_rank):  # a rank became ready in between: ask again
+        last_span = int(acts["span"].max()) if len(acts) and "span" in acts else 0  # one span: not combined
+        if len(acts) and last_span >= len(span_rank):  # a rank became ready in between: ask again
             raise NotReady("the ranks of this selection changed while it was read")
         in_window = acts if window is None else acts.take((acts["ts"] >= window[0]) & (acts["ts"] < window[1]))
         table = rk.across_ranks(in_window, span_rank, rk.KERNEL_KEYS[group])

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..analysis import ranks as rk
 from ..analysis.diff import diff
-from ..service import ALL_WORKERS, NotFound, NotReady
+from ..service import ALL_WORKERS, NotFound, NotReady, SpanFailed
 from . import params
 from .lru import Lru
 
@@ -86,9 +86,12 @@ def rank_report(plugin, request) -> Tuple[rk.Report, int, List[str]]:
     run = params.text(request, "run", required=True)
     cycle = params.integer(request, "cycle", -1, -1, 10 ** 6)
     chosen, pending, failed = _chosen_spans(plugin, run, cycle)
+    if not chosen and pending:
+        raise NotReady(f"run {run!r}: {pending} rank trace(s) still being analysed")
+    if failed and not chosen:  # failed for good: asking again will not help
+        raise SpanFailed(f"run {run!r}: no rank trace of cycle {cycle} could be analysed ({failed[0]})")
     if not chosen:
-        raise NotReady(f"run {run!r}: {pending} rank trace(s) still being analysed" if pending else
-                       f"run {run!r} has no analysed trace for cycle {cycle}")
+        raise NotFound(f"run {run!r} has no trace for cycle {cycle}")
     key = (run, cycle, tuple(state.key for _, state in chosen))
 
     def build() -> rk.Report:

@@ -17,6 +17,7 @@ from ..cache import CorruptSummary, Summary, load_summary
 from ..errors import ConfigError
 from ..estimate.devices import load_datasheet
 from ..logdir import split_name
+from ..trace.text import safe_text
 from .summaries import open_store
 
 TABLES = ("kernels", "ops", "steps", "collectives")
@@ -102,7 +103,7 @@ def _frames(name: str, summary: Summary, datasheet) -> Dict[str, Any]:
     from ..analysis.overview.figures import step_rows
     from ..analysis.ranks import rank_from_name
 
-    run, _, filename = name.rpartition("/")
+    run, _, filename = safe_text(name).rpartition("/")  # names from files: any bytes
     worker, _ = split_name(filename)
     distributed = summary.sections.get("distributed")
     rank = (distributed.info.get("distributed") or {}).get("rank") if distributed and not distributed.error \

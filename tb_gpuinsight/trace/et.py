@@ -17,6 +17,8 @@ import msgspec
 import numpy as np
 
 from ..errors import TraceError
+from .header import decode_header_value
+from .repair import FieldLog, StructRepairer
 from .source import read_all
 
 SUPPORTED_SCHEMAS = ("1.0.1", "1.0.2", "1.0.3", "1.1.0", "1.1.1")
@@ -61,12 +63,13 @@ class _Node(msgspec.Struct):
 
 
 class _Top(msgspec.Struct):
-    schema: Any = None
-    pid: Any = None
-    time: Any = None
-    start_ts: Any = None
-    finish_ts: Any = None
-    nodes: Optional[List[_Node]] = None
+    """Top-level keys stay raw until read one by one (decode_header_value): a bad one spoils only itself."""
+    schema: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    pid: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    time: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    start_ts: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    finish_ts: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    nodes: Optional[List[msgspec.Raw]] = None  # decoded by _nodes: a bad value spoils only its own field
 
 
 @dataclass
@@ -102,7 +105,10 @@ class ExecutionTrace:
     outputs: List[Args]
     attrs: List[Dict[str, Any]]  # attrs other than the standard fields (collectives, kernel_backend...)
     row_of: Dict[int, int] = field(default_factory=dict)
-    dropped_nodes: int = 0  # nodes left out because their id does not fit an int64
+    dropped_nodes: int = 0  # nodes left out: no object, or no usable id (absent, not an int64)
+    # "field: how" -> count, as KinetoTrace.meta's: values read after a conversion, and values left out.
+    coerced_fields: Dict[str, int] = field(default_factory=dict)
+    dropped_fields: Dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -147,11 +153,29 @@ def load_et(path: "os.PathLike[str] | str") -> ExecutionTrace:
         raise TraceError(path, "out of memory while reading the Execution Trace") from None
     if top.nodes is None:
         raise TraceError(path, "not an Execution Trace (no 'nodes' list)")
+    log = FieldLog()
+    for key in ("schema", "pid", "time", "start_ts", "finish_ts"):
+        setattr(top, key, decode_header_value(getattr(top, key), key, log))
     schema = top.schema if isinstance(top.schema, str) else ""
     if not schema_supported(schema):
-        raise TraceError(path, f"unsupported Execution Trace schema {top.schema!r} "
+        raise TraceError(path, f"unsupported Execution Trace schema {str(top.schema)[:60]!r} "
                                f"(supported: {', '.join(SUPPORTED_SCHEMAS)})")
-    return _build(path, schema, top)
+    nodes = _nodes(top.nodes, log)
+    if top.nodes and not nodes:
+        raise TraceError(path, f"not a valid Execution Trace: none of its {len(top.nodes):,} nodes is an object "
+                               "with an id")
+    return _build(path, schema, top, nodes, len(top.nodes) - len(nodes), log)
+
+
+def _nodes(raws: List[msgspec.Raw], log: FieldLog) -> List[_Node]:
+    """The nodes: all at once when they fit the schema, else one by one and field by field (repair.py); a node
+    that is no object or has no id is left out."""
+    try:
+        return msgspec.json.decode(b"[" + b",".join(raws) + b"]", type=List[_Node])
+    except (msgspec.ValidationError, UnicodeDecodeError):
+        pass
+    repairer = StructRepairer(_Node, log, "node")
+    return [n for n in map(repairer.decode, raws) if n is not None]
 
 
 def _int(value: Any) -> Optional[int]:
@@ -164,9 +188,10 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())[:300]
 
 
-def _build(path: str, schema: str, top: _Top) -> ExecutionTrace:
-    nodes = sorted((n for n in top.nodes if _int(n.id) is not None), key=lambda n: n.id)  # ids beyond int64: dropped
-    dropped = len(top.nodes) - len(nodes)
+def _build(path: str, schema: str, top: _Top, nodes: List[_Node], dropped: int, log: FieldLog) -> ExecutionTrace:
+    count = len(nodes)
+    nodes = sorted((n for n in nodes if _int(n.id) is not None), key=lambda n: n.id)  # ids beyond int64: dropped
+    dropped += count - len(nodes)
     ids = np.fromiter((n.id for n in nodes), dtype=np.int64, count=len(nodes))
     row_of = {int(i): r for r, i in enumerate(ids.tolist())}
     if len(row_of) != len(nodes):
@@ -189,7 +214,8 @@ def _build(path: str, schema: str, top: _Top) -> ExecutionTrace:
         extras.append(extra)
     _break_cycles(parent)
     return ExecutionTrace(path, schema, _int(top.pid), _int(top.start_ts), _int(top.finish_ts), ids, names,
-                          parent, cols, schemas, inputs, outputs, extras, row_of, dropped)
+                          parent, cols, schemas, inputs, outputs, extras, row_of, dropped,
+                          dict(log.coerced.most_common()), dict(log.dropped.most_common()))
 
 
 def _break_cycles(parent: np.ndarray) -> None:

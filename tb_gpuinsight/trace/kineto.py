@@ -7,8 +7,11 @@ How it stays fast and lean on gigabyte traces:
 3. Slices are decoded in chunks into typed structs that name only the fields the tables need (plus the extra args a
    caller asks for); msgspec skips every other key in C. Each chunk is turned into numpy columns and dropped, so
    at most one chunk of Python objects is alive at a time.
-A chunk that does not fit the typed schema (a string where an id should be, say) is decoded leniently event by
-event; events that still do not fit are counted in `meta.malformed_events` and skipped, never fatal.
+A chunk that does not fit the typed schema (a string where an id should be, say) is decoded again event by event,
+and an event that still does not fit field by field (repair.py): a bad value spoils only its own field, numbers
+written as strings are read as numbers; `meta.coerced_fields` / `meta.dropped_fields` count both. Numbers outside
+sane ranges (here and in header.py) are made absent once, at read time. Entries that are no JSON object are counted
+in `meta.malformed_events` and skipped, never fatal.
 """
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ import numpy as np
 
 from ..errors import TraceError
 from .source import TraceBytes, file_size, os_error_reason, read_all
+from .header import decode_header_value, sane_base_time, sane_devices, sane_distributed
+from .repair import FieldLog, StructRepairer
 from .table import Interner, Table
 
 # Raw category -> canonical category. Legacy (2021) names map onto the 2022+ vocabulary.
@@ -152,27 +157,16 @@ def _make_schema(extra_args: Tuple[str, ...]):
     return args_type, event_type
 
 
-class _Top(msgspec.Struct):
-    """The top-level object: events stay raw slices; metadata keys we report are decoded generically."""
-    traceEvents: Optional[List[msgspec.Raw]] = None
-    schemaVersion: Any = None
-    deviceProperties: Any = None
-    computeProperties: Any = None
-    baseTimeNanoseconds: Any = None
-    displayTimeUnit: Any = None
-    distributedInfo: Any = None
-    traceName: Any = None
-    record_shapes: Any = None
-    profile_memory: Any = None
-    with_stack: Any = None
-    with_flops: Any = None
-    cuda_runtime_version: Any = None
-    cuda_driver_version: Any = None
-    cupti_version: Any = None
-    hip_runtime_version: Any = None
-    roctracer_version: Any = None
-    schema: Any = None  # an Execution Trace's key: lets us say "this is an ET" rather than "no events"
-    nodes: msgspec.Raw = msgspec.Raw()
+_HEADER_KEYS = ("schemaVersion", "deviceProperties", "computeProperties", "baseTimeNanoseconds", "displayTimeUnit",
+                "distributedInfo", "traceName", "record_shapes", "profile_memory", "with_stack", "with_flops",
+                "cuda_runtime_version", "cuda_driver_version", "cupti_version", "hip_runtime_version",
+                "roctracer_version", "schema")
+_RAW = msgspec.field(default_factory=msgspec.Raw)
+# The top-level object: events stay raw slices; the metadata keys we report stay raw until decode_header_value
+# reads each on its own (a 1e999 in deviceProperties then spoils that property, not the whole trace). `schema`
+# and `nodes` are an Execution Trace's keys: they let us say "this is an ET" rather than "no events".
+_Top = msgspec.defstruct("_Top", [("traceEvents", Optional[List[msgspec.Raw]], None)]
+                         + [(k, msgspec.Raw, _RAW) for k in _HEADER_KEYS] + [("nodes", msgspec.Raw, _RAW)])
 
 
 @dataclass
@@ -194,8 +188,12 @@ class TraceMeta:
     versions: Dict[str, Any] = field(default_factory=dict)
     category_counts: Dict[str, int] = field(default_factory=dict)
     event_count: int = 0
-    malformed_events: int = 0
-    malformed_args: int = 0
+    malformed_events: int = 0  # traceEvents entries that are no JSON object: skipped
+    malformed_args: int = 0  # field values dropped (the total of dropped_fields)
+    # "field: how" -> count: values read after a conversion (a number written as a string), and values left out
+    # (wrong type, outside their sane range) - each spoils only its own field of its own event.
+    coerced_fields: Dict[str, int] = field(default_factory=dict)
+    dropped_fields: Dict[str, int] = field(default_factory=dict)
     start_us: Optional[float] = None
     end_us: Optional[float] = None
     extra_args: Tuple[str, ...] = ()
@@ -260,25 +258,51 @@ def _float_or_nan(value: Any) -> float:
 # ---------------------------------------------------------------------------------------------------------------
 # Column builders: one per table, fed chunk by chunk.
 
-class _Columns:
-    """Accumulates numpy column chunks for one table."""
+# Sane ranges of numeric columns: a value outside is no measurement (a corrupt file, a unit mix-up) and would only
+# overflow the sums downstream; it is made absent at read time, once, and counted with its reason. Generous on
+# purpose: 1e17 us is 3,000 years after the epoch; 1e12 us (11.6 days) is longer than any profiled span.
+_FLOAT_LIMITS: Dict[str, Tuple[float, float]] = {
+    "ts": (-1e17, 1e17), "dur": (-1e12, 1e12),
+    "kernel_flop": (0.0, 1e21), "kernel_num_gb": (0.0, 1e9),  # a zettaFLOP, an exabyte: beyond any one kernel
+    "bytes": (0.0, 2.0 ** 50), "bandwidth": (0.0, 1e9),
+    "blocks_per_sm": (0.0, 1e6), "warps_per_sm": (0.0, 1e6), "occupancy": (0.0, 100.0),
+    "total_allocated": (-2.0 ** 50, 2.0 ** 50), "total_reserved": (-2.0 ** 50, 2.0 ** 50),
+}
+# A value out of range becomes what its absence in the file means: no time (the event is in no table), NaN for
+# measurements, and 0 for durations (the reader's default for an event without one).
+_TS_LIMIT = _FLOAT_LIMITS["ts"][1]
+_ABSENT = {"dur": 0.0}
+_INT_LIMITS: Dict[str, Tuple[int, int]] = {"bytes": (-(2 ** 50), 2 ** 50), "registers": (0, 1 << 16),
+                                           "shared_mem": (0, 1 << 40)}
 
-    def __init__(self) -> None:
+
+class _Columns:
+    """Accumulates numpy column chunks for one table; values that do not fit are made absent and logged."""
+
+    def __init__(self, table: str = "", log: Optional[FieldLog] = None) -> None:
+        self.table = table
+        self.log = log if log is not None else FieldLog()
         self.chunks: Dict[str, List[np.ndarray]] = {}
         self.interners: Dict[str, Interner] = {}
-        self.dropped = 0  # values that did not fit their column (ints out of range, infinities): made "absent"
 
     def add(self, col: str, arr: np.ndarray) -> None:
         self.chunks.setdefault(col, []).append(arr)
 
     def add_ints(self, col: str, values: Iterable[Optional[int]], n: int, dtype=np.int64) -> None:
         values = list(values)
+        info = np.iinfo(dtype)
+        lo, hi = _INT_LIMITS.get(col, (int(info.min), int(info.max)))
         try:
             arr = np.fromiter((_NO_ID if v is None else v for v in values), dtype=dtype, count=n)
-        except OverflowError:  # an id beyond the column's range: absent, and counted
-            info = np.iinfo(dtype)
-            fits = [v if v is None or info.min <= v <= info.max else None for v in values]
-            self.dropped += sum(1 for v, f in zip(values, fits) if f is None and v is not None)
+            out = (arr < lo) | (arr > hi)
+            out &= arr != _NO_ID
+            if out.any():
+                self.log.drop(f"{self.table} {col}", f"outside {lo:,}..{hi:,}", int(out.sum()))
+                arr[out] = _NO_ID
+        except OverflowError:  # beyond the column's type: absent, and counted
+            fits = [v if v is None or lo <= v <= hi else None for v in values]
+            self.log.drop(f"{self.table} {col}", f"outside {lo:,}..{hi:,}",
+                          sum(1 for v, f in zip(values, fits) if f is None and v is not None))
             arr = np.fromiter((_NO_ID if v is None else v for v in fits), dtype=dtype, count=n)
         self.add(col, arr)
 
@@ -288,10 +312,14 @@ class _Columns:
             arr = np.fromiter((np.nan if v is None else v for v in values), dtype=np.float64, count=n)
         except OverflowError:  # an integer beyond any float
             arr = np.fromiter((np.nan if v is None else _float_or_nan(v) for v in values), dtype=np.float64, count=n)
-        bad = ~np.isfinite(arr) & ~np.isnan(arr)
-        if bad.any():  # infinite times, FLOPs or sizes are not measurements: absent, and counted
-            self.dropped += int(bad.sum())
-            arr[bad] = np.nan
+        lo, hi = _FLOAT_LIMITS.get(col, (-np.inf, np.inf))
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(arr) & ~np.isnan(arr)
+            bad |= (arr < lo) | (arr > hi)
+        if bad.any():  # infinite or absurd times, FLOPs or sizes are not measurements: absent, and counted
+            taken = f", taken as {_ABSENT[col]:g}" if col in _ABSENT else ""
+            self.log.drop(f"{self.table} {col}", f"not finite or outside {lo:g}..{hi:g}{taken}", int(bad.sum()))
+            arr[bad] = _ABSENT.get(col, np.nan)
         self.add(col, arr)
 
     def add_strings(self, col: str, values: Iterable, n: int) -> None:
@@ -502,14 +530,15 @@ class _Reader:
         self.args_type, self.event_type = _make_schema(extra_args)
         self.decoder = msgspec.json.Decoder(List[self.event_type])
         self.empty_args = self.args_type()
-        self.columns = {t: _Columns() for t in TABLES}
+        self.log = FieldLog()
+        self.repairer = StructRepairer(self.event_type, self.log, "event",
+                                       nested={"args": StructRepairer(self.args_type, self.log, "arg")})
+        self.columns = {t: _Columns(t, self.log) for t in TABLES}
         self.extras: Dict[str, Dict[str, List[np.ndarray]]] = {t: {} for t in TABLES}
         self.shapes = Interner()
         self.comms = Interner()
         self.counts: Counter = Counter()
         self.malformed = 0
-        self.malformed_args = 0
-        self.dropped = 0  # arg values that did not fit their column (counted with malformed_args)
         self.t_min = np.inf
         self.t_max = -np.inf
 
@@ -521,6 +550,9 @@ class _Reader:
         for i, e in enumerate(evs, first_index):
             if e is None:
                 continue
+            if e.ts is not None and not -_TS_LIMIT <= e.ts <= _TS_LIMIT:
+                self.log.drop("event 'ts'", f"outside {-_TS_LIMIT:g}..{_TS_LIMIT:g} us: the event is left untimed")
+                e.ts = None
             canon = CATEGORIES.get(e.cat) or CATEGORIES.get(e.cat.lower())
             dest = TABLE_OF.get(canon) if canon else None  # the common case, inline: no call per event
             if dest is None or e.ph != "X" or e.ts is None:
@@ -540,41 +572,18 @@ class _Reader:
         try:
             return self.decoder.decode(buf)
         except (msgspec.ValidationError, UnicodeDecodeError):
-            return self._decode_leniently(raws)
+            return self._decode_one_by_one(raws)
 
-    def _decode_leniently(self, raws: Sequence[msgspec.Raw]) -> List:
-        """Event by event, coercing what can be coerced; an arg that does not fit is dropped (and counted),
-        an event that does not fit is skipped (and counted)."""
+    def _decode_one_by_one(self, raws: Sequence[msgspec.Raw]) -> List:
+        """Each event alone, so that a value of the wrong type spoils only its own field (see repair.py); an
+        event that is not a JSON object is skipped (and counted)."""
         out = []
         for raw in raws:
-            try:
-                out.append(self._convert(_decode_repairing(raw)))
-            except (msgspec.ValidationError, msgspec.DecodeError, TypeError):
+            event = self.repairer.decode(raw)
+            if event is None:
                 self.malformed += 1
-                out.append(None)  # keeps positions aligned with traceEvents
+            out.append(event)  # None keeps positions aligned with traceEvents
         return out
-
-    def _convert(self, obj: Any):
-        try:
-            return msgspec.convert(obj, self.event_type, strict=False)
-        except msgspec.ValidationError:
-            if not isinstance(obj, dict):
-                raise
-        args = obj.pop("args", None)
-        event = msgspec.convert(obj, self.event_type, strict=False)
-        if isinstance(args, dict):
-            event.args = msgspec.convert(self._fitting_args(args), self.args_type, strict=False)
-        return event
-
-    def _fitting_args(self, args: Dict[str, Any]) -> Dict[str, Any]:
-        good = {}
-        for key, value in args.items():
-            try:
-                msgspec.convert({key: value}, self.args_type, strict=False)
-                good[key] = value
-            except msgspec.ValidationError:
-                self.malformed_args += 1
-        return good
 
     def _add(self, table: str, evs: List, kinds: List[str]) -> None:
         n = len(evs)
@@ -603,7 +612,6 @@ class _Reader:
         tables = {}
         for name in TABLES:
             columns = self.columns.pop(name)
-            self.dropped += columns.dropped
             table = columns.finish(name, _ORDER[name])
             extras = self.extras.pop(name)
             for arg in list(extras):
@@ -614,14 +622,6 @@ class _Reader:
                     table.columns.setdefault(arg, np.empty(0, dtype=object))
             tables[name] = table
         return tables
-
-
-def _decode_repairing(raw: msgspec.Raw) -> Any:
-    """Decode one event; invalid UTF-8 (a cut-off kernel name, say) becomes U+FFFD rather than a lost event."""
-    try:
-        return msgspec.json.decode(raw)
-    except UnicodeDecodeError:
-        return msgspec.json.decode(bytes(raw).decode("utf-8", "replace").encode("utf-8"))
 
 
 _BUILDERS: Dict[str, Callable] = {
@@ -677,6 +677,8 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
         raise TraceError(path, "the trace has no events")
     top.traceEvents = None
     reader = _Reader(path, extra)
+    for key in _HEADER_KEYS:
+        setattr(top, key, decode_header_value(getattr(top, key), key, reader.log))
     total = len(events)
     # Last chunk first, truncating the slice list as we go: its memory shrinks while the tables grow.
     # The buffer's pages behind a decoded chunk go back to the OS, so memory stays near one copy of the JSON.
@@ -690,9 +692,9 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
     json_bytes = len(buf)
     del buf, events
     tables = reader.finish()
-    meta = _meta(path, top, reader, tables, file_bytes, json_bytes, total)
-    return KinetoTrace(meta=meta, devices=_devices(top), shapes=reader.shapes.items, comms=reader.comms.items,
-                       **tables)
+    devices = _devices(top, reader.log)
+    meta = _meta(path, top, reader, tables, devices, file_bytes, json_bytes, total)
+    return KinetoTrace(meta=meta, devices=devices, shapes=reader.shapes.items, comms=reader.comms.items, **tables)
 
 
 def _file_size(path: str) -> int:
@@ -702,7 +704,7 @@ def _file_size(path: str) -> int:
         raise TraceError(path, os_error_reason(exc)) from None
 
 
-def _decode_top(path: str, content: TraceBytes) -> _Top:
+def _decode_top(path: str, content: TraceBytes) -> Any:
     buf = content.view()
     first = _first_byte(buf)
     try:
@@ -723,7 +725,8 @@ def _decode_top(path: str, content: TraceBytes) -> _Top:
     except RecursionError:
         raise TraceError(path, "invalid JSON: nesting too deep") from None
     if top.traceEvents is None and len(top.nodes):
-        raise TraceError(path, f"an Execution Trace (schema {top.schema}), not a Kineto trace")
+        schema = decode_header_value(top.schema, "schema", FieldLog())
+        raise TraceError(path, f"an Execution Trace (schema {str(schema)[:40]}), not a Kineto trace")
     if top.traceEvents is None:
         raise TraceError(path, "no 'traceEvents' key: not a Kineto trace")
     return top
@@ -748,27 +751,13 @@ def _json_error(path: str, exc: msgspec.DecodeError, size: int) -> TraceError:
     return TraceError(path, f"invalid JSON: {reason}", offset=offset)
 
 
-def _devices(top: _Top) -> List[Dict[str, Any]]:
-    """deviceProperties (or 2021's computeProperties), normalised to one key set."""
-    props = top.deviceProperties if top.deviceProperties is not None else top.computeProperties
-    if not isinstance(props, list):
-        return []
-    out = []
-    for i, p in enumerate(props):
-        if not isinstance(p, dict):
-            continue
-        d = dict(p)
-        d["id"] = d["id"] if isinstance(d.get("id"), int) and not isinstance(d.get("id"), bool) \
-            and 0 <= d["id"] < 1 << 31 else i  # an id that is no device number: the position
-        d["name"] = d["name"][:1000] if isinstance(d.get("name"), str) else ""
-        if "computeMajor" not in d and "major" in d:
-            d["computeMajor"], d["computeMinor"] = d.get("major"), d.get("minor")
-        out.append(d)
-    return out
+def _devices(top: Any, log: FieldLog) -> List[Dict[str, Any]]:
+    """deviceProperties (or 2021's computeProperties), normalised to one key set, numbers in their ranges."""
+    return sane_devices(top.deviceProperties if top.deviceProperties is not None else top.computeProperties, log)
 
 
-def _meta(path: str, top: _Top, reader: _Reader, tables: Dict[str, Table], file_bytes: int,
-          json_bytes: int, total: int) -> TraceMeta:
+def _meta(path: str, top: Any, reader: _Reader, tables: Dict[str, Table], devices: List[Dict[str, Any]],
+          file_bytes: int, json_bytes: int, total: int) -> TraceMeta:
     counts = reader.counts
     ops = tables["ops"]
     versions = {k: getattr(top, k) for k in ("cuda_runtime_version", "cuda_driver_version", "cupti_version",
@@ -776,26 +765,27 @@ def _meta(path: str, top: _Top, reader: _Reader, tables: Dict[str, Table], file_
                 if getattr(top, k) is not None}
     return TraceMeta(
         path=path, file_bytes=file_bytes, json_bytes=json_bytes,
-        era=_era(top, counts), vendor=_vendor(top, versions),
+        era=_era(top, counts), vendor=_vendor(devices, versions),
         schema_version=top.schemaVersion,
-        base_time_ns=top.baseTimeNanoseconds if isinstance(top.baseTimeNanoseconds, int) else None,
+        base_time_ns=sane_base_time(top.baseTimeNanoseconds, reader.log),
         display_time_unit=top.displayTimeUnit if isinstance(top.displayTimeUnit, str) else None,
         trace_name=top.traceName if isinstance(top.traceName, str) else None,
-        distributed=top.distributedInfo if isinstance(top.distributedInfo, dict) else None,
+        distributed=sane_distributed(top.distributedInfo, reader.log),
         record_shapes=bool(top.record_shapes) or bool(len(ops) and (ops["shape"] >= 0).any()),
         has_record_function_ids=bool(len(ops) and (ops["rf_id"] >= 0).any()),
         has_external_ids=bool(len(ops) and (ops["ext_id"] >= 0).any()),
         versions=versions,
         category_counts={(k or "(none)"): v for k, v in counts.most_common()},
         event_count=total, malformed_events=reader.malformed,
-        malformed_args=reader.malformed_args + reader.dropped,
+        malformed_args=sum(reader.log.dropped.values()),
+        coerced_fields=dict(reader.log.coerced.most_common()), dropped_fields=dict(reader.log.dropped.most_common()),
         start_us=reader.t_min if np.isfinite(reader.t_min) else None,
         end_us=reader.t_max if np.isfinite(reader.t_max) else None,
         extra_args=reader.extra_args,
     )
 
 
-def _era(top: _Top, counts: Counter) -> str:
+def _era(top: Any, counts: Counter) -> str:
     if any(c in LEGACY_CATEGORIES for c in counts):
         return "2021 (legacy categories)"
     if top.baseTimeNanoseconds is not None:
@@ -803,10 +793,10 @@ def _era(top: _Top, counts: Counter) -> str:
     return "2022-2024 (absolute timestamps)"
 
 
-def _vendor(top: _Top, versions: Dict[str, Any]) -> str:
+def _vendor(devices: List[Dict[str, Any]], versions: Dict[str, Any]) -> str:
     if "hip_runtime_version" in versions or "roctracer_version" in versions:
         return "amd"
-    names = " ".join(str(d.get("name", "")) for d in _devices(top))
+    names = " ".join(str(d.get("name", "")) for d in devices)
     if "AMD" in names or "Radeon" in names or "Instinct" in names:
         return "amd"
     if names.strip() or "cuda_runtime_version" in versions or "cupti_version" in versions:
