@@ -525,3 +525,14 @@ def test_expert_parallel_kernels_are_communication_with_their_reason(tmp_path):
     assert reasons["void deep_ep::intranode::combine<bf16>(int*)"] == "comm_unsized"
     assert is_communication(acts).sum() == 2
     assert eff.summary()[0]["summary"]["compute_flop_share"] == 1.0  # the GEMM is all the compute time
+
+
+def test_zero_duration_kernels_have_no_rate(tmp_path):
+    """A kernel recorded with no duration (or one whose absurd duration was dropped at read time) has no rate, in
+    its row and in its group: never an infinite TFLOP/s or % of peak."""
+    eff = tb_gpuinsight.analyze(_write_trace(tmp_path, H100_PROPS, [
+        ("aten::mm", [[64, 64], [64, 64]], ["float", "float"], [("kernel", "sgemm_64x64", 0.0, {})])]),
+        execution_traces=[])
+    assert np.isnan(eff.activities["tflops"]).all()
+    rows = eff.by_name().to_pandas()
+    assert rows["tflops"].isna().all() and rows["pct_peak"].isna().all()

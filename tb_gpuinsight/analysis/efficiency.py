@@ -889,8 +889,9 @@ def _group_rates(acts: Table, inverse: np.ndarray, g: int, total: np.ndarray) ->
     first = _representative_rows(acts, inverse, g)
     peak, dram = acts["peak_tflops"][first], acts["dram_gbps"][first]
     with np.errstate(invalid="ignore", divide="ignore"):
-        out["tflops"] = out["flops"] / (out["flops_time"] * _US) / 1e12
-        out["gbps"] = out["bytes"] / (out["bytes_time"] * _US) / 1e9
+        # a group whose calls all took no measurable time has no rate (not an infinite one)
+        out["tflops"] = np.where(out["flops_time"] > 0, out["flops"] / (out["flops_time"] * _US) / 1e12, np.nan)
+        out["gbps"] = np.where(out["bytes_time"] > 0, out["bytes"] / (out["bytes_time"] * _US) / 1e9, np.nan)
         out["intensity"] = out["flops"] / out["bytes"]
         out["pct_peak"] = out["tflops"] / peak
         out["pct_dram"] = np.where(traffic_time > 0, traffic_sum / (traffic_time * _US) / 1e9 / dram, np.nan)
