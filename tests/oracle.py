@@ -148,7 +148,8 @@ def _metric_checks(base, cls, name, dims, types, est, peer_flops, peer_bytes, tr
         kernel_gb = float(trace.ops["kernel_num_gb"][op_row])
         fp_f = None if math.isnan(kernel_flop) else kernel_flop
         fp_b = None if math.isnan(kernel_gb) else kernel_gb * 1e9
-        flops = Check(**base, cls=cls, metric="flops", ours=ours_f, peer=peer_flops, expect=PEER_WRONG,
+        flops = Check(**base, cls=cls, metric="flops", ours=ours_f, peer=peer_flops,
+                      expect=PEER_WRONG if peer_flops is not None else NOT_COMPARED,
                       first_principles=fp_f, note="Inductor's kernel_flop when the trace carries it, else unknown")
         nbytes = Check(**base, cls=cls, metric="bytes", ours=ours_b, peer=peer_bytes,
                        expect=PEER_WRONG if fp_b is not None else NOT_COMPARED, first_principles=fp_b,

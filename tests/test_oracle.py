@@ -1,4 +1,4 @@
-"""Our per-op FLOPs and bytes against AMD TraceLens's published per-op reports for five corpus traces: agreement
+"""Our per-op FLOPs and bytes against AMD TraceLens's published per-op reports for six corpus traces (one a graph replay joined with its capture): agreement
 within 1 % where the oracle notes say the peer is right, explicit disagreement (ours = first principles) where they
 say it is wrong. See tests/oracle.py for the join and the expectations; benchmarks/oracle.py prints the table."""
 from __future__ import annotations
