@@ -133,7 +133,8 @@ def checks_for(trace_name: str) -> Tuple[List[Check], List[str]]:
         if row["name"] == "aten::copy_" and all(r in memcpy_only for r in op_rows):
             ours = sum(memcpy_bytes[r] for r in op_rows) / len(op_rows)
             checks.append(Check(**base, cls="memcpy copy_", metric="bytes", ours=ours, peer=peer_bytes,
-                                expect=PEER_WRONG, first_principles=_numel(dims[0]) * _ITEMSIZE[types[0]],
+                                expect=PEER_WRONG if peer_bytes is not None else NOT_COMPARED,
+                                first_principles=_numel(dims[0]) * _ITEMSIZE[types[0]],
                                 note="a D2H/H2D memcpy moves its bytes once over the bus"))
             continue
         checks.extend(_metric_checks(base, cls, row["name"], dims, types, est, peer_flops, peer_bytes, trace,
