@@ -43,6 +43,10 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
     def __init__(self, context: base_plugin.TBContext, service: Optional[LogdirService] = None) -> None:
+        """Builds the plugin's service from TensorBoard's flags, or serves `service` (already set up by its
+        caller). A service of its own discovers runs at once but analyses nothing until TensorBoard serves: the
+        first request (the plugin listing's `is_active`, or any route) starts the analysis workers, so a
+        TensorBoard that cannot bind its port leaves no analysis running; they stop when the process exits."""
         flags = context.flags
         logdir = context.logdir or ""
         if logdir and not is_url(logdir):
@@ -56,13 +60,16 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             workers=_flag(flags, "gpuinsight_workers"),
             scan_interval=_flag(flags, "gpuinsight_scan_interval") or 10.0,
             max_trace_gb=_flag(flags, "gpuinsight_max_trace_gb"),
+            deferred=True,
         )
         self.service.start()
         self._lock = threading.Lock()
         self._answers: "OrderedDict[tuple, str]" = OrderedDict()
 
     def is_active(self) -> bool:
-        # Never does I/O: the scanner thread sets the flag, and it stays true once a trace was seen.
+        # Never does I/O: the scanner thread sets the flag, and it stays true once a trace was seen. TensorBoard
+        # asks while answering a request, so its server is up: analysis may start.
+        self.service.serve()
         return self.service.active
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
@@ -78,7 +85,14 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             module = importlib.import_module(module_name)
             for path, handler in module.routes(self).items():
                 apps[path] = self._json_route(handler)
-        return {path: _get_only(app) for path, app in apps.items()}
+        return {path: _get_only(self._serving(app)) for path, app in apps.items()}
+
+    def _serving(self, app: Callable) -> Callable:
+        """A route that, once asked, lets the service start analysing (the server is up)."""
+        def serving(environ, start_response):
+            self.service.serve()
+            return app(environ, start_response)
+        return serving
 
     # ------------------------------------------------------------------------------------------ plumbing
 

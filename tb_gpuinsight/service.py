@@ -28,6 +28,7 @@ from .estimate.devices import DeviceSpec, load_datasheet
 from .logdir import FileEntry, Run, discover, logdir_problem
 from .sections import Section, SectionContext, build_all
 from .store import open_store
+from .store import verified
 from .store.jobs import span_job
 from .trace.source import is_url
 
@@ -79,6 +80,7 @@ class RunState:
     name: str
     spans: Dict[Tuple[str, str], SpanState] = field(default_factory=dict)
     unreadable: List[FileEntry] = field(default_factory=list)
+    gone: List[SpanState] = field(default_factory=list)  # dropped by the current scan, released after it
 
 
 def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Sequence[str] = (),
@@ -125,6 +127,8 @@ def augment_file(path: str, dst: str, extra_args: Tuple[str, ...], devices_file:
         trace = load(path, extra_args=extra_args)
         datasheet = load_datasheet(devices_file)
         write_augmented(path, dst, with_captures(analyze_trace(trace, datasheet=datasheet), datasheet=datasheet))
+        if not verified.record(dst):
+            return "error", "cannot record the checksum of the augmented trace (is the cache directory writable?)"
         return "ok", dst
     except GpuInsightError as exc:
         return "error", str(exc.reason) if isinstance(exc, TraceError) else str(exc)
@@ -155,10 +159,13 @@ class LogdirService:
     def __init__(self, logdir: str, cache_dir: Optional[str] = None, devices_file: Optional[str] = None,
                  extra_args: Sequence[str] = (), workers: Optional[int] = None, scan_interval: float = 10.0,
                  max_loaded: int = 32, max_trace_gb: Optional[float] = None,
-                 summarize: Optional[Callable[..., Tuple[str, Any, bool]]] = None, store: Optional[str] = None) -> None:
+                 summarize: Optional[Callable[..., Tuple[str, Any, bool]]] = None, store: Optional[str] = None,
+                 deferred: bool = False) -> None:
         """`summarize`: the worker-process job that turns a trace into a summary (default `summarize_file`; a
         module-level function with its signature, so that spawned workers can import it). `store`: the summary
-        store's URL or path (default `cache_dir`, else the user's cache directory; "" keeps summaries in memory)."""
+        store's URL or path (default `cache_dir`, else the user's cache directory; "" keeps summaries in memory).
+        `deferred`: discover runs but analyse nothing until `serve()` is called (TensorBoard builds its plugins
+        before it binds its port, and may never serve)."""
         self.logdir = logdir
         self.summarize = summarize or summarize_file
         self.store_error = ""  # a store that cannot be opened (its protocol's package missing): said, not fatal
@@ -185,8 +192,13 @@ class LogdirService:
         self._culprits: Dict[int, set] = {}  # by id(broken pool): keys of the spans whose process died
         self._downloads: Dict[str, concurrent.futures.Future] = {}  # augmented traces being written, by span key
         self._scratch = ""  # where augmented traces go when there is no cache directory
+        self._download_lock = threading.Lock()  # checks and starts augmented-trace writes, one at a time
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._serving = threading.Event()  # analyses start only once set (at once unless `deferred`)
+        if not deferred:
+            self._serving.set()
+        self._exit_hook = False
         self._thread: Optional[threading.Thread] = None
         self._datasheet: Optional[List[DeviceSpec]] = None
 
@@ -198,11 +210,20 @@ class LogdirService:
             self._thread = threading.Thread(target=self._loop, name="gpuinsight-scan", daemon=True)
             self._thread.start()
 
+    def serve(self) -> None:
+        """The server is answering requests: start analysing what discovery found (idempotent, no I/O)."""
+        if not self._serving.is_set():
+            self._serving.set()
+            self._wake.set()
+
     def stop(self) -> None:
+        """Stop scanning and analysing now: queued analyses are dropped and running ones killed."""
         self._stop.set()
         self._wake.set()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            _kill_pool(pool)
         for folder in (self._marker_dir, self._scratch):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -238,15 +259,24 @@ class LogdirService:
         with self._lock:
             for run in found:
                 self._update_run(run, *stored)
+            gone = self._forget_gone({run.name for run in found})
             if self.runs:
                 self.active = True
             todo = [s for r in self.runs.values() for s in r.spans.values() if s.status == "pending"]
+        for span in gone:
+            self._release(span)
+        if not self._serving.is_set():
+            return  # discovered and listed, analysed once the server answers requests
         for span in todo:
             self._submit(span)
 
     def _update_run(self, run: Run, stored: set, failed: set) -> None:
         state = self.runs.setdefault(run.name, RunState(run.name))
         state.unreadable = run.unreadable
+        present = {(worker, span.name) for worker, spans in run.workers.items() for span in spans}
+        for ident in [i for i in state.spans if i not in present]:  # its file is gone (or no longer a trace)
+            state.gone.append(state.spans.pop(ident))
+            self.generation += 1
         for worker, spans in run.workers.items():
             for span in spans:
                 job = span_job(self.logdir, run, span, self.extra_args)
@@ -264,8 +294,35 @@ class LogdirService:
                     new.status = "ready"
                 elif job.key in failed:
                     self._failed_before(new)
+                if old is not None:  # the file changed: its old analysis goes, the new version is analysed
+                    state.gone.append(old)
                 state.spans[(worker, span.name)] = new
 
+    def _forget_gone(self, present: set) -> List[SpanState]:
+        """Drop the runs this scan did not find and collect every span dropped by this scan (called with the lock
+        held): they answer 404 from now on, and `_release` frees what they held."""
+        gone: List[SpanState] = []
+        for name in [n for n in self.runs if n not in present]:
+            state = self.runs.pop(name)
+            gone += list(state.spans.values()) + state.gone
+            self.generation += 1
+        for state in self.runs.values():
+            gone += state.gone
+            state.gone = []
+        return gone
+
+    def _release(self, span: SpanState) -> None:
+        """Free what a dropped span (file deleted or replaced) held: its queued analysis, its analyses in memory
+        and its cached augmented trace. Its summary stays in the store: the same file back is ready at once."""
+        if span.future is not None:
+            span.future.cancel()
+        with self._lock:
+            for key in [k for k in self._loaded if span.key in k]:
+                del self._loaded[key]
+            self._sections.pop(span.key, None)
+        with self._download_lock:
+            if span.key not in self._downloads:
+                verified.discard(self._download_path(span))
     def _failed_before(self, span: SpanState) -> None:
         """A span the store records as failed (by this server or a `summarize` run) is not analysed again until
         its file changes; the record's reason is the span's."""
@@ -279,6 +336,8 @@ class LogdirService:
             span.status = "pending"
 
     def _submit(self, span: SpanState) -> None:
+        if span.status != "pending":  # dropped, or taken by another path meanwhile
+            return
         span.status = "loading"
         job = (self.summarize, span.entry.path, self.extra_args, [e.path for e in span.execution_traces],
                [e.path for e in span.tensor_traces], span.identity, self.max_trace_gb)
@@ -307,16 +366,20 @@ class LogdirService:
             # spawn, not fork: TensorBoard is multi-threaded and forking it can deadlock.
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+            if not self._exit_hook:
+                self._exit_hook = _at_exit(self.stop)
         return self._pool
 
     def _outcome(self, future: concurrent.futures.Future, span: SpanState,
                  pool: concurrent.futures.ProcessPoolExecutor) -> Tuple[str, Any, bool]:
         """A finished future's result; when its pool broke, blame only the span whose process died and send
         the others back to the queue (on a fresh pool)."""
+        if self._stop.is_set():  # killed by `stop`, not by its trace
+            return "cancelled", None, False
         try:
             return future.result()
-        except concurrent.futures.CancelledError:
-            return "error", "analysis cancelled", True
+        except concurrent.futures.CancelledError:  # its span was dropped, or the service stopped
+            return "cancelled", None, False
         except concurrent.futures.process.BrokenProcessPool:
             pass
         except Exception as exc:  # the result could not come back (e.g. it did not unpickle)
@@ -353,6 +416,10 @@ class LogdirService:
 
     def _finish(self, span: SpanState, result: Tuple[str, Any, bool]) -> None:
         kind, payload, incomplete = result
+        if kind == "cancelled":  # nothing was learnt about the file: no record, analysed again if still wanted
+            with self._lock:
+                span.future, span.status = None, "pending"
+            return
         # Store I/O (a network round trip on an object store) happens before taking the lock.
         if kind == "ok" and not self.store.put(span.key, payload):
             self._remember(span.key, self._rated(payload, span))  # store not writable: keep in memory
@@ -528,30 +595,48 @@ class LogdirService:
 
     def augmented_trace(self, span: SpanState, timeout: float = 900.0) -> str:
         """Path of the augmented trace (gzip) of an analysed span: written once per version of the file, by an
-        analysis worker (never in this process, whatever the trace's size), then served from the cache.
-        Raises NotReady while it is still being written after `timeout` seconds, SpanFailed when it cannot be."""
-        directory = self.store.directory or self._scratch_dir()
-        dst = os.path.join(directory, span.key[: -len(".npz")] + ".augmented.json.gz")
-        if os.path.isfile(dst):
-            return dst
-        os.makedirs(directory, exist_ok=True)
-        job = (span.entry.path, dst, self.extra_args, self.devices_file, self.max_trace_gb)
-        if self.workers <= 0:
-            kind, payload = augment_file(*job)
-        else:
-            kind, payload = self._await_download(span, job, timeout)
+        analysis worker (never in this process, whatever the trace's size), with its size and checksum recorded
+        beside it; served from the cache while it matches them, written again when it does not (truncated,
+        damaged, or written by a process that died). Raises NotReady while it is still being written after
+        `timeout` seconds, SpanFailed when it cannot be."""
+        dst = self._download_path(span)
+        with self._download_lock:  # concurrent downloads of one span share one check and one job
+            future = self._downloads.get(span.key)
+            if future is None:
+                if verified.intact(dst):
+                    return dst
+                verified.discard(dst)
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                future = self._write_download(span, dst)
+        kind, payload = self._await_download(span, future, timeout)
         if kind != "ok":
             raise SpanFailed(f"{span.span}: cannot write the augmented trace: {payload}")
         return dst
 
-    def _await_download(self, span: SpanState, job: Tuple, timeout: float) -> Tuple[str, str]:
-        with self._lock:  # concurrent downloads of one span share one job
-            future = self._downloads.get(span.key)
-            if future is None:
-                pool = self._pool_now()
-                future = pool.submit(supervised_job, self._marker_dir, span.key + "#augmented", augment_file, *job)
-                self._downloads[span.key] = future
-                future.add_done_callback(lambda f, k=span.key: self._downloads.pop(k, None))
+    def _download_path(self, span: SpanState) -> str:
+        directory = self.store.directory or self._scratch_dir()
+        return os.path.join(directory, span.key[: -len(".npz")] + ".augmented.json.gz")
+
+    def _write_download(self, span: SpanState, dst: str) -> concurrent.futures.Future:
+        """Start writing a span's augmented trace (called with the download lock held)."""
+        job = (span.entry.path, dst, self.extra_args, self.devices_file, self.max_trace_gb)
+        if self.workers <= 0:
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            future.set_result(augment_file(*job))
+            return future
+        with self._lock:
+            pool = self._pool_now()
+        future = pool.submit(supervised_job, self._marker_dir, span.key + "#augmented", augment_file, *job)
+        self._downloads[span.key] = future
+        future.add_done_callback(lambda f, k=span.key: self._drop_download(k))
+        return future
+
+    def _drop_download(self, key: str) -> None:
+        with self._download_lock:
+            self._downloads.pop(key, None)
+
+    def _await_download(self, span: SpanState, future: concurrent.futures.Future,
+                        timeout: float) -> Tuple[str, str]:
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
@@ -573,3 +658,30 @@ class LogdirService:
             raise NotFound("choose one span to download its trace")
         return self.span_states(run, worker, span)[0].entry
 
+
+
+def _kill_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    """Drop a pool's queue and end its processes now: an analysis in flight is not waited for."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        try:
+            process.terminate()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def _at_exit(hook: Callable[[], None]) -> bool:
+    """Run `hook` when the interpreter exits, before concurrent.futures waits for running jobs (its own exit
+    hook joins every pool's processes: a TensorBoard that could not bind its port would otherwise linger until
+    every analysis in flight finished)."""
+    register = getattr(threading, "_register_atexit", None)  # runs before atexit, newest first
+    try:
+        if register is not None:
+            register(hook)
+        else:  # pragma: no cover - Python without the hook
+            import atexit
+            atexit.register(hook)
+        return True
+    except RuntimeError:  # the interpreter is already shutting down
+        return False
