@@ -205,3 +205,30 @@ def test_stop_ends_running_analyses(tmp_path):
     states = [s for r in service.runs.values() for s in r.spans.values()]
     assert _wait(lambda: all(s.status in ("pending", "ready") for s in states), timeout=30)
     assert not service.store.failure_keys()  # being stopped is no failure of the trace
+
+
+def _memo_round_trip(path):
+    from tb_gpuinsight.estimate.flops import OpEstimate
+    from tb_gpuinsight.estimate.memo import EstimateMemo
+
+    memo = EstimateMemo(str(path))
+    sig = ("aten::mm", "[[4, 8], [8, 2]]", "['float', 'float']", "")
+    memo.put_many({sig: OpEstimate(128.0, "2*M*N*K", 112.0, "inputs + output", "fp32")})
+    return EstimateMemo(str(path)).get_many([sig]).get(sig)
+
+
+def test_garbage_estimates_database_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.delenv("TB_GPUINSIGHT_NO_MEMO", raising=False)
+    path = tmp_path / "estimates.sqlite"
+    path.write_bytes(os.urandom(64) * 256)  # not a database at all
+    (tmp_path / "estimates.sqlite-journal").write_bytes(b"\x00" * 512)
+    assert _memo_round_trip(path).flops == 128.0
+    import sqlite3
+    with sqlite3.connect(str(path)) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+    data = bytearray(path.read_bytes())  # a real database whose pages were damaged
+    for i in range(100, len(data), 97):
+        data[i] ^= 0xA5
+    path.write_bytes(bytes(data))
+    assert _memo_round_trip(path).flops == 128.0

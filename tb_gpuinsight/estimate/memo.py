@@ -4,7 +4,8 @@ FLOP formulas come from torch, and importing torch costs about a second and 150 
 mid-size trace. Training runs repeat the same shapes in every span and every run, so estimates are kept in a
 SQLite file in the user's cache directory: a trace whose op signatures were all seen before is analysed without
 importing torch. Keys include the engine version and torch's installed version (read from package metadata, not
-by importing it). Any failure to open, read or write the memo is a miss, never an error.
+by importing it). Any failure to open, read or write the memo is a miss, never an error; a file that is not a
+database or whose pages are damaged is replaced by an empty memo.
 """
 from __future__ import annotations
 
@@ -44,13 +45,48 @@ class EstimateMemo:
     def _connection(self) -> Optional[sqlite3.Connection]:
         if self._conn is None and self.path:
             try:
-                os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                conn = sqlite3.connect(self.path, timeout=5, check_same_thread=False)
-                conn.execute("CREATE TABLE IF NOT EXISTS estimate (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-                self._conn = conn
-            except (sqlite3.Error, OSError):
+                self._conn = self._open()
+            except sqlite3.Error as exc:
+                if not _damaged(exc):
+                    self.path = None
+                    return None
+                self._conn = self._rebuilt()
+            except OSError:
                 self.path = None
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        """A connection to the memo, its table created and read once (a file that is not a database fails here)."""
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=5, check_same_thread=False)
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS estimate (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            if conn.execute("PRAGMA quick_check(1)").fetchone()[0] != "ok":  # damaged pages, cheap to find once
+                raise sqlite3.DatabaseError("database disk image is malformed")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _rebuilt(self) -> Optional[sqlite3.Connection]:
+        """An empty memo in place of a damaged one (garbage, truncated, malformed pages): it is only a memo, so
+        what it held is recomputed. None (memo off) when even a new one cannot be made."""
+        for suffix in ("", "-journal", "-wal", "-shm"):  # a stale journal must not be replayed into the new file
+            try:
+                os.unlink(self.path + suffix)
+            except OSError:
+                pass
+        try:
+            return self._open()
+        except (sqlite3.Error, OSError):
+            self.path = None
+            return None
+
+    def _repair(self, exc: sqlite3.Error) -> None:
+        """A read or write found the file damaged: rebuild it now (called with the lock held)."""
+        if self._conn is not None and _damaged(exc):
+            self._conn.close()
+            self._conn = self._rebuilt()
 
     def key(self, sig: Signature) -> str:
         return self._prefix + json.dumps(sig, separators=(",", ":"), default=str)
@@ -71,7 +107,10 @@ class EstimateMemo:
                                         part).fetchall()
                     for key, value in rows:
                         found[keys[key]] = OpEstimate(*json.loads(value))
-            except (sqlite3.Error, ValueError, TypeError):
+            except sqlite3.Error as exc:
+                self._repair(exc)
+                return {}
+            except (ValueError, TypeError):
                 return {}
             return found
 
@@ -85,8 +124,17 @@ class EstimateMemo:
             try:
                 with conn:
                     conn.executemany("INSERT OR REPLACE INTO estimate (key, value) VALUES (?, ?)", rows)
-            except sqlite3.Error:
-                pass
+            except sqlite3.Error as exc:
+                self._repair(exc)
+
+
+def _damaged(exc: sqlite3.Error) -> bool:
+    """Whether an error says the file is damaged (not a database, corrupt pages), not busy or unwritable."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    text = str(exc).lower()  # Python before 3.11, or raised here
+    return "not a database" in text or "malformed" in text
 
 
 _shared: Dict[Optional[str], EstimateMemo] = {}
