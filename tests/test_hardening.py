@@ -188,15 +188,16 @@ def _eventually_same(service, good):
 
 
 def _bomb(path, megabytes):
-    """A valid (multi-member) gzip trace of mostly blanks: about 1 KB per inflated MB."""
+    """A valid (multi-member) gzip trace of mostly empty events: about 2 KB per inflated MB (not blanks: a block
+    of blank padding is refused on sight, before any cap)."""
     import gzip
 
-    blank = gzip.compress(b" " * (1 << 20), 9)
+    filler = gzip.compress(b"{}," * ((1 << 20) // 3), 9)
     with open(path, "wb") as f:
         f.write(gzip.compress(b'{"traceEvents": ['))
         for _ in range(megabytes):
-            f.write(blank)
-        f.write(gzip.compress(b"]}"))
+            f.write(filler)
+        f.write(gzip.compress(b"{}]}"))
 
 
 def test_gzip_bomb_stops_at_the_cap_with_a_one_line_reason(tmp_path):
@@ -215,9 +216,8 @@ def test_gzip_bomb_stops_at_the_cap_with_a_one_line_reason(tmp_path):
     assert grown_mb < 200, grown_mb  # stopped at the cap, not after inflating the bomb
     assert main(["analyze", str(bomb), "--max-trace-gb", "0.05"]) == 2
     small = tmp_path / "w.2.pt.trace.json.gz"
-    _bomb(small, 8)  # under the cap: read, and refused only for what it is (no events)
-    with pytest.raises(TraceError, match="no events"):
-        load(small, max_trace_gb=0.05)
+    _bomb(small, 8)  # under the cap: read whole (its empty events hold no kernel)
+    assert len(load(small, max_trace_gb=0.05).kernels) == 0
 
 
 def test_special_files_are_refused_without_blocking(tmp_path):

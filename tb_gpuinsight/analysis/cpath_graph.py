@@ -53,6 +53,7 @@ from ..trace.table import Interner, Table
 from .collectives import is_communication
 from .correlate import op_parents
 from .kernel_names import kernel_class
+from .kernel_roles import name_head
 from .overview.host import SYNC_CALL
 
 CAUSES: Tuple[str, ...] = ("cpu_op", "kernel", "launch", "sync_wait", "communication", "idle")
@@ -176,8 +177,7 @@ def _append_cpu(cols, table: Table, rows: np.ndarray, kind: int, names: Interner
     key_of, tid_num = keys[which], numbers[which]
     cols["proc"].append(procs[which])
     code = np.fromiter((names.code(n) for n in name_s), dtype=np.int32, count=len(name_s))
-    comm = np.fromiter((bool(_CPU_COMM.search(n)) or kernel_class(n) == "communication" for n in name_s),
-                       dtype=bool, count=len(name_s))
+    comm = np.fromiter((_communication(name_head(n)) for n in name_s), dtype=bool, count=len(name_s))
     ts = table["ts"][rows]
     cols["ts"].append(ts)
     cols["end"].append(ts + np.maximum(np.nan_to_num(table["dur"][rows]), 0.0))
@@ -186,6 +186,10 @@ def _append_cpu(cols, table: Table, rows: np.ndarray, kind: int, names: Interner
     cols["name"].append(code[table["name"][rows]])
     cols["kind"].append(np.full(len(rows), kind, dtype=np.int8))
     cols["comm"].append(comm[table["name"][rows]] if kind != K_RUNTIME else np.zeros(len(rows), bool))
+
+
+def _communication(name: str) -> bool:
+    return bool(_CPU_COMM.search(name)) or kernel_class(name) == "communication"
 
 
 def _number(text: str) -> int:

@@ -64,9 +64,24 @@ _COMPUTE_STAGES = re.compile(r"fft\d*d?_|winograd|[shdi]cudnn_|^Cijk_|igemm|naiv
                              r"miopenSp\d*AsmConv|ck_tile.*(?:gemm|fmha)", re.I)
 
 
-@functools.lru_cache(maxsize=65536)
+# Names are classified by their first NAME_CHARS characters: real kernel and op names stay under 2 KiB (CUTLASS
+# templates included), and every pattern here reads a name's head; a pathological 10 MB name then costs what a
+# 16 KiB one does instead of seconds per pattern. The full name is kept everywhere else.
+NAME_CHARS = 1 << 14
+
+
+def name_head(name: str) -> str:
+    """The part of a name that classifying it reads (all of it, unless it is longer than NAME_CHARS)."""
+    return name if len(name) <= NAME_CHARS else name[:NAME_CHARS]
+
+
 def kernel_role(name: str, kind: str = "kernel") -> str:
     """Role of an activity from its event kind and name alone (before the op-level `work` -> `epilogue` step)."""
+    return _role(name_head(name), kind)
+
+
+@functools.lru_cache(maxsize=65536)
+def _role(name: str, kind: str) -> str:
     if kind in COPIES:
         return kind
     for role, pattern, _ in HELPER_PATTERNS:
@@ -89,4 +104,5 @@ def helper_bytes_reason(role: str) -> str:
 
 
 __all__ = ["ROLES", "HELPERS", "COPIES", "HELPER_PATTERNS", "ROLE_REASONS", "kernel_role", "helper_bytes_reason",
+           "name_head", "NAME_CHARS",
            "COMPUTE", "WORK", "LAYOUT", "SPLITK", "EPILOGUE", "MEMSET", "MEMCPY"]

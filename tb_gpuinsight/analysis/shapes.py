@@ -365,32 +365,36 @@ def _concat(tables: Sequence[Table]) -> Table:
 
 def _join_ops(table: Table, order: np.ndarray, timeline: Timeline, op_col: np.ndarray, shape_col: np.ndarray,
               ops: Interner, op_shapes: Interner) -> int:
-    """Fill op / op_shape codes of records (see the module docstring); returns how many records got an op."""
+    """Fill op / op_shape codes of records (see the module docstring); returns how many records got an op. Each
+    call's window of candidate ops is found for all calls at once (sorted searches), so the per-record loop is
+    a few dictionary lookups: linear in the records."""
     kinds, functions = table.strings["kind"], table.strings["function"]
-    is_call = np.array([kinds[k] == "call" for k in table["kind"][order]], dtype=bool) if len(order) else \
-        np.zeros(0, dtype=bool)
+    call_code = kinds.index("call") if "call" in kinds else -1
+    is_call = table["kind"][order] == call_code
     ts = table["ts"][order]
     call_times = np.unique(ts[is_call])
+    nxt = np.searchsorted(call_times, ts, side="right")
+    end = np.where(nxt < len(call_times), call_times[np.minimum(nxt, len(call_times) - 1)] if len(call_times) else 0,
+                   ts + 10_000_000)  # the last call: 10 ms
+    lo = np.searchsorted(timeline.start_ns, ts, side="left").tolist()
+    hi = np.searchsorted(timeline.start_ns, end, side="left").tolist()
     last_op: Dict[int, Tuple[int, int]] = {}  # function code -> its latest call's (op, shape) codes
     cache: Dict[Tuple[int, int], Tuple[int, int]] = {}
-    for pos, row in enumerate(order.tolist()):
-        fn = int(table["function"][row])
-        if not is_call[pos]:
+    fns = table["function"][order].tolist()
+    for pos, (row, fn, call) in enumerate(zip(order.tolist(), fns, is_call.tolist())):
+        if not call:
             op_col[row], shape_col[row] = last_op.get(fn, (0, 0))
             continue
-        key = (int(ts[pos]), fn)
+        key = (lo[pos], hi[pos], fn)
         if key not in cache:
-            cache[key] = _op_at(timeline, call_times, key[0], functions[fn], ops, op_shapes)
+            cache[key] = _op_at(timeline, lo[pos], hi[pos], functions[fn], ops, op_shapes)
         op_col[row], shape_col[row] = last_op[fn] = cache[key]
     return int((op_col > 0).sum())
 
 
-def _op_at(timeline: Timeline, call_times: np.ndarray, ts: int, function: str, ops: Interner,
+def _op_at(timeline: Timeline, lo: int, hi: int, function: str, ops: Interner,
            op_shapes: Interner) -> Tuple[int, int]:
-    nxt = np.searchsorted(call_times, ts, side="right")
-    end = call_times[nxt] if nxt < len(call_times) else ts + 10_000_000  # the last call: 10 ms
-    lo = int(np.searchsorted(timeline.start_ns, ts, side="left"))
-    hi = int(np.searchsorted(timeline.start_ns, end, side="left"))
+    """The op among the top-level ops `lo:hi` (those starting within a call's window) that the call ran."""
     if lo >= hi:
         return 0, 0
     want = function.rsplit(".", 1)[-1].strip("_").lower()
@@ -404,14 +408,14 @@ def _producers(table: Table, order: np.ndarray) -> Tuple[np.ndarray, List[str]]:
     labels.code("")
     out = np.zeros(len(table), dtype=np.int32)
     kinds, fns, files = table.strings["kind"], table.strings["function"], table.strings["file"]
+    ret_code = kinds.index("ret") if "ret" in kinds else -1
     made: Dict[int, int] = {}
-    ptrs, kind, fn, file, line = (table[c] for c in ("ptr", "kind", "function", "file", "line"))
-    for row in order.tolist():
-        ptr = int(ptrs[row])
+    columns = (table[c][order].tolist() for c in ("ptr", "kind", "function", "file", "line"))
+    for row, ptr, kind, fn, file, line in zip(order.tolist(), *columns):
         if not ptr:
             continue
-        if kinds[kind[row]] == "ret":
-            made[ptr] = labels.code(f"{fns[fn[row]]} {files[file[row]]}:{line[row]}")
+        if kind == ret_code:
+            made[ptr] = labels.code(f"{fns[fn]} {files[file]}:{line}")
         else:
             out[row] = made.get(ptr, 0)
     return out, labels.items

@@ -6,7 +6,10 @@ a reader that is done with the tail of the buffer can hand those pages back to t
 
 Reading is bounded: only regular files are opened (a FIFO or a device is refused before any read, so nothing
 blocks or grows forever), and the uncompressed content may not pass a cap (`max_trace_bytes`), checked while
-inflating, so a small gzip bomb fails fast with a one-line reason instead of exhausting memory.
+inflating, so a small gzip bomb fails fast with a one-line reason instead of exhausting memory. Content is judged
+before it is kept: the first block (inflated) must open a JSON document, and every block read after it must hold
+no NUL byte and not be all blanks, so a 4 GiB sparse file or a trace padded with gigabytes of spaces is refused
+after one block, not after being read whole.
 
 A path may also be an fsspec URL (`s3://bucket/run/w.pt.trace.json.gz`, `gs://...`, any registered protocol but
 `file://`): it is read through fsspec in `_CHUNK` blocks into the same buffer, so a remote trace costs the same
@@ -31,6 +34,9 @@ MAX_TRACE_ENV = "TB_GPUINSIGHT_MAX_TRACE_GB"
 # for that within the memory available when the process starts reading.
 MEMORY_FACTOR = 3
 _MIN_DEFAULT_BYTES = 1 << 30
+HEAD_BYTES = 1 << 16  # the first block: a file's kind and plausibility are judged from it before reading on
+_PAD_BLOCK = 1 << 20  # a block of at least this many blank bytes is padding, not a trace
+_BLANK = b" \t\r\n"
 _override_gb: Optional[float] = None
 
 
@@ -207,6 +213,16 @@ class TraceBytes:
         self.size += n
         return n
 
+    def find(self, sub: bytes, start: int, end: int) -> int:
+        """Offset of `sub` within [start, end) of the content, -1 when absent."""
+        return self._map.find(sub, start, end)
+
+    def byte(self, offset: int) -> int:
+        return self._map[offset]
+
+    def slice(self, start: int, end: int) -> bytes:
+        return self._map[start:end]
+
     def offset_of(self, part) -> int:
         """Where a buffer that slices this content (a msgspec.Raw, say) starts, in bytes."""
         import numpy as np  # only for the address of a buffer; numpy is loaded by the reader anyway
@@ -233,12 +249,16 @@ def is_gzip(path: "os.PathLike[str] | str") -> bool:
         return f.read(2) == GZIP_MAGIC
 
 
-def read_head(path: "os.PathLike[str] | str", limit: int = 1 << 16) -> bytes:
+def read_head(path: "os.PathLike[str] | str", limit: int = HEAD_BYTES) -> bytes:
     """The first `limit` uncompressed bytes of a file, inflating gzip. Raises OSError: SpecialFileError for a FIFO
     or device, CorruptGzip when gzip data does not inflate."""
     f, _ = _open_sized(path, limit)
     with f:
-        head = f.read(limit)
+        return _inflated_head(f.read(limit), limit)
+
+
+def _inflated_head(head: bytes, limit: int) -> bytes:
+    """At most `limit` uncompressed bytes from the first bytes of a file (inflated when gzip)."""
     if not head.startswith(GZIP_MAGIC):
         return head
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -246,6 +266,42 @@ def read_head(path: "os.PathLike[str] | str", limit: int = 1 << 16) -> bytes:
         return inflater.decompress(head, limit)
     except zlib.error as exc:
         raise CorruptGzip(0, f"corrupt gzip data ({exc})") from None
+
+
+def check_json_head(path, head: bytes, whole: bool) -> None:
+    """Refuse, from its first block, content that cannot be a JSON document: NUL bytes (binary data, a sparse
+    file), a first block that is all blank, or a first character that opens no JSON value. `whole`: the block is
+    the whole file (then a blank one is left to the reader: an empty file may still be being written)."""
+    if b"\0" in head:
+        raise TraceError(path, "binary data (NUL bytes), not a JSON trace", offset=head.index(b"\0"))
+    text = head.lstrip(_BLANK + b"\xef\xbb\xbf")
+    if not text:
+        if not whole:
+            raise TraceError(path, f"its first {len(head) // 1024} KiB are blank: not a JSON trace")
+        return
+    if text[:1] not in (b"{", b"["):
+        raise TraceError(path, f"not a JSON trace: the file starts with {chr(text[0])!r}")
+
+
+class _Padding:
+    """Refuses content as it is read, block by block, as soon as a block is binary (a NUL byte: no JSON holds one)
+    or only padding (a whole block of blanks: no trace writer pads so), so that a junk file of any size costs one
+    block of memory and time, not its size."""
+
+    def __init__(self, path) -> None:
+        self.path = path
+
+    def check(self, out: "TraceBytes", start: int) -> None:
+        """Check the bytes `out` received since offset `start`."""
+        end = out.size
+        if end <= start:
+            return
+        nul = out.find(b"\0", start, end)
+        if nul >= 0:
+            raise TraceError(self.path, "binary data (a NUL byte), not a JSON trace", offset=nul, incomplete=True)
+        if end - start >= _PAD_BLOCK and out.byte(start) in _BLANK and out.byte(end - 1) in _BLANK \
+                and not out.slice(start, end).strip(_BLANK):
+            raise TraceError(self.path, f"holds {(end - start) >> 20} MiB of blank padding: not a trace", offset=start)
 
 
 def read_all(path: "os.PathLike[str] | str", progress: Optional[Progress] = None,
@@ -256,9 +312,11 @@ def read_all(path: "os.PathLike[str] | str", progress: Optional[Progress] = None
     try:
         f, size = _open_sized(path)
         with f:
-            magic = f.read(2)
+            first = f.read(HEAD_BYTES)  # judged before anything else is read or allocated
             f.seek(0)
-            if magic != GZIP_MAGIC:
+            head = _inflated_head(first, HEAD_BYTES)
+            check_json_head(path, head, whole=len(head) < HEAD_BYTES)
+            if not first.startswith(GZIP_MAGIC):
                 return _read_plain(f, size, path, progress, limit)
             return _inflate(f, size, path, progress, limit)
     except MemoryError:
@@ -298,8 +356,12 @@ def _read_plain(f, size: int, path, progress: Optional[Progress], limit: int) ->
     """Read into one buffer of the file's size (it may still grow or shrink while we read)."""
     _check_size(path, size, limit, inflated=False)
     out = TraceBytes(size)
+    padding = _Padding(path)
+    start = 0
     while out.readinto_from(f, _CHUNK):
         _check_size(path, out.size, limit, inflated=False)
+        padding.check(out, start)
+        start = out.size
         if progress:
             progress(out.size, max(size, out.size))
     return out
@@ -318,6 +380,7 @@ def _gzip_size_hint(f, size: int) -> int:
 def _inflate(f, size: int, path, progress: Optional[Progress], limit: int) -> TraceBytes:
     out = TraceBytes(min(_gzip_size_hint(f, size), limit))
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    padding = _Padding(path)
     read = 0
     while True:
         chunk = f.read(_CHUNK)
@@ -326,11 +389,13 @@ def _inflate(f, size: int, path, progress: Optional[Progress], limit: int) -> Tr
         read += len(chunk)
         data = chunk
         while data:  # bounded output per step: a bomb is stopped at the cap, not after inflating a chunk
+            start = out.size
             try:
                 out.write(inflater.decompress(data, _CHUNK))
             except zlib.error as exc:
                 raise TraceError(path, f"corrupt gzip data: {exc}", offset=read - len(chunk)) from None
             _check_size(path, out.size, limit, inflated=True)
+            padding.check(out, start)
             if inflater.eof:  # a further gzip member may follow
                 data = inflater.unused_data
                 if data:

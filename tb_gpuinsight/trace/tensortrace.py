@@ -11,11 +11,13 @@ skipped and reported with their line numbers; the reader never raises on content
 """
 from __future__ import annotations
 
+import functools
 import io
+import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, List, Optional, Tuple
+from typing import BinaryIO, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -30,6 +32,9 @@ _SHAPE = re.compile(r"^(?:torch\.Size\()?\[\s*(\d+(?:\s*,\s*\d+)*)?\s*,?\s*\]\)?
 _HEX = re.compile(r"^(0[xX])?[0-9a-fA-F]+$")
 _MAX_PTR = (1 << 64) - 1
 _MAX_INT = (1 << 63) - 1  # what an int64 column holds: larger numbers make the line malformed
+_BLOCK = 1 << 16  # the first block, checked before anything else is read
+MAX_LINE = 1 << 20  # a real line is under 1 KiB; longer ones are malformed, read in pieces of this size
+_OVERLONG = "\0overlong"  # what `_lines` yields for a line longer than MAX_LINE (never a real line: no NULs)
 
 
 @dataclass
@@ -57,22 +62,24 @@ class TensorTraceFile:
         return df
 
 
+_STRING_COLUMNS = ("kind", "shape", "name", "function", "file")
+_INT_COLUMNS = ("ts", "ndim", "numel", "bytes", "line", "lineno")
+
+
 class _Columns:
     def __init__(self) -> None:
-        self.ints = {c: [] for c in ("ts", "ndim", "numel", "bytes", "line", "lineno")}
+        self.ints = {c: [] for c in _INT_COLUMNS}
         self.ptr: List[int] = []
-        self.codes = {c: [] for c in ("kind", "shape", "name", "function", "file")}
+        self.codes = {c: [] for c in _STRING_COLUMNS}
         self.interners = {c: Interner() for c in self.codes}
         for kind in KINDS:
             self.interners["kind"].code(kind)
 
     def add(self, rec: Tuple) -> None:
         kind, ts, shape, dims, nbytes, ptr, name, function, file, line, lineno = rec
-        for col, value in (("kind", kind), ("shape", shape), ("name", name), ("function", function), ("file", file)):
+        for col, value in zip(_STRING_COLUMNS, (kind, shape, name, function, file)):
             self.codes[col].append(self.interners[col].code(value))
-        numel = int(np.prod(dims, dtype=np.float64)) if dims else 1
-        for col, value in (("ts", ts), ("ndim", len(dims)), ("numel", numel), ("bytes", nbytes), ("line", line),
-                           ("lineno", lineno)):
+        for col, value in zip(_INT_COLUMNS, (ts, len(dims), _numel(dims), nbytes, line, lineno)):
             self.ints[col].append(value)
         self.ptr.append(ptr)
 
@@ -85,19 +92,57 @@ class _Columns:
 
 
 def read_tensor_trace(path: "os.PathLike[str] | str") -> TensorTraceFile:
-    """Read a tensor.trace file. Raises `TraceError` only when the file cannot be opened or read."""
+    """Read a tensor.trace file. Raises `TraceError` only when the file cannot be opened or read, or when its first
+    block shows it is not a tensor.trace (binary data, no `[call]` / `[ret]` line), before the rest is read."""
     text_path = os.fspath(path)
     try:
         with open_regular(text_path) as raw:
             limit = max_trace_bytes()
             if os.fstat(raw.fileno()).st_size > limit:
                 raise TraceError(text_path, f"is larger than {limit / 1e9:.3g} GB; raise --max-trace-gb to read it")
-            with io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", errors="replace") as f:
-                return parse_lines(f, text_path)
+            f = io.BufferedReader(raw, _BLOCK)
+            reason = _implausible(f.peek(_BLOCK)[:_BLOCK])
+            if reason:
+                raise TraceError(text_path, reason)
+            return parse_lines(_lines(f, text_path), text_path)
     except OSError as exc:
         raise TraceError(text_path, os_error_reason(exc)) from None
     except MemoryError:
         raise TraceError(text_path, "out of memory while reading it") from None
+
+
+def _implausible(head: bytes) -> str:
+    """Why a file whose first block is `head` is not a tensor.trace ("" when it may be one)."""
+    if b"\0" in head:
+        return "binary data (NUL bytes), not a tensor.trace"
+    if not head.strip():
+        return "empty file" if not head else f"its first {len(head) // 1024 or 1} KiB are blank: not a tensor.trace"
+    if not any(line.lstrip().startswith((b"[call]", b"[ret]")) for line in head.splitlines()):
+        return "not a tensor.trace: no [call] or [ret] line in its first block"
+    return ""
+
+
+def _lines(f: BinaryIO, path: str) -> Iterator[str]:
+    """The file's lines, decoded (invalid UTF-8 replaced), each at most MAX_LINE bytes: a longer line is read in
+    pieces and yielded as one malformed line, so memory stays bounded whatever the file holds."""
+    for line in iter(lambda: f.readline(MAX_LINE), b""):
+        if len(line) == MAX_LINE and not line.endswith(b"\n"):
+            _skip_rest(f, path, line)
+            yield _OVERLONG
+            continue
+        yield line.decode("utf-8", "replace")
+
+
+def _skip_rest(f: BinaryIO, path: str, piece: bytes) -> None:
+    """Read past the rest of an overlong line; a line that is all padding (blanks, NULs) ends the reading."""
+    while True:
+        if len(piece) == MAX_LINE and not piece.strip(b" \t\r\n\0"):
+            raise TraceError(path, f"holds over {MAX_LINE // 1024} KiB of padding (blanks or NUL bytes) in one line")
+        if piece.endswith(b"\n"):
+            return
+        piece = f.readline(MAX_LINE)
+        if not piece:
+            return
 
 
 def parse_lines(lines: Iterable[str], path: str = "<lines>") -> TensorTraceFile:
@@ -121,17 +166,15 @@ def parse_lines(lines: Iterable[str], path: str = "<lines>") -> TensorTraceFile:
 
 def parse_line(line: str, lineno: int = 0):
     """The fields of one line as a tuple, or a one-line reason (str) why it is malformed."""
+    if line == _OVERLONG:
+        return f"line longer than {MAX_LINE // 1024} KiB"
     parts = line.split(SEP, 7)
     if len(parts) < 8:
         return f"expected 8 fields separated by two spaces, found {len(parts)}"
-    kind, ts, shape, nbytes, ptr, name, function, location = (p.strip() for p in parts)
-    if kind not in ("[call]", "[ret]"):
-        return f"unknown record kind {kind[:20]!r} (expected [call] or [ret])"
-    dims = parse_shape(shape)
-    if dims is None:
-        return f"bad shape {shape[:40]!r}"
-    if float(np.prod(dims, dtype=np.float64)) > _MAX_INT:
-        return f"shape too large {shape[:40]!r}"
+    kind, ts, shape, nbytes, ptr, name, function, location = map(str.strip, parts)
+    head = _kind_and_shape(kind, shape)  # repeated on most lines: parsed once per distinct value
+    if isinstance(head, str):
+        return head
     numbers = _int(ts), _int(nbytes), parse_pointer(ptr)
     for value, label, text in zip(numbers, ("timestamp", "byte count", "data pointer"), (ts, nbytes, ptr)):
         if value is None or value < 0:
@@ -139,8 +182,25 @@ def parse_line(line: str, lineno: int = 0):
     if not name or not function:
         return "empty argument or function name"
     file, line_no = split_location(location)
-    return (kind[1:-1], numbers[0], "[" + ", ".join(map(str, dims)) + "]", dims, numbers[1], numbers[2],
-            name, function, file, line_no, lineno)
+    return (head[0], numbers[0], head[1], head[2], numbers[1], numbers[2], name, function, file, line_no, lineno)
+
+
+@functools.lru_cache(maxsize=4096)
+def _kind_and_shape(kind: str, shape: str):
+    """(kind, shape text, dims) of a line, or the reason they are malformed."""
+    if kind not in ("[call]", "[ret]"):
+        return f"unknown record kind {kind[:20]!r} (expected [call] or [ret])"
+    dims = parse_shape(shape)
+    if dims is None:
+        return f"bad shape {shape[:40]!r}"
+    if math.prod(map(float, dims)) > _MAX_INT:
+        return f"shape too large {shape[:40]!r}"
+    return kind[1:-1], "[" + ", ".join(map(str, dims)) + "]", dims
+
+
+@functools.lru_cache(maxsize=4096)
+def _numel(dims: Tuple[int, ...]) -> int:
+    return math.prod(dims)  # at most an int64: `_kind_and_shape` refused larger shapes
 
 
 def parse_shape(text: str) -> Optional[Tuple[int, ...]]:
@@ -156,11 +216,11 @@ def parse_pointer(text: str) -> Optional[int]:
     """A data pointer, decimal or hex (`0x7f..`, or bare digits with a-f); None when neither, or over 64 bits."""
     if len(text) > 20 or not _HEX.match(text):  # 64 bits are at most 20 digits (or 0x + 16)
         return None
-    is_hex = text[:2].lower() == "0x" or any(c in "abcdefABCDEF" for c in text)
-    value = int(text, 16) if is_hex else int(text)
+    value = int(text) if text.isdigit() else int(text, 16)  # digits only: decimal; else `0x..` or a-f: hex
     return value if value <= _MAX_PTR else None
 
 
+@functools.lru_cache(maxsize=4096)
 def split_location(location: str) -> Tuple[str, int]:
     """`path/to/file.py:12` -> (path, 12); no line number -> (location, -1)."""
     head, sep, tail = location.rpartition(":")
