@@ -4,7 +4,9 @@ fsspec URL) and an LRU in memory. Spans whose summary the store already holds ar
 
 Span states: "pending" (queued), "loading", "waiting" (the file failed to parse but is still changing, so it is
 probably being written: retried when it changes or settles), "ready", "error" (with a one-line reason).
-Nothing here ever writes into the logdir.
+Each scan follows the logdir: a run or span whose trace is gone (deleted, or no longer a trace) is dropped and
+what it held in memory released, and a changed file is a new version, analysed again. Nothing here ever writes
+into the logdir.
 """
 from __future__ import annotations
 
@@ -320,9 +322,10 @@ class LogdirService:
             for key in [k for k in self._loaded if span.key in k]:
                 del self._loaded[key]
             self._sections.pop(span.key, None)
+        directory = self.store.directory or self._scratch
         with self._download_lock:
-            if span.key not in self._downloads:
-                verified.discard(self._download_path(span))
+            if directory and span.key not in self._downloads:
+                verified.discard(self._download_path(span, directory))
     def _failed_before(self, span: SpanState) -> None:
         """A span the store records as failed (by this server or a `summarize` run) is not analysed again until
         its file changes; the record's reason is the span's."""
@@ -613,8 +616,8 @@ class LogdirService:
             raise SpanFailed(f"{span.span}: cannot write the augmented trace: {payload}")
         return dst
 
-    def _download_path(self, span: SpanState) -> str:
-        directory = self.store.directory or self._scratch_dir()
+    def _download_path(self, span: SpanState, directory: Optional[str] = None) -> str:
+        directory = directory or self.store.directory or self._scratch_dir()
         return os.path.join(directory, span.key[: -len(".npz")] + ".augmented.json.gz")
 
     def _write_download(self, span: SpanState, dst: str) -> concurrent.futures.Future:
