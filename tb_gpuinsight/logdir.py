@@ -53,6 +53,8 @@ def sniff(path: "os.PathLike[str] | str") -> Sniffed:
         return Sniffed(UNREADABLE, "permission denied")
     except OSError as exc:
         return Sniffed(UNREADABLE, exc.strerror or str(exc))
+    if b"\0" in head:  # no JSON or text trace holds one: a sparse or binary file, judged without reading on
+        return Sniffed(OTHER, "binary data (NUL bytes)")
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text.startswith(b"{"):
         if _ET_KEY.search(text) and b'"nodes"' in text:
