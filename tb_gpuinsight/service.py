@@ -456,7 +456,7 @@ class LogdirService:
             runs = [self._run_json(r) for r in sorted(self.runs.values(), key=lambda r: r.name)]
         # remote_traces: a trace download fetches the trace from object storage first (the UI says how much).
         return {"runs": runs, "scan_interval_s": self.scan_interval,
-                "logdir_error": self.scan_error or self.store_error or None,
+                "logdir_error": "; ".join(e for e in (self.store_error, self.scan_error) if e) or None,
                 "remote_traces": is_url(self.logdir)}
 
     def _run_json(self, run: RunState) -> Dict[str, Any]:

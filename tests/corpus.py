@@ -13,10 +13,12 @@ CORPUS = Path(os.environ.get("TB_GPUINSIGHT_CORPUS", ROOT.parent / "shared" / "t
 
 
 def corpus_files():
-    """Every trace file of the corpus (empty when the corpus folder is absent)."""
+    """Every trace file of the corpus (empty when the corpus folder is absent); not the manifest nor vLLM's
+    capture index (`execution_details.json`, which names capture traces and is none itself)."""
     if not CORPUS.is_dir():
         return []
-    return sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.name != "MANIFEST.md")
+    return sorted(p for p in CORPUS.rglob("*")
+                  if p.is_file() and p.name not in ("MANIFEST.md", "execution_details.json"))
 
 
 def need_corpus():

@@ -327,9 +327,23 @@ _TENSILE_KEEP = re.compile(r"^(?:MT\d+x\d+x\d+|MI\d+x\d+x\d+|GSU\w+|WG\d+_\d+_\d
 _DISPLAY_MAX = 160
 
 
+# Names are classified and shortened from their first NAME_CHARS characters: real kernel and op names stay under
+# 2 KiB (CUTLASS templates included), and every pattern reads a name's head; a pathological 10 MB name then costs
+# what a 16 KiB one does instead of seconds per pattern. The full name is kept everywhere else.
+NAME_CHARS = 1 << 14
+
+
+def name_head(name: str) -> str:
+    """The part of a name that classifying it reads (all of it, unless it is longer than NAME_CHARS)."""
+    return name if len(name) <= NAME_CHARS else name[:NAME_CHARS]
+
+
 @functools.lru_cache(maxsize=65536)
 def display_name(name: str) -> str:
-    """A short name for tables and charts (see the module docstring); the raw name stays the row's `name`."""
+    """A short name for tables and charts (see the module docstring); the raw name stays the row's `name`. A name
+    past NAME_CHARS is shortened from its head (real names stay under 2 KiB; folding megabytes costs seconds)."""
+    if len(name) > NAME_CHARS:
+        return name_head(name)[:_DISPLAY_MAX - 1] + "…"
     text = (demangle(name) or name).strip()
     if _TENSILE.match(text):
         return _tensile(text)

@@ -23,7 +23,7 @@ import functools
 import re
 from typing import Dict, Tuple
 
-from .kernel_names import kernel_class
+from .kernel_names import NAME_CHARS, kernel_class, name_head  # noqa: F401  (NAME_CHARS, name_head: public here too)
 
 COMPUTE, WORK, LAYOUT, SPLITK, EPILOGUE, MEMSET, MEMCPY = "compute", "work", "layout", "splitk", "epilogue", \
     "memset", "memcpy"
@@ -62,17 +62,6 @@ _LIBRARY_NAMES = re.compile(r"fbgemm(?:_gpu)?", re.I)  # library namespaces whos
 # (`volta_scudnn_*`, `cudnn_ampere_hcudnn_*`), Tensile GEMMs of rocBLAS / hipBLASLt (`Cijk_*`), MIOpen / CK convs.
 _COMPUTE_STAGES = re.compile(r"fft\d*d?_|winograd|[shdi]cudnn_|^Cijk_|igemm|naive_conv|gridwise_(?:gemm|conv)|"
                              r"miopenSp\d*AsmConv|ck_tile.*(?:gemm|fmha)", re.I)
-
-
-# Names are classified by their first NAME_CHARS characters: real kernel and op names stay under 2 KiB (CUTLASS
-# templates included), and every pattern here reads a name's head; a pathological 10 MB name then costs what a
-# 16 KiB one does instead of seconds per pattern. The full name is kept everywhere else.
-NAME_CHARS = 1 << 14
-
-
-def name_head(name: str) -> str:
-    """The part of a name that classifying it reads (all of it, unless it is longer than NAME_CHARS)."""
-    return name if len(name) <= NAME_CHARS else name[:NAME_CHARS]
 
 
 def kernel_role(name: str, kind: str = "kernel") -> str:
