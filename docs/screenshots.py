@@ -11,17 +11,13 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import re
-import shutil
-import subprocess
 import sys
 import tempfile
-import threading
-import time
-from contextlib import contextmanager
-from typing import Iterator, List, Optional
+from typing import List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from tests.browser import CHROMIUM_ARGS, plugin_frame, tensorboard  # noqa: E402  (the browser tests' own helpers)
 OUT = os.path.join(ROOT, "docs", "img")
 CHROMIUM = os.environ.get("TB_GPUINSIGHT_CHROMIUM", "/usr/bin/chromium")
 WIDTH, HEIGHT, SHOWN_WIDTH = 1280, 720, 960
@@ -36,43 +32,6 @@ SHOTS = [
     ("timeline", "bert_h100", "Timeline", ".tl-status"),
     ("distributed", "dlrm_8ranks", "Distributed", ".content canvas"),
 ]
-
-
-@contextmanager
-def tensorboard(logdir: str, cache: str) -> Iterator[str]:
-    """TensorBoard on a free port over `logdir`; yields its URL."""
-    exe = shutil.which("tensorboard") or os.path.join(os.path.dirname(sys.executable), "tensorboard")
-    proc = subprocess.Popen([exe, "--logdir", logdir, "--host", "127.0.0.1", "--port", "0", "--load_fast=false",
-                             "--gpuinsight_cache_dir", cache], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    found: List[str] = []
-    ready = threading.Event()
-
-    def drain() -> None:
-        for line in proc.stdout:
-            match = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
-            if match and not found:
-                found.append(match.group(1))
-                ready.set()
-
-    threading.Thread(target=drain, daemon=True).start()
-    try:
-        if not ready.wait(120):
-            raise SystemExit("TensorBoard did not start")
-        yield found[0]
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def plugin_frame(page, timeout: float = 60.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        for frame in page.frames:
-            if "plugin_entry.html?name=gpuinsight" in frame.url:
-                return frame
-        page.wait_for_timeout(200)
-    raise SystemExit("the GPU Insight frame never appeared")
 
 
 def shoot(page, frame, run: str, tab: str, ready: str, path: str) -> None:
@@ -126,7 +85,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     with tempfile.TemporaryDirectory() as tmp, tensorboard(logdir_of(args.ranks, tmp), os.path.join(tmp, "c")) as url:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                        args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+                                        args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
             page.goto(url + "#gpuinsight")
             frame = plugin_frame(page)
