@@ -431,6 +431,8 @@ def _gaps(acts: Table, facts: _OpFacts, flops: np.ndarray, nbytes: np.ndarray, n
     no_shapes[has] = ops["shape"][op[has]] < 0
     texts = est.reasons.items
     no_formula = np.fromiter(("no FLOP formula" in t for t in texts), bool, count=len(texts))
+    hidden = np.fromiter(("not arguments of this op" in t for t in texts), bool, count=len(texts))
+    triton = np.fromiter(("Triton kernel without Inductor" in t for t in texts), bool, count=len(texts))
     said_no_shapes = np.fromiter(("no input shapes" in t for t in texts), bool, count=len(texts))
     flops_gone, bytes_gone = np.isnan(flops), np.isnan(nbytes)
     order = (  # first match wins
@@ -440,6 +442,8 @@ def _gaps(acts: Table, facts: _OpFacts, flops: np.ndarray, nbytes: np.ndarray, n
         ("helper", missing & helper),
         ("no_shapes", missing & (no_shapes | said_no_shapes[est.flops_reason])),
         ("no_formula", flops_gone & no_formula[est.flops_reason]),
+        ("hidden_size", flops_gone & hidden[est.flops_reason]),
+        ("compiled_region", flops_gone & triton[est.flops_reason]),
         ("failed", flops_gone),
         ("no_bytes", bytes_gone),
     )

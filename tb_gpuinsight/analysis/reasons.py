@@ -25,6 +25,9 @@ REASONS: Dict[str, Tuple[str, str]] = {  # code -> (label, hint)
     "no_formula": ("op without a FLOP formula", "a custom or unsupported op: its FLOPs stay unknown"),
     "no_bytes": ("op without a byte estimate",
                  "see the kernel's byte reason (e.g. no input types recorded: a 2021 trace; a custom op)"),
+    "hidden_size": ("the op does not show a size its formula needs (MoE expert weights, a KV cache found by layer "
+                    "name)", "rated through its sub-ops when they are recorded; the kernel's reason says what is "
+                    "missing"),
     "helper": ("helper kernel of unknown size (layout transform, split-K reduction, runtime fill/copy)",
                "its bytes are not in the trace; it takes no FLOPs of its op"),
     "failed": ("estimate failed on the recorded arguments", "see the kernel's FLOP reason in the drawer"),
