@@ -54,3 +54,13 @@ def test_compiled_kernels_take_inductors_figures():
     _, kernels = _analyze("compile_inference")
     triton = kernels[kernels["name"].str.startswith("triton_")]
     assert len(triton) and (triton["source"] == "inductor").all() and triton["bytes"].notna().all()
+
+
+def test_grouped_gemm_flops_go_to_the_gemm_kernel_not_its_setup_kernel():
+    """torch._grouped_mm launches CUTLASS's prepare_grouped_gemm_data (argument setup) before the grouped GEMM:
+    the op's FLOPs all go to the GEMM kernel."""
+    _, kernels = _analyze("eager_ops")
+    mine = kernels[kernels["op_name"] == "aten::_grouped_mm"]
+    setup = mine[mine["name"].str.contains("prepare_grouped_gemm_data")]
+    assert len(setup) and (setup["flops"].fillna(0) == 0).all()
+    assert mine["flops"].sum() == 2 * 2 * 8192 * 2048 * 1408

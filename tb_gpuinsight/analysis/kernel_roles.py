@@ -45,8 +45,9 @@ HELPER_PATTERNS: Tuple[Tuple[str, "re.Pattern[str]", str], ...] = (
     (SPLITK, re.compile(r"splitKreduce|split_?k_?reduc|reduce_1Block_kernel|splitk_reduction", re.I),
      "split-K reduction: sums the partial results a GEMM/convolution kernel already computed"),
     (EPILOGUE, re.compile(r"add_tensor_kernel|scalePackedTensor|SubTensorOp|biasAdd|bias_add|"
-                          r"cublasLt::epilogue|computeOffsetsKernel|computeWgradSplitKOffsets", re.I),
-     "bias / scaling / offset helper of a cuDNN, cuBLAS or MIOpen call"),
+                          r"cublasLt::epilogue|computeOffsetsKernel|computeWgradSplitKOffsets|"
+                          r"prepare_grouped_gemm_data", re.I),
+     "bias / scaling / offset / argument-setup helper of a cuDNN, cuBLAS, CUTLASS or MIOpen call"),
 )
 ROLE_REASONS: Dict[str, str] = {
     COMPUTE: "GEMM, convolution, attention or Triton/Inductor kernel: takes its op's FLOPs",
