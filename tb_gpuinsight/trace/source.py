@@ -272,6 +272,8 @@ def check_json_head(path, head: bytes, whole: bool) -> None:
     """Refuse, from its first block, content that cannot be a JSON document: NUL bytes (binary data, a sparse
     file), a first block that is all blank, or a first character that opens no JSON value. `whole`: the block is
     the whole file (then a blank one is left to the reader: an empty file may still be being written)."""
+    if head[257:262] == b"ustar":  # a tar archive (of traces, most likely): say what to do with it
+        raise TraceError(path, "is a tar archive: extract it and give the trace files inside")
     if b"\0" in head:
         raise TraceError(path, "binary data (NUL bytes), not a JSON trace", offset=head.index(b"\0"))
     text = head.lstrip(_BLANK + b"\xef\xbb\xbf")
