@@ -37,7 +37,7 @@ from ..estimate.devices import DTYPES, DeviceMatch, DeviceSpec, load_datasheet, 
 from ..estimate.flops import OpEstimate, estimate_op, freeze
 from ..estimate.memo import default_memo
 from ..trace.kineto import KinetoTrace
-from ..trace.table import Interner, Table
+from ..trace.table import Interner, Table, unique_keys
 from .collectives import activity_columns, communication_links, is_communication, mark_communication_groups, \
     rate_communication
 from .correlate import (COMPILED_REGIONS, LINK_NAMES, NO_OP, graph_replayed, link_activities, op_parents,
@@ -652,9 +652,11 @@ def _over_the_roof(acts: Table, devices: Dict[int, DeviceReport], pct_peak: np.n
 
 def _fits_cache(acts: Table, devices: Dict[int, DeviceReport]) -> np.ndarray:
     """Rows whose bytes per call fit in their device's last-level cache (True where the size is not known)."""
-    per_device = {d: (r.match.spec.cache_mb * 2 ** 20 if r.match.spec is not None and r.match.spec.cache_mb
-                      else np.inf) for d, r in devices.items()}
-    limit = np.array([per_device.get(int(d), np.inf) for d in acts["device"].tolist()], dtype=float)
+    limit = np.full(len(acts), np.inf)
+    for dev, report in devices.items():
+        spec = report.match.spec
+        if spec is not None and spec.cache_mb:
+            limit[acts["device"] == dev] = spec.cache_mb * 2 ** 20
     with np.errstate(invalid="ignore"):
         return ~(acts["bytes"] > limit)
 
@@ -767,14 +769,10 @@ def _compute_coverage(acts: Table, is_kernel: np.ndarray, top: int = 5) -> Dict[
     """
     names, kinds, ops = acts.strings["name"], acts.strings["kind"], acts.strings.get("op_name", [])
     classes = Interner()
-    codes = {}
-    cls = np.empty(len(acts), dtype=np.int32)
-    for i, (n, k, o) in enumerate(zip(acts["name"].tolist(), acts["kind"].tolist(),
-                                      acts["op_name"].tolist() if "op_name" in acts else [-1] * len(acts))):
-        key = (n, k, o)
-        if key not in codes:
-            codes[key] = classes.code(kernel_class(names[n], kinds[k], ops[o] if o >= 0 else None))
-        cls[i] = codes[key]
+    uniq, inverse = unique_keys(acts, ("name", "kind", "op_name"))  # classify each distinct kernel once
+    distinct = np.array([classes.code(kernel_class(names[n], kinds[k], ops[o] if o >= 0 else None))
+                         for n, k, o in uniq.tolist()], dtype=np.int32)
+    cls = distinct[inverse] if len(acts) else np.empty(0, dtype=np.int32)
     labels = classes.items
     comm = np.array([c == "communication" for c in labels] + [False])[cls]
     compute = is_kernel & ~comm

@@ -89,3 +89,20 @@ class Interner:
         for v in values:
             c = codes.get(v)
             yield code(v) if c is None else c
+
+
+def unique_keys(acts: Table, cols: Tuple[str, ...]) -> Tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of some code columns (rows x len(cols), codes may be -1) and each activity's index into
+    them; one 1-D unique over a packed key (a row-wise unique sorts far slower on big traces)."""
+    parts = [acts[c].astype(np.int64) + 1 for c in cols]
+    sizes = [int(p.max()) + 1 if len(p) else 1 for p in parts]
+    key = np.zeros(len(acts), dtype=np.int64)
+    for p, size in zip(parts, sizes):
+        key = key * size + p
+    uniq, inverse = np.unique(key, return_inverse=True)
+    rows = np.empty((len(uniq), len(cols)), dtype=np.int64)
+    rest = uniq.copy()
+    for j in range(len(cols) - 1, -1, -1):
+        rows[:, j] = rest % sizes[j] - 1
+        rest //= sizes[j]
+    return rows, inverse.reshape(-1)
