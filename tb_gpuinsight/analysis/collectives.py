@@ -30,6 +30,7 @@ import numpy as np
 
 from ..estimate.dtypes import itemsize
 from ..trace.table import Interner, Table
+from .kernel_names import classify
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sections import Section, SectionContext
@@ -358,8 +359,6 @@ def communication_links(acts: Table) -> np.ndarray:
 
 def _communication_family(name: str) -> Optional[str]:
     """The link a communication kernel's name states ("" when it does not say); None when not communication."""
-    from .kernel_names import classify  # the registry's words; imported here: collectives loads early
-
     match = classify(name)
     return (match.link or "") if match.klass == "communication" else None
 
