@@ -39,7 +39,8 @@ HELPER_PATTERNS: Tuple[Tuple[str, "re.Pattern[str]", str], ...] = (
     (MEMCPY, re.compile(r"__amd_rocclr_copyBuffer|__amd_rocclr_copyImage|__amd_rocclr_copy", re.I),
      "ROCm runtime copy kernel: a hipMemcpy launched as a kernel"),
     (LAYOUT, re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|batched_transpose|transpose_NCHW|"
-                        r"transpose_NHWC|transpose_CNHW|\bim2col|Im2Col|Col2Im|col2im|generic4dTransposer|"
+                        r"transpose_NHWC|transpose_CNHW|\bim2col|Im2Col|Col2Im|col2im|Im[23]d2Col|Col2Im[23]d|"
+                        r"generic4dTransposer|"
                         r"reorder_?kernel", re.I),
      "layout transform (cuDNN / MIOpen tensor format change, im2col): moves a tensor, no arithmetic of the op"),
     (SPLITK, re.compile(r"splitKreduce|split_?k_?reduc|reduce_1Block_kernel|splitk_reduction", re.I),
