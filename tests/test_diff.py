@@ -213,3 +213,16 @@ def test_suggest_and_device_override_routes(tmp_path):
     assert code == 200 and forced["devices"][0]["spec"]["name"] == "AMD Instinct MI300X"
     code, bad = get("devices", device_name="../etc/passwd", **sel)
     assert code == 400 and "not a datasheet device" in bad["error"]
+
+
+def test_class_split_does_not_depend_on_the_grouping(corpus):
+    """The same work split by kernel class whether rows are kernels or ops (+ shapes), names matched exactly or
+    normalised: an op row holds kernels of several classes, and each keeps its own class in the split."""
+    a, b = corpus / CONTROL, corpus / TEST
+    by_kernel = {c["class"]: (c["time_us_a"], c["time_us_b"]) for c in tb_gpuinsight.diff(a, b).classes}
+    for by, match in (("op", "normalized"), ("op", "exact"), ("kernel", "exact")):
+        result = tb_gpuinsight.diff(a, b, by=by, match=match)
+        other = {c["class"]: (c["time_us_a"], c["time_us_b"]) for c in result.classes}
+        assert other.keys() == by_kernel.keys(), by
+        for name, (ta, tb) in by_kernel.items():
+            assert other[name] == (pytest.approx(ta), pytest.approx(tb)), (by, name)

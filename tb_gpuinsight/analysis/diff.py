@@ -107,10 +107,14 @@ def _side(eff: Efficiency, match: str, by: str) -> _Side:
             "pct_peak": r["pct_peak"], "pct_dram": r["pct_dram"], "efficiency": r["efficiency"],
             "dtype": r["dtype"], "spread": spread[i] if spans > 1 else None,
         }
-    class_time: Dict[str, float] = {}
-    for r in rows.values():
-        class_time[r["class"]] = class_time.get(r["class"], 0.0) + r["time_us"]
-    return _Side(rows, spans, float(acts["dur"].sum()) / spans, class_time)
+    return _Side(rows, spans, float(acts["dur"].sum()) / spans, _class_time(acts, spans))
+
+
+def _class_time(acts: Table, spans: int) -> Dict[str, float]:
+    """GPU time per kernel class from each activity's own class, so the split does not depend on the grouping
+    (an op row holds kernels of several classes)."""
+    time = np.bincount(acts["dclass"], weights=acts["dur"], minlength=len(acts.strings["dclass"]))
+    return {name: float(t) / spans for name, t in zip(acts.strings["dclass"], time.tolist()) if t}
 
 
 def _keyed(acts: Table, eff: Efficiency, match: str, by: str) -> Table:
