@@ -10,7 +10,7 @@ setup(
     license="BSD-3-Clause",
     python_requires=">=3.9",
     packages=find_packages(include=["tb_gpuinsight", "tb_gpuinsight.*"]),
-    package_data={"tb_gpuinsight": ["static/*", "estimate/*.json", "analysis/*.json"]},
+    package_data={"tb_gpuinsight": ["static/*", "estimate/*.json", "analysis/kernels/*.json"]},
     install_requires=[
         # msgspec: typed JSON decode that skips unneeded fields; the reader's speed and memory rest on it.
         "msgspec>=0.18",

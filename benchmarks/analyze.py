@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _measure import has_module, measure, print_table  # noqa: E402
 from read import _READ, _json_size  # noqa: E402
 
-_OURS = ("from tb_gpuinsight import analyze\nfrom tb_gpuinsight.analysis.rows import group_rows\n")
+_OURS = ("from tb_gpuinsight import analyze\nfrom tb_gpuinsight.analysis.kernels.rows import group_rows\n")
 _OURS_STEP = "eff = analyze(path)\nrows = group_rows(eff.by_name())\nops = group_rows(eff.by_op())"
 _HTA_SETUP = ("import os, tempfile, logging\nlogging.disable(logging.WARNING)\n"
               "from hta.trace_analysis import TraceAnalysis\n"

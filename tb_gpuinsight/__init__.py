@@ -67,9 +67,9 @@ def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
     capture"). By default the trace itself, then the captures discovery pairs with it (a `capture_traces/` folder
     beside it, the run's other spans of the same worker); [] for none.
     """
-    from .analysis.efficiency import analyze_trace
+    from .analysis.kernels.efficiency import analyze_trace
     from .analysis.enrich import enrich
-    from .analysis.graph_capture import with_captures
+    from .analysis.kernels.graph_capture import with_captures
     from .estimate.devices import load_datasheet
 
     loaded = trace if isinstance(trace, KinetoTrace) else load(trace, extra_args=extra_args, max_trace_gb=max_trace_gb)
@@ -98,7 +98,7 @@ def companion_execution_traces(trace_path: "os.PathLike[str] | str") -> list:
 def augment(src: "os.PathLike[str] | str", dst: "os.PathLike[str] | str", **options) -> int:
     """Write `src` with kernel_flop / kernel_num_gb / achieved-% args added to `dst` (never over `src`).
     Options are those of `analyze`. Returns the number of events that got args."""
-    from .analysis.augment import write_augmented
+    from .analysis.kernels.augment import write_augmented
 
     return write_augmented(src, dst, analyze(src, **options))
 
@@ -111,7 +111,7 @@ def diff(a: "KinetoTrace | os.PathLike[str] | str", b: "KinetoTrace | os.PathLik
     `by`: "kernel", or "op" (launching op and input shapes). Options are those of `analyze`.
     `result.to_pandas()` gives the rows; `result.summary` and `result.classes` the totals and the per-class split.
     """
-    from .analysis.diff import diff as diff_analyses
+    from .analysis.diff.compare import diff as diff_analyses
 
     labels = names or (_label(a), _label(b))
     try:
@@ -128,7 +128,7 @@ def _analysis_of(x, options) -> "Efficiency":
     """A trace's analysis, or every span of a run directory combined."""
     if isinstance(x, KinetoTrace) or not os.path.isdir(x):
         return analyze(x, **options)
-    from .analysis.efficiency import combine
+    from .analysis.kernels.efficiency import combine
 
     runs = discover(x)
     if len(runs) != 1:
@@ -147,7 +147,7 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
     time, FLOPs, TFLOP/s, % of peak), `report.tensors.to_pandas()` (tensor.trace records joined to ops; None
     without a tensor.trace, and `report.tensors_note` says why), `report.distribution("aten::mm")`. `tensor_traces`: files to join; by default the
     companions logdir discovery pairs with this trace (`{worker}.{stamp}.tensor.trace`, then the run's)."""
-    from .analysis.shapes import companion_tensor_traces, shapes_report
+    from .analysis.shapes.report import companion_tensor_traces, shapes_report
     from .trace.tensortrace import read_tensor_trace as read_tt
 
     trace = path if isinstance(path, KinetoTrace) else load(path)
@@ -161,7 +161,7 @@ def memory(path: "KinetoTrace | os.PathLike[str] | str") -> "MemoryReport":
     allocation and free with the allocated / reserved / fragmentation curves), `report.by_op`, `report.live_at_peak`,
     `report.never_freed` (DataFrames), `report.summary` (peaks, counts, where each figure comes from) and
     `report.steps`. A trace without memory events gives empty frames and `summary["message"]` says why."""
-    from .analysis.memory import memory_events, report
+    from .analysis.memory.events import memory_events, report
 
     return report(memory_events(path if isinstance(path, KinetoTrace) else load(path)))
 
@@ -203,8 +203,8 @@ def _overview_traces(path, worker: Optional[str]):
 
 def timeline_index(trace: "KinetoTrace | os.PathLike[str] | str") -> "TimelineIndex":
     """The Timeline tab's index of one trace (lanes per GPU stream and CPU thread/depth, events, busy segments):
-    query it with `tb_gpuinsight.analysis.timeline.viewport / breakdown / find`."""
-    from .analysis.timeline import build_index
+    query it with `tb_gpuinsight.analysis.timeline.index.viewport / breakdown / find`."""
+    from .analysis.timeline.index import build_index
 
     trace = trace if isinstance(trace, KinetoTrace) else load(trace)
     return build_index(trace, analyze(trace))
@@ -214,7 +214,7 @@ def timeline_ranks(run: "os.PathLike[str] | str", cycle: int = -1) -> "TimelineS
     """The Timeline of a distributed run directory (one trace per rank) with every rank stacked on one time base
     (each trace placed by its absolute start): `.meta()`, `.viewport(t0, t1, width)`, `.find(name)`,
     `.breakdown(t0, t1)`, times in us from the earliest rank's first event. `cycle`: the n-th span of every rank."""
-    from .analysis.timeline_stack import from_run_dir
+    from .analysis.timeline.stack import from_run_dir
     from .estimate.devices import load_datasheet
 
     return from_run_dir(os.fspath(run), cycle, load_datasheet())
@@ -227,7 +227,7 @@ def timeline(trace: "KinetoTrace | os.PathLike[str] | str", t0: Optional[float] 
     roof) or "bins" (a run of pixels aggregated: exact busy time, dominant class). Bounded whatever the trace size."""
     import pandas as pd
 
-    from .analysis import timeline as tl
+    from .analysis.timeline import index as tl
 
     trace = trace if isinstance(trace, KinetoTrace) else load(trace)
     eff = analyze(trace)
@@ -247,7 +247,7 @@ def ranks(run: "os.PathLike[str] | str", cycle: int = -1,
     step), "collectives" (per collective and size: count, time per rank, wait, transfer, algbw, busbw, % of the
     interconnect), "instances" (each collective matched across ranks), "stragglers" (with their evidence);
     `report.problems` lists missing or mismatched ranks. `cycle`: the n-th profiling cycle of every rank."""
-    from .analysis.ranks import from_run_dir
+    from .analysis.ranks.report import from_run_dir
     from .estimate.devices import load_datasheet
 
     return from_run_dir(os.fspath(run), cycle, load_datasheet(devices_file))
@@ -262,8 +262,8 @@ def kernel_table(trace: "Efficiency | KinetoTrace | os.PathLike[str] | str", gro
     `analyze`, e.g. `device="NVIDIA H100 SXM5 80GB"` to rate against a datasheet row); `device`: one GPU's rows."""
     import pandas as pd
 
-    from .analysis.efficiency import Efficiency
-    from .analysis.rows import group_rows, sort_order
+    from .analysis.kernels.efficiency import Efficiency
+    from .analysis.kernels.rows import group_rows, sort_order
 
     if group not in ("name", "op"):
         raise ValueError(f"unknown group {group!r}: use 'name' or 'op'")
@@ -280,7 +280,7 @@ def kernels_across_ranks(run: "os.PathLike[str] | str", cycle: int = -1, group: 
     `rank_max_us` (its time per rank, 0 on a rank where it did not run). `cycle`: the n-th profiling cycle."""
     import pandas as pd
 
-    from .analysis.ranks import KERNEL_KEYS, kernel_rows, kernels_from_run_dir
+    from .analysis.ranks.report import KERNEL_KEYS, kernel_rows, kernels_from_run_dir
     from .estimate.devices import load_datasheet
 
     if group not in KERNEL_KEYS:
@@ -299,7 +299,7 @@ def critical_path(path: "KinetoTrace | os.PathLike[str] | str", step: Optional[s
     kind, name, start, duration, share of its step, thread / stream / correlation / ET node id),
     `report.paths` [(worker, span, CriticalPath)]. `step`: one step's label ("ProfilerStep#12") or number.
     Options are those of `analyze`."""
-    from .analysis.cpath import CriticalPathReport
+    from .analysis.graph.critical_path.path import CriticalPathReport
 
     return CriticalPathReport.of(_critical_paths(path, worker, options), step)
 
@@ -308,7 +308,7 @@ def critical_path_ranks(run: "os.PathLike[str] | str", **options) -> "pandas.Dat
     """The critical path of every rank of a distributed run directory side by side: one row per worker (rank,
     wall_us, path_us, steps, microseconds per cause, the longest segment); `frame.attrs["longest"]` names the
     worker with the longest path and `frame.attrs["why"]` says why. Options are those of `analyze`."""
-    from .analysis.cpath_ranks import compare, ranks_frame
+    from .analysis.graph.critical_path.ranks import compare, ranks_frame
 
     by_worker: dict = {}
     for worker, _span, cp in _critical_paths(run, None, options):
@@ -318,7 +318,7 @@ def critical_path_ranks(run: "os.PathLike[str] | str", **options) -> "pandas.Dat
 
 def _critical_paths(path, worker: Optional[str], options: dict) -> list:
     """(worker, span, CriticalPath) of a trace, or of each span of a run directory's workers."""
-    from .analysis.cpath import compute
+    from .analysis.graph.critical_path.path import compute
 
     def one(source):
         trace = source if isinstance(source, KinetoTrace) else load(source, max_trace_gb=options.get("max_trace_gb"))
@@ -400,18 +400,18 @@ def __getattr__(name: str):
 
 
 if False:  # pragma: no cover - for type checkers only
-    from .analysis.shapes import ShapesReport
+    from .analysis.shapes.report import ShapesReport
     from .capture.tensortrace import TensorTrace
     from .capture.profiling import profile, trace_handler
     from .trace.tensortrace import TensorTraceFile
-    from .analysis.diff import DiffResult
-    from .analysis.memory import MemoryReport
+    from .analysis.diff.compare import DiffResult
+    from .analysis.memory.events import MemoryReport
     from .analysis.overview import Overview
-    from .analysis.ranks import Report as RanksReport
-    from .analysis.efficiency import Efficiency
-    from .analysis.timeline import TimelineIndex
-    from .analysis.timeline_stack import Stack as TimelineStack
-    from .analysis.cpath import CriticalPathReport
+    from .analysis.ranks.report import Report as RanksReport
+    from .analysis.kernels.efficiency import Efficiency
+    from .analysis.timeline.index import TimelineIndex
+    from .analysis.timeline.stack import Stack as TimelineStack
+    from .analysis.graph.critical_path.path import CriticalPathReport
     from .store.batch import BatchReport
     from .store.export import ExportReport
     import pandas

@@ -21,7 +21,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .analysis.efficiency import AUTO, Efficiency
+from .analysis.kernels.efficiency import AUTO, Efficiency
 from .engine_version import ENGINE_VERSION
 from .sections import Section
 from .trace.table import Table

@@ -312,7 +312,7 @@ def _register_analyze(sub) -> None:
 
 def _cmd_analyze(args) -> int:
     from .analysis.enrich import shape_sources
-    from .analysis.rows import group_rows, sort_order
+    from .analysis.kernels.rows import group_rows, sort_order
 
     eff = _analyze(args.path, args)
     table = eff.by_name() if args.by == "name" else eff.by_op()
@@ -361,7 +361,7 @@ def _device_lines(eff) -> List[str]:
 
 def _coverage_lines(s: Dict) -> List[str]:
     """Over-the-roof kernels and kernel time without a rated figure, per reason with its hint."""
-    from .analysis.reasons import reason_lines
+    from .analysis.kernels.reasons import reason_lines
 
     over = [f"  {s['over_roof_count']:,} kernel calls ({_pct(s['over_roof_time_share'])} of kernel time) over the "
             f"physical roof: marked ! and left out of the efficiency"] if s.get("over_roof_count") else []
@@ -468,7 +468,7 @@ def _register_augment(sub) -> None:
 
 
 def _cmd_augment(args) -> int:
-    from .analysis.augment import write_augmented
+    from .analysis.kernels.augment import write_augmented
 
     _check_output(args.src, args.dst)
     count = write_augmented(args.src, args.dst, _analyze(args.src, args))

@@ -23,7 +23,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers, wsgi
 
-from .analysis.efficiency import AUTO, Efficiency
+from .analysis.kernels.efficiency import AUTO, Efficiency
 from .errors import GpuInsightError, TraceError
 from .estimate.devices import DTYPES
 from .jsonutil import finite

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from . import cache as cache_mod
-from .analysis.efficiency import AUTO, Efficiency, combine
+from .analysis.kernels.efficiency import AUTO, Efficiency, combine
 from .errors import GpuInsightError, TraceError
 from .estimate.devices import DeviceSpec, load_datasheet
 from .logdir import FileEntry, Run, discover, logdir_problem
@@ -90,9 +90,9 @@ def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Seq
                    max_trace_gb: Optional[float] = None) -> Tuple[str, Any, bool]:
     """Worker-process entry: ("ok", summary bytes, False) or ("error", reason, incomplete)."""
     from . import load
-    from .analysis.efficiency import analyze_trace
+    from .analysis.kernels.efficiency import analyze_trace
     from .analysis.enrich import enrich
-    from .analysis.graph_capture import with_captures
+    from .analysis.kernels.graph_capture import with_captures
     from .trace.source import set_max_trace_gb
 
     try:
@@ -119,9 +119,9 @@ def augment_file(path: str, dst: str, extra_args: Tuple[str, ...], devices_file:
                  max_trace_gb: Optional[float] = None) -> Tuple[str, str]:
     """Worker-process entry: write the augmented trace of `path` to `dst` (gzip); ("ok", dst) or ("error", reason)."""
     from . import load
-    from .analysis.augment import write_augmented
-    from .analysis.efficiency import analyze_trace
-    from .analysis.graph_capture import with_captures
+    from .analysis.kernels.augment import write_augmented
+    from .analysis.kernels.efficiency import analyze_trace
+    from .analysis.kernels.graph_capture import with_captures
     from .trace.source import set_max_trace_gb
 
     try:

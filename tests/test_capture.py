@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tb_gpuinsight  # noqa: E402
-from tb_gpuinsight.analysis.graph import load_graph  # noqa: E402
+from tb_gpuinsight.analysis.graph.build import load_graph  # noqa: E402
 from tb_gpuinsight.capture.profiling import worker_name  # noqa: E402
 from tb_gpuinsight.logdir import discover  # noqa: E402
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis.kernel_names import kernel_class, normalize
+from tb_gpuinsight.analysis.kernels.names import kernel_class, normalize
 from tb_gpuinsight.cli import main
 
 CONTROL = "hta/trace_diff__control.json.gz"
@@ -151,7 +151,7 @@ def test_cross_vendor_kernel_diff_suggests_ops(corpus):
 
 
 def test_most_comparable_prefers_the_same_workers_spans_then_same_device_and_ops():
-    from tb_gpuinsight.analysis.diff import most_comparable
+    from tb_gpuinsight.analysis.diff.compare import most_comparable
 
     spans = {("r1", "w"): ["s1", "s2"], ("r2", "w"): ["t1"], ("r3", "w"): ["u1"], ("r4", "x"): ["v1"]}
     facts = {("r1", "w", "all"): ({"H100"}, {"aten::mm", "aten::add", "aten::relu"}),

@@ -5,7 +5,7 @@ import json
 import sys
 from typing import List
 
-from ..analysis.ranks import IDLE_CAUSES, Report, from_run_dir
+from ..analysis.ranks.report import IDLE_CAUSES, Report, from_run_dir
 from ..estimate.devices import load_datasheet
 
 _PARTS = ("ranks", "steps", "collectives", "instances", "stragglers")

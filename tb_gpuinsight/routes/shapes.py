@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from ..analysis import shapes as sh
+from ..analysis.shapes import report as sh
 from ..logdir import FileEntry
 from ..service import NotReady
 from . import params

@@ -29,7 +29,7 @@ import numpy as np
 
 from ...sections import Section, SectionContext
 from ...trace.table import Table, unique_keys
-from ..kernel_names import kernel_class
+from ..kernels.names import kernel_class
 from . import host
 from .steps import SOURCE_SPAN, StepWindows, step_windows
 

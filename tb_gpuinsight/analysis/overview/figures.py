@@ -20,7 +20,7 @@ import numpy as np
 
 from ...sections import Section
 from ...trace.table import Table
-from ..kernel_names import kernel_class, uses_tensor_cores
+from ..kernels.names import kernel_class, uses_tensor_cores
 from .breakdown import BUSY, CATEGORIES, COMPUTE, IDLE, activity_categories, unique_keys
 
 

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import timeline as tl
+from . import index as tl
 
 
 @dataclass
@@ -187,11 +187,11 @@ def from_run_dir(path: str, cycle: int = -1, datasheet=None) -> Stack:
     """The stacked timeline of a run directory (one trace per rank), each trace read here once (CLI and Python
     API; the plugin stacks the stored indexes instead). Ranks as the Distributed view numbers them; `cycle`: the
     n-th span of every worker, -1 the latest."""
-    from ..logdir import discover
-    from ..sections import SectionContext, build_section
-    from ..trace.kineto import load_kineto
-    from . import ranks as rk
-    from .efficiency import analyze_trace
+    from ...logdir import discover
+    from ...sections import SectionContext, build_section
+    from ...trace.kineto import load_kineto
+    from ..ranks import report as rk
+    from ..kernels.efficiency import analyze_trace
 
     runs = discover(path)
     if len(runs) != 1:

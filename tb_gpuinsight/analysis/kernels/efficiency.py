@@ -33,19 +33,19 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..estimate.devices import DTYPES, DeviceMatch, DeviceSpec, load_datasheet, match_device, normalize_dtype
-from ..estimate.flops import OpEstimate, estimate_op, freeze
-from ..estimate.memo import default_memo
-from ..trace.kineto import KinetoTrace
-from ..trace.table import Interner, Table, unique_keys
-from .collectives import activity_columns, communication_links, is_communication, mark_communication_groups, \
+from ...estimate.devices import DTYPES, DeviceMatch, DeviceSpec, load_datasheet, match_device, normalize_dtype
+from ...estimate.flops import OpEstimate, estimate_op, freeze
+from ...estimate.memo import default_memo
+from ...trace.kineto import KinetoTrace
+from ...trace.table import Interner, Table, unique_keys
+from ..ranks.collectives import activity_columns, communication_links, is_communication, mark_communication_groups, \
     rate_communication
-from .correlate import (COMPILED_REGIONS, LINK_NAMES, NO_OP, graph_replayed, link_activities, op_parents,
+from ..correlate import (COMPILED_REGIONS, LINK_NAMES, NO_OP, graph_replayed, link_activities, op_parents,
                         under_compiled_region)
-from .kernel_roles import (COMPUTE, COPIES, EPILOGUE, LAYOUT, MEMCPY, MEMSET, ROLE_REASONS, ROLES, SPLITK, WORK,
+from .roles import (COMPUTE, COPIES, EPILOGUE, LAYOUT, MEMCPY, MEMSET, ROLE_REASONS, ROLES, SPLITK, WORK,
                            helper_bytes_reason, kernel_role)
 from .helper_bytes import helper_rows_bytes
-from .kernel_names import kernel_class
+from .names import kernel_class
 from .reasons import CODES, RATED, REASONS, reason_rows
 
 AUTO = "auto"

@@ -19,8 +19,8 @@ from typing import Any, BinaryIO, Dict, Iterator, List
 import msgspec
 import numpy as np
 
-from ..errors import GpuInsightError, TraceError
-from ..trace.source import read_all
+from ...errors import GpuInsightError, TraceError
+from ...trace.source import read_all
 from .efficiency import Efficiency
 
 

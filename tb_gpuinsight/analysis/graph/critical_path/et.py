@@ -14,11 +14,11 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..errors import GpuInsightError
-from ..trace.et import ExecutionTrace, load_et, tensor_keys
-from .cpath_graph import K_DATA_WAIT, NO, SLACK_US, SYNC_WAIT, Graph
-from .enrich import MIN_LINK_RATE
-from .et_link import link_et
+from ....errors import GpuInsightError
+from ....trace.et import ExecutionTrace, load_et, tensor_keys
+from .deps import K_DATA_WAIT, NO, SLACK_US, SYNC_WAIT, Graph
+from ...enrich import MIN_LINK_RATE
+from ..et_link import link_et
 
 
 def apply_et(g: Graph, trace, execution_traces: Sequence["os.PathLike[str] | str"]) -> Dict[str, Any]:

@@ -17,8 +17,8 @@ from typing import Dict, List
 
 import numpy as np
 
-from ..trace.et import ExecutionTrace
-from ..trace.table import Table
+from ...trace.et import ExecutionTrace
+from ...trace.table import Table
 
 RF_ID, EXTERNAL_ID, NAME_ORDER, NONE = "record function id", "external id", "name order", "none"
 _OFFSET_SAMPLE = 2000  # nodes used to find the External id offset

@@ -17,10 +17,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..trace.table import Interner, Table
-from .efficiency import Efficiency, aggregate
-from .kernel_names import CLASSES, kernel_class, name_fields, normalize
-from .rows import disambiguate, group_rows
+from ...trace.table import Interner, Table
+from ..kernels.efficiency import Efficiency, aggregate
+from ..kernels.names import CLASSES, kernel_class, name_fields, normalize
+from ..kernels.rows import disambiguate, group_rows
 
 MATCHES = ("normalized", "exact")
 BYS = ("kernel", "op")

@@ -25,11 +25,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import GpuInsightError
-from ..trace.table import Table
+from ...errors import GpuInsightError
+from ...trace.table import Table
 from . import collectives as coll
-from .overview.breakdown import COMPUTE
-from .overview.steps import step_windows
+from ..overview.breakdown import COMPUTE
+from ..overview.steps import step_windows
 
 SECTION = "distributed"
 _STEP_COLUMNS = ("number", "ts", "dur", "compute", "comm", "overlap", "memcpy", "idle")
@@ -54,7 +54,7 @@ def rank_from_name(worker: str) -> Optional[int]:
 
 def build_section(ctx) -> "Any":
     """Section builder (sections.py): steps, their breakdown and the collective instances of one trace."""
-    from ..sections import Section
+    from ...sections import Section
     trace, eff = ctx.trace, ctx.eff
     kernel_ops = eff.activities["op"][:len(trace.kernels)]
     table, how = coll.extract(trace, kernel_ops)
@@ -257,7 +257,7 @@ def analyze(traces: Sequence[RankTrace], datasheet=None) -> Report:
 def from_run_dir(path: str, cycle: int = -1, datasheet=None) -> Report:
     """The report of one run directory, read and analysed here (CLI and Python API; the plugin uses the stored
     sections instead). `cycle`: the n-th span of every worker, -1 the latest."""
-    from ..sections import SectionContext, build_section
+    from ...sections import SectionContext, build_section
 
     traces = []
     for worker, span, trace, eff in _rank_spans(path, cycle, datasheet):
@@ -268,7 +268,7 @@ def from_run_dir(path: str, cycle: int = -1, datasheet=None) -> Report:
 
 def kernels_from_run_dir(path: str, cycle: int = -1, datasheet=None, group: str = "name") -> Table:
     """The kernel table of every rank of a run directory together (`across_ranks`), read and analysed here."""
-    from .efficiency import combine
+    from ..kernels.efficiency import combine
 
     parts = [eff for _, _, _, eff in _rank_spans(path, cycle, datasheet)]
     if not parts:
@@ -279,9 +279,9 @@ def kernels_from_run_dir(path: str, cycle: int = -1, datasheet=None, group: str 
 
 def _rank_spans(path: str, cycle: int, datasheet):
     """(worker, span name, loaded trace, its analysis) of the cycle-th span of every worker of one run."""
-    from ..logdir import discover
-    from ..trace.kineto import load_kineto
-    from .efficiency import analyze_trace
+    from ...logdir import discover
+    from ...trace.kineto import load_kineto
+    from ..kernels.efficiency import analyze_trace
 
     runs = discover(path)
     if len(runs) != 1:
@@ -300,7 +300,7 @@ SPREAD_COLUMNS = ("ranks", "rank_min_us", "rank_median_us", "rank_max_us")
 def kernel_rows(table: Table, index: Optional[Sequence[int]] = None) -> List[Dict[str, Any]]:
     """JSON-ready rows of an `across_ranks` table (all, or those at `index`): the kernel table's columns and the
     spread over the ranks."""
-    from .rows import group_rows
+    from ..kernels.rows import group_rows
 
     index = range(len(table)) if index is None else index
     rows = group_rows(table, index)
@@ -311,7 +311,7 @@ def across_ranks(acts: Table, span_rank: np.ndarray, keys: Tuple[str, ...]) -> T
     """Activities of several ranks (a `span` column, `span_rank[span]` its rank 0..n-1) grouped by `keys`, rates
     from the group's sums (`aggregate`), with each group's spread over the ranks: `ranks` it ran on, and the
     min / median / max of its time per rank (0 on a rank where it did not run)."""
-    from .efficiency import aggregate
+    from ..kernels.efficiency import aggregate
 
     table = aggregate(acts, keys)
     n, g = max(int(span_rank.max()) + 1, 1) if len(span_rank) else 1, len(table)

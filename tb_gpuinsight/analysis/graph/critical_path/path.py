@@ -25,10 +25,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..sections import Section, SectionContext
-from ..trace.text import safe_text
-from .cpath_graph import CAUSES, IDLE, K_HOST_GAP, KINDS, NO, Graph, build_graph
-from .overview.steps import SOURCE_STEPS, step_windows
+from ....sections import Section, SectionContext
+from ....trace.text import safe_text
+from .deps import CAUSES, IDLE, K_HOST_GAP, KINDS, NO, Graph, build_graph
+from ...overview.steps import SOURCE_STEPS, step_windows
 
 SECTION = "critical_path"
 _SEG_COLS = ("step", "cause", "kind", "name", "start", "dur", "thread", "device", "stream", "correlation", "et_id")
@@ -139,7 +139,7 @@ def build_section(ctx: SectionContext) -> Section:
 def compute(trace, acts, execution_traces: Sequence[str] = ()) -> CriticalPath:
     """The critical path of every step of a loaded trace and its activity table; `execution_traces` add their
     cross-thread data dependencies and ET node ids (`cpath_et.py`) when one links to the trace."""
-    from .cpath_et import apply_et
+    from .et import apply_et
 
     g = build_graph(trace, acts)
     et_info = apply_et(g, trace, execution_traces) if execution_traces else None

@@ -23,7 +23,7 @@ import functools
 import re
 from typing import Dict, Tuple
 
-from .kernel_names import NAME_CHARS, kernel_class, name_head  # noqa: F401  (NAME_CHARS, name_head: public here too)
+from .names import NAME_CHARS, kernel_class, name_head  # noqa: F401  (NAME_CHARS, name_head: public here too)
 
 COMPUTE, WORK, LAYOUT, SPLITK, EPILOGUE, MEMSET, MEMCPY = "compute", "work", "layout", "splitk", "epilogue", \
     "memset", "memcpy"

@@ -43,13 +43,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..estimate.bytes import (CONV_FORWARD_OPS, GEMM_OPERANDS, OpArgs, UnknownEstimate, conv_geometry,
+from ...estimate.bytes import (CONV_FORWARD_OPS, GEMM_OPERANDS, OpArgs, UnknownEstimate, conv_geometry,
                               conv_output_shape, gemm_output_shape, op_key)
-from ..estimate.dtypes import itemsize
-from ..estimate.flops import freeze
-from ..trace.kineto import KinetoTrace
-from ..trace.table import Table
-from .kernel_roles import EPILOGUE, LAYOUT, ROLES, SPLITK, helper_bytes_reason
+from ...estimate.dtypes import itemsize
+from ...estimate.flops import freeze
+from ...trace.kineto import KinetoTrace
+from ...trace.table import Table
+from .roles import EPILOGUE, LAYOUT, ROLES, SPLITK, helper_bytes_reason
 
 _CUDNN_TRANSPOSE = re.compile(r"nchwToNhwc|nhwcToNchw", re.I)
 _IM2COL = re.compile(r"im2col|col2im|im[23]d2col|col2im[23]d", re.I)  # MIOpen: Im2d2Col, Col2Im3d...

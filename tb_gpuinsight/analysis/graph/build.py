@@ -18,8 +18,8 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from ..trace.et import ExecutionTrace, load_et, tensor_keys
-from .critical_path import CriticalPath, OpTimes, critical_path
+from ...trace.et import ExecutionTrace, load_et, tensor_keys
+from .op_path import CriticalPath, OpTimes, critical_path
 from .et_link import NONE, Link
 
 _WRAPPER = "autograd::engine::evaluate_function"
@@ -104,10 +104,10 @@ def load_graph(et_path: "os.PathLike[str] | str", kineto_path: "os.PathLike[str]
     et = load_et(et_path)
     if kineto_path is None:
         return build_graph(et)
-    from .. import load
-    from .efficiency import analyze_trace
+    from ... import load
+    from ..kernels.efficiency import analyze_trace
 
-    from .cpath import compute
+    from .critical_path.path import compute
 
     trace = load(kineto_path, extra_args=extra_args)
     eff = analyze_trace(trace, datasheet=datasheet)
@@ -193,7 +193,7 @@ def _kernels(et: ExecutionTrace, link: Link, trace, host, efficiency) -> Kernels
                   eff_us=np.zeros(len(et)))
     if efficiency is None or trace is None or link.linked == 0:
         return out
-    from .correlate import op_parents
+    from ..correlate import op_parents
 
     node_of_op = np.full(len(trace.ops), -1, dtype=np.int64)
     linked = np.flatnonzero(link.op >= 0)

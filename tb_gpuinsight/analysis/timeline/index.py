@@ -23,14 +23,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import GpuInsightError
-from ..sections import Section, SectionContext
-from ..trace.table import Interner
-from .correlate import op_parents
-from .kernel_names import CLASSES as KERNEL_CLASSES, demangle, display_name, kernel_class
-from .overview import host
-from .overview.breakdown import CATEGORIES, IDLE, activity_categories, split_steps
-from .overview.steps import SOURCE_STEPS, step_windows
+from ...errors import GpuInsightError
+from ...sections import Section, SectionContext
+from ...trace.table import Interner
+from ..correlate import op_parents
+from ..kernels.names import CLASSES as KERNEL_CLASSES, demangle, display_name, kernel_class
+from ..overview import host
+from ..overview.breakdown import CATEGORIES, IDLE, activity_categories, split_steps
+from ..overview.steps import SOURCE_STEPS, step_windows
 
 SECTION = "timeline"
 CPU_OP, RUNTIME = "CPU op", "runtime"

@@ -21,8 +21,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..sections import Section, SectionContext
-from ..trace.kineto import KinetoTrace
+from ...sections import Section, SectionContext
+from ...trace.kineto import KinetoTrace
 
 # c10::DeviceType (c10/core/DeviceType.h), as [memory] events record it: ROCm builds record their GPUs as HIP (6)
 # or as CUDA (1), depending on the version. Labels are torch's device strings.

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..estimate.dtypes import itemsize
-from ..trace.table import Interner, Table
-from .kernel_names import classify
+from ...estimate.dtypes import itemsize
+from ...trace.table import Interner, Table
+from ..kernels.names import classify
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..sections import Section, SectionContext
-    from ..trace.kineto import KinetoTrace
+    from ...sections import Section, SectionContext
+    from ...trace.kineto import KinetoTrace
 
 COMM_KERNEL = re.compile(r"^(nccl|rccl)(Dev)?Kernel|^ncclKernel|^rccl", re.IGNORECASE)
 _MARKER_PREFIX = re.compile(r"^(nccl|gloo|rccl|mpi|ucc):", re.IGNORECASE)
@@ -416,7 +416,7 @@ def mark_communication_groups(acts: Table, inverse: np.ndarray, first: np.ndarra
 
 def interconnect_gbps(props: Dict[str, Any], datasheet=None) -> Tuple[Optional[float], str]:
     """Per-direction link bandwidth (GB/s) of a trace device and its description, from the datasheet."""
-    from ..estimate.devices import match_device
+    from ...estimate.devices import match_device
     match = match_device(props, datasheet)
     link = getattr(match.spec, "interconnect", None) if match.spec is not None else None
     if not link:

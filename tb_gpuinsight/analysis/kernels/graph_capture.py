@@ -30,9 +30,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..trace.kineto import KinetoTrace
-from ..trace.table import Table
-from .correlate import GRAPH_LAUNCHES, NO_OP, link_activities, op_parents
+from ...trace.kineto import KinetoTrace
+from ...trace.table import Table
+from ..correlate import GRAPH_LAUNCHES, NO_OP, link_activities, op_parents
 
 # The launch call's kernel name and grid (ROCm writes them; CUDA does not). A capture trace is read for its launches
 # and ops only: "grid" as an extra arg also stands in for its kernels' own grid column, which nothing here reads.
@@ -155,7 +155,7 @@ def with_captures(eff, captures: Optional[Sequence[Any]] = None, dtype: str = "a
 
 
 def _discovered(path: str) -> List[str]:
-    from ..logdir import capture_companions
+    from ...logdir import capture_companions
 
     try:
         return [p for p in capture_companions(path) if os.path.abspath(p) != os.path.abspath(path)]
@@ -221,7 +221,7 @@ def merge_captures(eff, captures: Sequence[Any], report: Optional[MergeReport] =
 
 def _launches_of(cap: Any, report: MergeReport) -> Optional[CaptureLaunches]:
     """The capture launches of a loaded trace or a path; None (reported) when unreadable or it captured nothing."""
-    from ..errors import GpuInsightError
+    from ...errors import GpuInsightError
 
     label = cap.meta.path if isinstance(cap, KinetoTrace) else os.fspath(cap)
     try:
@@ -410,8 +410,8 @@ class _Merged:
 
 def load_capture(path: "os.PathLike[str] | str") -> KinetoTrace:
     """A capture trace read with the launch args alignment uses, its shapes filled from its own companions."""
-    from .. import companion_execution_traces, load
-    from .enrich import enrich
+    from ... import companion_execution_traces, load
+    from ..enrich import enrich
 
     trace = load(path, extra_args=CAPTURE_ARGS)
     enrich(trace, companion_execution_traces(os.fspath(path)))

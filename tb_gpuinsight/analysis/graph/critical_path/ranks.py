@@ -11,8 +11,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .cpath import CriticalPath
-from .cpath_graph import CAUSES
+from .path import CriticalPath
+from .deps import CAUSES
 
 _MS = 1000.0
 

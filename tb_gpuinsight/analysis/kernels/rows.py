@@ -17,8 +17,8 @@ from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
 
-from ..trace.table import Table
-from .kernel_names import name_fields, short_hash
+from ...trace.table import Table
+from .names import name_fields, short_hash
 
 # Output column -> source column in a grouped table; string columns are decoded, NaN becomes None.
 ROW_COLUMNS = (

@@ -49,12 +49,12 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..trace.table import Interner, Table
-from .collectives import is_communication
-from .correlate import op_parents
-from .kernel_names import kernel_class
-from .kernel_roles import name_head
-from .overview.host import SYNC_CALL
+from ....trace.table import Interner, Table
+from ...ranks.collectives import is_communication
+from ...correlate import op_parents
+from ...kernels.names import kernel_class
+from ...kernels.roles import name_head
+from ...overview.host import SYNC_CALL
 
 CAUSES: Tuple[str, ...] = ("cpu_op", "kernel", "launch", "sync_wait", "communication", "idle")
 CPU_OP, KERNEL, LAUNCH, SYNC_WAIT, COMMUNICATION, IDLE = range(len(CAUSES))

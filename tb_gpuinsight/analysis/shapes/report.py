@@ -31,12 +31,12 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..estimate.devices import normalize_dtype
-from ..estimate.flops import estimate_op, freeze
-from ..trace.kineto import KinetoTrace
-from ..trace.table import Interner, Table
-from ..trace.tensortrace import TensorTraceFile
-from .correlate import op_parents
+from ...estimate.devices import normalize_dtype
+from ...estimate.flops import estimate_op, freeze
+from ...trace.kineto import KinetoTrace
+from ...trace.table import Interner, Table
+from ...trace.tensortrace import TensorTraceFile
+from ..correlate import op_parents
 
 _US = 1e-6
 NO_SHAPES = "no shapes recorded: profile with record_shapes=True"
@@ -349,7 +349,7 @@ def _concat(tables: Sequence[Table]) -> Table:
     if len(tables) == 1:
         return Table("tensors", dict(tables[0].columns), dict(tables[0].strings))
     if not tables:
-        from ..trace.tensortrace import parse_lines
+        from ...trace.tensortrace import parse_lines
         return parse_lines([]).table
     columns: Dict[str, List[np.ndarray]] = {}
     merged = {c: Interner() for c in tables[0].strings}
@@ -508,7 +508,7 @@ class ShapesReport:
 def companion_tensor_traces(trace_path: str) -> List[str]:
     """The tensor.trace files logdir discovery would give this trace's span: its own `{worker}.{stamp}.tensor.trace`
     first, then the run-level ones of its directory."""
-    from ..logdir import TENSOR_TRACE, companions
+    from ...logdir import TENSOR_TRACE, companions
 
     return companions(trace_path, TENSOR_TRACE)
 

@@ -19,8 +19,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from ..trace.et import shape_text
-from .graph import ExecutionGraph
+from ...trace.et import shape_text
+from .build import ExecutionGraph
 MAX_CHILDREN = 24
 MAX_VISIBLE = 600
 # The first view: enough nodes to show the step's structure, few enough that every label is readable at once.
