@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis.kernel_roles import kernel_role
+from tb_gpuinsight.analysis.kernels.roles import kernel_role
 
 from .test_efficiency import MI300_PROPS, _write_trace
 
