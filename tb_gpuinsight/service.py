@@ -23,12 +23,12 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from . import cache as cache_mod
 from .analysis.kernels.efficiency import AUTO, Efficiency, combine
 from .errors import GpuInsightError
 from .estimate.devices import DeviceSpec, load_datasheet
 from .logdir import FileEntry, Run, discover, logdir_problem
 from .sections import Section
+from .store import envelope as cache_mod
 from .store import open_store
 from .store import verified
 from .store.jobs import span_job

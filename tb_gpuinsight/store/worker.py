@@ -9,10 +9,10 @@ import resource
 import time
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-from .. import cache as cache_mod
 from ..errors import GpuInsightError, TraceError
 from ..estimate.devices import load_datasheet
 from ..sections import SectionContext, build_all
+from . import envelope as cache_mod
 from . import verified
 from .jobs import Job
 from .summaries import open_store

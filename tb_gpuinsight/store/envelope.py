@@ -20,10 +20,10 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .analysis.kernels.efficiency import AUTO, Efficiency
-from .engine_version import ENGINE_VERSION
-from .sections import Section
-from .trace.table import Table
+from ..analysis.kernels.efficiency import AUTO, Efficiency
+from ..engine_version import ENGINE_VERSION
+from ..sections import Section
+from ..trace.table import Table
 
 
 # Columns an analysis computes before rating; the rest is recomputed by `rate` on load.
