@@ -19,7 +19,6 @@ import numpy as np
 from .errors import GpuInsightError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analysis.kernels.efficiency import Efficiency
     from .trace.kineto import KinetoTrace
 
 # name -> "module:function". Adding a view's data to every summary = one line here (and an ENGINE_VERSION bump).
@@ -37,7 +36,9 @@ SECTION_BUILDERS: Dict[str, str] = {
 class SectionContext:
     """What a builder may use: the loaded trace, its analysis (before rating) and the span's companion files."""
     trace: "KinetoTrace"
-    eff: "Efficiency"
+    # The unrated `analysis.kernels.efficiency.Efficiency`: typed loosely so that this registry, which the summary
+    # envelope and the views import, never imports the analysis that fills its sections.
+    eff: Any
     execution_traces: Sequence[str] = ()
     tensor_traces: Sequence[str] = ()
 

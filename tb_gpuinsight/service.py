@@ -23,15 +23,16 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from . import cache as cache_mod
 from .analysis.kernels.efficiency import AUTO, Efficiency, combine
-from .errors import GpuInsightError, TraceError
+from .errors import GpuInsightError
 from .estimate.devices import DeviceSpec, load_datasheet
 from .logdir import FileEntry, Run, discover, logdir_problem
-from .sections import Section, SectionContext, build_all
+from .sections import Section
+from .store import envelope as cache_mod
 from .store import open_store
 from .store import verified
 from .store.jobs import span_job
+from .store.worker import augment_file, summarize_file, supervised_job  # the jobs a worker process runs
 from .trace.source import is_url
 
 ALL_SPANS = "all"
@@ -83,76 +84,6 @@ class RunState:
     spans: Dict[Tuple[str, str], SpanState] = field(default_factory=dict)
     unreadable: List[FileEntry] = field(default_factory=list)
     gone: List[SpanState] = field(default_factory=list)  # dropped by the current scan, released after it
-
-
-def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Sequence[str] = (),
-                   tensor_traces: Sequence[str] = (), trace_identity: Optional[Dict[str, Any]] = None,
-                   max_trace_gb: Optional[float] = None) -> Tuple[str, Any, bool]:
-    """Worker-process entry: ("ok", summary bytes, False) or ("error", reason, incomplete)."""
-    from . import load
-    from .analysis.kernels.efficiency import analyze_trace
-    from .analysis.enrich import enrich
-    from .analysis.kernels.graph_capture import with_captures
-    from .trace.source import set_max_trace_gb
-
-    try:
-        set_max_trace_gb(max_trace_gb)  # also caps the ET and tensor.trace readers of the sections
-        trace = load(path, extra_args=extra_args)
-        enrich(trace, execution_traces)
-        eff = with_captures(analyze_trace(trace))  # graph replays rated from their capture, where one is found
-        sections = build_all(SectionContext(trace, eff, tuple(execution_traces), tuple(tensor_traces)))
-        return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta), sections, trace_identity), False
-    except TraceError as exc:
-        return "error", str(exc.reason) + (f" (at byte {exc.offset})" if exc.offset is not None else ""), \
-            exc.incomplete
-    except GpuInsightError as exc:
-        return "error", str(exc), False
-    except MemoryError:
-        return "error", "out of memory while analysing this trace; lower --gpuinsight_max_trace_gb", False
-    except RecursionError:
-        return "error", "nesting too deep to analyse", False
-    except Exception as exc:  # a bug must not take the server down; say what happened in one line
-        return "error", f"internal error: {type(exc).__name__}: {exc}"[:300], False
-
-
-def augment_file(path: str, dst: str, extra_args: Tuple[str, ...], devices_file: Optional[str],
-                 max_trace_gb: Optional[float] = None) -> Tuple[str, str]:
-    """Worker-process entry: write the augmented trace of `path` to `dst` (gzip); ("ok", dst) or ("error", reason)."""
-    from . import load
-    from .analysis.kernels.augment import write_augmented
-    from .analysis.kernels.efficiency import analyze_trace
-    from .analysis.kernels.graph_capture import with_captures
-    from .trace.source import set_max_trace_gb
-
-    try:
-        set_max_trace_gb(max_trace_gb)
-        trace = load(path, extra_args=extra_args)
-        datasheet = load_datasheet(devices_file)
-        write_augmented(path, dst, with_captures(analyze_trace(trace, datasheet=datasheet), datasheet=datasheet))
-        if not verified.record(dst):
-            return "error", "cannot record the checksum of the augmented trace (is the cache directory writable?)"
-        return "ok", dst
-    except GpuInsightError as exc:
-        return "error", str(exc.reason) if isinstance(exc, TraceError) else str(exc)
-    except MemoryError:
-        return "error", "out of memory while writing the augmented trace"
-    except Exception as exc:  # a bug must not take the server down
-        return "error", f"internal error: {type(exc).__name__}: {exc}"[:300]
-
-
-def supervised_job(marker_dir: str, key: str, func: Callable[..., Any], *args: Any) -> Any:
-    """Worker-process entry: `func(*args)`, leaving a marker (file named by this process id, holding the job's
-    key) while it runs, so that the server knows which span a process was working on if it dies."""
-    marker = os.path.join(marker_dir, str(os.getpid()))
-    with open(marker, "w", encoding="utf-8") as f:
-        f.write(key)
-    try:
-        return func(*args)
-    finally:
-        try:
-            os.unlink(marker)
-        except OSError:
-            pass
 
 
 class LogdirService:
@@ -660,7 +591,6 @@ class LogdirService:
         if span == ALL_SPANS:
             raise NotFound("choose one span to download its trace")
         return self.span_states(run, worker, span)[0].entry
-
 
 
 def _kill_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:

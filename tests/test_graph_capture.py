@@ -175,7 +175,8 @@ def test_bad_or_unrelated_capture_is_reported_not_raised(tmp_path):
 
 def test_plugin_summary_of_a_replay_span_is_rated_from_its_capture():
     """The service's worker entry (what the TensorBoard tabs read) merges the run's capture span too."""
-    from tb_gpuinsight import cache, service
+    from tb_gpuinsight.store import envelope as cache
+    from tb_gpuinsight import service
 
     status, data, _ = service.summarize_file(str(REPLAY_SPAN), ())
     assert status == "ok"

@@ -130,7 +130,7 @@ def _build(service, et_path: str, kineto_path: str, path_et_ids: Optional[np.nda
     trace = eff = None
     warning = ""
     try:
-        from .. import load
+        from ..loading import load
         from ..analysis.kernels.efficiency import analyze_trace
 
         trace = load(kineto_path, extra_args=service.extra_args)

@@ -92,7 +92,7 @@ def _span_shapes(plugin, run: str, worker: str, state) -> SpanShapes:
 
 
 def _reduce(plugin, run: str, worker: str, state, key: Tuple[str, int, int]) -> SpanShapes:
-    from .. import load
+    from ..loading import load
 
     trace = load(state.entry.path, extra_args=plugin.service.extra_args)
     activities = plugin.service.analysis(run, worker, state.span).activities

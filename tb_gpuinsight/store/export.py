@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..analysis.kernels.efficiency import AUTO
-from ..cache import CorruptSummary, Summary, load_summary
+from .envelope import CorruptSummary, Summary, load_summary
 from ..errors import ConfigError
 from ..estimate.devices import load_datasheet
 from ..logdir import split_name

@@ -104,7 +104,7 @@ def load_graph(et_path: "os.PathLike[str] | str", kineto_path: "os.PathLike[str]
     et = load_et(et_path)
     if kineto_path is None:
         return build_graph(et)
-    from ... import load
+    from ...loading import load
     from ..kernels.efficiency import analyze_trace
 
     from .critical_path.path import compute

@@ -410,7 +410,7 @@ class _Merged:
 
 def load_capture(path: "os.PathLike[str] | str") -> KinetoTrace:
     """A capture trace read with the launch args alignment uses, its shapes filled from its own companions."""
-    from ... import companion_execution_traces, load
+    from ...loading import companion_execution_traces, load
     from ..enrich import enrich
 
     trace = load(path, extra_args=CAPTURE_ARGS)

@@ -1,5 +1,5 @@
 """Bytes of an op's helper kernels: the tensor each one moves, from the op's recorded shapes (helpers do no FLOPs
-of the op: `kernel_roles.py`). Where the trace does not say which tensor, the bytes stay unknown with the reason.
+of the op: `roles.py`). Where the trace does not say which tensor, the bytes stay unknown with the reason.
 
 - Layout transform (cuDNN `nchwToNhwcKernel` / `nhwcToNchwKernel`, MIOpen `batched_transpose`...): reads and
   writes the tensor it converts: 2 x that tensor's bytes, in its recorded dtype. Which tensor depends on where the

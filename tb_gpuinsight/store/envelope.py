@@ -16,15 +16,14 @@ import dataclasses
 import hashlib
 import io
 import json
-import os
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .analysis.kernels.efficiency import AUTO, Efficiency
-from .engine_version import ENGINE_VERSION
-from .sections import Section
-from .trace.table import Table
+from ..analysis.kernels.efficiency import AUTO, Efficiency
+from ..engine_version import ENGINE_VERSION
+from ..sections import Section
+from ..trace.table import Table
 
 
 # Columns an analysis computes before rating; the rest is recomputed by `rate` on load.
@@ -33,12 +32,6 @@ _MAGIC = b"TBGI-SUMMARY-1\n"  # then 32 bytes of SHA-256 of the payload, then th
 _STORED = ("kind", "name", "device", "stream", "ts", "dur", "op", "op_name", "link", "occupancy", "registers",
            "grid", "block", "event", "memop_bytes", "flops", "bytes", "flops_reason", "bytes_reason", "dtype",
            "op_shape", "graph", "role", "source", "gap", "comm_bytes", "comm_factor")
-
-
-def default_cache_dir() -> str:
-    """$XDG_CACHE_HOME/tb_gpuinsight, else ~/.cache/tb_gpuinsight."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tb_gpuinsight")
 
 
 class CorruptSummary(ValueError):
