@@ -1,5 +1,6 @@
 """The package's shape: no import circle between tb_gpuinsight modules (any import: top level, inside a function,
-under TYPE_CHECKING, relative or absolute) and no module over MAX_LINES lines. See docs/architecture.md."""
+under TYPE_CHECKING, relative or absolute), imports that run down the pipeline, and no module over MAX_LINES
+lines. See docs/architecture.md."""
 from __future__ import annotations
 
 import ast
@@ -88,6 +89,34 @@ def test_no_import_circle():
     assert cycle is None, "import circle: " + " -> ".join(cycle)
 
 
+# Each step of the pipeline may import the steps before it, never those after: the reader knows no estimate, the
+# estimates no analysis, and none of them the summaries, the service, the routes, the commands or the API module.
+LATER = {
+    "trace": ("estimate", "analysis"),
+    "estimate": ("analysis",),
+    "analysis": (),
+}
+UPPER = ("store", "service", "span_state", "routes", "commands", "cli", "plugin")
+
+
+def pipeline_violations(graph: Dict[str, Set[str]], package: str = "tb_gpuinsight") -> List[str]:
+    """`a -> b` for every import of a lower step into a later one."""
+    out = []
+    for name, targets in sorted(graph.items()):
+        step = name.split(".")[1] if name.count(".") else ""
+        if step not in LATER:
+            continue
+        later = tuple(f"{package}.{s}" for s in LATER[step] + UPPER)
+        out += [f"{name} -> {t}" for t in sorted(targets) if t == package or t.startswith(later)]
+    return out
+
+
+def test_imports_run_down_the_pipeline():
+    bad = pipeline_violations(import_graph())
+    assert not bad, "imports against the pipeline (trace -> estimate -> analysis -> store -> service): " + \
+        "; ".join(bad)
+
+
 def test_no_module_over_the_line_limit():
     long = {}
     for name, (path, _) in modules().items():
@@ -110,3 +139,11 @@ def test_the_checks_see_circles_and_function_level_imports(tmp_path):
     assert find_cycle(graph) in (["pkg.a", "pkg.sub.b", "pkg.a"], ["pkg.sub.b", "pkg.a", "pkg.sub.b"])
     (pkg / "sub" / "b.py").write_text("from .. import x\n")  # `x` is a name of pkg, not a module
     assert find_cycle(import_graph(pkg)) is None
+
+
+def test_the_pipeline_check_sees_an_analysis_importing_the_store():
+    graph = {"tb_gpuinsight.analysis.kernels.rows": {"tb_gpuinsight.store.worker", "tb_gpuinsight.trace.table"},
+             "tb_gpuinsight.trace.kineto": {"tb_gpuinsight.estimate.devices"},
+             "tb_gpuinsight.store.worker": {"tb_gpuinsight.analysis.kernels.efficiency"}}
+    assert pipeline_violations(graph) == ["tb_gpuinsight.analysis.kernels.rows -> tb_gpuinsight.store.worker",
+                                          "tb_gpuinsight.trace.kineto -> tb_gpuinsight.estimate.devices"]
