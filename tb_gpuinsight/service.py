@@ -2,8 +2,9 @@
 processes, summaries kept in a summary store (`tb_gpuinsight.store`: the local cache directory by default, or any
 fsspec URL) and an LRU in memory. Spans whose summary the store already holds are ready without reading the trace.
 
-Span states: "pending" (queued), "loading", "waiting" (the file failed to parse but is still changing, so it is
-probably being written: retried when it changes or settles), "ready", "error" (with a one-line reason).
+Span states (`span_state.py`): "pending" (queued), "loading", "waiting" (the file failed to parse but is still
+changing, so it is probably being written: retried when it changes or settles), "ready", "error" (with a one-line
+reason).
 Each scan follows the logdir: a run or span whose trace is gone (deleted, or no longer a trace) is dropped and
 what it held in memory released, and a changed file is a new version, analysed again. Nothing here ever writes
 into the logdir.
@@ -20,7 +21,6 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from .analysis.kernels.efficiency import AUTO, Efficiency, combine
@@ -33,57 +33,13 @@ from .store import open_store
 from .store import verified
 from .store.jobs import span_job
 from .store.worker import augment_file, summarize_file, supervised_job  # the jobs a worker process runs
+from .span_state import ALL_SPANS, ALL_WORKERS, NotFound, NotReady, RunState, SpanFailed, SpanState
 from .trace.source import is_url
 
-ALL_SPANS = "all"
-ALL_WORKERS = "*"  # a selection's worker "all ranks": every worker of the run
 SETTLE_SECONDS = 30.0  # a failing file unchanged this long is reported broken, not "being written"
 MAX_WORKER_DEATHS = 2  # a span whose analysis killed its process this often waits for its file to change
 
 log = logging.getLogger(__name__)
-
-
-class NotFound(GpuInsightError):
-    """A run, worker or span the logdir does not have."""
-
-
-class NotReady(GpuInsightError):
-    """A span that is still loading: ask again later (HTTP 503 with Retry-After)."""
-
-
-class SpanFailed(GpuInsightError):
-    """A span whose analysis failed for good (until its file changes): the message says why (HTTP 422)."""
-
-
-@dataclass
-class SpanState:
-    run: str
-    worker: str
-    span: str
-    entry: FileEntry
-    stamp: Optional[int]
-    key: str
-    status: str = "pending"
-    reason: str = ""
-    future: Any = None
-    deaths: int = 0  # analysis processes that died while analysing this version of the file
-    identity: Dict[str, Any] = field(default_factory=dict)  # what its cached summary must say it is
-    repaired: bool = False  # its cached summary was found damaged once and recomputed
-    execution_traces: List[FileEntry] = field(default_factory=list)  # the span's own, then the run's
-    tensor_traces: List[FileEntry] = field(default_factory=list)
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"span": self.span, "stamp": self.stamp, "status": self.status, "bytes": self.entry.size,
-                **({"reason": self.reason} if self.reason else {}),
-                **({"remote": True} if is_url(self.entry.path) else {})}  # a download fetches it first
-
-
-@dataclass
-class RunState:
-    name: str
-    spans: Dict[Tuple[str, str], SpanState] = field(default_factory=dict)
-    unreadable: List[FileEntry] = field(default_factory=list)
-    gone: List[SpanState] = field(default_factory=list)  # dropped by the current scan, released after it
 
 
 class LogdirService:

@@ -1,6 +1,6 @@
 """Diff two analyses (runs, spans, all spans of a worker, devices) kernel by kernel or op by op.
 
-Rows are matched by normalised kernel name (`kernel_names.normalize`; or the exact name), or, with `by="op"`, by
+Rows are matched by normalised kernel name (`kernels.names.normalize`; or the exact name), or, with `by="op"`, by
 launching op name and input shapes. Times are per span: a side that aggregates N spans contributes its total / N,
 so a 3-span run compares fairly with a 1-span run (and single spans compare their plain totals). Rows are sorted by
 their impact on total GPU time (|delta|). With several spans on a side, each row carries the spread of its per-span

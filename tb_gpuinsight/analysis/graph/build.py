@@ -7,7 +7,7 @@
 - Data edges: unit A -> unit B when B consumes a tensor (tensor id, storage id) that A was the last to produce.
 - Backward: autograd runs backward ops on its own thread; a backward node carries the forward op's thread
   (`fw_tid`) and sequence number (`seq_id`), which find the forward op; `fw_parent` names the forward op's parent,
-  under which the backward folds in the display tree (see graph_view.py).
+  under which the backward folds in the display tree (see view.py).
 - Linked (et_link.py) nodes carry their CPU time, kernels, GPU time, FLOPs and efficiency.
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ class ExecutionGraph:
     efficiency: object = None  # the Efficiency the kernels come from, when linked
     critical: Optional[CriticalPath] = None
     critical_units: Optional[np.ndarray] = None  # the unit rows the path's op indices refer to
-    path_rows: Optional[List[int]] = None  # unit rows of the joint CPU + GPU critical path (cpath.py), when known
+    path_rows: Optional[List[int]] = None  # unit rows of the step critical path (critical_path/path.py), when known
     joint: object = None  # that path (cpath.CriticalPath), when computed here (load_graph)
 
     @property

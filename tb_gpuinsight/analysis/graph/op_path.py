@@ -1,8 +1,8 @@
 """Critical path of an execution graph: the longest path by time through its ET ops' dependencies.
 
 This op-level path is what the Execution graph view highlights on its ET nodes. The step's critical path over
-the trace's CPU and GPU events (kernels, streams, syncs, collectives), with causes, is `cpath.py`; its segments
-carry the ET node ids (`et_id`) that this view can highlight instead.
+the trace's CPU and GPU events (kernels, streams, syncs, collectives), with causes, is `critical_path/path.py`;
+its segments carry the ET node ids (`et_id`) that this view can highlight instead.
 
 Each op (a top-level ET operator) is two vertices: its CPU part (the op's time on its thread) and, when it launched
 GPU work, its GPU part (the busy time of its kernels). Dependencies, all pointing forward in program order:

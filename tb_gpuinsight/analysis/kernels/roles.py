@@ -6,7 +6,7 @@ kernels, ROCm fills a buffer with `__amd_rocclr_fillBuffer`. The op's FLOPs are 
 only; a helper moves a tensor and does no arithmetic of the op's formula. The roles below decide who gets what
 (see `efficiency._attribute`; a helper's own bytes, the tensor it moves, are `helper_bytes.py`'s):
 
-- compute: GEMM, convolution and attention kernels (by `kernel_names` class), the FFT and Winograd stages of
+- compute: GEMM, convolution and attention kernels (by `names.py` class), the FFT and Winograd stages of
   cuDNN convolutions (`fft2d_r2c`, `winograd`: the algorithm's arithmetic), Triton / Inductor kernels.
   A kernel whose launching op carries Inductor's `kernel_flop` / `kernel_num_gb` args is compute too.
 - work: any other kernel (elementwise, reduction...): the op's own work when the op launched no compute kernel.
@@ -60,7 +60,7 @@ ROLE_REASONS: Dict[str, str] = {
 }
 _COMPUTE_CLASSES = frozenset({"GEMM", "attention", "conv"})
 _LIBRARY_NAMES = re.compile(r"fbgemm(?:_gpu)?", re.I)  # library namespaces whose name says gemm for any kernel
-# Compute kernels the `kernel_names` classes miss: cuDNN FFT / Winograd stages, cuDNN's own conv kernels
+# Compute kernels the `names.py` classes miss: cuDNN FFT / Winograd stages, cuDNN's own conv kernels
 # (`volta_scudnn_*`, `cudnn_ampere_hcudnn_*`), Tensile GEMMs of rocBLAS / hipBLASLt (`Cijk_*`), MIOpen / CK convs.
 _COMPUTE_STAGES = re.compile(r"fft\d*d?_|winograd|[shdi]cudnn_|^Cijk_|igemm|naive_conv|gridwise_(?:gemm|conv)|"
                              r"miopenSp\d*AsmConv|ck_tile.*(?:gemm|fmha)", re.I)

@@ -5,7 +5,7 @@ A row's rates describe the same calls (`efficiency._basis`); `covered_share` is 
 both estimates, `over_roof` says its figures come from calls over the physical roof (`roof_cause` says why),
 `reason` is the reason code (`reasons.REASONS`) with most of its time ("" when rated).
 
-Every row that names a kernel also carries `display_name`, `demangled` and `kernel_class` (`kernel_names`), and its
+Every row that names a kernel also carries `display_name`, `demangled` and `kernel_class` (`names.py`), and its
 labels are honest: `bound` compute / memory only where the row's FLOPs and bytes are both known (None otherwise;
 collectives keep "communication"), memcpy/memset rows have no dtype, and occupancy is None (not 0) where the trace
 recorded none.

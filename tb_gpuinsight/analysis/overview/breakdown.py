@@ -54,7 +54,7 @@ _IDX = {k: i for i, k in enumerate(CATEGORIES)}
 
 
 def activity_categories(acts: Table) -> np.ndarray:
-    """Index into CATEGORIES of each activity (kernel class from kernel_names; memcpy and memset by kind)."""
+    """Index into CATEGORIES of each activity (kernel class from kernels/names.py; memcpy and memset by kind)."""
     if not len(acts):
         return np.empty(0, dtype=np.int32)
     kinds, names, ops = acts.strings["kind"], acts.strings["name"], acts.strings["op_name"]

@@ -1,4 +1,4 @@
-"""The joint CPU + GPU dependency graph of one Kineto trace, for the critical path (`cpath.py` walks it).
+"""The joint CPU + GPU dependency graph of one Kineto trace, for the critical path (`path.py` walks it).
 
 Events: CPU ops, CPU user annotations (record_function ranges; `ProfilerStep#N` is the step itself, not an event)
 and runtime/driver calls, nested per thread by time; GPU kernels, memcpys and memsets. Every event has a start and
@@ -34,7 +34,7 @@ edges of HTA's critical-path model (CPU nesting, launch, stream order, sync):
   process to end inside the call. The call's remaining time is "sync_wait".
 - Collectives: NCCL/RCCL kernels and CPU collective ops (`record_param_comms`, `c10d::`, `nccl:` and `gloo:`
   ranges) are "communication": a rank's wait for its peers is inside them.
-- Execution Trace (optional, `cpath_et.py`): a data dependency between ops on two threads makes the consumer's
+- Execution Trace (optional, `et.py`): a data dependency between ops on two threads makes the consumer's
   start depend on the producer's end ("sync_wait", kind "data_wait"). Within one thread program order already
   implies it, so an ET changes nothing there.
 Causes of events: CPU ops and annotations "cpu_op" (collectives "communication"); runtime calls that launched GPU

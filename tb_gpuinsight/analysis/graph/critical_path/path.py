@@ -1,4 +1,4 @@
-"""Critical path of every step of a trace, over the joint CPU + GPU dependency graph of `cpath_graph.py` (its
+"""Critical path of every step of a trace, over the joint CPU + GPU dependency graph of `deps.py` (its
 docstring lists the dependency rules), attributed to causes.
 
 The path of a step is the chain of dependencies that decided when the step's work ended, as measured: starting
@@ -138,7 +138,7 @@ def build_section(ctx: SectionContext) -> Section:
 
 def compute(trace, acts, execution_traces: Sequence[str] = ()) -> CriticalPath:
     """The critical path of every step of a loaded trace and its activity table; `execution_traces` add their
-    cross-thread data dependencies and ET node ids (`cpath_et.py`) when one links to the trace."""
+    cross-thread data dependencies and ET node ids (`et.py`) when one links to the trace."""
     from .et import apply_et
 
     g = build_graph(trace, acts)
