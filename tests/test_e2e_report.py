@@ -96,3 +96,28 @@ def test_scalars_of_a_recorded_loop_show_in_tensorboards_scalars_dashboard(tmp_p
         # the chart card of the tag is drawn (a canvas or svg inside the scalar card)
         page.get_by_text("gpuinsight", exact=True).first.wait_for(state="visible", timeout=30000)
         assert page.locator("tf-scalar-card, .scalar-card, tf-line-chart-data-loader").count() > 0
+
+
+def test_header_report_menu_downloads_the_selections_report(tmp_path):
+    from .browser import plugin_page
+
+    with plugin_page(tmp_path) as (page, frame):
+        frame.wait_for_selector("select[aria-label='Run'] option[value='vit_h100']", state="attached", timeout=90000)
+        frame.locator("select[aria-label='Run']").select_option("vit_h100")
+        frame.locator("summary", has_text="Report").click()
+        link = frame.locator("details.menu a", has_text="HTML page")
+        link.wait_for(state="visible", timeout=30000)
+        href = link.get_attribute("href")
+        assert "format=html" in href and "run=vit_h100" in href
+        fetch = """async href => { const r = await fetch(href); return {status: r.status,
+            disposition: r.headers.get('content-disposition'), text: await r.text()}; }"""
+        answer = frame.evaluate(fetch, href)
+        for _ in range(60):  # 503 while the span is still being analysed
+            if answer["status"] != 503:
+                break
+            frame.wait_for_timeout(1000)
+            answer = frame.evaluate(fetch, href)
+        assert answer["status"] == 200, answer
+        assert answer["disposition"] == 'attachment; filename="gpuinsight-report-vit_h100.html"'
+        html = answer["text"]
+        assert "<h1>GPU Insight report: vit_h100 / h100-node</h1>" in html and "<section id=waste>" in html
