@@ -76,13 +76,13 @@ def evidence(items) -> str:
 
 
 def change(m: Dict[str, Any]) -> str:
-    """A headline metric against the baseline: "step time: 4.4 ms -> 7.9 ms (slower by 3.5 ms, 78.4%; noise band
+    """A headline metric against the baseline: "step time: 4.4 ms → 7.9 ms (slower by 3.5 ms, 78.4%; noise band
     0.1 ms)"."""
     unit = m["unit"]
     pct = "" if m["slower_pct"] is None else f", {abs(m['slower_pct']):.1f}%"
     band = "noise unknown" if m["noise"] is None else f"noise band {value(m['noise'], unit)}"
     way = "slower" if m["slower"] > 0 else "faster"
-    return (f"{m['label']}: {value(m['a'], unit)} -> {value(m['b'], unit)} ({way} by "
+    return (f"{m['label']}: {value(m['a'], unit)} \u2192 {value(m['b'], unit)} ({way} by "
             f"{value(abs(m['slower']), unit)}{pct}; {band})")
 
 

@@ -6,6 +6,7 @@ from html import escape
 from typing import Any, Dict, List
 
 from . import fmt
+from .markdown import _step_source
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;
@@ -66,10 +67,12 @@ def _step(r: Dict[str, Any]) -> List[str]:
         return _section("step", "Step time", [f"<p>No steps: {escape('; '.join(r['notes']))}</p>"])
     t, u = r["step"]["time"], r["utilization"]
     cards = [_card("step time (mean)", t["mean"]), _card("median", t["median"]), _card("p90", t["p90"]),
-             _card("spread", t["spread"]), _card("GPU busy", u["gpu_busy"]), _card("achieved", u["tflops"]),
-             _card("MFU", u["mfu"]), _card("FLOPs known", u["flops_known"]), _card("Tensor Cores", u["tensor_cores"])]
+             _card("spread", t["spread"])]
+    if r["devices"]:  # a CPU-only run has no GPU figures to show
+        cards += [_card("GPU busy", u["gpu_busy"]), _card("achieved", u["tflops"]), _card("MFU", u["mfu"]),
+                  _card("FLOPs known", u["flops_known"]), _card("Tensor Cores", u["tensor_cores"])]
     return _section("step", "Step time", [f"<div class=cards>{''.join(cards)}</div>", _table(r["step"]["split"]),
-                                          _src(f"{t['mean']['source']}; MFU: {u['mfu']['source']}")])
+                                          _src(_step_source(r))])
 
 
 def _recommendations(r: Dict[str, Any]) -> List[str]:
@@ -128,12 +131,14 @@ def _comparison(r: Dict[str, Any]) -> List[str]:
         v = fmt.verdict(m)
         css = {"outside": "bad", "within": "ok"}.get(v, "sub")
         items.append(f"<li>{escape(fmt.change(m))}: <span class={css}>{escape(fmt.VERDICTS[v])}</span></li>")
+    title = f"Changes from the baseline {c['baseline']}"
+    if not c["kernels"]["rows"]:
+        return _section("comparison", title, [f"<ul>{''.join(items)}</ul>", "<p>No GPU kernel on either side.</p>"])
     g = c["gpu_time"]
-    items.append(f"<li>GPU activity time: {escape(fmt.figure(g['a']))} -&gt; {escape(fmt.figure(g['b']))} "
+    items.append(f"<li>GPU activity time: {escape(fmt.figure(g['a']))} \u2192 {escape(fmt.figure(g['b']))} "
                  f"({escape(fmt.figure(g['delta_pct']))})</li>")
-    return _section("comparison", f"Changes from the baseline {c['baseline']}",
-                    [f"<ul>{''.join(items)}</ul>", _table(c["kernels"], names=("kernel",)),
-                     _src(c["kernels"]["source"])])
+    return _section("comparison", title, [f"<ul>{''.join(items)}</ul>", _table(c["kernels"], names=("kernel",)),
+                                          _src(c["kernels"]["source"])])
 
 
 def _notes(r: Dict[str, Any]) -> List[str]:

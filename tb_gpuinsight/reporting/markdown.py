@@ -55,13 +55,20 @@ def _step(r: Dict[str, Any]) -> List[str]:
     if "step" not in r:
         return ["## Step time", "", "No steps: " + md("; ".join(r["notes"]) or "nothing to measure"), ""]
     t, u = r["step"]["time"], r["utilization"]
+    gpu = (f" GPU busy **{fmt.figure(u['gpu_busy'])}**, {fmt.figure(u['tflops'])}, MFU **{fmt.figure(u['mfu'])}** "
+           f"(FLOPs known for {fmt.figure(u['flops_known'])} of kernel time), Tensor Cores "
+           f"{fmt.figure(u['tensor_cores'])}." if r["devices"] else " No GPU: no utilisation figures.")
     out = ["## Step time", "",
            f"**{fmt.figure(t['mean'])}** per step (median {fmt.figure(t['median'])}, p90 {fmt.figure(t['p90'])}, "
-           f"spread {fmt.figure(t['spread'])}). GPU busy **{fmt.figure(u['gpu_busy'])}**, "
-           f"{fmt.figure(u['tflops'])}, MFU **{fmt.figure(u['mfu'])}** (FLOPs known for "
-           f"{fmt.figure(u['flops_known'])} of kernel time), Tensor Cores {fmt.figure(u['tensor_cores'])}.", ""]
+           f"spread {fmt.figure(t['spread'])}).{gpu}", ""]
     out += _table(r["step"]["split"])
-    return out + _source(f"{t['mean']['source']}; MFU: {u['mfu']['source']}")
+    return out + _source(_step_source(r))
+
+
+def _step_source(r: Dict[str, Any]) -> str:
+    """Where the step figures come from (and MFU, when there is a GPU)."""
+    source = r["step"]["time"]["mean"]["source"]
+    return f"{source}; MFU: {r['utilization']['mfu']['source']}" if r["devices"] else source
 
 
 def _recommendations(r: Dict[str, Any]) -> List[str]:
@@ -115,8 +122,10 @@ def _comparison(r: Dict[str, Any]) -> List[str]:
         return []
     out = [f"## Changes from the baseline {md(c['baseline'])}", ""]
     out += [f"- {_metric_line(m)}" for m in c["metrics"]]
+    if not c["kernels"]["rows"]:
+        return out + ["", "No GPU kernel on either side.", ""]
     g = c["gpu_time"]
-    out += [f"- GPU activity time: {fmt.figure(g['a'])} -> {fmt.figure(g['b'])} ({fmt.figure(g['delta_pct'])})", ""]
+    out += [f"- GPU activity time: {fmt.figure(g['a'])} \u2192 {fmt.figure(g['b'])} ({fmt.figure(g['delta_pct'])})", ""]
     return out + _table(c["kernels"], names=("kernel",)) + _source(c["kernels"]["source"])
 
 
