@@ -98,3 +98,26 @@ def test_scalars_off_writes_no_event_file(tmp_path):
         torch.randn(8, 8).sum()
         prof.step()
     assert handler.spans and event_files(tmp_path / "h") == []
+
+
+def test_scalars_of_a_real_h100_span_are_the_overviews_figures(tmp_path):
+    """A GPU span (the bert_h100 sample): all four tags, at the ProfilerStep numbers, equal to the Overview's."""
+    import os
+
+    from tb_gpuinsight.capture.scalars import ScalarWriter, span_scalars
+    from tb_gpuinsight.reporting.gate import per_step
+
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "bert_h100")
+    trace = os.path.join(folder, os.listdir(folder)[0])
+    points = span_scalars(trace)
+    ov = tb_gpuinsight.overview(trace)
+    assert [s for s, _ in points] == [r["step_number"] for r in ov.steps]
+    values = points[0][1]
+    assert set(values) == {"step_time_ms", "gpu_busy_pct", "mfu_pct", "comm_exposed_ms"}
+    assert values["gpu_busy_pct"] == pytest.approx(100 * ov.steps[0]["gpu_busy_pct"])
+    assert values["mfu_pct"] == pytest.approx(per_step(ov, "mfu")[0]) and 0 < values["mfu_pct"] < 100
+    writer = ScalarWriter(tmp_path)
+    assert writer.write_span(trace) == len(points)
+    writer.close()
+    back = read_scalars(tmp_path)
+    assert back[PREFIX + "mfu_pct"] == [(points[0][0], pytest.approx(values["mfu_pct"], rel=1e-6))]

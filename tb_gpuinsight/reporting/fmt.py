@@ -93,3 +93,9 @@ def verdict(m: Dict[str, Any]) -> str:
 
 VERDICTS = {"outside": "outside the noise band", "within": "within the noise band",
             "unknown": "one step per side: the noise is unknown"}
+
+
+def step_source(r: Dict[str, Any]) -> str:
+    """Where a report's step figures come from (and MFU's, when there is a GPU)."""
+    source = r["step"]["time"]["mean"]["source"]
+    return f"{source}; MFU: {r['utilization']['mfu']['source']}" if r["devices"] else source

@@ -6,7 +6,6 @@ from html import escape
 from typing import Any, Dict, List
 
 from . import fmt
-from .markdown import _step_source
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;
@@ -72,7 +71,7 @@ def _step(r: Dict[str, Any]) -> List[str]:
         cards += [_card("GPU busy", u["gpu_busy"]), _card("achieved", u["tflops"]), _card("MFU", u["mfu"]),
                   _card("FLOPs known", u["flops_known"]), _card("Tensor Cores", u["tensor_cores"])]
     return _section("step", "Step time", [f"<div class=cards>{''.join(cards)}</div>", _table(r["step"]["split"]),
-                                          _src(_step_source(r))])
+                                          _src(fmt.step_source(r))])
 
 
 def _recommendations(r: Dict[str, Any]) -> List[str]:

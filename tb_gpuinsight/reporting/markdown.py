@@ -62,13 +62,7 @@ def _step(r: Dict[str, Any]) -> List[str]:
            f"**{fmt.figure(t['mean'])}** per step (median {fmt.figure(t['median'])}, p90 {fmt.figure(t['p90'])}, "
            f"spread {fmt.figure(t['spread'])}).{gpu}", ""]
     out += _table(r["step"]["split"])
-    return out + _source(_step_source(r))
-
-
-def _step_source(r: Dict[str, Any]) -> str:
-    """Where the step figures come from (and MFU, when there is a GPU)."""
-    source = r["step"]["time"]["mean"]["source"]
-    return f"{source}; MFU: {r['utilization']['mfu']['source']}" if r["devices"] else source
+    return out + _source(fmt.step_source(r))
 
 
 def _recommendations(r: Dict[str, Any]) -> List[str]:
