@@ -69,7 +69,7 @@ def add_gate_options(p) -> None:
 
 def diff_with_gate(args, names: Tuple[str, str], options: Dict[str, Any]):
     """The diff of A and B with each side read once, and the gate's verdict on them."""
-    from ..analysis.diff import diff
+    from ..analysis.diff.compare import diff
     from ..reporting.gate import gate
     from ..reporting.sides import side_from_path
 

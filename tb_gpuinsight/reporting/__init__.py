@@ -52,7 +52,7 @@ def _ranks(path, devices_file: Optional[str]):
     """The Distributed view of a run of several workers (None for a trace or a one-worker run), or None and why."""
     if len(run_workers(path)) < 2:
         return None, ""
-    from ..analysis.ranks import from_run_dir
+    from ..analysis.ranks.report import from_run_dir
     from ..estimate.devices import load_datasheet
 
     try:

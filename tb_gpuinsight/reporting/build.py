@@ -13,8 +13,8 @@ import statistics
 from typing import Any, Dict, List, Optional
 
 from .. import __version__
-from ..analysis.diff import diff
-from ..analysis.kernel_names import name_fields
+from ..analysis.diff.compare import diff
+from ..analysis.kernels.names import name_fields
 from ..analysis.overview import CATEGORIES, IDLE, LABELS
 from ..analysis.overview.rules import SpanData, _kernel_efficiency
 from ..jsonutil import finite

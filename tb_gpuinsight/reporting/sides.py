@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from ..analysis.efficiency import Efficiency, combine
+from ..analysis.kernels.efficiency import Efficiency, combine
 from ..analysis.overview import Overview, build_overview
 from ..errors import ConfigError
 from ..sections import Section, SectionContext, build_section
@@ -87,7 +87,7 @@ def _label(path: "os.PathLike[str] | str") -> str:
 
 def memory_summaries(side: Side) -> List[Dict[str, Any]]:
     """Per span with memory events, the Memory view's summary (`analysis.memory.summary`)."""
-    from ..analysis.memory import MemoryEvents, summary
+    from ..analysis.memory.events import MemoryEvents, summary
 
     out = []
     for part in side.parts:

@@ -5,7 +5,8 @@ Each module listed in ROUTE_MODULES defines `routes(plugin) -> Dict[str, Callabl
 `service.NotReady`, `service.SpanFailed` or another `GpuInsightError` (answered as 400 / 404 / 503 with Retry-After /
 422 / 400 with `{"error": "..."}`; any other exception is logged and answered 500 with `{"error": "..."}`).
 A module may also define `apps(plugin) -> Dict[str, wsgi app]` for a route that answers more than JSON
-(`/report`: Markdown and HTML downloads). Handlers reach the logdir through `plugin.service` only. Answers are reused until the logdir's state changes.
+(`/report`: Markdown and HTML downloads). Handlers reach the logdir through `plugin.service` only. Answers are
+reused until the logdir's state changes.
 """
 ROUTE_MODULES = ("tb_gpuinsight.routes.kernels", "tb_gpuinsight.routes.diff", "tb_gpuinsight.routes.shapes", "tb_gpuinsight.routes.graph",
                  "tb_gpuinsight.routes.overview",
