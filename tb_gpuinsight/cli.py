@@ -521,6 +521,16 @@ def _cmd_diff(args) -> int:
         result = diff(args.a, args.b, names=names, match=args.match, by=args.by, **options)
     else:  # each side read once for both the diff and the gate's step figures
         result, verdict = gate.diff_with_gate(args, names, options)
+    try:
+        _print_diff(args, result)
+    except BrokenPipeError:  # output cut short (piped into `head`): the gate's verdict still sets the exit status
+        if gate is None:
+            raise
+    return gate.report_verdict(verdict) if gate is not None else 0
+
+
+def _print_diff(args, result) -> None:
+    """The diff as a table, CSV or JSON on stdout."""
     top = _top(args)
     shown = result.rows[:top] if top > 0 else result.rows
     if args.format == "json":
@@ -532,7 +542,6 @@ def _cmd_diff(args) -> int:
     else:
         for line in _diff_summary_lines(result.summary, result.classes) + [""] + render_table(shown, _DIFF_COLUMNS):
             print(line)
-    return gate.report_verdict(verdict) if gate is not None else 0
 
 
 def _diff_summary_lines(s: Dict, classes: List[Dict]) -> List[str]:
