@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 __all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
            "kernels_across_ranks", "kernel_table", "critical_path", "critical_path_ranks",
            "discover", "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index", "timeline_ranks",
-           "summarize", "export_parquet", "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError",
+           "summarize", "export_parquet", "report", "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError",
            "ConfigError"]
 
 
@@ -305,6 +305,20 @@ def _critical_paths(path, worker: Optional[str], options: dict) -> list:
         raise ConfigError(f"{path}: no worker {worker!r} (workers: {', '.join(sorted(workers))})")
     return [(w, span.name, one(span.trace.path)) for w in sorted(workers) if worker in (None, w)
             for span in workers[w]]
+
+
+def report(path: "os.PathLike[str] | str", baseline: "Optional[os.PathLike[str] | str]" = None,
+           format: Optional[str] = None, worker: Optional[str] = None, **options) -> "Dict | str":
+    """One page of the headline figures: device and estimate coverage, step time and its split, MFU, the
+    recommendations by recoverable time with their evidence, the top kernels by waste, the memory peak, the
+    straggler and collective bandwidth of a multi-rank run, and with `baseline` (a trace or run directory) the
+    changes outside the noise band first. `path`: a trace or a run directory (`worker`: which one, default the
+    first). Returns the report as a dict (schema in docs/reference.md, `schema_version`), or with `format` ("md",
+    "html", "json") as text. Options are those of `analyze` (e.g. `device=`, `devices_file=`)."""
+    from .reporting import make_report, render
+
+    data = make_report(path, baseline, worker=worker, **options)
+    return data if format is None else render(data, format)
 
 
 def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":

@@ -85,6 +85,7 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             module = importlib.import_module(module_name)
             for path, handler in module.routes(self).items():
                 apps[path] = self._json_route(handler)
+            apps.update(getattr(module, "apps", lambda plugin: {})(self))  # routes that answer more than JSON
         return {path: _get_only(self._serving(app)) for path, app in apps.items()}
 
     def _serving(self, app: Callable) -> Callable:
