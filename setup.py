@@ -1,9 +1,13 @@
 """Packaging for tb_gpuinsight: a TensorBoard plugin that rates every GPU kernel of a PyTorch profile."""
+import re
+
 from setuptools import find_packages, setup
+
+VERSION = re.search(r'__version__ = "([^"]+)"', open("tb_gpuinsight/version.py", encoding="utf-8").read()).group(1)
 
 setup(
     name="tb_gpuinsight",
-    version="0.1.0",
+    version=VERSION,
     description="TensorBoard plugin: FLOPs, bytes and efficiency of every GPU kernel in PyTorch profiler traces",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",

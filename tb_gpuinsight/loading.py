@@ -44,3 +44,4 @@ def companion_execution_traces(trace_path: "os.PathLike[str] | str") -> list:
         return companions(trace_path, ET)
     except OSError:
         return []
+

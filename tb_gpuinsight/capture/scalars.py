@@ -26,7 +26,8 @@ TAGS = ("step_time_ms", "gpu_busy_pct", "mfu_pct", "comm_exposed_ms")
 
 def span_scalars(trace_path: "os.PathLike[str] | str") -> List[Tuple[int, Dict[str, float]]]:
     """(profiler step, {tag: value}) for every step of one span's trace, from its Overview."""
-    from .. import analyze, load
+    from ..loading import load
+    from ..pipeline import analyze
     from ..analysis.overview import build_overview
     from ..reporting.gate import per_step
     from ..sections import SectionContext, build_section

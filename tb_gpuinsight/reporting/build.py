@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Dict, List, Optional
 
-from .. import __version__
+from ..version import __version__
 from ..analysis.diff.compare import diff
 from ..analysis.kernels.names import name_fields
 from ..analysis.overview import CATEGORIES, IDLE, LABELS

@@ -56,10 +56,10 @@ def side_from_path(path: "os.PathLike[str] | str", worker: Optional[str] = None,
                    **options: Any) -> Side:
     """A trace file, or one worker's spans of a run directory (default the first worker), read and analysed
     here. Options are those of `tb_gpuinsight.analyze`."""
-    from .. import _overview_traces, analyze
+    from ..pipeline import analyze, worker_traces
 
     parts = []
-    for name, trace in _overview_traces(path, worker):
+    for name, trace in worker_traces(path, worker):
         eff = analyze(trace, **options)
         ctx = SectionContext(trace, eff)
         parts.append(SpanPart(name, build_section("overview", ctx), build_section("memory", ctx), eff))
