@@ -1,6 +1,6 @@
 """What the Execution graph tab draws: a collapsed cut of the display tree and its aggregated edges. The browser
-lays the cut out (dagre, a layered layout, through Cytoscape) with every opened node drawn as a compound box
-around its children, so a view stays small (DEFAULT_VISIBLE first, MAX_VISIBLE at most).
+lays the cut out (in rows of program order, or layered by dagre, through Cytoscape) with every opened node drawn
+as a compound box around its children, so a view stays small (DEFAULT_VISIBLE first, MAX_VISIBLE at most).
 
 Display tree: the ET control tree, with two changes that keep it readable.
 - Backward folding: the autograd wrapper of a backward node moves under the module or range that ran its forward
@@ -23,8 +23,9 @@ from ..trace.et import shape_text
 from .graph import ExecutionGraph
 MAX_CHILDREN = 24
 MAX_VISIBLE = 600
-# The first view: enough nodes to show the step's structure, few enough that every label is readable at once.
-DEFAULT_VISIBLE = 40
+# The first view: enough nodes to show the step's structure, few enough that the whole cut fits a 1280x720 window
+# with readable labels (the browser wraps it in rows, graphLayout.ts).
+DEFAULT_VISIBLE = 32
 # The "depth" collapse mode opens every node up to a depth while the view stays under this.
 DEPTH_VISIBLE = 160
 _WRAPPER = "autograd::engine::evaluate_function"
