@@ -21,6 +21,7 @@ import numpy as np
 
 from ..trace.et import shape_text
 from .graph import ExecutionGraph
+from .graph_fold import group_label
 MAX_CHILDREN = 24
 MAX_VISIBLE = 600
 # The first view: enough nodes to show the step's structure, few enough that the whole cut fits a 1280x720 window
@@ -143,12 +144,9 @@ def _preorder(tree: Tree, roots: Optional[Iterable[int]] = None) -> List[int]:
 
 
 def _group_label(tree: Tree, group: int, names: Sequence[str]) -> str:
-    rows = [k for k in _preorder(tree, tree.children[group]) if k < tree.n_rows]
-    return f"{tree.size[group]} nodes: {_short(names[rows[0]])} … {_short(names[rows[-1]])}" if rows else "group"
-
-
-def _short(name: str, limit: int = 40) -> str:
-    return name if len(name) <= limit else name[: limit - 1] + "…"
+    """The ops of a run (the rows right under it or its nested runs) named by their commonest kinds."""
+    units = [k for k in _preorder(tree, tree.children[group]) if k < tree.n_rows and tree.is_group(tree.parent[k])]
+    return group_label([names[k] for k in units])
 
 
 # ------------------------------------------------------------------------------------------------- the cut
