@@ -148,7 +148,7 @@ export class CriticalPathList {
       initialSort: SORTS[this.order],
       placeholder: "No segment on the critical path.",
       columns: [
-        { title: "#", field: "index", width: 42, sorter: "number", headerSortStartingDir: "asc", hozAlign: "right" },
+        { title: "#", field: "index", width: 44, sorter: "number", headerSortStartingDir: "asc", hozAlign: "right" },
         {
           title: "Op or kernel",
           field: "name",
@@ -162,13 +162,13 @@ export class CriticalPathList {
         {
           title: "Cause",
           field: "cause",
-          width: 92,
+          width: 78,
           headerSortStartingDir: "asc",
           formatter: (cell) =>
             h("span", { class: "cp-cause", title: CAUSE_LABELS[cell.getValue()] ?? cell.getValue() }, h("span", { class: "cp-dot", style: { background: CAUSE_COLORS[cell.getValue()] ?? "#9aa5b1" } }), CAUSE_LABELS[cell.getValue()] ?? cell.getValue()),
         },
-        { title: "Time", field: "dur_us", width: 70, sorter: "number", hozAlign: "right", formatter: (cell) => time(cell.getValue()) },
-        { title: "Share", field: "share", width: 68, sorter: "number", hozAlign: "right", headerTooltip: "Share of the step's wall time", formatter: (cell) => pct(cell.getValue()) },
+        { title: "Time", field: "dur_us", width: 62, sorter: "number", hozAlign: "right", formatter: (cell) => time(cell.getValue()) },
+        { title: "Share", field: "share", width: 58, sorter: "number", hozAlign: "right", headerTooltip: "Share of the step's wall time", formatter: (cell) => pct(cell.getValue()) },
       ],
       rowFormatter: (row: RowComponent) => {
         const seg = row.getData() as PathSegment;

@@ -20,13 +20,13 @@ export type LayoutKind = "rows" | "layered";
 export const CRITICAL = "#d93025";
 const NODE_W = 160;
 const NODE_H = 34;
-const FONT_PX = 12;
-/** A node brought into view (search, critical path) is shown at least this close: labels at >= 10 px (12 * 0.85). */
-export const READABLE_ZOOM = 0.85;
+const FONT_PX = 14;
+/** A node brought into view (search, critical path) is shown at least this close: labels at >= 10 px (14 * 0.72). */
+export const READABLE_ZOOM = 0.72;
 /** Labels smaller than this on screen are not drawn (hover still names the node). */
 const MIN_LABEL_PX = 7;
-const BOX_PAD = 7;
-const ROWS: FlowSizes = { nodeW: NODE_W, nodeH: NODE_H, pad: BOX_PAD, label: FONT_PX + 4, gapX: 16, gapY: 12 };
+const BOX_PAD = 6;
+const ROWS: FlowSizes = { nodeW: NODE_W, nodeH: NODE_H, pad: BOX_PAD, label: FONT_PX + 2, gapX: 16, gapY: 10 };
 
 interface Palette {
   text: string;
@@ -64,9 +64,14 @@ function colorOf(n: GraphNode, by: ColorBy, max: number, theme: Theme): string {
   return ramp(Math.log1p(v) / Math.log1p(max), false, theme);
 }
 
+/** Characters that fit a node at FONT_PX (the full name shows on hover). */
+const LABEL_CHARS = 20;
+
+/** A node's name cut to fit, keeping the "(+N)" of an expandable node in sight. */
 function nodeLabel(n: GraphNode): string {
-  const name = n.label.length > 30 ? n.label.slice(0, 29) + "…" : n.label;
   const more = n.expandable ? ` (+${n.size - (n.kind === "group" ? 0 : 1)})` : "";
+  const room = Math.max(6, LABEL_CHARS - more.length);
+  const name = n.label.length > room ? n.label.slice(0, room - 1) + "…" : n.label;
   return name + more;
 }
 

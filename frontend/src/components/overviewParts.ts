@@ -5,6 +5,7 @@ import { count, pct, plural, sig, time, tflops, UNKNOWN } from "../format";
 import { timelineButton } from "../nav";
 import { figure } from "./deviceCard";
 import { CATEGORY_COLORS } from "./overviewCharts";
+import { UNKNOWN_COLOR } from "../palette";
 import { htmlTableExport } from "../export";
 
 export function headlineCards(hl: OverviewHeadline): HTMLElement {
@@ -31,7 +32,7 @@ export function headlineCards(hl: OverviewHeadline): HTMLElement {
 }
 
 function swatch(key: string): HTMLElement {
-  return h("span", { class: "ov-swatch", style: { background: CATEGORY_COLORS[key] ?? "#adb5bd" } });
+  return h("span", { class: "ov-swatch", style: { background: CATEGORY_COLORS[key] ?? UNKNOWN_COLOR } });
 }
 
 /** Steps as rows, categories as columns (only those with time); the step button scopes the other tabs. */
