@@ -113,7 +113,7 @@ export class TrendChart extends ChartBox {
       {
         animation: false,
         grid: { left: 70, right: 60, top: 36, bottom: 40 },
-        legend: { top: 0, textStyle: { fontSize: 11 } },
+        legend: { top: 0, type: "scroll", textStyle: { fontSize: 11 } },
         tooltip: { ...TOOLTIP_STYLE, trigger: "axis" },
         xAxis: { type: "category", data: spans.map((s) => spanNamer(spans.map((o) => o.span))(s.span)), axisLabel: { fontSize: 11 } },
         yAxis: [

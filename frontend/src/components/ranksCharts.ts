@@ -49,7 +49,8 @@ export class RankBars extends Chart {
       {
         animation: false,
         grid: { left: 8, right: 24, top: 32, bottom: 28, containLabel: true },
-        legend: { top: 0, textStyle: { fontSize: 11 } },
+        // One scrolling line above the plot: a wrapped legend would run over rank 0's bar.
+        legend: { top: 0, type: "scroll", textStyle: { fontSize: 11 } },
         tooltip: { ...TOOLTIP_STYLE, trigger: "axis", axisPointer: { type: "shadow" }, valueFormatter: (v: number) => time(v) },
         xAxis: { type: "value", axisLabel: { formatter: (v: number) => time(v) } },
         yAxis: {
