@@ -65,7 +65,7 @@ CUT_LABEL = """() => { const cut = [...document.querySelectorAll('.content *')].
   return cut.slice(0, 3).map(e => e.textContent.trim()); }"""
 
 SETTLED = """() => { const c = document.querySelector('.content'); if (!c) return false;
-  const busy = [...c.querySelectorAll('.state-loading')].some(e => e.offsetParent !== null);
+  const busy = [...c.querySelectorAll('.state-loading, .state-progress, .spinner')].some(e => e.offsetParent !== null);
   return !busy && c.innerText.trim().length > 0; }"""
 
 

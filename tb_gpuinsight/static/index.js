@@ -2215,9 +2215,10 @@ table.ranks-per-rank tbody tr:hover td {
 
 .cp-title-row {
   display: flex;
+  flex-wrap: wrap; /* the step picker and the order buttons go to a second line in a narrow panel */
   align-items: center;
   justify-content: space-between;
-  gap: 8px;
+  gap: 4px 8px;
 }
 
 .cp-title-row .section-title {
