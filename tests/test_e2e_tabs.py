@@ -2,7 +2,8 @@
 (bert_h100), a sample with an Execution Trace (cpu_mlp), a ROCm trace from the corpus (MI300X, torch.compile) and
 the 8-rank DLRM run with its Execution Traces. Per run and tab: the first view is not blank (content or a stated
 empty state, no error), the page does not scroll sideways, no chart legend lies over its plot, the shares of one
-list sum to at most 100 %, a label cut by an ellipsis shows its full text on hover; and a reload of the plugin's frame or of the page lands on the same tab."""
+list sum to at most 100 %, a label cut by an ellipsis shows its full text on hover; and a reload of the plugin's
+frame or of the page lands on the same tab. The All-ranks Overview names its steps by rank."""
 from __future__ import annotations
 
 import os
@@ -169,3 +170,12 @@ def test_reloads_land_on_the_same_tab(page):
         frame.wait_for_function(SETTLED, timeout=180000)
         assert _active_tab(frame) == tab.lower(), f"frame reload on {tab}"
         assert frame.locator("select[aria-label='Run']").input_value() == "dlrm"
+
+
+def test_all_ranks_overview_names_ranks(page):
+    frame = _open(page, "dlrm", "Overview")
+    frame.locator("select[aria-label='Worker']").select_option("*")
+    frame.wait_for_function("() => document.querySelectorAll('.ov-step').length === 8", timeout=180000)
+    steps = frame.evaluate("() => [...document.querySelectorAll('.ov-step')].map(b => b.textContent)")
+    assert sorted(s.split(" · ")[-1] for s in steps) == [f"rank {r}" for r in range(8)], steps
+    frame.locator("select[aria-label='Worker']").select_option(index=0)
