@@ -19,8 +19,8 @@ TABS = ["Overview", "Kernel efficiency", "Diff", "Tensor shapes", "Execution gra
 RUNS = ["bert_h100", "cpu_mlp", "rocm_mi300x", "dlrm"]
 
 # The charts' legend rectangles against their plot rectangles (ECharts' own layout), in chart pixels.
-LEGEND_OVER_PLOT = """() => [...document.querySelectorAll('.content .gi-chart')].filter(el => el.chart && !el.chart.isDisposed()
-    && el.offsetWidth > 0).flatMap(el => {
+LEGEND_OVER_PLOT = """() => [...document.querySelectorAll('.content .gi-chart')]
+    .filter(el => el.chart && !el.chart.isDisposed() && el.offsetWidth > 0).flatMap(el => {
   const c = el.chart, model = c.getModel();
   const plots = model.findComponents({mainType: 'grid'}).map(g => g.coordinateSystem && g.coordinateSystem.getRect())
     .filter(Boolean);
@@ -37,9 +37,12 @@ LEGEND_OVER_PLOT = """() => [...document.querySelectorAll('.content .gi-chart')]
 
 # Every column headed "share" of a table in the tab, as the numbers it shows (percent).
 SHARE_COLUMNS = r"""() => {
-  const pct = t => { const m = /([\d.,]+)\s*%/.exec(t || ''); return m && !/^\s*</.test(t) ? parseFloat(m[1].replace(/,/g, '')) : 0; };
+  const pct = t => { const m = /([\d.,]+)\s*%/.exec(t || '');
+    return m && !/^\s*</.test(t) ? parseFloat(m[1].replace(/,/g, '')) : 0; };
   const out = [];
+  const allSteps = document.querySelector("select[aria-label='Critical path step']")?.value === '*';
   for (const tab of document.querySelectorAll('.content .tabulator')) {
+    if (allSteps && tab.closest('.cp-table')) continue;  // shares of each step's wall time, several steps listed
     for (const col of tab.querySelectorAll('.tabulator-col[tabulator-field]')) {
       if (!/share/i.test(col.textContent)) continue;
       const f = col.getAttribute('tabulator-field');

@@ -2,8 +2,8 @@
 as its commonest op kinds, not its first and last op (which are mostly `aten::view` and `aten::as_strided`).
 
 A backward op is named by its autograd function ("ConvolutionBackward0", not "autograd::engine::evaluate_function:
-ConvolutionBackward0") and any op without its namespace ("addmm", "AccumulateGrad"); ops that only reshape or alias a tensor
-name a run only when it holds nothing else.
+ConvolutionBackward0") and any op without its namespace ("addmm", "AccumulateGrad"); ops that only reshape or
+alias a tensor name a run only when it holds nothing else.
 """
 from __future__ import annotations
 

@@ -122,8 +122,9 @@ def view_route(plugin, request) -> Dict[str, Any]:
 
 
 def _efficiency(plugin, request, run: str, worker: str, span: str) -> Tuple[np.ndarray, bool]:
-    """Each activity's fraction of its roof (against the picked `device_name`, if any). When the activity table flags estimates over the roof, those keep
-    their flag (the tab marks them) and `over_roof_column` says that the flag came from the table."""
+    """Each activity's fraction of its roof (against the picked `device_name`, if any). When the activity table
+    flags estimates over the roof, those keep their flag (the tab marks them) and `over_roof_column` says that the
+    flag came from the table."""
     device_name = params.device_name(request, plugin.service.datasheet())
     acts = plugin.service.analysis(run, worker, span, device_name=device_name).activities
     eff = acts["efficiency"].astype(np.float64)
