@@ -1,5 +1,6 @@
 """End to end: the device picker on the MI250 sample, whose trace names only "AMD Radeon Graphics" (matched from its
-properties, so ambiguous): pre-selected, applied to every route as device_name, remembered per run, forgotten."""
+properties, so ambiguous): pre-selected, applied to every route as device_name (Tensor shapes, Execution graph,
+Memory and Timeline included), remembered per run, forgotten."""
 from __future__ import annotations
 
 from .browser import plugin_page
@@ -26,6 +27,13 @@ def test_device_picker_rates_the_run_as_the_picked_device(tmp_path):
         frame.wait_for_selector(".device-picker:has-text('Rated as AMD Instinct MI300X')", timeout=60000)
         stored = frame.evaluate("() => localStorage.getItem('gpuinsight.deviceOverride.minitoy_mi250')")
         assert stored == "AMD Instinct MI300X"
+        # Every tab that rates against a device asks with the picked one.
+        for tab, route in (("Tensor shapes", "/op_shapes?"), ("Execution graph", "/graph/view?"),
+                           ("Memory", "/memory?"), ("Timeline", "/timeline/view?")):
+            with page.expect_request(lambda r: route in r.url and "device_name=AMD+Instinct+MI300X" in r.url,
+                                     timeout=60000):
+                frame.locator("nav.tabs button", has_text=tab).click()
+        frame.locator("nav.tabs button", has_text="Overview").click()
 
         frame.locator("select[aria-label='Run']").select_option("bert_h100")  # names its GPU: no picker
         frame.wait_for_function("() => !document.querySelector('.device-picker')", timeout=60000)

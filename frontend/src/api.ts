@@ -333,7 +333,7 @@ export function isAbort(err: unknown): boolean {
   return err instanceof DOMException && err.name === "AbortError";
 }
 
-function selParams(sel: Selection): Params {
+export function selParams(sel: Selection): Params {
   // device_name: the GPU the user picked for a run whose trace does not name it (components/devicePicker.ts)
   return { run: sel.run, worker: sel.worker, span: sel.span, device_name: deviceOverride(sel.run) ?? undefined };
 }

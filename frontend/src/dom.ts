@@ -102,3 +102,23 @@ export function keepClear(el: HTMLElement, cover: HTMLElement): void {
   if (r.bottom > bottom - margin) window.scrollBy({ top: r.bottom - bottom + margin + r.height });
   else if (r.top < margin) window.scrollBy({ top: r.top - margin - r.height });
 }
+
+/** The element (the hovered one or one of its three nearest ancestors) whose text is cut by CSS (ellipsis or a
+ * hidden overflow), or null. */
+export function truncatedAt(target: Element | null): HTMLElement | null {
+  for (let el = target, depth = 0; el instanceof HTMLElement && depth < 4; el = el.parentElement, depth++) {
+    if (el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "visible") return el;
+  }
+  return null;
+}
+
+/** A truncated label always has its full text on hover: under `root`, an element cut by CSS that has no title of
+ * its own (nor an ancestor's) gets its full text as title when the pointer reaches it. */
+export function fullTextOnHover(root: HTMLElement): void {
+  root.addEventListener("mouseover", (ev) => {
+    const el = truncatedAt(ev.target as Element | null);
+    if (!el || el.closest("[title]") || el.querySelector("canvas, input, select, textarea")) return;
+    const text = (el.textContent ?? "").trim();
+    if (text) el.title = text;
+  });
+}

@@ -11,7 +11,7 @@ import {
   runErrorState,
 } from "./components/states";
 import { onLinkChange, readLink, writeLink, type Link } from "./deeplink";
-import { h, replace } from "./dom";
+import { fullTextOnHover, h, replace } from "./dom";
 import { setExportContext } from "./export";
 import { ALL_SPANS, ALL_WORKERS, loadPrefs, nav, savePrefs, Store, type AppState } from "./state";
 import appCss from "./styles.css";
@@ -355,6 +355,7 @@ export function render(): void {
   injectStyles();
   startTheme();
   document.body.classList.add("gi-body");
+  fullTextOnHover(document.body);
   if (app) return;
   app = new App(document.body);
   app.start();

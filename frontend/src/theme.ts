@@ -150,5 +150,7 @@ export function initChart(el: HTMLElement, name: string): echarts.ECharts {
   });
   el.classList.add("gi-chart"); // positions the PNG button over the chart
   el.appendChild(chartPngButton(chart, name));
+  // End-to-end tests read the chart's layout (legend and plot rectangles) through its element.
+  Object.defineProperty(el, "chart", { value: chart, configurable: true });
   return chart;
 }

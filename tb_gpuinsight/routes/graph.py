@@ -72,7 +72,8 @@ def routes(plugin) -> Dict[str, Callable]:
     cache = GraphCache()
 
     def built(request) -> Built:
-        return span_graph(plugin.service, cache, *params.selection(request))
+        device_name = params.device_name(request, plugin.service.datasheet())
+        return span_graph(plugin.service, cache, *params.selection(request), device_name=device_name)
 
     def view_route(request) -> Dict[str, Any]:
         reason = missing_et(plugin.service, *params.selection(request))
@@ -101,9 +102,10 @@ def missing_et(service, run: str, worker: str, span: str) -> Optional[str]:
             "torch.profiler.ExecutionTraceObserver next to the profiler (see the README)")
 
 
-def span_graph(service, cache: GraphCache, run: str, worker: str, span: str) -> Built:
+def span_graph(service, cache: GraphCache, run: str, worker: str, span: str,
+               device_name: Optional[str] = None) -> Built:
     """The built graph of a selection: its ET (the span's own, else the run's) linked to the span's Kineto trace
-    (the latest span when "all" is selected)."""
+    (the latest span when "all" is selected); its kernels rated as `device_name` when the user picked one."""
     reason = missing_et(service, run, worker, span)
     if reason:
         raise NotFound(reason)
@@ -111,8 +113,8 @@ def span_graph(service, cache: GraphCache, run: str, worker: str, span: str) -> 
     et_entry, kineto = state.execution_traces[0], state.entry
     path = _path_et_ids(service, run, state)
     # A graph built before the span's summary was ready marks the ET-only path: build again once it is.
-    key = tuple((e.path, e.size, e.mtime_ns) for e in (et_entry, kineto)) + (path is not None,)
-    return cache.get(key, lambda: _build(service, et_entry.path, kineto.path, path))
+    key = tuple((e.path, e.size, e.mtime_ns) for e in (et_entry, kineto)) + (path is not None, device_name)
+    return cache.get(key, lambda: _build(service, et_entry.path, kineto.path, path, device_name))
 
 
 def _path_et_ids(service, run: str, state) -> Optional[np.ndarray]:
@@ -125,7 +127,8 @@ def _path_et_ids(service, run: str, state) -> Optional[np.ndarray]:
         return None
 
 
-def _build(service, et_path: str, kineto_path: str, path_et_ids: Optional[np.ndarray] = None) -> Built:
+def _build(service, et_path: str, kineto_path: str, path_et_ids: Optional[np.ndarray] = None,
+           device_name: Optional[str] = None) -> Built:
     et = load_et(et_path)
     trace = eff = None
     warning = ""
@@ -134,7 +137,7 @@ def _build(service, et_path: str, kineto_path: str, path_et_ids: Optional[np.nda
         from ..analysis.kernels.efficiency import analyze_trace
 
         trace = load(kineto_path, extra_args=service.extra_args)
-        eff = analyze_trace(trace, datasheet=service.datasheet())
+        eff = analyze_trace(trace, datasheet=service.datasheet(), device_name=device_name)
     except GpuInsightError as exc:  # the ET alone still gives a graph, without times
         warning = f"Kineto trace not usable, graph shown without times: {exc}"
     graph = build_graph(et, trace, eff)

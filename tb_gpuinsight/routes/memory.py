@@ -1,8 +1,11 @@
 """Routes of the Memory tab, served from the span's stored "memory" section (never from the trace).
 
-    /memory              ?run&worker&span -> {span, spans, has_memory, message, start_us, end_us, steps,
-                         devices: [{device, events, allocations, frees, peak: {ts, allocated, reserved, live_count,
-                         live_bytes, before_span, unexplained}, never_freed, ..., *_source}]}
+    /memory              ?run&worker&span[&device_name] -> {span, spans, has_memory, message, start_us, end_us,
+                         steps, devices: [{device, events, allocations, frees, peak: {ts, allocated, reserved,
+                         live_count, live_bytes, before_span, unexplained}, never_freed, ..., *_source,
+                         rated_as: {name, memory_gb} | null}]}
+                         `rated_as`: the datasheet row the device is rated as (the picked `device_name`, else the
+                         row the trace matched), so that the peak reads against the same device as the other tabs.
     /memory_curve        ?run&worker&span&device[&width&start_us&end_us] -> {t_us, allocated, reserved,
                          fragmentation: {first, min, max, last} per pixel}
     /memory_allocations  ?run&worker&span&device[&which=live_at_peak|never_freed|all&op&sort&order&offset&limit]
@@ -18,6 +21,7 @@ import math
 from typing import Any, Callable, Dict, List, Tuple
 
 from ..analysis.memory import events as mem
+from ..errors import GpuInsightError
 from . import params
 
 MAX_WIDTH = 8192
@@ -30,7 +34,7 @@ OP_SORTABLE = ("op", "shape", "module", "allocations", "bytes", "max_bytes", "fr
 
 def routes(plugin) -> Dict[str, Callable]:
     return {
-        "/memory": lambda req: overview(*_events(plugin, req)),
+        "/memory": lambda req: summary_route(plugin, req),
         "/memory_curve": lambda req: curve(_device(plugin, req), req),
         "/memory_allocations": lambda req: allocations(_device(plugin, req), req),
         "/memory_ops": lambda req: ops(_device(plugin, req), req),
@@ -54,6 +58,23 @@ def _device(plugin, request) -> mem.MemoryEvents:
 
 def overview(span: str, spans: List[str], events: mem.MemoryEvents) -> Dict[str, Any]:
     return {"span": span, "spans": spans, **mem.summary(events)}
+
+
+def summary_route(plugin, request) -> Dict[str, Any]:
+    """The span's memory summary; each device with the datasheet row it is rated as (or null): memory device
+    "cuda:N" is the analysis' device N. A span whose kernel analysis fails still shows its memory, without it."""
+    out = overview(*_events(plugin, request))
+    params.device_name(request, plugin.service.datasheet())  # a device that is no datasheet row: 400, not ignored
+    try:
+        reports = plugin.analysis(request).devices
+    except GpuInsightError:
+        reports = {}
+    for d in out["devices"]:
+        index = d["device"].rpartition(":")[2]
+        report = reports.get(int(index)) if index.isdigit() else None
+        spec = report.match.spec if report is not None else None
+        d["rated_as"] = {"name": spec.name, "memory_gb": spec.memory_gb} if spec is not None else None
+    return out
 
 
 def curve(events: mem.MemoryEvents, request) -> Dict[str, Any]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -68,14 +68,16 @@ class Selected:
 
 
 def _selected(plugin, request) -> Selected:
-    """The ready spans a request names, reduced (cached), and their tensor.trace files (span's own, then run's)."""
+    """The ready spans a request names, reduced (cached; rated as the picked `device_name`, if any), and their
+    tensor.trace files (span's own, then run's)."""
     run, worker, span = params.selection(request)
+    device_name = params.device_name(request, plugin.service.datasheet())
     states = plugin.service.span_states(run, worker, span)
     ready = [s for s in states if s.status == "ready"]
     if not ready or (span != params.ALL_SPANS and len(ready) < len(states)):
         s = next(s for s in states if s.status != "ready")
         raise NotReady(f"{s.span}: {s.reason}" if s.status == "error" else f"{s.span} is {s.status}")
-    spans = [_span_shapes(plugin, run, worker, s) for s in ready]
+    spans = [_span_shapes(plugin, run, worker, s, device_name) for s in ready]
     seen, traces = set(), []
     for s in ready:
         for entry in s.tensor_traces:
@@ -85,17 +87,18 @@ def _selected(plugin, request) -> Selected:
     return Selected(spans, traces)
 
 
-def _span_shapes(plugin, run: str, worker: str, state) -> SpanShapes:
+def _span_shapes(plugin, run: str, worker: str, state, device_name: Optional[str] = None) -> SpanShapes:
     e = state.entry
     key = (e.path, e.size, e.mtime_ns)
-    return _SPANS.get(key, lambda: _reduce(plugin, run, worker, state, key))
+    return _SPANS.get(key + (device_name,), lambda: _reduce(plugin, run, worker, state, key, device_name))
 
 
-def _reduce(plugin, run: str, worker: str, state, key: Tuple[str, int, int]) -> SpanShapes:
+def _reduce(plugin, run: str, worker: str, state, key: Tuple[str, int, int],
+            device_name: Optional[str] = None) -> SpanShapes:
     from ..loading import load
 
     trace = load(state.entry.path, extra_args=plugin.service.extra_args)
-    activities = plugin.service.analysis(run, worker, state.span).activities
+    activities = plugin.service.analysis(run, worker, state.span, device_name=device_name).activities
     return SpanShapes(sh.op_groups(trace, activities), sh.Timeline.of(trace), sh.has_shapes(trace), key)
 
 

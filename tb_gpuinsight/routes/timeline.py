@@ -108,23 +108,25 @@ def view_route(plugin, request) -> Dict[str, Any]:
     run = params.text(request, "run", required=True)
     if all_ranks(request):
         stack = rank_stack(plugin, request)
-        rated = [_efficiency(plugin, run, r.worker, r.span) for r in stack.ranks]
+        rated = [_efficiency(plugin, request, run, r.worker, r.span) for r in stack.ranks]
         out = stack.viewport(number(request, "t0"), number(request, "t1"), width, _lanes(request), depth,
                              efficiency=[eff for eff, _ in rated])
         out["span"], out["over_roof_column"] = "", any(over for _, over in rated)
         return out
     span, _, index = span_index(plugin, request)
-    efficiency, over = _efficiency(plugin, run, params.selection(request)[1], span)
+    efficiency, over = _efficiency(plugin, request, run, params.selection(request)[1], span)
     out = tl.viewport(index, number(request, "t0"), number(request, "t1"), width, _lanes(request), depth,
                       efficiency=efficiency)
     out["span"], out["over_roof_column"] = span, over
     return out
 
 
-def _efficiency(plugin, run: str, worker: str, span: str) -> Tuple[np.ndarray, bool]:
-    """Each activity's fraction of its roof. When the activity table flags estimates over the roof, those keep
-    their flag (the tab marks them) and `over_roof_column` says that the flag came from the table."""
-    acts = plugin.service.analysis(run, worker, span).activities
+def _efficiency(plugin, request, run: str, worker: str, span: str) -> Tuple[np.ndarray, bool]:
+    """Each activity's fraction of its roof (against the picked `device_name`, if any). When the activity table
+    flags estimates over the roof, those keep their flag (the tab marks them) and `over_roof_column` says that the
+    flag came from the table."""
+    device_name = params.device_name(request, plugin.service.datasheet())
+    acts = plugin.service.analysis(run, worker, span, device_name=device_name).activities
     eff = acts["efficiency"].astype(np.float64)
     if "over_roof" in acts:
         eff = np.where(acts["over_roof"].astype(bool), np.fmax(eff, 1.0 + 1e-6), eff)  # NaN when left unrated

@@ -1,5 +1,6 @@
 // Types and fetchers of the critical-path routes (/critical_path, /critical_path/ranks).
 import { getJson, type Selection } from "../api";
+import { PATH_CAUSE_COLORS } from "../palette";
 
 export type PathCause = "cpu_op" | "kernel" | "launch" | "sync_wait" | "communication" | "idle";
 
@@ -12,14 +13,7 @@ export const CAUSE_LABELS: Record<string, string> = {
   idle: "idle",
 };
 
-export const CAUSE_COLORS: Record<string, string> = {
-  cpu_op: "#3b6ea5",
-  kernel: "#e8710a",
-  launch: "#9334e6",
-  sync_wait: "#d93025",
-  communication: "#2a9d8f",
-  idle: "#9aa5b1",
-};
+export const CAUSE_COLORS: Readonly<Record<string, string>> = PATH_CAUSE_COLORS;
 
 export interface PathStep {
   step: string;

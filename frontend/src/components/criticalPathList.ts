@@ -1,6 +1,7 @@
 // The critical path beside the execution graph: per step, its length against the step's wall time and the share
-// of each cause; then every segment in path order (a sortable table: op or kernel, cause, duration, share of the
-// step). Clicking a segment hands it to `onPick` (the tab selects its graph node).
+// of each cause; then every segment, longest first (the one that matters is on top; path order is one click away),
+// in a sortable table: op or kernel, cause, duration, share of the step. Clicking a segment hands it to `onPick`
+// (the tab selects its graph node).
 import { FormatModule, InteractionModule, ResizeTableModule, SortModule, Tabulator, type RowComponent } from "tabulator-tables";
 import { h, replace, select } from "../dom";
 import { pct, time } from "../format";
@@ -9,6 +10,11 @@ import { CAUSE_COLORS, CAUSE_LABELS, type CriticalPath, type PathSegment, type P
 Tabulator.registerModule([FormatModule, InteractionModule, ResizeTableModule, SortModule]);
 
 const ALL = "*";
+type Order = "time" | "path";
+const SORTS: Record<Order, { column: string; dir: "asc" | "desc" }[]> = {
+  time: [{ column: "dur_us", dir: "desc" }],
+  path: [{ column: "index", dir: "asc" }],
+};
 
 /** A bar of cause shares (each segment's width is its share of `total`). */
 export function causeBar(causes: Record<string, number>, order: string[], total: number): HTMLElement {
@@ -52,6 +58,7 @@ export class CriticalPathList {
   private table: Tabulator | null = null;
   private data: CriticalPath | null = null;
   private step = ALL;
+  private order: Order = "time";
   private head = h("div", { class: "cp-head" });
   private tableHost = h("div", { class: "cp-table table-host" });
 
@@ -105,11 +112,23 @@ export class CriticalPathList {
         : null;
     replace(
       this.head,
-      h("div", { class: "cp-title-row" }, h("h3", { class: "section-title", text: "Critical path" }), picker),
+      h("div", { class: "cp-title-row" }, h("h3", { class: "section-title", text: "Critical path" }), picker, this.orderToggle()),
       ...steps.slice(0, 3).map((s) => stepSummary(s, d.causes)),
       steps.length > 3 ? h("div", { class: "muted small", text: `… and ${steps.length - 3} more steps` }) : null,
       causeKey(d.causes.filter((c) => (d.totals[c] ?? 0) > 0)),
     );
+  }
+
+  /** Longest first or in path order (a header click sorts by any column too). */
+  private orderToggle(): HTMLElement {
+    const pick = (order: Order) => {
+      this.order = order;
+      this.table?.setSort(SORTS[order]);
+      this.renderHead();
+    };
+    const btn = (order: Order, text: string, title: string) =>
+      h("button", { class: `btn btn-small${this.order === order ? " active" : ""}`, text, title, attrs: { "aria-pressed": String(this.order === order) }, on: { click: () => pick(order) } });
+    return h("div", { class: "cp-order", attrs: { role: "group", "aria-label": "Segment order" } }, btn("time", "Longest first", "Segments by time, longest first"), btn("path", "Path order", "Segments in the order the path runs"));
   }
 
   private renderTable(): void {
@@ -126,10 +145,10 @@ export class CriticalPathList {
       height: "100%",
       index: "index",
       columnDefaults: { headerSortStartingDir: "desc", vertAlign: "middle" },
-      initialSort: [{ column: "index", dir: "asc" }],
+      initialSort: SORTS[this.order],
       placeholder: "No segment on the critical path.",
       columns: [
-        { title: "#", field: "index", width: 42, sorter: "number", headerSortStartingDir: "asc", hozAlign: "right" },
+        { title: "#", field: "index", width: 44, sorter: "number", headerSortStartingDir: "asc", hozAlign: "right" },
         {
           title: "Op or kernel",
           field: "name",
@@ -143,13 +162,13 @@ export class CriticalPathList {
         {
           title: "Cause",
           field: "cause",
-          width: 92,
+          width: 78,
           headerSortStartingDir: "asc",
           formatter: (cell) =>
             h("span", { class: "cp-cause", title: CAUSE_LABELS[cell.getValue()] ?? cell.getValue() }, h("span", { class: "cp-dot", style: { background: CAUSE_COLORS[cell.getValue()] ?? "#9aa5b1" } }), CAUSE_LABELS[cell.getValue()] ?? cell.getValue()),
         },
-        { title: "Time", field: "dur_us", width: 70, sorter: "number", hozAlign: "right", formatter: (cell) => time(cell.getValue()) },
-        { title: "Share", field: "share", width: 68, sorter: "number", hozAlign: "right", headerTooltip: "Share of the step's wall time", formatter: (cell) => pct(cell.getValue()) },
+        { title: "Time", field: "dur_us", width: 62, sorter: "number", hozAlign: "right", formatter: (cell) => time(cell.getValue()) },
+        { title: "Share", field: "share", width: 58, sorter: "number", hozAlign: "right", headerTooltip: "Share of the step's wall time", formatter: (cell) => pct(cell.getValue()) },
       ],
       rowFormatter: (row: RowComponent) => {
         const seg = row.getData() as PathSegment;

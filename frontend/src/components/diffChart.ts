@@ -70,6 +70,7 @@ export class DiffChart {
         textStyle: { fontFamily: "inherit" },
         grid: { left: 8, right: 28, top: 32, bottom: 28, containLabel: true },
         legend: {
+          type: "scroll", // one line above the plot, never wrapped over it
           top: 0,
           left: 0,
           itemWidth: 12,

@@ -1,5 +1,5 @@
 // Types and fetchers of the Execution graph routes (/graph/view, /graph/node, /graph/search).
-import { getJson, type Selection } from "../api";
+import { getJson, selParams, type Selection } from "../api";
 
 export type NodeKind = "op" | "annotation" | "group" | "root" | "backward";
 export type Cause = "cpu_op" | "gpu_kernel" | "launch_gap" | "host_gap";
@@ -116,7 +116,8 @@ export interface ViewQuery {
   focus_et?: number | null;
 }
 
-const sel = (s: Selection) => ({ run: s.run, worker: s.worker, span: s.span });
+// With the picked device (device_name), so that the graph's efficiency is against the same device as the other tabs.
+const sel = selParams;
 
 export const graphApi = {
   view: (s: Selection, q: ViewQuery, signal?: AbortSignal) =>

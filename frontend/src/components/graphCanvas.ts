@@ -1,5 +1,6 @@
-// The Cytoscape canvas of the Execution graph tab. Layout: dagre (a layered layout, through cytoscape-dagre),
-// every opened node drawn as a compound box around its children. Expanding or collapsing keeps the touched node
+// The Cytoscape canvas of the Execution graph tab. Layout: "rows" (program order wrapped to the window's shape,
+// graphLayout.ts; the default, so that the first view fits the whole cut readably) or "layered" (dagre, through
+// cytoscape-dagre); every opened node drawn as a compound box around its children. Expanding or collapsing keeps the touched node
 // where it was on screen (the new layout is shifted under it; no re-fit). Wheel zoom is centred on the pointer and
 // never scrolls the page; labels hide when too small to read (hover shows the full name); colours follow the
 // plugin's light / dark theme.
@@ -7,21 +8,25 @@ import cytoscape, { type Core, type ElementDefinition, type NodeSingular, type S
 import dagre from "cytoscape-dagre";
 import { h } from "../dom";
 import type { GraphNode, GraphView } from "./graphApi";
+import { rowsLayout, type FlowSizes } from "./graphLayout";
 import { GraphMinimap } from "./graphMinimap";
 import { currentTheme, onThemeChange, type Theme } from "./graphTheme";
 
 cytoscape.use(dagre);
 
 export type ColorBy = "gpu_us" | "cpu_us" | "efficiency";
+export type LayoutKind = "rows" | "layered";
 
 export const CRITICAL = "#d93025";
-const NODE_W = 190;
-const NODE_H = 40;
-const FONT_PX = 13;
-/** The first view never zooms out below this, so that labels start at >= 10 px on screen (13 * 0.8). */
-export const READABLE_ZOOM = 0.8;
+const NODE_W = 160;
+const NODE_H = 34;
+const FONT_PX = 14;
+/** A node brought into view (search, critical path) is shown at least this close: labels at >= 10 px (14 * 0.72). */
+export const READABLE_ZOOM = 0.72;
 /** Labels smaller than this on screen are not drawn (hover still names the node). */
 const MIN_LABEL_PX = 7;
+const BOX_PAD = 6;
+const ROWS: FlowSizes = { nodeW: NODE_W, nodeH: NODE_H, pad: BOX_PAD, label: FONT_PX + 2, gapX: 16, gapY: 10 };
 
 interface Palette {
   text: string;
@@ -59,9 +64,14 @@ function colorOf(n: GraphNode, by: ColorBy, max: number, theme: Theme): string {
   return ramp(Math.log1p(v) / Math.log1p(max), false, theme);
 }
 
+/** Characters that fit a node at FONT_PX (the full name shows on hover). */
+const LABEL_CHARS = 20;
+
+/** A node's name cut to fit, keeping the "(+N)" of an expandable node in sight. */
 function nodeLabel(n: GraphNode): string {
-  const name = n.label.length > 30 ? n.label.slice(0, 29) + "…" : n.label;
   const more = n.expandable ? ` (+${n.size - (n.kind === "group" ? 0 : 1)})` : "";
+  const room = Math.max(6, LABEL_CHARS - more.length);
+  const name = n.label.length > room ? n.label.slice(0, room - 1) + "…" : n.label;
   return name + more;
 }
 
@@ -80,7 +90,7 @@ function styles(p: Palette): StylesheetJson {
         "text-valign": "center",
         "text-halign": "center",
         "text-wrap": "ellipsis",
-        "text-max-width": `${NODE_W - 12}px`,
+        "text-max-width": `${NODE_W - 10}px`,
         "background-color": "data(fill)",
         "border-width": 1,
         "border-color": p.border,
@@ -98,9 +108,9 @@ function styles(p: Palette): StylesheetJson {
         color: p.boxText,
         "text-valign": "top",
         "text-halign": "center",
-        "text-margin-y": -4,
+        "text-margin-y": -2,
         "text-max-width": "1000px",
-        padding: "14px",
+        padding: `${BOX_PAD}px`,
       },
     },
     { selector: "node[kind = 'group']", style: { "border-style": "dashed" } },
@@ -117,9 +127,10 @@ function styles(p: Palette): StylesheetJson {
         "target-arrow-shape": "triangle",
         "arrow-scale": 0.8,
         "curve-style": "bezier",
+        opacity: 0.6,
       },
     },
-    { selector: "edge[?critical]", style: { width: 2.2, "line-color": CRITICAL, "target-arrow-color": CRITICAL, "z-index": 10 } },
+    { selector: "edge[?critical]", style: { width: 2.4, "line-color": CRITICAL, "target-arrow-color": CRITICAL, "z-index": 10, opacity: 1 } },
   ];
 }
 
@@ -170,6 +181,7 @@ function isUnder(parent: number | null, ancestor: number, up: Map<number, number
 export class GraphCanvas {
   readonly cy: Core;
   private colorBy: ColorBy = "gpu_us";
+  private layoutKind: LayoutKind = "rows";
   private view: GraphView | null = null;
   private theme: Theme = currentTheme();
   private minimap: GraphMinimap;
@@ -222,6 +234,39 @@ export class GraphCanvas {
       this.cy.add(els);
     });
     const started = performance.now();
+    this.runLayout();
+    // Tests and users' bug reports read the layout time here.
+    this.container.dataset.layoutMs = (performance.now() - started).toFixed(0);
+    const now = anchor !== null ? this.topCentre(String(anchor)) : null;
+    if (anchorAt && now) {
+      const dx = anchorAt.x - now.x;
+      const dy = anchorAt.y - now.y;
+      this.cy.nodes(":childless").shift({ x: dx, y: dy });
+    } else {
+      this.firstView();
+    }
+    if (selected !== null) this.select(selected, false);
+    this.minimap.sync();
+  }
+
+  /** Lay the view out again in another way, fitted. */
+  setLayout(kind: LayoutKind): void {
+    this.layoutKind = kind;
+    if (!this.view) return;
+    this.runLayout();
+    this.firstView();
+    this.minimap.sync();
+  }
+
+  get layout(): LayoutKind {
+    return this.layoutKind;
+  }
+
+  private runLayout(): void {
+    if (this.layoutKind === "rows") {
+      rowsLayout(this.cy, this.cy.width(), this.cy.height(), ROWS);
+      return;
+    }
     // Ranks come from the data edges only: an edge that only joins consecutive critical-path ops would chain the
     // whole view into one tall column.
     this.cy
@@ -238,18 +283,6 @@ export class GraphCanvas {
         sort: (a: NodeSingular, b: NodeSingular) => Number(a.data("seq") ?? 0) - Number(b.data("seq") ?? 0),
       } as cytoscape.LayoutOptions)
       .run();
-    // Tests and users' bug reports read the layout time here.
-    this.container.dataset.layoutMs = (performance.now() - started).toFixed(0);
-    const now = anchor !== null ? this.topCentre(String(anchor)) : null;
-    if (anchorAt && now) {
-      const dx = anchorAt.x - now.x;
-      const dy = anchorAt.y - now.y;
-      this.cy.nodes(":childless").shift({ x: dx, y: dy });
-    } else {
-      this.firstView();
-    }
-    if (selected !== null) this.select(selected, false);
-    this.minimap.sync();
   }
 
   setColor(by: ColorBy): void {
@@ -355,14 +388,13 @@ export class GraphCanvas {
     return { x: (bb.x1 + bb.x2) / 2, y: bb.y1 + NODE_H / 2 };
   }
 
+  /** The whole view, fitted (never closer than 1.5x, so that a tiny graph does not fill the window). */
   private firstView(): void {
     this.cy.fit(undefined, 24);
-    if (this.cy.zoom() >= READABLE_ZOOM) return;
-    // Too big to read when fitted: start readable at the top of the graph (the minimap shows the rest).
-    const bb = this.cy.elements().boundingBox();
-    this.cy.zoom(READABLE_ZOOM);
-    const x = bb.w * READABLE_ZOOM < this.cy.width() ? this.cy.width() / 2 - ((bb.x1 + bb.x2) / 2) * READABLE_ZOOM : 24 - bb.x1 * READABLE_ZOOM;
-    this.cy.pan({ x, y: 24 - bb.y1 * READABLE_ZOOM });
+    if (this.cy.zoom() > 1.5) {
+      this.cy.zoom(1.5);
+      this.cy.center();
+    }
   }
 
   private onScreen(el: cytoscape.CollectionReturnValue): boolean {

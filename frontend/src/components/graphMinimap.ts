@@ -61,9 +61,13 @@ export class GraphMinimap {
     this.mini.destroy();
   }
 
-  /** The main viewport (a box in graph coordinates) drawn in minimap pixels, clipped to the minimap. */
+  /** The main viewport (a box in graph coordinates) drawn in minimap pixels, clipped to the minimap. The minimap
+   * only shows while part of the graph is off screen (it would cover nodes for nothing otherwise). */
   private drawFrame(): void {
     const ext = this.main.extent();
+    const bb = this.main.elements().boundingBox();
+    const whole = bb.x1 >= ext.x1 && bb.y1 >= ext.y1 && bb.x2 <= ext.x2 && bb.y2 <= ext.y2;
+    this.host.classList.toggle("graph-minimap-idle", whole);
     const z = this.mini.zoom();
     const pan = this.mini.pan();
     const w = this.host.clientWidth;

@@ -1,5 +1,5 @@
 // Types and fetchers of the Memory routes (/memory, /memory_curve, /memory_allocations, /memory_ops).
-import { getJson, type Selection } from "../api";
+import { getJson, selParams, type Selection } from "../api";
 import type { Page, PageQuery } from "./shapesApi";
 
 export interface MemoryPeak {
@@ -31,6 +31,8 @@ export interface MemoryDevice {
   allocated_source: string;
   reserved_source: string;
   live_source: string;
+  /** The datasheet row the device is rated as (the picked device, else the one the trace matched). */
+  rated_as?: { name: string; memory_gb: number | null } | null;
 }
 
 export interface MemoryStep {
@@ -107,7 +109,8 @@ export interface AllocationsPage extends Page<AllocationRow> {
 /** A page of a server-sorted table. */
 export type TablePage = Omit<PageQuery, "filter">;
 
-const sel = (s: Selection) => ({ run: s.run, worker: s.worker, span: s.span });
+// With the picked device (device_name): the peak is read against that device's memory.
+const sel = selParams;
 
 export const memoryApi = {
   summary: (s: Selection, signal?: AbortSignal) => getJson<MemorySummary>("memory", sel(s), signal),

@@ -166,7 +166,7 @@ export class MemoryChart {
       {
         animation: false,
         grid: { left: 8, right: 24, top: 36, bottom: 64, containLabel: true },
-        legend: { top: 0, selected: { [SERIES[2][1]]: false } },
+        legend: { top: 0, type: "scroll", selected: { [SERIES[2][1]]: false } },
         tooltip: { ...TOOLTIP_STYLE, trigger: "axis", axisPointer: { type: "line" }, formatter: (p: unknown) => axisTooltip(p as TipParam[]) },
         xAxis: { type: "value", name: "ms from span start", nameLocation: "middle", nameGap: 26, min: 0, max: Math.max(xMax, 0.001), axisLabel: { formatter: (v: number) => sig(v) } },
         yAxis: { type: "value", axisLabel: { formatter: (v: number) => bytes(v) } },

@@ -9,26 +9,12 @@ import { h } from "../dom";
 import { pct, time } from "../format";
 import { TOOLTIP_STYLE } from "./roofline";
 import { initChart } from "../theme";
+import { KERNEL_CLASS_COLORS, OVERVIEW_COLORS, UNKNOWN_COLOR } from "../palette";
 
 echarts.use([BarChart, LineChart, GridComponent, TooltipComponent, LegendComponent, CanvasRenderer]);
 
-/** Busy classes in blues/greens/purples, idle causes in warm colours and greys. */
-export const CATEGORY_COLORS: Record<string, string> = {
-  gemm: "#1f5f99",
-  attention: "#6741d9",
-  convolution: "#3b8bd4",
-  elementwise: "#2f9e44",
-  reduction: "#74b816",
-  other_kernels: "#82c91e",
-  communication: "#c2255c",
-  memcpy: "#0ca678",
-  memset: "#66d9e8",
-  data_loading: "#f08c00",
-  sync: "#e03131",
-  launch_bound: "#f59f00",
-  host_bound: "#ffa94d",
-  idle_other: "#ced4da",
-};
+/** Busy classes and idle causes in the shared palette (palette.ts). */
+export const CATEGORY_COLORS: Readonly<Record<string, string>> = OVERVIEW_COLORS;
 
 function axisTime(us: number): string {
   return us === 0 ? "0" : time(us);
@@ -63,7 +49,8 @@ export class StepChart extends ChartBox {
 
   setData(steps: StepRow[], categories: OverviewCategory[]): void {
     const used = categories.filter((c) => steps.some((s) => Number(s[`${c.key}_us`]) > 0));
-    const labels = steps.map((s) => (steps.some((o) => o.span !== s.span) ? `${s.step} · ${shortSpan(s.span)}` : s.step));
+    const name = spanNamer(steps.map((s) => s.span));
+    const labels = steps.map((s) => (steps.some((o) => o.span !== s.span) ? `${s.step} · ${name(s.span)}` : s.step));
     this.chart.setOption(
       {
         animation: false,
@@ -82,7 +69,7 @@ export class StepChart extends ChartBox {
           type: "bar",
           stack: "step",
           barMaxWidth: 48,
-          itemStyle: { color: CATEGORY_COLORS[c.key] ?? "#adb5bd" },
+          itemStyle: { color: CATEGORY_COLORS[c.key] ?? UNKNOWN_COLOR },
           emphasis: { focus: "series" },
           cursor: "pointer",
           data: steps.map((s) => Number(s[`${c.key}_us`]) || 0),
@@ -98,6 +85,23 @@ function shortSpan(span: string): string {
   return parts.length > 2 ? parts[1].slice(-6) : span.slice(0, 12);
 }
 
+/** A worker as a rank: "rank 3" when its name carries one (worker3, rank_3), else its name. */
+export function rankName(worker: string): string {
+  const m = /(?:rank|worker)[_-]?(\d+)/i.exec(worker);
+  return m ? `rank ${m[1]}` : worker.length > 16 ? worker.slice(0, 15) + "…" : worker;
+}
+
+/** How a chart names the spans of one list: by rank where they come from several workers (All ranks), with
+ * the end of the timestamp only where a worker has several spans; by timestamp for one worker's spans. */
+export function spanNamer(spans: string[]): (span: string) => string {
+  const worker = (s: string) => s.split(".")[0];
+  const perWorker = new Map<string, Set<string>>();
+  for (const s of spans) perWorker.set(worker(s), (perWorker.get(worker(s)) ?? new Set()).add(s));
+  if (perWorker.size < 2) return shortSpan;
+  const several = [...perWorker.values()].some((set) => set.size > 1);
+  return (s) => (several ? `${rankName(worker(s))} · ${shortSpan(s)}` : rankName(worker(s)));
+}
+
 /** Mean step time (bars) and GPU busy % / MFU (lines) per span: did a change help over the run? */
 export class TrendChart extends ChartBox {
   constructor() {
@@ -109,9 +113,9 @@ export class TrendChart extends ChartBox {
       {
         animation: false,
         grid: { left: 70, right: 60, top: 36, bottom: 40 },
-        legend: { top: 0, textStyle: { fontSize: 11 } },
+        legend: { top: 0, type: "scroll", textStyle: { fontSize: 11 } },
         tooltip: { ...TOOLTIP_STYLE, trigger: "axis" },
-        xAxis: { type: "category", data: spans.map((s) => shortSpan(s.span)), axisLabel: { fontSize: 11 } },
+        xAxis: { type: "category", data: spans.map((s) => spanNamer(spans.map((o) => o.span))(s.span)), axisLabel: { fontSize: 11 } },
         yAxis: [
           { type: "value", axisLabel: { formatter: axisTime }, name: "mean step", nameTextStyle: { fontSize: 11 } },
           { type: "value", min: 0, max: 1, axisLabel: { formatter: (v: number) => pct(v) } },
@@ -129,7 +133,7 @@ export class TrendChart extends ChartBox {
             name: "GPU busy",
             type: "line",
             yAxisIndex: 1,
-            itemStyle: { color: "#1f5f99" },
+            itemStyle: { color: KERNEL_CLASS_COLORS.GEMM },
             tooltip: { valueFormatter: (v: unknown) => pct(Number(v)) },
             data: spans.map((s) => s.gpu_busy_pct),
           },
@@ -137,7 +141,7 @@ export class TrendChart extends ChartBox {
             name: "MFU",
             type: "line",
             yAxisIndex: 1,
-            itemStyle: { color: "#c2255c" },
+            itemStyle: { color: "#D55E00" }, // Okabe & Ito's vermillion: apart from the blue GPU-busy line
             tooltip: { valueFormatter: (v: unknown) => (v == null ? "—" : pct(Number(v))) },
             data: spans.map((s) => s.mfu),
           },

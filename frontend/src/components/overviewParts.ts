@@ -4,7 +4,8 @@ import { h } from "../dom";
 import { count, pct, plural, sig, time, tflops, UNKNOWN } from "../format";
 import { timelineButton } from "../nav";
 import { figure } from "./deviceCard";
-import { CATEGORY_COLORS } from "./overviewCharts";
+import { CATEGORY_COLORS, spanNamer } from "./overviewCharts";
+import { UNKNOWN_COLOR } from "../palette";
 import { htmlTableExport } from "../export";
 
 export function headlineCards(hl: OverviewHeadline): HTMLElement {
@@ -31,7 +32,7 @@ export function headlineCards(hl: OverviewHeadline): HTMLElement {
 }
 
 function swatch(key: string): HTMLElement {
-  return h("span", { class: "ov-swatch", style: { background: CATEGORY_COLORS[key] ?? "#adb5bd" } });
+  return h("span", { class: "ov-swatch", style: { background: CATEGORY_COLORS[key] ?? UNKNOWN_COLOR } });
 }
 
 /** Steps as rows, categories as columns (only those with time); the step button scopes the other tabs. */
@@ -47,6 +48,8 @@ export function breakdownTable(steps: StepRow[], categories: OverviewCategory[],
     h("th", { text: "Comm. overlapped", title: "communication that ran under compute (not part of the sum)" }),
     h("th", { text: "Kernels" }),
   );
+  const name = spanNamer(steps.map((s) => s.span));
+  const several = steps.some((o) => o.span !== steps[0]?.span);
   const rows = steps.map((s, i) =>
     h(
       "tr",
@@ -56,7 +59,7 @@ export function breakdownTable(steps: StepRow[], categories: OverviewCategory[],
         null,
         h("button", {
           class: "btn btn-small ov-step",
-          text: s.step,
+          text: several ? `${s.step} · ${name(s.span)}` : s.step, // the step chart's names: ranks in All ranks
           title: `Show only ${s.step} in the Kernel efficiency tab (${s.span})`,
           on: { click: () => onStep(i) },
         }),

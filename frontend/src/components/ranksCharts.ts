@@ -5,7 +5,8 @@ import { GridComponent, LegendComponent, TooltipComponent, VisualMapComponent } 
 import * as echarts from "echarts/core";
 import { CanvasRenderer } from "echarts/renderers";
 import { time } from "../format";
-import { CATEGORY_COLORS, ChartBox } from "./overviewCharts";
+import { ChartBox } from "./overviewCharts";
+import { IDLE_CAUSE_COLORS, KERNEL_CLASS_COLORS } from "../palette";
 import { IDLE_CAUSES, type Heatmap, type RankRow } from "./ranksApi";
 import { TOOLTIP_STYLE } from "./roofline";
 
@@ -18,12 +19,12 @@ type Part = readonly [string, string, (r: RankRow) => number | null];
  * CPU-only trace's idle has no cause: one grey part). Overlapped communication ran under compute, so it is a thin
  * bar of its own beside the stack, not part of it. */
 const PARTS: ReadonlyArray<Part> = [
-  ["Compute", "#3b6ea5", (r) => r.compute_us],
-  [OVERLAPPED, "#8fb8de", (r) => r.comm_overlapped_us],
-  ["Communication (exposed)", "#d9822b", (r) => r.comm_exposed_us],
-  ["Memcpy / memset", "#2a9d8f", (r) => r.memcpy_us],
-  ...IDLE_CAUSES.map(([m, label, key]): Part => [label, CATEGORY_COLORS[key], (r) => r[`${m}_us`]]),
-  ["Idle (no GPU: no cause)", "#c8ccd2", (r) => (r.idle_host_bound_us == null ? r.idle_us : null)],
+  ["Compute", KERNEL_CLASS_COLORS.GEMM, (r) => r.compute_us],
+  [OVERLAPPED, "#FFAABB", (r) => r.comm_overlapped_us], // Tol's light pink: communication, lighter
+  ["Communication (exposed)", KERNEL_CLASS_COLORS.communication, (r) => r.comm_exposed_us],
+  ["Memcpy / memset", KERNEL_CLASS_COLORS.memcpy, (r) => r.memcpy_us],
+  ...IDLE_CAUSES.map(([m, label, key]): Part => [label, IDLE_CAUSE_COLORS[key], (r) => r[`${m}_us`]]),
+  ["Idle (no GPU: no cause)", "#DDDDDD", (r) => (r.idle_host_bound_us == null ? r.idle_us : null)],
 ];
 
 /** A chart box whose height follows the number of ranks it draws. */
@@ -48,7 +49,8 @@ export class RankBars extends Chart {
       {
         animation: false,
         grid: { left: 8, right: 24, top: 32, bottom: 28, containLabel: true },
-        legend: { top: 0, textStyle: { fontSize: 11 } },
+        // One scrolling line above the plot: a wrapped legend would run over rank 0's bar.
+        legend: { top: 0, type: "scroll", textStyle: { fontSize: 11 } },
         tooltip: { ...TOOLTIP_STYLE, trigger: "axis", axisPointer: { type: "shadow" }, valueFormatter: (v: number) => time(v) },
         xAxis: { type: "value", axisLabel: { formatter: (v: number) => time(v) } },
         yAxis: {

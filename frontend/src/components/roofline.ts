@@ -242,6 +242,7 @@ export class Roofline {
         textStyle: { fontFamily: "inherit" },
         grid: { left: 64, right: 24, top: 36, bottom: 52 },
         legend: {
+          type: "scroll", // one line above the plot, never wrapped over it
           top: 4,
           right: 16,
           itemWidth: 12,

@@ -1,5 +1,5 @@
 // Types and fetchers of the Tensor shapes routes (/op_shapes, /tensors, /shape_distribution).
-import { getJson, type Order, type Selection } from "../api";
+import { getJson, selParams, type Order, type Selection } from "../api";
 
 export interface OpShapeRow {
   op: string;
@@ -99,7 +99,8 @@ export interface PageQuery {
 
 type Query = Record<string, string | number>;
 
-const sel = (s: Selection): Query => ({ run: s.run, worker: s.worker, span: s.span });
+// With the picked device (device_name), so that % of peak is against the same device as the other tabs.
+const sel = (s: Selection): Query => selParams(s) as Query;
 
 export const shapesApi = {
   opShapes: (s: Selection, q: PageQuery, leafOnly: boolean, signal?: AbortSignal) =>

@@ -1,5 +1,5 @@
 // Types and fetchers of the Timeline routes (/timeline/meta, view, range, find, event).
-import { getJson, type Selection } from "../api";
+import { getJson, selParams, type Selection } from "../api";
 
 export interface TimelineLane {
   id: number;
@@ -140,7 +140,7 @@ export interface TimelineEvent {
 type Q = Record<string, string | number | undefined>;
 
 function q(sel: Selection, tspan: string, extra: Q): Q {
-  return { run: sel.run, worker: sel.worker, span: sel.span, tspan, ...extra };
+  return { ...selParams(sel), tspan, ...extra }; // device_name: efficiency colouring against the picked device
 }
 
 export const timelineApi = {

@@ -7,6 +7,7 @@
 import type { LaneView, Occurrence, TimelineLane, TimelineView } from "./timelineApi";
 import { canvasPngButton } from "../export";
 import { onTheme, themeColor } from "../theme";
+import { IDLE_CAUSE_COLORS, KERNEL_CLASS_COLORS, rankColor, UNKNOWN_COLOR, withAlpha } from "../palette";
 
 export type ColorMode = "class" | "efficiency";
 
@@ -43,27 +44,15 @@ export function laneHeight(lane: TimelineLane): number {
 }
 const MIN_SPAN_US = 0.01;
 
-export const CLASS_COLORS: Record<string, string> = {
-  GEMM: "#3b6ea5",
-  attention: "#7b4ea3",
-  conv: "#2a9d8f",
-  elementwise: "#e9a23b",
-  reduction: "#d1495b",
-  norm: "#f4a259",
-  memcpy: "#6c757d",
-  memset: "#868e96",
-  communication: "#c2185b",
-  other: "#8d99ae",
-  "CPU op": "#74a9cf",
-};
+export const CLASS_COLORS: Readonly<Record<string, string>> = KERNEL_CLASS_COLORS;
 
-/** GPU idle shading by cause (the Overview's rules), by index in TimelineMeta.idle_causes order. */
-export const IDLE_COLORS: Record<string, string> = {
-  "data loading": "rgba(42, 157, 143, 0.18)",
-  synchronisation: "rgba(194, 24, 91, 0.16)",
-  "launch-bound": "rgba(233, 162, 59, 0.20)",
-  "host-bound": "rgba(209, 73, 91, 0.16)",
-  other: "rgba(97, 110, 124, 0.14)",
+/** GPU idle shading by cause (the Overview's rules and colours), by the names TimelineMeta.idle_causes gives. */
+export const IDLE_COLORS: Readonly<Record<string, string>> = {
+  "data loading": withAlpha(IDLE_CAUSE_COLORS.data_loading, 0.22),
+  synchronisation: withAlpha(IDLE_CAUSE_COLORS.sync, 0.18),
+  "launch-bound": withAlpha(IDLE_CAUSE_COLORS.launch_bound, 0.3),
+  "host-bound": withAlpha(IDLE_CAUSE_COLORS.host_bound, 0.2),
+  other: withAlpha(IDLE_CAUSE_COLORS.idle_other, 0.25),
 };
 
 /** Colour of a fraction of the roof: red (0) through amber to green (1); over the roof is flagged apart. */
@@ -473,7 +462,7 @@ export class TimelineCanvas {
       const tb = this.data.t0 + (b.px1[i] + 1) * px;
       const h = Math.max(2, Math.min(1, b.busy_us[i] / (tb - ta)) * (laneH - 3));
       const x0 = this.xOf(ta);
-      batch.add(grey ? "#9aa5b1" : CLASS_COLORS[this.classes[b.cls[i]]] ?? "#8d99ae", x0, y + laneH - 1 - h, Math.max(1, this.xOf(tb) - x0), h);
+      batch.add(grey ? "#9aa5b1" : CLASS_COLORS[this.classes[b.cls[i]]] ?? UNKNOWN_COLOR, x0, y + laneH - 1 - h, Math.max(1, this.xOf(tb) - x0), h);
     }
     const ev = data.events;
     const over = new RectBatch();
@@ -485,7 +474,7 @@ export class TimelineCanvas {
       if (x0 > this.plotWidth || x0 + wd < 0) continue;
       const cls = this.classes[ev.cls[i]];
       const eff = ev.eff?.[i];
-      const color = grey && lane.kind === "gpu" && cls !== "communication" ? efficiencyColor(eff) : CLASS_COLORS[cls] ?? "#8d99ae";
+      const color = grey && lane.kind === "gpu" && cls !== "communication" ? efficiencyColor(eff) : CLASS_COLORS[cls] ?? UNKNOWN_COLOR;
       batch.add(color, x0, y + 1, wd, laneH - 3);
       if (grey && eff != null && eff > 1) over.add("#1f2933", x0, y + 1, Math.min(6, wd), 6);
       if (ev.index[i] === this.selected) picked = i;
@@ -559,6 +548,11 @@ export class TimelineCanvas {
       const indent = lane.kind === "cpu" ? 6 + 8 * (lane.depth ?? 0) : 6;
       const text = lane.kind === "cpu" && lane.depth ? `depth ${lane.depth}` : lane.label;
       c.fillText(text.length > 30 ? text.slice(0, 29) + "…" : text, indent, y);
+      if (lane.rank !== undefined) {
+        // All ranks stacked: each rank's lanes carry its colour at the edge, so a rank reads as one block.
+        c.fillStyle = rankColor(lane.rank);
+        c.fillRect(0, this.top(row), 3, this.heightOf(row));
+      }
     });
     c.fillStyle = themeColor("#cbd2d9");
     c.fillRect(LABEL_W - 1, 0, 1, this.top(this.lanes.length));

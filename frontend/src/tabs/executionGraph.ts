@@ -8,7 +8,7 @@ import { criticalPathApi, type PathSegment } from "../components/criticalPathApi
 import { CriticalPathList } from "../components/criticalPathList";
 import { rankPaths } from "../components/criticalPathRanks";
 import { graphApi, type GraphView, type ViewQuery } from "../components/graphApi";
-import { GraphCanvas, type ColorBy } from "../components/graphCanvas";
+import { GraphCanvas, type ColorBy, type LayoutKind } from "../components/graphCanvas";
 import { nodeDetails } from "../components/graphDetails";
 import { graphLegend } from "../components/graphLegend";
 import { currentTheme, onThemeChange } from "../components/graphTheme";
@@ -47,6 +47,7 @@ class ExecutionGraphView implements TabView {
   private canvas: GraphCanvas | null = null;
   private view: GraphView | null = null;
   private selected: number | null = null;
+  private layout: LayoutKind = "rows";
   /** The node the user just expanded or collapsed: the next layout keeps it where it is on screen. */
   private anchor: number | null = null;
   /** The worker whose graph and path are shown (the header's, or picked here in a multi-rank run). */
@@ -167,6 +168,21 @@ class ExecutionGraphView implements TabView {
         ),
       ),
       field(
+        "Layout",
+        select(
+          [
+            ["rows", "rows (program order)"],
+            ["layered", "layered (data flow)"],
+          ],
+          "rows",
+          (v) => {
+            this.layout = v as LayoutKind;
+            this.canvas?.setLayout(this.layout);
+          },
+          { attrs: { "aria-label": "Layout", title: "Rows: ops in program order, wrapped to the window. Layered: ops in columns by data dependency." } },
+        ),
+      ),
+      field(
         "Collapse",
         select(
           [
@@ -207,6 +223,7 @@ class ExecutionGraphView implements TabView {
         (id) => this.openDetails(id),
         (id) => this.expand(id),
       );
+      this.canvas.setLayout(this.layout);
     }
     return this.canvas;
   }
@@ -277,15 +294,8 @@ class ExecutionGraphView implements TabView {
     const link = view.link;
     const linkText =
       link.method === "none" ? "not linked to the Kineto trace" : `${pct(link.rate)} linked to Kineto (${count(link.linked)} of ${count(link.linkable)} by ${link.method})`;
-    replace(
-      this.summaryEl,
-      view.warning ? inlineError(view.warning) : null,
-      h(
-        "span",
-        { class: "muted small" },
-        `ET schema ${view.schema} · ${count(view.node_count)} nodes · ${count(view.unit_count)} top-level ops · ${count(view.data_edge_count)} data edges · ${linkText} · ${count(view.nodes.length)} shown · double-click a node with a thick border to expand it`,
-      ),
-    );
+    const text = `${count(view.nodes.length)} of ${count(view.node_count)} nodes shown · double-click a node with a thick border to expand it · ET schema ${view.schema} · ${count(view.unit_count)} top-level ops · ${count(view.data_edge_count)} data edges · ${linkText}`;
+    replace(this.summaryEl, view.warning ? inlineError(view.warning) : null, h("span", { class: "muted small", text, title: text }));
   }
 
   /** The opened nodes as chips on one scrolling line (they never push the graph down). */

@@ -9,7 +9,7 @@ import { ShapesTable, type ShapesColumn } from "../components/shapesTable";
 import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { stepChip } from "../components/stepChip";
 import { field, h, replace, select } from "../dom";
-import { bytes, count, time } from "../format";
+import { bytes, count, pct, time } from "../format";
 import { nav, scopeFor, type StepScope } from "../state";
 import type { TabDef, TabView } from "./types";
 
@@ -65,6 +65,7 @@ function deviceFacts(d: MemoryDevice, t0: number): HTMLElement {
     "div",
     { class: "memory-facts" },
     fact("Peak allocated", pk ? `${bytes(pk.allocated)} at ${((pk.ts - t0) / 1000).toFixed(3)} ms` : "—", d.allocated_source),
+    ofDevice(d),
     fact("Reserved at peak", bytes(pk?.reserved ?? null), d.reserved_source),
     fact("Peak reserved", bytes(d.peak_reserved), d.reserved_source),
     fact("Live at peak", pk && pk.before_span != null ? `${count(pk.live_count)} allocations, ${bytes(pk.live_bytes)}` : "—", d.live_source),
@@ -72,6 +73,14 @@ function deviceFacts(d: MemoryDevice, t0: number): HTMLElement {
     fact("Never freed in the span", d.never_freed != null ? `${count(d.never_freed)} (${bytes(d.never_freed_bytes)})` : "—", d.live_source),
     fact("Events", `${count(d.allocations)} allocs / ${count(d.frees)} frees`),
   );
+}
+
+/** The peak reserved as a share of the memory of the device the run is rated as (the picked one, if any). */
+function ofDevice(d: MemoryDevice): HTMLElement | null {
+  const gb = d.rated_as?.memory_gb;
+  if (!d.rated_as || !gb || d.peak_reserved == null) return null;
+  const tip = `Peak reserved against the ${gb} GB of ${d.rated_as.name} (the device the run is rated as: pick another in the header)`;
+  return h("div", { class: "memory-fact", attrs: { title: tip } }, h("span", { class: "muted small", text: `Of ${d.rated_as.name}` }), h("b", { text: `${pct(d.peak_reserved / (gb * 2 ** 30))} of ${gb} GB` }));
 }
 
 class MemoryView implements TabView {

@@ -58,7 +58,7 @@ const TENSOR_COLUMNS: ShapesColumn<TensorRow>[] = [
 ];
 
 function filterBox(label: string, onChange: (v: string) => void): HTMLInputElement {
-  const box = h("input", { class: "search", attrs: { type: "search", placeholder: label, "aria-label": label, spellcheck: "false" } });
+  const box = h("input", { class: "search", attrs: { type: "search", placeholder: label, title: label, "aria-label": label, spellcheck: "false" } });
   const set = debounce((v: string) => onChange(v.trim()), 300);
   box.addEventListener("input", () => set(box.value));
   return box;

@@ -157,7 +157,7 @@ class TimelineTabView implements TabView {
       onRange: (t0, t1) => void this.showRange(t0, t1),
     });
     this.depth = -1;
-    const findBox = h("input", { class: "search", attrs: { type: "search", placeholder: "Find: any part of a kernel or op name…", "aria-label": "Find on timeline", spellcheck: "false" } });
+    const findBox = h("input", { class: "search", attrs: { type: "search", placeholder: "Find: any part of a kernel or op name…", title: "Find: any part of a kernel or op name (raw, demangled or as shown), case-insensitive", "aria-label": "Find on timeline", spellcheck: "false" } });
     let searched = "";
     findBox.addEventListener("keydown", (e) => {
       const text = findBox.value.trim();

@@ -1,6 +1,6 @@
 """What the Execution graph tab draws: a collapsed cut of the display tree and its aggregated edges. The browser
-lays the cut out (dagre, a layered layout, through Cytoscape) with every opened node drawn as a compound box
-around its children, so a view stays small (DEFAULT_VISIBLE first, MAX_VISIBLE at most).
+lays the cut out (in rows of program order, or layered by dagre, through Cytoscape) with every opened node drawn
+as a compound box around its children, so a view stays small (DEFAULT_VISIBLE first, MAX_VISIBLE at most).
 
 Display tree: the ET control tree, with two changes that keep it readable.
 - Backward folding: the autograd wrapper of a backward node moves under the module or range that ran its forward
@@ -21,10 +21,12 @@ import numpy as np
 
 from ...trace.et import shape_text
 from .build import ExecutionGraph
+from .fold import group_label
 MAX_CHILDREN = 24
 MAX_VISIBLE = 600
-# The first view: enough nodes to show the step's structure, few enough that every label is readable at once.
-DEFAULT_VISIBLE = 40
+# The first view: enough nodes to show the step's structure, few enough that the whole cut fits a 1280x720 window
+# with readable labels (the browser wraps it in rows, graphLayout.ts).
+DEFAULT_VISIBLE = 32
 # The "depth" collapse mode opens every node up to a depth while the view stays under this.
 DEPTH_VISIBLE = 160
 _WRAPPER = "autograd::engine::evaluate_function"
@@ -142,12 +144,9 @@ def _preorder(tree: Tree, roots: Optional[Iterable[int]] = None) -> List[int]:
 
 
 def _group_label(tree: Tree, group: int, names: Sequence[str]) -> str:
-    rows = [k for k in _preorder(tree, tree.children[group]) if k < tree.n_rows]
-    return f"{tree.size[group]} nodes: {_short(names[rows[0]])} … {_short(names[rows[-1]])}" if rows else "group"
-
-
-def _short(name: str, limit: int = 40) -> str:
-    return name if len(name) <= limit else name[: limit - 1] + "…"
+    """The ops of a run (the rows right under it or its nested runs) named by their commonest kinds."""
+    units = [k for k in _preorder(tree, tree.children[group]) if k < tree.n_rows and tree.is_group(tree.parent[k])]
+    return group_label([names[k] for k in units])
 
 
 # ------------------------------------------------------------------------------------------------- the cut
