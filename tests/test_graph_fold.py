@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import collections
 
-from tb_gpuinsight.analysis import graph_view as gv
-from tb_gpuinsight.analysis.graph import build_graph
+from tb_gpuinsight.analysis.graph import view as gv
+from tb_gpuinsight.analysis.graph.build import build_graph
 from tb_gpuinsight.analysis.graph.fold import _LAYOUT, group_label, short_name
 from tb_gpuinsight.trace.et import load_et
 
