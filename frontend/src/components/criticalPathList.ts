@@ -152,7 +152,7 @@ export class CriticalPathList {
         {
           title: "Op or kernel",
           field: "name",
-          minWidth: 90,
+          minWidth: 72,
           headerSortStartingDir: "asc",
           formatter: (cell) => {
             const seg = cell.getData() as PathSegment;
