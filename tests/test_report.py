@@ -149,7 +149,11 @@ def test_report_route_json_markdown_html_and_errors(logdir, tmp_path):  # noqa: 
     response = client.get(f"{BASE}/report", query_string={**sel, "format": "html"})
     assert response.mimetype == "text/html" and "script-src" not in response.headers["Content-Security-Policy"]
     assert "<section id=step>" in response.get_data(as_text=True)
+    response = client.get(f"{BASE}/report", query_string={**sel, "device_name": "NVIDIA A100 SXM4 80GB"})
+    assert response.status_code == 200  # the device picked in the header rates the report as on every tab
+    assert [d["datasheet"] for d in json.loads(response.get_data(as_text=True))["devices"]] == ["NVIDIA A100 SXM4 80GB"]
     for query, status in (({**sel, "format": "pdf"}, 400), ({"worker": "h100-node"}, 400),
+                          ({**sel, "device_name": "no such GPU"}, 400),
                           ({**sel, "run": "../etc"}, 404), ({**sel, "b_run": "nope", "b_worker": "w"}, 404)):
         response = client.get(f"{BASE}/report", query_string=query)
         assert response.status_code == status, query

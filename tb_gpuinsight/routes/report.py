@@ -1,16 +1,17 @@
 """Route of the header's Report download: the one-page report of a selection, from the stored sections (no trace
 is read here), as `tb-gpuinsight report` writes it.
 
-    /report  ?run&worker&span[&b_run&b_worker&b_span][&format=json|md|html][&cycle]
+    /report  ?run&worker&span[&b_run&b_worker&b_span][&format=json|md|html][&device_name][&cycle]
              -> the report: JSON (schema in docs/reference.md), or a Markdown / HTML file download
 
-`b_*` name a baseline selection to compare with. Worker "*" (All ranks) reports the run's first worker, with the
+`b_*` name a baseline selection to compare with; `device_name` (a datasheet row) rates both sides as that device,
+as the other tabs do for a trace that does not name its GPU. Worker "*" (All ranks) reports the run's first worker, with the
 Distributed section over every rank. Errors answer JSON `{"error": "..."}` with a 4xx status (503 while loading).
 """
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional
 
 from werkzeug import wrappers
 
@@ -63,10 +64,11 @@ def report(plugin, request) -> Dict[str, Any]:
         if not workers:
             raise params.BadRequest(f"run {run!r} has no worker")
         worker = workers[0]
-    side = _side(plugin, run, worker, span)
+    device_name = params.device_name(request, service.datasheet())
+    side = _side(plugin, run, worker, span, device_name)
     baseline = None
     if params.text(request, "b_run"):
-        baseline = _side(plugin, *params.selection(request, "b_"))
+        baseline = _side(plugin, *params.selection(request, "b_"), device_name)
     ranks, note = _ranks(plugin, request) if len(workers) > 1 else (None, "")
     data = build_report(side, baseline, ranks)
     if note:
@@ -74,14 +76,15 @@ def report(plugin, request) -> Dict[str, Any]:
     return data
 
 
-def _side(plugin, run: str, worker: str, span: str) -> Side:
-    """A report side from the service's stored sections and cached analyses."""
+def _side(plugin, run: str, worker: str, span: str, device_name: Optional[str] = None) -> Side:
+    """A report side from the service's stored sections and cached analyses (rated as `device_name` if given)."""
     service = plugin.service
     memory = {state.span: section for state, section in service.sections(run, worker, span, "memory")}
-    parts = [SpanPart(state.span, section, memory.get(state.span), service.analysis(run, worker, state.span))
+    parts = [SpanPart(state.span, section, memory.get(state.span),
+                      service.analysis(run, worker, state.span, device_name=device_name))
              for state, section in service.sections(run, worker, span, "overview")]
     label = f"{run} / {worker}" + ("" if span == params.ALL_SPANS else f" / {span}")
-    return make_side(label, worker, parts, service.analysis(run, worker, span))
+    return make_side(label, worker, parts, service.analysis(run, worker, span, device_name=device_name))
 
 
 def _ranks(plugin, request):

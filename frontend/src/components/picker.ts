@@ -4,6 +4,7 @@ import { api, routeUrl, type RunInfo, type SpanInfo } from "../api";
 import { h, replace, setOptions } from "../dom";
 import { bytes } from "../format";
 import { ALL_SPANS, ALL_WORKERS, spansOf, workerOptions, type AppState } from "../state";
+import { deviceOverride } from "./devicePicker";
 import { openInPerfetto } from "./perfetto";
 
 export interface PickerHandlers {
@@ -156,16 +157,16 @@ const REPORT_FORMATS = [
 
 /** The report of a selection in each format, as download links (the server names the Markdown and HTML files). */
 export function reportLinks(run: string, worker: string, span: string): HTMLElement[] {
+  // The device picked for a trace that does not name its GPU is read at the click: it may change after the menu.
+  const url = (format: string) => routeUrl("report", { run, worker, span, format, device_name: deviceOverride(run) ?? undefined });
   return REPORT_FORMATS.map(([format, label]) =>
     h(
       "li",
       null,
       h("a", {
         text: label,
-        attrs: {
-          href: routeUrl("report", { run, worker, span, format }),
-          download: format === "json" ? "gpuinsight-report.json" : "",
-        },
+        attrs: { href: url(format), download: format === "json" ? "gpuinsight-report.json" : "" },
+        on: { click: (e: Event) => ((e.currentTarget as HTMLAnchorElement).href = url(format)) },
       }),
     ),
   );
