@@ -31,6 +31,7 @@ class BatchReport:
     retried: int = 0
     seconds: float = 0.0
     stats: List[Dict[str, float]] = field(default_factory=list)
+    indexed: int = 0  # runs with a rank index written or found up to date
 
     def lines(self) -> List[str]:
         """Human lines for the command line."""
@@ -58,7 +59,8 @@ def summarize(logdir: str, store: Optional[str] = None, engine: str = "local", s
     url = target.url if target.remote else target.directory
     report = BatchReport(store=url)
     start = time.perf_counter()
-    jobs = logdir_jobs(root, discover(root), extra_args, max_trace_gb)
+    runs = discover(root)
+    jobs = logdir_jobs(root, runs, extra_args, max_trace_gb)
     todo = _todo(target, jobs, retry_failed, report)
     total, done = len(todo), [0]
 
@@ -84,8 +86,16 @@ def summarize(logdir: str, store: Optional[str] = None, engine: str = "local", s
     for job, reason in failures.items():
         target.put_failure(job.key, job.identity, reason, attempts=RETRIES + 1)
         report.failed.append((job.identity["path"], reason))
+    _index_runs(target, root, runs, extra_args, report)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _index_runs(target, root: str, runs, extra_args: Sequence[str], report: BatchReport) -> None:
+    """Each run's rank index beside the summaries (the Distributed tab then reads one object per run)."""
+    from ..analysis.rank_table import index_logdir
+
+    report.indexed = len(runs) - len(index_logdir(target, root, runs, extra_args))
 
 
 def _todo(target, jobs: List[Job], retry_failed: bool, report: BatchReport) -> List[Job]:
