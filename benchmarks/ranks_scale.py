@@ -3,18 +3,18 @@ rank's summary read and analysed on the request) against new (the run's rank ind
 
     python benchmarks/ranks_scale.py [--ranks 64 1024 10000] [--old-max 1024] [--s3]
 
-A run of N ranks is N copies of the 8 real DLRM ranks (corpus `param/dlrm_8ranks`): each rank file a link to real
-rank i % 8 named `rank{i}`, its summary the real rank's summary with its identity and its distributedInfo rank /
-world size set to i / N (what summarising the copy gives, without summarising 10,000 files). The store is filled
-like `summarize --store` leaves it (rank index included, timed as "index build"); each (N, path) is then served
-by a fresh process: TensorBoard's WSGI app over the plugin with `--gpuinsight_store`, asked over HTTP for
-/ranks, then a heatmap page, then /ranks_compare of the last rank. `--s3` does the same from an S3-compatible
+A run of N ranks is N copies of the 8 real DLRM ranks (corpus `param/dlrm_8ranks`, `tests/rank_copies.py`): each
+rank file a link to real rank i % 8 named `rank{i}`, its summary the real rank's summary with its identity and its
+distributedInfo rank / world size set to i / N (what summarising the copy gives, without summarising 10,000
+files). The store is filled like `summarize --store` leaves it (rank index included, timed as "index build");
+each (N, path) is then served by a fresh process: TensorBoard's WSGI app over the plugin with `--gpuinsight_store`,
+asked over HTTP for /ranks, then heatmap pages (rank order, top stragglers, a rank search), then /ranks_compare of
+the last rank. `--s3` does the same from an S3-compatible
 server on 127.0.0.1 (moto, as the tests use). Old and new answers are compared (they must be identical).
 """
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import shutil
@@ -22,78 +22,27 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List
-
-import numpy as np
+from typing import Dict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from tests.rank_copies import build, real_summaries  # noqa: E402  (the copies the tests use too)
+
 CORPUS = os.environ.get("TB_GPUINSIGHT_CORPUS", os.path.join(os.path.dirname(ROOT), "shared", "traces"))
 DLRM = os.path.join(CORPUS, "param", "dlrm_8ranks")
-STAMP = "1700000000000"
 
 
-def real_summaries(work: str) -> List[Dict[str, np.ndarray]]:
-    """The 8 real ranks' summaries (their arrays), rank order (summarised once into `work`)."""
-    from tb_gpuinsight import cache
-    from tb_gpuinsight.store import open_store
-    from tb_gpuinsight.store.batch import summarize
-
-    store = os.path.join(work, "real")
-    summarize(DLRM, store, workers=2)
-    payloads = [data for _, data in open_store(store).summaries()]
-    rank = [cache.load_summary(p).sections["distributed"].info["distributed"]["rank"] for p in payloads]
-    return [_arrays(payloads[rank.index(r)]) for r in range(len(payloads))]
-
-
-def _arrays(payload: bytes) -> Dict[str, np.ndarray]:
-    with np.load(io.BytesIO(payload), allow_pickle=False) as archive:
-        return {k: archive[k] for k in archive.files}
-
-
-def copied(arrays: Dict[str, np.ndarray], identity: Dict, rank: int, world: int) -> bytes:
-    """A real summary (its arrays) as the summary of a copy: its identity, its rank and world size (uncompressed
-    npz)."""
-    arrays = dict(arrays)
-    header = json.loads(arrays["header"].tobytes())
-    header["identity"] = identity
-    header["sections"]["distributed"]["info"]["distributed"].update(rank=rank, world_size=world)
-    arrays["header"] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
-    out = io.BytesIO()
-    np.savez(out, **arrays)
-    return out.getvalue()
-
-
-def build(work: str, real: List[Dict[str, np.ndarray]], n: int, store_url: str) -> Dict[str, float]:
+def build_store(work: str, real, n: int, store_url: str) -> Dict[str, float]:
     """Logdir of n rank links and a filled store (summaries, then the rank index as `summarize` writes it)."""
-    from tb_gpuinsight import cache
     from tb_gpuinsight.analysis.rank_table import index_logdir
     from tb_gpuinsight.logdir import discover
     from tb_gpuinsight.store import open_store
-    from tb_gpuinsight.store.jobs import span_job
 
-    run = os.path.join(work, f"logdir{n}", "job")
-    os.makedirs(run)
-    sources = sorted(f for f in os.listdir(DLRM) if f.endswith(".pt.trace.json.gz"))
-    for i in range(n):
-        os.symlink(os.path.join(DLRM, sources[i % len(sources)]), os.path.join(run, f"rank{i}.{STAMP}.pt.trace.json.gz"))
-    logdir = os.path.dirname(run)
-    store = open_store(store_url)
-    if not store.remote:
-        os.makedirs(store.directory, exist_ok=True)
-    runs = discover(logdir)
+    logdir = os.path.join(work, f"logdir{n}")
     t0 = time.perf_counter()
-    for span in runs[0].spans():
-        job = span_job(logdir, runs[0], span)
-        i = int(span.worker[len("rank"):])
-        data = copied(real[i % len(real)], job.identity, i, n)
-        if store.remote:
-            store.put(job.key, data)
-        else:  # test data: written plainly (a store's put also syncs each file to disk)
-            with open(os.path.join(store.directory, job.key), "wb") as f:
-                f.write(cache.seal(data))
+    build(DLRM, logdir, real, n, store_url)
     t1 = time.perf_counter()
-    index_logdir(store, logdir, runs)
+    index_logdir(open_store(store_url), logdir, discover(logdir))
     return {"logdir": logdir, "copy_s": t1 - t0, "index_s": time.perf_counter() - t1}
 
 
@@ -140,8 +89,10 @@ def child(logdir: str, store: str, n: int, old: bool) -> None:
         return time.perf_counter() - t, json.loads(body)
 
     times, answers = {"scan": scan_s}, {}
-    times["/ranks"], answers["ranks"] = get("ranks")
-    times["/ranks_heatmap page 2"], answers["heatmap"] = get("ranks_heatmap", metric="comm_wait", page=1, size=64)
+    times["/ranks"], answers["ranks"] = get("ranks", instance_limit=0)  # as the tab asks
+    times["/ranks_heatmap page"], answers["heatmap"] = get("ranks_heatmap", metric="comm_wait", page=n // 128, size=64)
+    times["  top stragglers page"], answers["top"] = get("ranks_heatmap", order="straggler", size=64)
+    times["  rank search"], answers["search"] = get("ranks_heatmap", q=str(n // 2))
     times["/ranks_compare"], answers["compare"] = get("ranks_compare", rank=n - 1)
     with open("/proc/self/status", encoding="ascii") as f:
         hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
@@ -163,7 +114,7 @@ def main() -> None:
         return
     work = tempfile.mkdtemp(prefix="tb-gpuinsight-ranks-")
     try:
-        real = real_summaries(work)
+        real = real_summaries(DLRM, work)
         stores = [("local", lambda n: os.path.join(work, f"store{n}"), {})]
         if args.s3:
             stores.append(_s3_store())
@@ -174,8 +125,8 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _one(work: str, real: List[Dict[str, np.ndarray]], n: int, where: str, url: str, env: Dict[str, str], old: bool) -> None:
-    built = build(os.path.join(work, f"{where}{n}"), real, n, url)
+def _one(work: str, real: list, n: int, where: str, url: str, env: Dict[str, str], old: bool) -> None:
+    built = build_store(os.path.join(work, f"{where}{n}"), real, n, url)
     new = serve_and_time(built["logdir"], url, n, False, env)
     was = serve_and_time(built["logdir"], url, n, True, env) if old else None
     print(f"\n{where} store, {n} ranks: copies stored in {built['copy_s']:.1f} s, rank index built in "
@@ -193,7 +144,6 @@ def _one(work: str, real: List[Dict[str, np.ndarray]], n: int, where: str, url: 
 
 def _s3_store():
     """A moto S3 server on 127.0.0.1 kept for the whole run; (name, url of a store per N, env for children)."""
-    sys.path.insert(0, ROOT)
     from tests.s3server import s3_server
 
     ctx = s3_server()

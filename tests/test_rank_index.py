@@ -148,9 +148,10 @@ def test_heatmap_pages_order_and_search(dlrm):
     by_worker = ranks_routes.heatmap_route(plugin, _request(run="dlrm", q="WORKER1_"))
     assert by_worker["ranks"] == [1]
     assert ranks_routes.heatmap_route(plugin, _request(run="dlrm", q="nobody"))["ranks"] == []
-    same = ranks_routes.heatmap_route(plugin, _request(run="dlrm", metric="idle", page=0, size=8))
     report = ranks_routes.rank_report(plugin, _request(run="dlrm"))[0]
-    assert same["values"] == report.heatmap("idle", 0, 8)["values"]
+    for metric in ("idle", "comm_wait"):  # rank order, no search: the report's own heatmap, extra keys aside
+        same = ranks_routes.heatmap_route(plugin, _request(run="dlrm", metric=metric, page=1, size=3))
+        assert {k: v for k, v in same.items() if k in report.heatmap(metric)} == report.heatmap(metric, 3, 3)
     for bad in ({"page": -1}, {"size": 0}, {"size": 5000}, {"page": "x"}, {"order": "fastest"}):
         with pytest.raises(BadRequest):
             ranks_routes.heatmap_route(plugin, _request(run="dlrm", **bad))

@@ -12,6 +12,7 @@ import hashlib
 import json
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..cache import CorruptSummary
 from ..engine_version import ENGINE_VERSION
 from ..sections import Section
 from ..store import rank_index as ri
@@ -24,7 +25,8 @@ Reader = Callable[[str, str, str], Optional[Dict[str, Section]]]
 
 def to_json(report: rk.Report) -> bytes:
     """The report as JSON (floats written as their shortest exact repr: read back bit for bit)."""
-    return json.dumps(dataclasses.asdict(report), separators=(",", ":")).encode("utf-8")
+    fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}  # no deep copy: only read
+    return json.dumps(fields, separators=(",", ":")).encode("utf-8")
 
 
 def from_json(data: bytes) -> rk.Report:
@@ -50,6 +52,10 @@ def report_for(store, run: str, chosen: Sequence[Chosen], present: Sequence[str]
     stored = index.reports.get(key)
     if stored is not None:
         return from_json(stored), {"summaries_read": 0, "from_index": 1}
+    try:
+        index.inputs  # decoded now: a damaged part found here means starting afresh
+    except CorruptSummary:
+        index = ri.RankIndex(run)
     read = _first_of(ri.read_sections(store, {c[0]: c[3] for c in chosen}), fallback)
     count = index.update([(c[0], c[1], c[2]) for c in chosen], present, read)
     traces = [rk.RankTrace(item.worker, item.span, item.sections["distributed"], item.sections["overview"])
@@ -94,29 +100,47 @@ def heatmap_page(report: rk.Report, metric: str = "dur", offset: int = 0, limit:
                  query: str = "") -> Dict[str, Any]:
     """`Report.heatmap` over the ranks in `order` ("rank", or "straggler": the ranks others waited for most first,
     then by own wait), kept to those matching `query` (a rank number, or part of a worker name), one page of them;
-    `matches` counts the ranks kept. The per-step median and the maximum stay those of all ranks."""
+    `matches` counts the ranks kept. The per-step median and the maximum stay those of all ranks. What does not
+    depend on the page (each metric's matrix, the straggler order) is computed once per report."""
+    if metric not in rk.STEP_METRICS:
+        raise ValueError(f"unknown metric {metric!r}: use one of {', '.join(rk.STEP_METRICS)}")
+    memo = report.__dict__.setdefault("_pages", {})  # the report is never changed once made
+    rows = memo.get(order)
+    if rows is None:
+        rows = memo[order] = _ordered(report, order)
+    query = query.strip().lower()
+    if query:
+        rows = [r for r in rows if str(r[0]) == query or query in r[1]]
+    grid = memo.get(metric)
+    if grid is None:
+        grid = memo[metric] = _grid(report, metric)
+    values, median, peak = grid
+    page = [r[0] for r in rows[offset:offset + limit]]
+    return {"metric": metric, "steps": report.step_numbers, "ranks": page, "values": [values[r] for r in page],
+            "offset": offset, "limit": limit, "total_ranks": len(report.ranks), "median_per_step": median,
+            "max": peak, "order": order, "query": query, "matches": len(rows)}
+
+
+def _ordered(report: rk.Report, order: str) -> List[Tuple[int, str]]:
+    """(rank, worker in lower case) of every rank in `order`."""
     rows = report.ranks
     if order == "straggler":
         rows = sorted(rows, key=lambda r: (-r["others_waited_us"], -(r["comm_wait_us"] or 0.0), r["rank"]))
-    query = query.strip().lower()
-    if query:
-        rows = [r for r in rows if str(r["rank"]) == query or query in r["worker"].lower()]
-    out = report.heatmap(metric, offset, limit)  # the whole run's median and max; its page is replaced below
-    page = [r["rank"] for r in rows[offset:offset + limit]]
-    if page != out["ranks"]:
-        values = {s["rank"]: {} for s in report.steps}
-        for s in report.steps:
-            values[s["rank"]][s["step"]] = s[metric]
-        out["values"] = [[values.get(r, {}).get(n) for n in report.step_numbers] for r in page]
-        out["ranks"] = page
-    return {**out, "order": order, "query": query, "matches": len(rows)}
+    return [(r["rank"], r["worker"].lower()) for r in rows]
+
+
+def _grid(report: rk.Report, metric: str) -> Tuple[Dict[int, List[Any]], List[Optional[float]], Optional[float]]:
+    """Each rank's row of one metric over the run's steps, with the per-step median and the maximum over all
+    ranks, computed as `Report.heatmap` computes them."""
+    whole = report.heatmap(metric, 0, len(report.ranks))
+    return dict(zip(whole["ranks"], whole["values"])), whole["median_per_step"], whole["max"]
 
 
 def index_logdir(store, root: str, runs: Sequence[Any], extra_args: Sequence[str] = (), datasheet: Any = None,
                  keys: Optional[set] = None) -> Dict[str, str]:
-    """Write the rank index of every run of a discovered logdir (its latest span per worker, as the plugin shows
-    first) from the summaries in `store`; {run: why it has none} for the runs left without one."""
-    from ..errors import GpuInsightError
+    """Write the rank index of every run of several workers of a discovered logdir (its latest span per worker,
+    as the plugin shows first) from the summaries in `store`; {run: why it has none} for the runs left without
+    one."""
     from ..estimate.devices import load_datasheet
     from ..store.jobs import span_job
 
@@ -124,6 +148,8 @@ def index_logdir(store, root: str, runs: Sequence[Any], extra_args: Sequence[str
     keys = store.keys() if keys is None else keys
     skipped = {}
     for run in runs:
+        if len(run.workers) < 2:  # one worker: indexed by the plugin if its Distributed tab is asked for
+            continue
         jobs = {(s.worker, s.name): span_job(root, run, s, extra_args) for s in run.spans()}
         chosen = [(job.key, worker, span.name, job.identity) for worker, span in latest_spans(run)
                   for job in [jobs[(worker, span.name)]] if job.key in keys]
@@ -131,8 +157,8 @@ def index_logdir(store, root: str, runs: Sequence[Any], extra_args: Sequence[str
             continue
         try:
             report_for(store, run.name, chosen, [j.key for j in jobs.values()], datasheet)
-        except GpuInsightError as exc:
-            skipped[run.name] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - the index only saves time: no run's summaries are lost for it
+            skipped[run.name] = f"{type(exc).__name__}: {exc}"[:300]
     return skipped
 
 

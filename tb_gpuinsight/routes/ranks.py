@@ -44,7 +44,7 @@ def ranks_route(plugin, request) -> Dict[str, Any]:
     out["pending"] = pending
     out["problems"] = failed + report.problems + (
         [f"{pending} rank trace(s) still being analysed: not shown yet"] if pending else [])
-    out["heatmap"] = report.heatmap("dur", 0, 64)
+    out["heatmap"] = rank_table.heatmap_page(report, "dur", 0, 64)
     return out
 
 

@@ -31,7 +31,7 @@ class BatchReport:
     retried: int = 0
     seconds: float = 0.0
     stats: List[Dict[str, float]] = field(default_factory=list)
-    indexed: int = 0  # runs with a rank index written or found up to date
+    indexed: int = 0  # runs of several workers with a rank index written or found up to date
 
     def lines(self) -> List[str]:
         """Human lines for the command line."""
@@ -95,7 +95,8 @@ def _index_runs(target, root: str, runs, extra_args: Sequence[str], report: Batc
     """Each run's rank index beside the summaries (the Distributed tab then reads one object per run)."""
     from ..analysis.rank_table import index_logdir
 
-    report.indexed = len(runs) - len(index_logdir(target, root, runs, extra_args))
+    several = [run for run in runs if len(run.workers) > 1]
+    report.indexed = len(several) - len(index_logdir(target, root, several, extra_args))
 
 
 def _todo(target, jobs: List[Job], retry_failed: bool, report: BatchReport) -> List[Job]:

@@ -16,10 +16,11 @@ locally, one PUT on an object store), like the summaries'; two writers of one ru
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
@@ -29,7 +30,7 @@ from ..engine_version import ENGINE_VERSION
 from ..sections import Section
 
 FOLDER = "ranks"
-FORMAT = "tb-gpuinsight rank index 1"
+FORMAT = "tb-gpuinsight rank index 2"
 SECTIONS = ("distributed", "overview")
 _OVERVIEW_INFO = ("gpu_activities",)  # the only overview facts the rank split reads
 MAX_REPORTS = 4  # answers kept per run (cycles or device files asked for recently)
@@ -44,12 +45,26 @@ class RankInputs:
     sections: Dict[str, Section]
 
 
-@dataclass
 class RankIndex:
-    """A run's rank index in memory: inputs by summary key and the stored answers by digest."""
-    run: str
-    inputs: Dict[str, RankInputs] = field(default_factory=dict)
-    reports: Dict[str, bytes] = field(default_factory=dict)  # digest -> the report as JSON (UTF-8)
+    """A run's rank index in memory: inputs by summary key (decoded on first use: an answer found by its digest
+    needs none of them) and the stored answers by digest."""
+
+    def __init__(self, run: str, inputs: Optional[Dict[str, "RankInputs"]] = None,
+                 reports: Optional[Dict[str, bytes]] = None, decode: Optional[Callable[[], Dict]] = None) -> None:
+        self.run = run
+        self._inputs = inputs
+        self._decode = decode
+        self.reports: Dict[str, bytes] = reports or {}  # digest -> the report as JSON (UTF-8)
+
+    @property
+    def inputs(self) -> Dict[str, RankInputs]:
+        if self._inputs is None:
+            self._inputs = self._decode() if self._decode else {}
+        return self._inputs
+
+    @inputs.setter
+    def inputs(self, value: Dict[str, RankInputs]) -> None:
+        self._inputs = value
 
     def update(self, chosen: Iterable[Tuple[str, str, str]], present: Iterable[str],
                read: Callable[[str, str, str], Optional[Dict[str, Section]]]) -> int:
@@ -107,9 +122,9 @@ def to_bytes(index: RankIndex) -> bytes:
     for name, parts in columns.items():
         arrays[f"a_{name}"] = _concatenated(parts)
         arrays[f"o_{name}"] = np.cumsum([0] + [len(p) for p in parts]).astype(np.int64)
-    header = {"format": FORMAT, "engine": ENGINE_VERSION, "run": index.run, "spans": rows,
-              "reports": list(index.reports)}
+    header = {"format": FORMAT, "engine": ENGINE_VERSION, "run": index.run, "reports": list(index.reports)}
     arrays["header"] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
+    arrays["spans"] = np.frombuffer(json.dumps(rows).encode("utf-8"), dtype=np.uint8)
     for i, report in enumerate(index.reports.values()):
         arrays[f"r_{i}"] = np.frombuffer(report, dtype=np.uint8)
     out = io.BytesIO()
@@ -124,31 +139,47 @@ def _concatenated(parts: List[np.ndarray]) -> np.ndarray:
 
 
 def from_bytes(data: bytes, run: str) -> RankIndex:
-    """The index back from `to_bytes`; raises CorruptSummary when it is not one of this engine for `run`."""
-    try:
+    """The index back from `to_bytes` (its inputs decoded when first used); raises CorruptSummary when it is not
+    one of this engine for `run`."""
+    with _reading("rank index"):
         with np.load(io.BytesIO(data), allow_pickle=False) as archive:
             header = json.loads(archive["header"].tobytes().decode("utf-8"))
             if header.get("format") != FORMAT or header.get("engine") != ENGINE_VERSION or header.get("run") != run:
                 raise cache_mod.CorruptSummary("rank index of another run, format or engine")
+            reports = {d: archive[f"r_{i}"].tobytes() for i, d in enumerate(header["reports"])}
+    return RankIndex(run, reports=reports, decode=lambda: _inputs(data))
+
+
+def _inputs(data: bytes) -> Dict[str, RankInputs]:
+    """The per-span rows of an index payload (already checked by `from_bytes`)."""
+    with _reading("rank index"):
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            rows = json.loads(archive["spans"].tobytes().decode("utf-8"))
             flat = {k[2:]: archive[k] for k in archive.files if k.startswith("a_")}
             offsets = {k[2:]: archive[k] for k in archive.files if k.startswith("o_")}
-            reports = {d: archive[f"r_{i}"].tobytes() for i, d in enumerate(header["reports"])}
+        out = {}
+        for row in rows:
+            sections = {}
+            for name, sec in row["sections"].items():
+                arrays = {}
+                for a, (pos, shape, dtype) in sec["arrays"].items():
+                    col = f"{name}__{a}"
+                    lo, hi = offsets[col][pos], offsets[col][pos + 1]
+                    arrays[a] = flat[col][lo:hi].astype(np.dtype(dtype), copy=False).reshape(shape)
+                sections[name] = Section(name, sec["info"], arrays, sec["error"])
+            out[row["key"]] = RankInputs(row["key"], row["worker"], row["span"], sections)
+        return out
+
+
+@contextlib.contextmanager
+def _reading(what: str):
+    """Any damage found while decoding (zip, npz, JSON, a missing field) is CorruptSummary."""
+    try:
+        yield
     except cache_mod.CorruptSummary:
         raise
-    except Exception as exc:  # zip, npz, JSON or missing-field damage: all mean "unreadable"
-        raise cache_mod.CorruptSummary(f"unreadable rank index ({type(exc).__name__})") from None
-    index = RankIndex(run, reports=reports)
-    for row in header["spans"]:
-        sections = {}
-        for name, sec in row["sections"].items():
-            arrays = {}
-            for a, (pos, shape, dtype) in sec["arrays"].items():
-                col = f"{name}__{a}"
-                lo, hi = offsets[col][pos], offsets[col][pos + 1]
-                arrays[a] = flat[col][lo:hi].astype(np.dtype(dtype), copy=False).reshape(shape)
-            sections[name] = Section(name, sec["info"], arrays, sec["error"])
-        index.inputs[row["key"]] = RankInputs(row["key"], row["worker"], row["span"], sections)
-    return index
+    except Exception as exc:
+        raise cache_mod.CorruptSummary(f"unreadable {what} ({type(exc).__name__})") from None
 
 
 # ------------------------------------------------------------------------------------------------ store I/O
@@ -188,7 +219,7 @@ def read_sections(store, identities: Dict[str, Dict[str, Any]]):
 def summary_sections(payload: bytes, identity: Optional[Dict[str, Any]] = None) -> Dict[str, Section]:
     """The index's sections of one summary payload, reading only their arrays (not the activity columns nor the
     other views' sections). Raises CorruptSummary as `cache.load_summary` does."""
-    try:
+    with _reading("summary"):
         with np.load(io.BytesIO(payload), allow_pickle=False) as archive:
             header = json.loads(archive["header"].tobytes().decode("utf-8"))
             if header.get("engine") != ENGINE_VERSION:
@@ -199,10 +230,6 @@ def summary_sections(payload: bytes, identity: Optional[Dict[str, Any]] = None) 
             return {name: Section(name, stored[name]["info"],
                                   {k: archive[f"s_{name}__{k}"] for k in stored[name]["arrays"]},
                                   stored[name]["error"]) for name in SECTIONS if name in stored}
-    except cache_mod.CorruptSummary:
-        raise
-    except Exception as exc:  # zip, npz, JSON or missing-field damage: all mean "unreadable"
-        raise cache_mod.CorruptSummary(f"unreadable summary ({type(exc).__name__})") from None
 
 
 __all__ = ["RankIndex", "RankInputs", "index_name", "load", "save", "to_bytes", "from_bytes", "read_sections", "summary_sections",
