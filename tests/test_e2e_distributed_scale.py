@@ -18,6 +18,14 @@ def _rows(frame) -> list:
     return [int(t.split()[0]) for t in frame.locator(".ranks-per-rank tbody tr").all_inner_texts()]
 
 
+def _wait_first(frame, rank: int, count: int) -> None:
+    """Until the table shows `count` rows starting with `rank` (the page asked for has arrived)."""
+    frame.wait_for_function(
+        f"() => {{ const rows = document.querySelectorAll('.ranks-per-rank tbody tr');"
+        f" return rows.length === {count} && rows[0].querySelector('td')?.innerText.trim() === '{rank}'; }}",
+        timeout=30000)
+
+
 def test_distributed_tab_pages_and_searches_150_ranks(tmp_path):
     need_browser()
     corpus = str(corpus_path("param/dlrm_8ranks"))
@@ -31,33 +39,33 @@ def test_distributed_tab_pages_and_searches_150_ranks(tmp_path):
         frame.get_by_role("tab", name="Distributed").click()
         frame.wait_for_function("() => document.querySelectorAll('.ranks-per-rank tbody tr').length === 64",
                                 timeout=120000)
+        # Past one page, the ranks the others waited for most come first.
+        report = _report(store)
+        assert report.stragglers and frame.locator("select[aria-label='Rank order']").input_value() == "straggler"
+        expected = rank_table.heatmap_page(report, order="straggler")["ranks"]
+        _wait_first(frame, expected[0], 64)
+        shown = _rows(frame)
+        assert shown == expected
+        waited = {r["rank"]: r["others_waited_us"] for r in report.ranks}
+        assert [waited[r] for r in shown] == sorted((waited[r] for r in shown), reverse=True)
+        assert waited[shown[0]] == max(waited.values())
+        assert frame.locator(".ranks-pager-status").inner_text().startswith("ranks 1–64 of 150")
+
         frame.locator("select[aria-label='Rank order']").select_option("rank")
-        frame.wait_for_function("() => document.querySelector('.ranks-pager-status')?.innerText"
-                                ".startsWith('ranks 1–64 of 150')", timeout=30000)
+        _wait_first(frame, 0, 64)
         assert _rows(frame) == list(range(64))
         frame.get_by_role("button", name="Next ›").click()
-        frame.wait_for_function("() => document.querySelector('.ranks-pager-status')?.innerText"
-                                ".startsWith('ranks 65–128 of 150')", timeout=30000)
+        _wait_first(frame, 64, 64)
         assert _rows(frame) == list(range(64, 128))
+        assert frame.locator(".ranks-pager-status").inner_text().startswith("ranks 65–128 of 150")
         assert "64 of 150 ranks on this page" in frame.locator(".chart-status").inner_text()
         frame.get_by_role("button", name="Next ›").click()
-        frame.wait_for_function("() => document.querySelectorAll('.ranks-per-rank tbody tr').length === 22",
-                                timeout=30000)
+        _wait_first(frame, 128, 22)
         assert _rows(frame) == list(range(128, 150))
         assert frame.get_by_role("button", name="Next ›").is_disabled()
 
-        frame.locator("select[aria-label='Rank order']").select_option("straggler")
-        frame.wait_for_function("() => document.querySelector('.ranks-pager-status')?.innerText"
-                                ".startsWith('ranks 1–64 of 150')", timeout=30000)
-        waited = {r["rank"]: r["others_waited_us"] for r in _report(store, logdir).ranks}
-        shown = _rows(frame)
-        assert [waited[r] for r in shown] == sorted((waited[r] for r in shown), reverse=True)
-        assert waited[shown[0]] == max(waited.values())  # the rank the others waited for most, first
-
         frame.locator("input[aria-label='Search ranks']").fill("149")
-        frame.wait_for_function("() => document.querySelectorAll('.ranks-per-rank tbody tr').length === 1",
-                                timeout=30000)
-        assert _rows(frame) == [149]
+        _wait_first(frame, 149, 1)
         assert "matching “149”" in frame.locator(".ranks-pager-status").inner_text()
         frame.locator("input[aria-label='Search ranks']").fill("no such worker")
         frame.wait_for_selector("text=No rank matches", timeout=30000)
@@ -65,7 +73,7 @@ def test_distributed_tab_pages_and_searches_150_ranks(tmp_path):
     assert not console, console
 
 
-def _report(store: str, logdir: str):
+def _report(store: str):
     """The run's report as the index holds it (the answer the tab was given)."""
     from tb_gpuinsight.store import rank_index
 
