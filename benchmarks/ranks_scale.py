@@ -1,15 +1,15 @@
 """The Distributed tab at thousands of ranks: first-answer times of its routes through real TensorBoard, old (every
 rank's summary read and analysed on the request) against new (the run's rank index), and the server's RSS.
 
-    python benchmarks/ranks_scale.py [--ranks 64 1024 10000] [--old-max 1024] [--s3]
+    python benchmarks/ranks_scale.py [--ranks 64 1024 10000] [--old-max 1024] [--stores local s3]
 
 A run of N ranks is N copies of the 8 real DLRM ranks (corpus `param/dlrm_8ranks`, `tests/rank_copies.py`): each
 rank file a link to real rank i % 8 named `rank{i}`, its summary the real rank's summary with its identity and its
 distributedInfo rank / world size set to i / N (what summarising the copy gives, without summarising 10,000
 files). The store is filled like `summarize --store` leaves it (rank index included, timed as "index build");
 each (N, path) is then served by a fresh process: TensorBoard's WSGI app over the plugin with `--gpuinsight_store`,
-asked over HTTP for /ranks, then heatmap pages (rank order, top stragglers, a rank search), then /ranks_compare of
-the last rank. `--s3` does the same from an S3-compatible
+asked over HTTP for /ranks (as the tab asks: no instance list), then heatmap pages (rank order, top stragglers, a rank search), then /ranks_compare of
+the last rank. `--stores s3` does the same from an S3-compatible
 server on 127.0.0.1 (moto, as the tests use). Old and new answers are compared (they must be identical).
 """
 from __future__ import annotations
@@ -105,7 +105,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[64, 1024, 10000])
     ap.add_argument("--old-max", type=int, default=1024, help="time the old path up to this many ranks")
-    ap.add_argument("--s3", action="store_true", help="also from an S3-compatible server on 127.0.0.1 (moto)")
+    ap.add_argument("--stores", nargs="+", choices=("local", "s3"), default=["local"],
+                    help="local directory, and/or an S3-compatible server on 127.0.0.1 (moto)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     ap.add_argument("--old", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -115,8 +116,8 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="tb-gpuinsight-ranks-")
     try:
         real = real_summaries(DLRM, work)
-        stores = [("local", lambda n: os.path.join(work, f"store{n}"), {})]
-        if args.s3:
+        stores = [("local", lambda n: os.path.join(work, f"store{n}"), {})] if "local" in args.stores else []
+        if "s3" in args.stores:
             stores.append(_s3_store())
         for where, url_of, env in stores:
             for n in args.ranks:

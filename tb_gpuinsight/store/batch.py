@@ -44,6 +44,8 @@ class BatchReport:
             peak = max(s["peak_rss"] for s in self.stats)
             out.append(f"per file  {sum(s['seconds'] for s in self.stats) / len(self.stats):.2f} s mean; "
                        f"peak worker RSS {peak / 2**20:.0f} MiB")
+        if self.indexed:
+            out.append(f"ranks     rank index of {self.indexed} multi-rank run(s) written beside the summaries")
         out += [f"failed    {name}: {reason}" for name, reason in self.failed]
         out += [f"skipped   {name}: failed before: {reason}" for name, reason in self.skipped]
         return out
