@@ -15,6 +15,7 @@ server on 127.0.0.1 (moto, as the tests use). Old and new answers are compared (
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -59,6 +60,7 @@ def child(logdir: str, store: str, n: int, old: bool) -> None:
     """The server side: TensorBoard's app over the plugin on the store; times the first answers."""
     import logging
     import threading
+    import urllib.error
     import urllib.parse
     import urllib.request
 
@@ -84,8 +86,11 @@ def child(logdir: str, store: str, n: int, old: bool) -> None:
 
     def get(route: str, **query) -> tuple:
         t = time.perf_counter()
-        with urllib.request.urlopen(base + route + "?" + urllib.parse.urlencode({"run": "job", **query})) as r:
-            body = r.read()
+        try:
+            with urllib.request.urlopen(base + route + "?" + urllib.parse.urlencode({"run": "job", **query})) as r:
+                body = r.read()
+        except urllib.error.HTTPError as exc:
+            raise SystemExit(f"/{route} {query}: HTTP {exc.code}: {exc.read().decode('utf-8', 'replace')[:300]}")
         return time.perf_counter() - t, json.loads(body)
 
     times, answers = {"scan": scan_s}, {}
@@ -114,16 +119,15 @@ def main() -> None:
         child(args.child[0], args.child[1], int(args.child[2]), args.old)
         return
     work = tempfile.mkdtemp(prefix="tb-gpuinsight-ranks-")
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, work, True)
         real = real_summaries(DLRM, work)
         stores = [("local", lambda n: os.path.join(work, f"store{n}"), {})] if "local" in args.stores else []
         if "s3" in args.stores:
-            stores.append(_s3_store())
+            stores.append(_s3_store(stack))
         for where, url_of, env in stores:
             for n in args.ranks:
                 _one(work, real, n, where, url_of(n), env, n <= args.old_max)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def _one(work: str, real: list, n: int, where: str, url: str, env: Dict[str, str], old: bool) -> None:
@@ -143,12 +147,11 @@ def _one(work: str, real: list, n: int, where: str, url: str, env: Dict[str, str
         print(f"  answers identical: {was['answer'] == new['answer']}")
 
 
-def _s3_store():
-    """A moto S3 server on 127.0.0.1 kept for the whole run; (name, url of a store per N, env for children)."""
+def _s3_store(stack: contextlib.ExitStack):
+    """A moto S3 server on 127.0.0.1 kept until `stack` closes; (name, url of a store per N, env for children)."""
     from tests.s3server import s3_server
 
-    ctx = s3_server()
-    server = ctx.__enter__()
+    server = stack.enter_context(s3_server())
     import s3fs
 
     s3fs.S3FileSystem(endpoint_url=server["endpoint"], key="testing", secret="testing").mkdir("bench")

@@ -66,7 +66,8 @@ def build(corpus_run: str, logdir: str, real: List[Dict[str, np.ndarray]], n: in
         i = int(span.worker[len("rank"):])
         data = copied(real[i % len(real)], job.identity, i, n)
         if store.remote:
-            store.put(job.key, data)
+            if not store.put(job.key, data):
+                raise RuntimeError(f"cannot write {job.key} to {store_url}")
         else:  # test data: written plainly (a store's put also syncs each file to disk)
             with open(os.path.join(store.directory, job.key), "wb") as f:
                 f.write(cache.seal(data))

@@ -5,11 +5,15 @@ Two parts, in one sealed `.npz` (the summaries' envelope: magic, SHA-256, payloa
 `allow_pickle=False`):
 
 - the inputs, columnar: per span (by summary key) its "distributed" section (step x split of a CPU trace, the
-  collective records) and the step split of its "overview" section, each array of all spans concatenated with an
-  offset per span. A changed or new rank reads its own summary only; the other rows are kept as they are.
-- the answers: the multi-rank report (`analysis/rank_table.py`) of the latest chosen set of spans, under a digest
-  of their summary keys, the engine and the datasheet. A request whose spans and datasheet match reads the report
-  as it is; otherwise it is recomputed from the inputs (no summary read) and written back.
+  collective records) and the step split of its "overview" section: `a_<section>__<array>` holds that array of
+  all spans concatenated, `o_<section>__<array>` the offset of each, `spans` (JSON) each span's worker, name,
+  section facts, and where its arrays are. A changed or new rank reads its own summary only; the other rows are
+  kept as they are. They are decoded only when a report must be computed.
+- the answers (`r_<i>`, their digests in `header`): the multi-rank report (`analysis/rank_table.py`: per rank x
+  step the split and the wait in collectives, per rank the straggler evidence, the collectives and instances) of
+  the most recently asked sets of spans, each under a digest of their summary keys, the engine and the
+  datasheet. A request whose spans and datasheet match reads the report as it is; otherwise it is recomputed
+  from the inputs (no summary read unless a rank is new) and written back.
 
 A damaged, foreign or other-engine index is a miss: it is deleted and rebuilt. Writes are whole-object (atomic
 locally, one PUT on an object store), like the summaries'; two writers of one run write equivalent indexes.
