@@ -4,12 +4,15 @@
                     -> {world_size, rank_count, source, ranks: [...], collectives: [...], stragglers: [...],
                         problems: [...], interconnect, step_numbers, instances: [...], instance_count, pending,
                         heatmap: (first page of /ranks_heatmap)}
-    /ranks_heatmap  ?run&metric[&cycle&offset&limit] -> {metric, steps, ranks, values, offset, limit, total_ranks,
-                        median_per_step, max}
+    /ranks_heatmap  ?run&metric[&cycle&page&size&order&q] -> {metric, steps, ranks, values, offset, limit, page,
+                        size, total_ranks, matches, order, query, median_per_step, max}: one page of ranks (`size`
+                        1..1024, or the older `offset&limit`) in rank order or `order=straggler` (the ranks others
+                        waited for first), kept to those matching `q` (a rank number or part of a worker name)
     /ranks_compare  ?run&rank[&cycle&limit] -> {rank, median_rank, summary, classes, rows}: the rank's kernels
                         against the median rank's (the Diff of the two spans), biggest changes first
 
-`cycle` picks the n-th span (profiling cycle) of every worker, -1 = the latest. Ranks whose span is still being
+`cycle` picks the n-th span (profiling cycle) of every worker, -1 = the latest. The answers come from the run's rank
+index (store/rank_index.py: one read, no per-rank summary unless a rank changed); ranks whose span is still being
 analysed are counted in `pending` and left out until ready; nothing here reads a trace.
 """
 from __future__ import annotations
@@ -18,9 +21,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..analysis.ranks import report as rk
 from ..analysis.diff.compare import diff
-from ..service import ALL_WORKERS, NotFound, NotReady, SpanFailed
+from ..analysis.ranks import report as rk
+from ..service import ALL_SPANS, ALL_WORKERS, NotFound, NotReady, SpanFailed
+from ..store import rank_table
 from . import params
 from .lru import Lru
 
@@ -40,16 +44,23 @@ def ranks_route(plugin, request) -> Dict[str, Any]:
     out["pending"] = pending
     out["problems"] = failed + report.problems + (
         [f"{pending} rank trace(s) still being analysed: not shown yet"] if pending else [])
-    out["heatmap"] = report.heatmap("dur", 0, 64)
+    out["heatmap"] = rank_table.heatmap_page(report, "dur", 0, 64)
     return out
 
 
 def heatmap_route(plugin, request) -> Dict[str, Any]:
     report = rank_report(plugin, request)[0]
     metric = params.choice(request, "metric", rk.STEP_METRICS, "dur")
-    offset = params.integer(request, "offset", 0, 0, 10 ** 7)
-    limit = params.integer(request, "limit", 64, 1, MAX_RANKS_PAGE)
-    return report.heatmap(metric, offset, limit)
+    order = params.choice(request, "order", rank_table.HEATMAP_ORDERS, "rank")
+    query = params.text(request, "q", default="")
+    if request.args.get("page") is not None or request.args.get("size") is not None:
+        limit = params.integer(request, "size", 64, 1, MAX_RANKS_PAGE)
+        offset = params.integer(request, "page", 0, 0, 10 ** 7 // limit) * limit
+    else:
+        offset = params.integer(request, "offset", 0, 0, 10 ** 7)
+        limit = params.integer(request, "limit", 64, 1, MAX_RANKS_PAGE)
+    out = rank_table.heatmap_page(report, metric, offset, limit, order, query)
+    return {**out, "page": offset // limit, "size": limit}
 
 
 def compare_route(plugin, request) -> Dict[str, Any]:
@@ -95,31 +106,48 @@ def rank_report(plugin, request) -> Tuple[rk.Report, int, List[str]]:
     key = (run, cycle, tuple(state.key for _, state in chosen))
 
     def build() -> rk.Report:
-        traces = []
-        for worker, state in chosen:
-            (_, section), = plugin.service.sections(run, worker, state.span, rk.SECTION)
-            (_, overview), = plugin.service.sections(run, worker, state.span, "overview")
-            traces.append(rk.RankTrace(worker, state.span, section, overview))
-        return rk.analyze(traces, plugin.service.datasheet())
+        return index_report(plugin, run, chosen)
 
     return _REPORTS.get(key, build), pending, failed
+
+
+def index_report(plugin, run: str, chosen: List[Tuple[str, Any]]) -> rk.Report:
+    """The report through the run's rank index: one read of the index, no summary read unless a rank changed."""
+    service = plugin.service
+
+    def fallback(key: str, worker: str, span: str):
+        return {name: service.sections(run, worker, span, name)[0][1] for name in (rk.SECTION, "overview")}
+
+    spans = [(state.key, worker, state.span, state.identity) for worker, state in chosen]
+    present = [state.key for state in service.span_states(run, ALL_WORKERS, ALL_SPANS)]
+    return rank_table.report_for(service.store, run, spans, present, service.datasheet(), fallback)[0]
+
+
+def per_rank_report(plugin, run: str, chosen: List[Tuple[str, Any]]) -> rk.Report:
+    """The report from every rank's own summary (what `index_report` must equal; the benchmarks' old path)."""
+    traces = []
+    for worker, state in chosen:
+        (_, section), = plugin.service.sections(run, worker, state.span, rk.SECTION)
+        (_, overview), = plugin.service.sections(run, worker, state.span, "overview")
+        traces.append(rk.RankTrace(worker, state.span, section, overview))
+    return rk.analyze(traces, plugin.service.datasheet())
 
 
 def _chosen_spans(plugin, run: str, cycle: int) -> Tuple[List[Tuple[str, Any]], int, List[str]]:
     """(worker, span state) of every worker's cycle-th span that is analysed, how many are not yet, and the
     reasons of those that failed."""
-    info = plugin.service.run_json(run)
+    by_worker: Dict[str, List[Any]] = {}
+    for state in plugin.service.span_states(run, ALL_WORKERS, ALL_SPANS):  # one pass, in the service's order
+        by_worker.setdefault(state.worker, []).append(state)
     chosen, pending, failed = [], 0, []
-    for w in info["workers"]:
-        spans = w["spans"]
-        if not spans or cycle >= len(spans):
+    for worker, spans in sorted(by_worker.items()):
+        if cycle >= len(spans):
             continue
-        span = spans[cycle]["span"]
-        state = plugin.service.span_states(run, w["worker"], span)[0]
+        state = spans[cycle]
         if state.status == "ready":
-            chosen.append((w["worker"], state))
+            chosen.append((worker, state))
         elif state.status == "error":
-            failed.append(f"{w['worker']}: {state.reason}")
+            failed.append(f"{worker}: {state.reason}")
         else:
             pending += 1
     return chosen, pending, failed

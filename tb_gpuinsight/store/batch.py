@@ -31,6 +31,7 @@ class BatchReport:
     retried: int = 0
     seconds: float = 0.0
     stats: List[Dict[str, float]] = field(default_factory=list)
+    indexed: int = 0  # runs of several workers with a rank index written or found up to date
 
     def lines(self) -> List[str]:
         """Human lines for the command line."""
@@ -43,6 +44,8 @@ class BatchReport:
             peak = max(s["peak_rss"] for s in self.stats)
             out.append(f"per file  {sum(s['seconds'] for s in self.stats) / len(self.stats):.2f} s mean; "
                        f"peak worker RSS {peak / 2**20:.0f} MiB")
+        if self.indexed:
+            out.append(f"ranks     rank index of {self.indexed} multi-rank run(s) written beside the summaries")
         out += [f"failed    {name}: {reason}" for name, reason in self.failed]
         out += [f"skipped   {name}: failed before: {reason}" for name, reason in self.skipped]
         return out
@@ -58,7 +61,8 @@ def summarize(logdir: str, store: Optional[str] = None, engine: str = "local", s
     url = target.url if target.remote else target.directory
     report = BatchReport(store=url)
     start = time.perf_counter()
-    jobs = logdir_jobs(root, discover(root), extra_args, max_trace_gb)
+    runs = discover(root)
+    jobs = logdir_jobs(root, runs, extra_args, max_trace_gb)
     todo = _todo(target, jobs, retry_failed, report)
     total, done = len(todo), [0]
 
@@ -84,8 +88,17 @@ def summarize(logdir: str, store: Optional[str] = None, engine: str = "local", s
     for job, reason in failures.items():
         target.put_failure(job.key, job.identity, reason, attempts=RETRIES + 1)
         report.failed.append((job.identity["path"], reason))
+    _index_runs(target, root, runs, extra_args, report)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _index_runs(target, root: str, runs, extra_args: Sequence[str], report: BatchReport) -> None:
+    """Each run's rank index beside the summaries (the Distributed tab then reads one object per run)."""
+    from .rank_table import index_logdir
+
+    several = [run for run in runs if len(run.workers) > 1]
+    report.indexed = len(several) - len(index_logdir(target, root, several, extra_args))
 
 
 def _todo(target, jobs: List[Job], retry_failed: bool, report: BatchReport) -> List[Job]:

@@ -75,6 +75,9 @@ export interface Straggler {
   evidence: string;
 }
 
+/** The order of the paged ranks: by number, or the ranks others waited for most first. */
+export type RankOrder = "rank" | "straggler";
+
 export interface Heatmap {
   metric: StepMetric;
   steps: number[];
@@ -83,6 +86,12 @@ export interface Heatmap {
   offset: number;
   limit: number;
   total_ranks: number;
+  /** Present on /ranks_heatmap answers: the page, its order and search, and how many ranks match the search. */
+  page?: number;
+  size?: number;
+  order?: RankOrder;
+  query?: string;
+  matches?: number;
   median_per_step: (number | null)[];
   max: number | null;
 }
@@ -112,6 +121,6 @@ export interface RankCompare {
 export const ranksApi = {
   compare: (run: string, rank: number, signal?: AbortSignal) => getJson<RankCompare>("ranks_compare", { run, rank, limit: 12 }, signal),
   ranks: (run: string, signal?: AbortSignal) => getJson<RanksResponse>("ranks", { run, instance_limit: 0 }, signal),
-  heatmap: (run: string, metric: StepMetric, offset: number, limit: number, signal?: AbortSignal) =>
-    getJson<Heatmap>("ranks_heatmap", { run, metric, offset, limit }, signal),
+  heatmap: (run: string, metric: StepMetric, page: number, size: number, order: RankOrder, q: string, signal?: AbortSignal) =>
+    getJson<Heatmap>("ranks_heatmap", { run, metric, page, size, order, q }, signal),
 };

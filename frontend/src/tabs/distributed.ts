@@ -1,11 +1,12 @@
 // Distributed tab: the run's ranks side by side. Per-rank breakdown of the step (table and stacked bars), a
 // ranks x steps heatmap, the collectives with bus bandwidth against the interconnect, and the straggler named with
-// its evidence. Everything comes from /ranks (per-trace summaries); ranks are paged, never drawn all at once.
+// its evidence. Everything comes from /ranks (the run's rank index); ranks are paged on the server (rank order or
+// top stragglers first, the default past one page) and searched by number or worker name, never drawn all at once.
 import { ApiError, isAbort, type Selection } from "../api";
 import { RankBars, StepHeatmap } from "../components/ranksCharts";
-import { IDLE_CAUSES, ranksApi, STEP_METRICS, type CollectiveRow, type RankCompare, type RankRow, type RanksResponse, type StepMetric } from "../components/ranksApi";
+import { IDLE_CAUSES, ranksApi, STEP_METRICS, type CollectiveRow, type RankCompare, type Heatmap, type RankOrder, type RankRow, type RanksResponse, type StepMetric } from "../components/ranksApi";
 import { emptyState, errorState, inlineError, loadingState } from "../components/states";
-import { field, h, replace, select } from "../dom";
+import { debounce, field, h, replace, select } from "../dom";
 import { bytes, count, gbps, pct, sig, time } from "../format";
 import { ALL_WORKERS, openTab } from "../state";
 import type { TabDef, TabView } from "./types";
@@ -69,7 +70,11 @@ class DistributedView implements TabView {
   private controller = new AbortController();
   private data: RanksResponse | null = null;
   private metric: StepMetric = "dur";
-  private rankOffset = 0;
+  private page = 0;
+  private order: RankOrder = "rank";
+  private query = "";
+  private byRank = new Map<number, RankRow>();
+  private pagerHost = h("div", { class: "ranks-pager-host" });
   private bars: RankBars | null = null;
   private heat: StepHeatmap | null = null;
   private retry: ReturnType<typeof setTimeout> | undefined;
@@ -85,6 +90,8 @@ class DistributedView implements TabView {
     replace(this.host, loadingState(`Reading the ranks of ${this.sel.run}…`));
     try {
       this.data = await ranksApi.ranks(this.sel.run, this.controller.signal);
+      this.byRank = new Map(this.data.ranks.map((r) => [r.rank, r]));
+      if (this.data.ranks.length > RANK_PAGE && this.data.stragglers.length) this.order = "straggler";
       this.render();
       if (this.data.pending > 0) this.retry = setTimeout(() => void this.load(), RETRY_MS);
     } catch (err) {
@@ -108,6 +115,21 @@ class DistributedView implements TabView {
       this.metric = v as StepMetric;
       void this.loadHeatmap();
     }, { attrs: { "aria-label": "Heatmap metric" } });
+    const orderSelect = select([["rank", "Rank order"], ["straggler", "Top stragglers first"]], this.order, (v) => {
+      this.order = v as RankOrder;
+      this.page = 0;
+      void this.loadHeatmap();
+    }, { attrs: { "aria-label": "Rank order" } });
+    const search = h("input", {
+      class: "ranks-search",
+      attrs: { type: "search", placeholder: "Rank number or worker", "aria-label": "Search ranks", value: this.query },
+    }) as HTMLInputElement;
+    const searchNow = debounce(() => {
+      this.query = search.value.trim();
+      this.page = 0;
+      void this.loadHeatmap();
+    }, 250);
+    search.addEventListener("input", searchNow);
     replace(
       this.host,
       h(
@@ -131,7 +153,7 @@ class DistributedView implements TabView {
         panel("Ranks: mean step split", h("div", {
           class: "muted small",
           text: "Mean per step. Idle is split by cause as in the Overview (host-bound, launch-bound, synchronisation, data loading, other); a CPU-only trace has no GPU idle to split (—). Click a rank (bar or row) to compare it with the median rank.",
-        }), this.focus, this.rankHost),
+        }), h("div", { class: "controls" }, field("Order", orderSelect), field("Search", search)), this.pagerHost, this.focus, this.rankHost),
         panel(`Ranks × steps`, h("div", { class: "controls" }, field("Metric", metricSelect)), this.heatStatus, this.heat.el),
         panel(
           "Collectives",
@@ -143,8 +165,8 @@ class DistributedView implements TabView {
         ),
       ),
     );
-    this.renderRanks();
-    this.renderHeatmap(d.heatmap);
+    if (this.order === "rank" && !this.query) this.renderPage(d.heatmap);
+    else void this.loadHeatmap();
   }
 
   private summary(d: RanksResponse): HTMLElement {
@@ -169,39 +191,42 @@ class DistributedView implements TabView {
     );
   }
 
-  private renderRanks(): void {
-    const d = this.data!;
-    const rows = d.ranks.slice(this.rankOffset, this.rankOffset + RANK_PAGE);
-    const flagged = new Set(d.stragglers.map((s) => s.rank));
+  /** One page of ranks (as the server paged, ordered and searched them): pager, bars, table and heatmap. */
+  private renderPage(map: Heatmap): void {
+    const rows = map.ranks.map((r) => this.byRank.get(r)).filter((r): r is RankRow => r !== undefined);
+    const flagged = new Set(this.data!.stragglers.map((s) => s.rank));
+    const matches = map.matches ?? map.total_ranks;
     this.bars!.setData(rows, flagged);
-    const pager = d.ranks.length > RANK_PAGE ? this.pager(d.ranks.length, this.rankOffset, (o) => {
-      this.rankOffset = o;
-      this.renderRanks();
-      void this.loadHeatmap();
-    }) : null;
+    replace(this.pagerHost, matches > RANK_PAGE || this.query ? this.pager(matches, map.offset) : null);
     replace(
       this.rankHost,
-      pager,
-      this.bars!.el,
-      table(RANK_HEAD, rows.map(rankCells), "ranks-per-rank", (i) => (flagged.has(rows[i].rank) ? "row-straggler" : ""), (i) => this.showRank(rows[i].rank)),
+      rows.length ? this.bars!.el : emptyState(`No rank matches “${this.query}”`),
+      rows.length ? table(RANK_HEAD, rows.map(rankCells), "ranks-per-rank", (i) => (flagged.has(rows[i].rank) ? "row-straggler" : ""), (i) => this.showRank(rows[i].rank)) : null,
     );
+    this.renderHeatmap(map);
   }
 
-  private pager(total: number, offset: number, go: (offset: number) => void): HTMLElement {
-    const last = Math.max(0, Math.floor((total - 1) / RANK_PAGE) * RANK_PAGE);
+  private pager(total: number, offset: number): HTMLElement {
+    const last = Math.max(0, Math.floor((total - 1) / RANK_PAGE));
+    const page = Math.floor(offset / RANK_PAGE);
+    const go = (p: number) => {
+      this.page = Math.min(last, Math.max(0, p));
+      void this.loadHeatmap();
+    };
+    const shown = total ? `ranks ${count(offset + 1)}–${count(Math.min(total, offset + RANK_PAGE))} of ${count(total)}` : "no rank";
     return h(
       "div",
       { class: "controls pager" },
-      h("button", { class: "btn", text: "‹ Previous", attrs: offset > 0 ? {} : { disabled: "" }, on: { click: () => go(Math.max(0, offset - RANK_PAGE)) } }),
-      h("span", { class: "muted", text: `ranks ${offset}–${Math.min(total, offset + RANK_PAGE) - 1} of ${count(total)}` }),
-      h("button", { class: "btn", text: "Next ›", attrs: offset < last ? {} : { disabled: "" }, on: { click: () => go(Math.min(last, offset + RANK_PAGE)) } }),
+      h("button", { class: "btn", text: "‹ Previous", attrs: page > 0 ? {} : { disabled: "" }, on: { click: () => go(page - 1) } }),
+      h("span", { class: "muted ranks-pager-status", text: `${shown}${this.query ? ` matching “${this.query}”` : ""} · page ${count(page + 1)} of ${count(last + 1)}` }),
+      h("button", { class: "btn", text: "Next ›", attrs: page < last ? {} : { disabled: "" }, on: { click: () => go(page + 1) } }),
     );
   }
 
   private async loadHeatmap(): Promise<void> {
     replace(this.heatStatus, h("span", { class: "muted small", text: "Loading…" }));
     try {
-      this.renderHeatmap(await ranksApi.heatmap(this.sel.run, this.metric, this.rankOffset, RANK_PAGE, this.controller.signal));
+      this.renderPage(await ranksApi.heatmap(this.sel.run, this.metric, this.page, RANK_PAGE, this.order, this.query, this.controller.signal));
     } catch (err) {
       if (this.controller.signal.aborted || isAbort(err)) return;
       replace(this.heatStatus, inlineError(err instanceof Error ? err.message : String(err)));
@@ -210,7 +235,7 @@ class DistributedView implements TabView {
 
   private renderHeatmap(map: RanksResponse["heatmap"]): void {
     const label = STEP_METRICS.find(([m]) => m === map.metric)?.[1] ?? map.metric;
-    replace(this.heatStatus, h("span", { class: "muted small", text: `${label} per rank and step; ranks ${map.offset}–${map.offset + map.ranks.length - 1} of ${count(map.total_ranks)}` }));
+    replace(this.heatStatus, h("span", { class: "muted small", text: `${label} per rank and step; ${count(map.ranks.length)} of ${count(map.total_ranks)} ranks on this page` }));
     this.heat!.setData(map);
   }
 
@@ -283,7 +308,9 @@ class DistributedView implements TabView {
     this.destroy();
     this.sel = sel;
     this.controller = new AbortController();
-    this.rankOffset = 0;
+    this.page = 0;
+    this.order = "rank";
+    this.query = "";
     void this.load();
   }
 
