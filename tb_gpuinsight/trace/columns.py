@@ -2,6 +2,7 @@
 their sane ranges are made absent (and counted) here, once, at read time."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import msgspec
@@ -38,6 +39,28 @@ _INT_LIMITS: Dict[str, Tuple[int, int]] = {"bytes": (-(2 ** 50), 2 ** 50), "regi
                                            "shared_mem": (0, 1 << 40)}
 
 
+# Columns are built from whole lists in C (numpy conversions, map over getters) rather than one value at a time in
+# Python; False selects the one-by-one reference path, which gives identical tables (a test compares them).
+FAST = True
+_EXACT = float(2 ** 53)  # integers up to this size pass through float64 unchanged
+
+
+def _exact_ints(values: List[Optional[int]], dtype) -> Optional[np.ndarray]:
+    """Integers (None as -1) converted in C through float64, or None when a value could lose precision there or
+    does not fit `dtype` (then the one-by-one path decides, and counts)."""
+    try:
+        as_float = np.array(values, dtype=np.float64).reshape(len(values))
+    except (OverflowError, TypeError, ValueError):
+        return None
+    missing = np.isnan(as_float)
+    as_float[missing] = _NO_ID
+    info = np.iinfo(dtype)
+    limit = min(_EXACT, float(info.max))
+    if len(as_float) and not (np.abs(as_float) <= limit).all():
+        return None
+    return as_float.astype(dtype)
+
+
 class _Columns:
     """Accumulates numpy column chunks for one table; values that do not fit are made absent and logged."""
 
@@ -51,9 +74,22 @@ class _Columns:
         self.chunks.setdefault(col, []).append(arr)
 
     def add_ints(self, col: str, values: Iterable[Optional[int]], n: int, dtype=np.int64) -> None:
-        values = list(values)
+        values = values if isinstance(values, list) else list(values)
         info = np.iinfo(dtype)
         lo, hi = _INT_LIMITS.get(col, (int(info.min), int(info.max)))
+        arr = _exact_ints(values, dtype) if FAST else None
+        if arr is None:
+            arr = self._ints_one_by_one(col, values, n, dtype, lo, hi)
+        else:
+            out = (arr < lo) | (arr > hi)
+            out &= arr != _NO_ID
+            if out.any():
+                self.log.drop(f"{self.table} {col}", f"outside {lo:,}..{hi:,}", int(out.sum()))
+                arr[out] = _NO_ID
+        self.add(col, arr)
+
+    def _ints_one_by_one(self, col: str, values: List, n: int, dtype, lo: int, hi: int) -> np.ndarray:
+        """The reference path (and the one for values beyond the column's type)."""
         try:
             arr = np.fromiter((_NO_ID if v is None else v for v in values), dtype=dtype, count=n)
             out = (arr < lo) | (arr > hi)
@@ -66,13 +102,15 @@ class _Columns:
             self.log.drop(f"{self.table} {col}", f"outside {lo:,}..{hi:,}",
                           sum(1 for v, f in zip(values, fits) if f is None and v is not None))
             arr = np.fromiter((_NO_ID if v is None else v for v in fits), dtype=dtype, count=n)
-        self.add(col, arr)
+        return arr
 
     def add_floats(self, col: str, values: Iterable[Optional[float]], n: int) -> None:
-        values = list(values)
+        values = values if isinstance(values, list) else list(values)
         try:
-            arr = np.fromiter((np.nan if v is None else v for v in values), dtype=np.float64, count=n)
-        except OverflowError:  # an integer beyond any float
+            if not FAST:
+                raise OverflowError
+            arr = np.array(values, dtype=np.float64).reshape(n)  # None becomes NaN, in C
+        except (OverflowError, TypeError, ValueError):  # an integer beyond any float
             arr = np.fromiter((np.nan if v is None else _float_or_nan(v) for v in values), dtype=np.float64, count=n)
         lo, hi = _FLOAT_LIMITS.get(col, (-np.inf, np.inf))
         with np.errstate(invalid="ignore"):
@@ -86,7 +124,15 @@ class _Columns:
 
     def add_strings(self, col: str, values: Iterable, n: int) -> None:
         interner = self.interners.setdefault(col, Interner())
-        self.add(col, np.fromiter(interner.encode(values), dtype=np.int32, count=n))
+        if not FAST:
+            self.add(col, np.fromiter(interner.encode(values), dtype=np.int32, count=n))
+            return
+        values = values if isinstance(values, list) else list(values)
+        codes = interner.codes
+        for v in dict.fromkeys(values):  # distinct values in first-seen order: the codes the one-by-one path gives
+            if v not in codes:
+                interner.code(v)
+        self.add(col, np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=n))
 
     def finish(self, name: str, order: Sequence[str]) -> Table:
         columns, strings = {}, {}
@@ -122,41 +168,64 @@ def _as_text_categories(codes: np.ndarray, items: List) -> Tuple[np.ndarray, Lis
     return (remap[codes] if len(codes) else codes), merged.items
 
 
+_GETTERS: Dict[str, Callable] = {}
+
+
+def _of(items: List, attr: str) -> List:
+    """One attribute of every event or args struct, gathered in C."""
+    get = _GETTERS.get(attr)
+    if get is None:
+        get = _GETTERS[attr] = operator.attrgetter(attr)
+    return list(map(get, items))
+
+
+def _either(args: List, attr: str, fallback: str) -> List:
+    """`attr` of each args struct, `fallback`'s value where it is absent (None)."""
+    values = _of(args, attr)
+    if None not in values:
+        return values
+    return [v if v is not None else getattr(a, fallback) for v, a in zip(values, args)]
+
+
 def _ext_ids(args: List) -> List[Optional[int]]:
-    return [a.ext if a.ext is not None else a.ext_legacy for a in args]
+    return _either(args, "ext", "ext_legacy")
 
 
 def _common(cols: _Columns, evs: List, args: List, n: int) -> None:
-    cols.add_strings("name", (e.name for e in evs), n)
-    cols.add_floats("ts", (e.ts for e in evs), n)
-    cols.add_floats("dur", (e.dur for e in evs), n)
+    cols.add_strings("name", _of(evs, "name"), n)
+    cols.add_floats("ts", _of(evs, "ts"), n)
+    cols.add_floats("dur", _of(evs, "dur"), n)
     cols.add_ints("ext_id", _ext_ids(args), n)
 
 
 def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, _kinds: List[str],
                comms: Interner) -> None:
     _common(cols, evs, args, n)
-    cols.add_strings("pid", (e.pid for e in evs), n)
-    cols.add_strings("tid", (e.tid for e in evs), n)
-    cols.add_ints("rf_id", (a.rf_id for a in args), n)
-    cols.add_ints("seq", (a.seq for a in args), n)
-    cols.add_ints("fwd_tid", (a.fwd_tid for a in args), n)
-    cols.add_floats("kernel_flop", (a.kernel_flop for a in args), n)
-    cols.add_floats("kernel_num_gb", (a.kernel_num_gb for a in args), n)
-    cols.add("shape", np.fromiter((_shape_code(a, shapes) for a in args), dtype=np.int32, count=n))
-    cols.add_strings("module", (a.module for a in args), n)
+    cols.add_strings("pid", _of(evs, "pid"), n)
+    cols.add_strings("tid", _of(evs, "tid"), n)
+    cols.add_ints("rf_id", _of(args, "rf_id"), n)
+    cols.add_ints("seq", _of(args, "seq"), n)
+    cols.add_ints("fwd_tid", _of(args, "fwd_tid"), n)
+    cols.add_floats("kernel_flop", _of(args, "kernel_flop"), n)
+    cols.add_floats("kernel_num_gb", _of(args, "kernel_num_gb"), n)
+    cols.add("shape", _shape_codes(args, shapes, n))
+    cols.add_strings("module", _of(args, "module"), n)
     _add_comm(cols, args, n, comms)
 
 
 def _add_comm(cols: _Columns, args: List, n: int, comms: Interner) -> None:
-    cols.add("comm", np.fromiter((_comm_code(a, comms) for a in args), dtype=np.int32, count=n))
+    sets = list(map(_comm_values, args))
+    codes = np.full(n, _NO_ID, dtype=np.int32)
+    for i in np.flatnonzero(np.fromiter(map(any, sets), dtype=bool, count=n)).tolist():
+        codes[i] = comms.code(tuple(bytes(r) for r in sets[i]))  # most events carry none of these args
+    cols.add("comm", codes)
 
 
-def _comm_code(a, comms: Interner) -> int:
-    raws = _comm_values(a)  # one C call; most events carry none of these args, so test before converting
-    if not any(raws):
-        return _NO_ID
-    return comms.code(tuple(bytes(r) for r in raws))
+def _shape_codes(args: List, shapes: Interner, n: int) -> np.ndarray:
+    """Each event's shape signature code; traces recorded without shapes skip the per-event work."""
+    if not (any(_of(args, "dims")) or any(_of(args, "dims_legacy")) or any(_of(args, "types"))):
+        return np.full(n, _NO_ID, dtype=np.int32)
+    return np.fromiter((_shape_code(a, shapes) for a in args), dtype=np.int32, count=n)
 
 
 def _shape_code(a, shapes: Interner) -> int:
@@ -166,10 +235,19 @@ def _shape_code(a, shapes: Interner) -> int:
     return shapes.code((bytes(dims), bytes(a.types), bytes(a.concrete)))
 
 
-def _device_of(e, a) -> Optional[int]:
-    if a.device is not None:
-        return a.device
-    return e.pid if isinstance(e.pid, int) else None
+def _devices(evs: List, args: List) -> List[Optional[int]]:
+    """The `device` arg, else the event's pid when it is a number (2021 traces)."""
+    devices = _of(args, "device")
+    if None not in devices:
+        return devices
+    return [d if d is not None else (e.pid if isinstance(e.pid, int) else None) for d, e in zip(devices, evs)]
+
+
+def _streams(args: List) -> List[Optional[int]]:
+    values = _of(args, "stream")
+    if str not in set(map(type, values)):
+        return values
+    return list(map(_stream_id, values))
 
 
 def _stream_id(value: Union[int, str, None]) -> Optional[int]:
@@ -184,73 +262,73 @@ def _stream_id(value: Union[int, str, None]) -> Optional[int]:
 def _build_kernels(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str],
                    comms: Interner) -> None:
     _common(cols, evs, args, n)
-    cols.add_ints("device", (_device_of(e, a) for e, a in zip(evs, args)), n, np.int32)
-    cols.add_ints("stream", (_stream_id(a.stream) for a in args), n)
-    cols.add_ints("correlation", (a.correlation for a in args), n)
-    cols.add_ints("registers", (a.registers for a in args), n, np.int32)
-    cols.add_ints("shared_mem", (a.shared_mem for a in args), n)
-    cols.add_floats("blocks_per_sm", (a.blocks_per_sm for a in args), n)
-    cols.add_floats("warps_per_sm", (a.warps_per_sm for a in args), n)
-    cols.add_floats("occupancy", (a.occupancy if a.occupancy is not None else a.occupancy_legacy for a in args), n)
-    cols.add_strings("grid", (bytes(a.grid) for a in args), n)
-    cols.add_strings("block", (bytes(a.block) for a in args), n)
+    cols.add_ints("device", _devices(evs, args), n, np.int32)
+    cols.add_ints("stream", _streams(args), n)
+    cols.add_ints("correlation", _of(args, "correlation"), n)
+    cols.add_ints("registers", _of(args, "registers"), n, np.int32)
+    cols.add_ints("shared_mem", _of(args, "shared_mem"), n)
+    cols.add_floats("blocks_per_sm", _of(args, "blocks_per_sm"), n)
+    cols.add_floats("warps_per_sm", _of(args, "warps_per_sm"), n)
+    cols.add_floats("occupancy", _either(args, "occupancy", "occupancy_legacy"), n)
+    cols.add_strings("grid", list(map(bytes, _of(args, "grid"))), n)
+    cols.add_strings("block", list(map(bytes, _of(args, "block"))), n)
     _add_comm(cols, args, n, comms)
 
 
 def _build_memops(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: List[str], _comms) -> None:
     cols.add_strings("kind", kinds, n)
     _common(cols, evs, args, n)
-    cols.add_ints("device", (_device_of(e, a) for e, a in zip(evs, args)), n, np.int32)
-    cols.add_ints("stream", (_stream_id(a.stream) for a in args), n)
-    cols.add_ints("correlation", (a.correlation for a in args), n)
-    cols.add_floats("bytes", (a.nbytes for a in args), n)
-    cols.add_floats("bandwidth", (a.bandwidth for a in args), n)
+    cols.add_ints("device", _devices(evs, args), n, np.int32)
+    cols.add_ints("stream", _streams(args), n)
+    cols.add_ints("correlation", _of(args, "correlation"), n)
+    cols.add_floats("bytes", _of(args, "nbytes"), n)
+    cols.add_floats("bandwidth", _of(args, "bandwidth"), n)
 
 
 def _build_launches(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: List[str], _comms) -> None:
     cols.add_strings("kind", kinds, n)
     _common(cols, evs, args, n)
-    cols.add_strings("pid", (e.pid for e in evs), n)
-    cols.add_strings("tid", (e.tid for e in evs), n)
-    cols.add_ints("correlation", (a.correlation for a in args), n)
+    cols.add_strings("pid", _of(evs, "pid"), n)
+    cols.add_strings("tid", _of(evs, "tid"), n)
+    cols.add_ints("correlation", _of(args, "correlation"), n)
     # Sync events name their device and stream, and what they wait on; runtime calls of ROCm carry a stream.
-    cols.add_ints("device", (a.device for a in args), n, np.int32)
-    cols.add_ints("stream", (_stream_id(a.stream) for a in args), n)
-    cols.add_ints("wait_stream", (a.wait_stream for a in args), n)
-    cols.add_ints("wait_corr", (a.wait_corr for a in args), n)
+    cols.add_ints("device", _of(args, "device"), n, np.int32)
+    cols.add_ints("stream", _streams(args), n)
+    cols.add_ints("wait_stream", _of(args, "wait_stream"), n)
+    cols.add_ints("wait_corr", _of(args, "wait_corr"), n)
 
 
 def _build_annotations(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, kinds: List[str],
                        comms: Interner) -> None:
     cols.add_strings("kind", kinds, n)
     _common(cols, evs, args, n)
-    cols.add_strings("pid", (e.pid for e in evs), n)
-    cols.add_strings("tid", (e.tid for e in evs), n)
+    cols.add_strings("pid", _of(evs, "pid"), n)
+    cols.add_strings("tid", _of(evs, "tid"), n)
     # nccl:/gloo: annotations carry the collective's tensor (Input Dims / Input type): its size.
-    cols.add("shape", np.fromiter((_shape_code(a, shapes) for a in args), dtype=np.int32, count=n))
+    cols.add("shape", _shape_codes(args, shapes, n))
     _add_comm(cols, args, n, comms)
 
 
 def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str], _comms) -> None:
     """[memory] events: Bytes > 0 allocates, < 0 frees; the totals are absent before torch 1.10 (NaN)."""
-    cols.add_floats("ts", (e.ts for e in evs), n)
+    cols.add_floats("ts", _of(evs, "ts"), n)
     cols.add("dur", np.zeros(n))
-    cols.add_strings("pid", (e.pid for e in evs), n)
-    cols.add_strings("tid", (e.tid for e in evs), n)
-    cols.add_ints("device_type", (a.device_type for a in args), n, np.int32)
-    cols.add_ints("device_id", (a.device_id for a in args), n, np.int32)
-    cols.add_ints("addr", (a.addr for a in args), n)
-    cols.add_ints("bytes", (a.alloc_bytes for a in args), n)
-    cols.add_floats("total_allocated", (a.total_allocated for a in args), n)
-    cols.add_floats("total_reserved", (a.total_reserved for a in args), n)
+    cols.add_strings("pid", _of(evs, "pid"), n)
+    cols.add_strings("tid", _of(evs, "tid"), n)
+    cols.add_ints("device_type", _of(args, "device_type"), n, np.int32)
+    cols.add_ints("device_id", _of(args, "device_id"), n, np.int32)
+    cols.add_ints("addr", _of(args, "addr"), n)
+    cols.add_ints("bytes", _of(args, "alloc_bytes"), n)
+    cols.add_floats("total_allocated", _of(args, "total_allocated"), n)
+    cols.add_floats("total_reserved", _of(args, "total_reserved"), n)
 
 
 def _build_modules(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str], _comms) -> None:
-    cols.add_strings("name", (e.name[len(MODULE_PREFIX):] for e in evs), n)
-    cols.add_floats("ts", (e.ts for e in evs), n)
-    cols.add_floats("dur", (e.dur for e in evs), n)
-    cols.add_strings("pid", (e.pid for e in evs), n)
-    cols.add_strings("tid", (e.tid for e in evs), n)
+    cols.add_strings("name", [name[len(MODULE_PREFIX):] for name in _of(evs, "name")], n)
+    cols.add_floats("ts", _of(evs, "ts"), n)
+    cols.add_floats("dur", _of(evs, "dur"), n)
+    cols.add_strings("pid", _of(evs, "pid"), n)
+    cols.add_strings("tid", _of(evs, "tid"), n)
 
 
 # Every table also has "event": the row's index in traceEvents (to write augmented traces, link back).

@@ -101,16 +101,41 @@ _comm_values = operator.attrgetter(*_COMM_ATTRS)
 _ARG_NAMES = {name: attr for attr, name, _ in _ARG_FIELDS}
 
 
-def _make_schema(extra_args: Tuple[str, ...]):
-    """Typed event struct for one load: the standard args plus the caller's extra args (as raw JSON)."""
-    fields = []
-    for attr, name, typ in _ARG_FIELDS:
-        default = msgspec.Raw() if typ is msgspec.Raw else None
-        fields.append((attr, typ, msgspec.field(default=default, name=name)))
+_SHAPE_ATTRS = ("dims", "dims_legacy", "types", "concrete")
+# The args each table reads (besides the External id every activity table has); a table's args are decoded only
+# for the events that go to it, into a struct of these fields alone.
+TABLE_ARGS: Dict[str, Tuple[str, ...]] = {
+    "ops": ("ext", "ext_legacy", "rf_id", "seq", "fwd_tid", "kernel_flop", "kernel_num_gb", "module")
+    + _SHAPE_ATTRS + _COMM_ATTRS,
+    "kernels": ("ext", "ext_legacy", "device", "stream", "correlation", "registers", "shared_mem", "blocks_per_sm",
+                "warps_per_sm", "occupancy", "occupancy_legacy", "grid", "block") + _COMM_ATTRS,
+    "memops": ("ext", "ext_legacy", "device", "stream", "correlation", "nbytes", "bandwidth"),
+    "launches": ("ext", "ext_legacy", "correlation", "device", "stream", "wait_stream", "wait_corr"),
+    "annotations": ("ext", "ext_legacy") + _SHAPE_ATTRS + _COMM_ATTRS,
+    "memory": ("device_type", "device_id", "addr", "alloc_bytes", "total_allocated", "total_reserved"),
+    "modules": (),
+}
+
+
+def _make_schema(extra_args: Tuple[str, ...]) -> Tuple[type, Dict[str, type]]:
+    """Typed structs for one load: the event (its args left raw) and, per table, the args that table reads plus
+    the caller's extra args (those the schema does not name stay raw JSON)."""
+    specs = {attr: (name, typ) for attr, name, typ in _ARG_FIELDS}
+    extra = []
     for i, name in enumerate(extra_args):
-        if name not in _ARG_NAMES:
-            fields.append((f"x{i}", msgspec.Raw, msgspec.field(default=msgspec.Raw(), name=name)))
-    args_type = msgspec.defstruct("Args", fields)
+        attr = _ARG_NAMES.get(name, f"x{i}")
+        specs.setdefault(attr, (name, msgspec.Raw))
+        extra.append(attr)
+    # gc=False: events hold no references that could form cycles, so the collector need not track the millions
+    # of them a big trace makes (tracking made every collection walk them all).
+    args_types = {}
+    for table, attrs in TABLE_ARGS.items():
+        fields = []
+        for attr in dict.fromkeys(attrs + tuple(extra)):
+            name, typ = specs[attr]
+            default = msgspec.Raw() if typ is msgspec.Raw else None
+            fields.append((attr, typ, msgspec.field(default=default, name=name)))
+        args_types[table] = msgspec.defstruct(f"{table.capitalize()}Args", fields, gc=False)
     event_type = msgspec.defstruct("Event", [
         ("ph", str, ""),
         ("cat", str, ""),
@@ -119,18 +144,6 @@ def _make_schema(extra_args: Tuple[str, ...]):
         ("tid", Union[int, str, None], None),
         ("ts", Optional[float], None),
         ("dur", float, 0.0),
-        ("args", Optional[args_type], None),
-    ])
-    return args_type, event_type
-
-
-def _other_destination(e, canon: Optional[str]) -> Optional[Tuple[str, str]]:
-    """(table, kind) of a timed event that is not a complete event of a TABLE_OF category (memory instants,
-    module events), None for events no table keeps."""
-    if e.ts is None:
-        return None
-    if e.ph in ("i", "I"):
-        return ("memory", "") if e.name == MEMORY_EVENT else None
-    if e.ph == "X" and canon == "python_function" and e.name.startswith(MODULE_PREFIX):
-        return ("modules", "")
-    return None
+        ("args", msgspec.Raw, msgspec.field(default_factory=msgspec.Raw)),
+    ], gc=False)
+    return event_type, args_types
