@@ -15,6 +15,7 @@ from . import logdir as logdir_mod
 from .errors import GpuInsightError
 from .progress import terminal_progress
 from .trace.source import set_max_trace_gb
+from .trace.stages import stage
 from .trace.text import safe_text
 
 EXIT_BAD_INPUT = 2
@@ -311,10 +312,15 @@ def _register_analyze(sub) -> None:
 
 
 def _cmd_analyze(args) -> int:
+    eff = _analyze(args.path, args)
+    with stage("output"):
+        return _print_analysis(eff, args)
+
+
+def _print_analysis(eff, args) -> int:
     from .analysis.enrich import shape_sources
     from .analysis.rows import group_rows, sort_order
 
-    eff = _analyze(args.path, args)
     table = eff.by_name() if args.by == "name" else eff.by_op()
     order = sort_order(table, "total_us")
     top = _top(args)
