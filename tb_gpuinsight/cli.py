@@ -24,7 +24,7 @@ EXIT_BAD_INPUT = 2
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the console script; returns the exit status."""
     _tolerant_output()
-    parser = _parser()
+    parser = _parser(_command_name(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
@@ -59,13 +59,21 @@ def _tolerant_output() -> None:
                 pass
 
 
-def _parser() -> argparse.ArgumentParser:
+def _command_name(argv: Sequence[str]) -> Optional[str]:
+    """The command word of a command line (None when there is none)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+    """The command line's parser. For one of this module's own commands the command modules (and the analyses
+    they import) are not loaded: that import cost is paid by the commands that use them."""
     parser = argparse.ArgumentParser(prog="tb-gpuinsight", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(title="commands")
     for register in COMMANDS:
         register(sub)
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(sub)
+    if command not in sub.choices:
+        for module_name in COMMAND_MODULES:
+            importlib.import_module(module_name).register(sub)
     for command in sub.choices.values():  # every command reads traces: each takes the size cap
         command.add_argument("--max-trace-gb", type=_positive_gb, default=None, metavar="GB",
                              help="refuse traces whose uncompressed size passes this many GB "

@@ -8,10 +8,8 @@ read the parent's buffer of the JSON without copying it through a pipe; only tab
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -65,6 +63,9 @@ def decode_parallel(new_reader: Callable[[], Any], events: Sequence[Any], ranges
                     progress: Optional[Callable[[int], None]] = None) -> List[Part]:
     """Decode each range of `events` in a forked worker (`feed(reader, events, start, end)` fills a fresh reader);
     the parts in the order a serial decode meets them (last first)."""
+    import multiprocessing  # here: one process decoding never pays for importing the pool
+    from concurrent.futures import ProcessPoolExecutor
+
     global _shared
     _shared = (new_reader, events, feed)
     try:
