@@ -1,16 +1,20 @@
 """Packaging for tb_gpuinsight: a TensorBoard plugin that rates every GPU kernel of a PyTorch profile."""
+import re
+
 from setuptools import find_packages, setup
+
+VERSION = re.search(r'__version__ = "([^"]+)"', open("tb_gpuinsight/version.py", encoding="utf-8").read()).group(1)
 
 setup(
     name="tb_gpuinsight",
-    version="0.1.0",
+    version=VERSION,
     description="TensorBoard plugin: FLOPs, bytes and efficiency of every GPU kernel in PyTorch profiler traces",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="BSD-3-Clause",
     python_requires=">=3.9",
     packages=find_packages(include=["tb_gpuinsight", "tb_gpuinsight.*"]),
-    package_data={"tb_gpuinsight": ["static/*", "estimate/*.json", "analysis/*.json"]},
+    package_data={"tb_gpuinsight": ["static/*", "estimate/*.json", "analysis/kernels/*.json"]},
     install_requires=[
         # msgspec: typed JSON decode that skips unneeded fields; the reader's speed and memory rest on it.
         "msgspec>=0.18",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import tb_gpuinsight
 from tb_gpuinsight.analysis.enrich import shape_sources
-from tb_gpuinsight.analysis.reasons import REASONS
+from tb_gpuinsight.analysis.kernels.reasons import REASONS
 from tb_gpuinsight.errors import GpuInsightError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,8 +15,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tb_gpuinsight.analysis import graph_view as gv  # noqa: E402
-from tb_gpuinsight.analysis.graph import build_graph  # noqa: E402
+from tb_gpuinsight.analysis.graph import view as gv  # noqa: E402
+from tb_gpuinsight.analysis.graph.build import build_graph  # noqa: E402
 from tb_gpuinsight.trace.et import load_et  # noqa: E402
 
 DEFAULT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "traces", "param", "hf_GPT2_et.json.gz")

@@ -42,7 +42,7 @@ def kernel_time_shares(eff) -> Tuple[float, float]:
 def merged_classes(eff) -> Dict[tuple, Tuple[float, float]]:
     """(op name, dims, types, concrete) of every merged kernel's captured op -> our (FLOPs, bytes) per call."""
     acts = eff.activities
-    from tb_gpuinsight.analysis.efficiency import SOURCES
+    from tb_gpuinsight.analysis.kernels.efficiency import SOURCES
 
     rows = np.flatnonzero((acts["source"] == SOURCES.index("capture")) & (acts["op_shape"] >= 0))
     out = {}

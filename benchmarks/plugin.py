@@ -131,7 +131,7 @@ def _latency(work: Path, selection, clients: int, requests: int, downloads: int)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_port}/data/plugin/gpuinsight/"
     eff = service.analysis(**selection)
-    from tb_gpuinsight.analysis.rows import group_rows, sort_order
+    from tb_gpuinsight.analysis.kernels.rows import group_rows, sort_order
 
     table = eff.by_name()
     from tb_gpuinsight.routes.params import name_key
@@ -205,7 +205,7 @@ def _rss_kb(field: str) -> int:
 
 def _memory_routes(service, selection):
     """The Memory tab's routes on the trace's busiest device, when it has [memory] events."""
-    from tb_gpuinsight.analysis.memory import MemoryEvents
+    from tb_gpuinsight.analysis.memory.events import MemoryEvents
 
     [(_, section)] = service.sections(**selection, name="memory")
     events = MemoryEvents.from_section(section)

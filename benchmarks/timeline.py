@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from tb_gpuinsight import analyze, load  # noqa: E402
-from tb_gpuinsight.analysis import timeline as tl  # noqa: E402
+from tb_gpuinsight.analysis.timeline import index as tl  # noqa: E402
 
 CORPUS = os.environ.get("TB_GPUINSIGHT_CORPUS", os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared",
                                                              "traces"))

@@ -10,95 +10,24 @@ import os
 from typing import Iterable, Optional
 
 from .errors import ConfigError, GpuInsightError, TraceError
+from .loading import companion_execution_traces, load
+from .pipeline import analyze, worker_traces
 from .logdir import discover, sniff
-from .trace.kineto import KinetoTrace, Progress, load_kineto
+from .trace.kineto import KinetoTrace
+from .version import __version__
 
-__version__ = "0.1.0"
 
 __all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
            "kernels_across_ranks", "kernel_table", "critical_path", "critical_path_ranks",
            "discover", "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index", "timeline_ranks",
-           "summarize", "export_parquet", "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError",
+           "summarize", "export_parquet", "report", "profile", "trace_handler", "KinetoTrace", "GpuInsightError", "TraceError",
            "ConfigError"]
-
-
-def load(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
-         progress: Optional[Progress] = None, max_trace_gb: Optional[float] = None) -> KinetoTrace:
-    """Read one Kineto trace (`.json` or `.json.gz`) into columnar tables.
-
-    Tables: `ops`, `kernels`, `memops` (memcpy and memset), `launches` (runtime, driver and sync calls),
-    `annotations`; plus `devices` and `meta`. Each table converts with `.to_pandas()`. `extra_args` names event
-    args to keep as extra columns (for example "Input Strides", "grid"). `max_trace_gb` caps the uncompressed size
-    (default: available memory / 3, or $TB_GPUINSIGHT_MAX_TRACE_GB). Raises `TraceError` with a one-line reason.
-    """
-    from .trace.source import max_trace_bytes
-
-    kind = sniff(path).kind
-    if kind == "execution_trace":
-        raise TraceError(path, "an Execution Trace, not a Kineto trace")
-    if kind == "tensor_trace":
-        raise TraceError(path, "a tensor.trace file, not a Kineto trace")
-    try:
-        return load_kineto(path, extra_args=extra_args, progress=progress, max_bytes=max_trace_bytes(max_trace_gb))
-    except (MemoryError, RecursionError) as exc:
-        what = "out of memory" if isinstance(exc, MemoryError) else "nesting too deep"
-        raise TraceError(path, f"{what} while reading the trace") from None
-
-
-def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
-            devices_file: "Optional[os.PathLike[str] | str]" = None, device: Optional[str] = None,
-            extra_args: Iterable[str] = (),
-            execution_traces: "Optional[Iterable[os.PathLike[str] | str]]" = None,
-            max_trace_gb: Optional[float] = None,
-            capture: "Optional[Iterable[KinetoTrace | os.PathLike[str] | str]]" = None) -> "Efficiency":
-    """FLOPs, bytes and efficiency of every kernel, memcpy and memset of a trace (a path or a loaded trace).
-
-    `dtype`: "auto" rates each kernel against its own dtype's peak, or force one of fp64, fp32, tf32, bf16,
-    fp16, fp8, int8. `devices_file` adds or overrides datasheet rows (also read from $TB_GPUINSIGHT_DEVICES);
-    `device` rates every device as the named datasheet row. Tables: `result.by_name().to_pandas()`,
-    `result.by_op().to_pandas()`, `result.activities.to_pandas()`; device reports: `result.summary()`.
-    `execution_traces`: Execution Traces whose linked nodes supply shapes the trace lacks; by default the
-    companions logdir discovery pairs with this trace (`{worker}.{stamp}.et.json[.gz]`, then the run's); [] for
-    none. Convolution parameters missing from 2021-23 traces are inferred either way. A loaded trace is filled in
-    place; `trace.ops["shape_source"]` and `shape_sources(trace, result.activities)` say where shapes came from.
-    `max_trace_gb`: as for `load`.
-    `capture`: traces recorded while the CUDA/HIP graphs this trace replays were captured (paths or loaded traces):
-    replayed kernels take the ops, shapes and estimates of the captured launches, paired in order ("from graph
-    capture"). By default the trace itself, then the captures discovery pairs with it (a `capture_traces/` folder
-    beside it, the run's other spans of the same worker); [] for none.
-    """
-    from .analysis.efficiency import analyze_trace
-    from .analysis.enrich import enrich
-    from .analysis.graph_capture import with_captures
-    from .estimate.devices import load_datasheet
-
-    loaded = trace if isinstance(trace, KinetoTrace) else load(trace, extra_args=extra_args, max_trace_gb=max_trace_gb)
-    if execution_traces is None:
-        execution_traces = companion_execution_traces(loaded.meta.path)
-    enrich(loaded, list(execution_traces))
-    try:
-        datasheet = load_datasheet(devices_file)
-        eff = analyze_trace(loaded, dtype=dtype, datasheet=datasheet, device_name=device)
-        return with_captures(eff, None if capture is None else list(capture), dtype, datasheet, device)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def companion_execution_traces(trace_path: "os.PathLike[str] | str") -> list:
-    """The Execution Traces logdir discovery pairs with a trace: its own, then its directory's run-level ones
-    (none when the trace's directory cannot be listed)."""
-    from .logdir import ET, companions
-
-    try:
-        return companions(trace_path, ET)
-    except OSError:
-        return []
 
 
 def augment(src: "os.PathLike[str] | str", dst: "os.PathLike[str] | str", **options) -> int:
     """Write `src` with kernel_flop / kernel_num_gb / achieved-% args added to `dst` (never over `src`).
     Options are those of `analyze`. Returns the number of events that got args."""
-    from .analysis.augment import write_augmented
+    from .analysis.kernels.augment import write_augmented
 
     return write_augmented(src, dst, analyze(src, **options))
 
@@ -111,7 +40,7 @@ def diff(a: "KinetoTrace | os.PathLike[str] | str", b: "KinetoTrace | os.PathLik
     `by`: "kernel", or "op" (launching op and input shapes). Options are those of `analyze`.
     `result.to_pandas()` gives the rows; `result.summary` and `result.classes` the totals and the per-class split.
     """
-    from .analysis.diff import diff as diff_analyses
+    from .analysis.diff.compare import diff as diff_analyses
 
     labels = names or (_label(a), _label(b))
     try:
@@ -128,7 +57,7 @@ def _analysis_of(x, options) -> "Efficiency":
     """A trace's analysis, or every span of a run directory combined."""
     if isinstance(x, KinetoTrace) or not os.path.isdir(x):
         return analyze(x, **options)
-    from .analysis.efficiency import combine
+    from .analysis.kernels.efficiency import combine
 
     runs = discover(x)
     if len(runs) != 1:
@@ -147,7 +76,7 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
     time, FLOPs, TFLOP/s, % of peak), `report.tensors.to_pandas()` (tensor.trace records joined to ops; None
     without a tensor.trace, and `report.tensors_note` says why), `report.distribution("aten::mm")`. `tensor_traces`: files to join; by default the
     companions logdir discovery pairs with this trace (`{worker}.{stamp}.tensor.trace`, then the run's)."""
-    from .analysis.shapes import companion_tensor_traces, shapes_report
+    from .analysis.shapes.report import companion_tensor_traces, shapes_report
     from .trace.tensortrace import read_tensor_trace as read_tt
 
     trace = path if isinstance(path, KinetoTrace) else load(path)
@@ -161,7 +90,7 @@ def memory(path: "KinetoTrace | os.PathLike[str] | str") -> "MemoryReport":
     allocation and free with the allocated / reserved / fragmentation curves), `report.by_op`, `report.live_at_peak`,
     `report.never_freed` (DataFrames), `report.summary` (peaks, counts, where each figure comes from) and
     `report.steps`. A trace without memory events gives empty frames and `summary["message"]` says why."""
-    from .analysis.memory import memory_events, report
+    from .analysis.memory.events import memory_events, report
 
     return report(memory_events(path if isinstance(path, KinetoTrace) else load(path)))
 
@@ -177,34 +106,16 @@ def overview(path: "KinetoTrace | os.PathLike[str] | str", worker: Optional[str]
     from .sections import SectionContext, build_section
 
     parts = []
-    for label, trace in _overview_traces(path, worker):
+    for label, trace in worker_traces(path, worker):
         eff = analyze(trace, **options)
         parts.append((label, build_section("overview", SectionContext(trace, eff)), eff))
     return build_overview(parts)
 
 
-def _overview_traces(path, worker: Optional[str]):
-    """(span label, loaded trace) pairs of a trace file or of one worker of a run directory."""
-    if isinstance(path, KinetoTrace):
-        return [(os.path.basename(path.meta.path), path)]
-    if not os.path.isdir(path):
-        return [(os.path.basename(os.fspath(path)), load(path))]
-    runs = discover(path)
-    if len(runs) != 1:
-        raise ConfigError(f"{path}: holds {len(runs)} runs; give one run directory or a trace file")
-    workers = runs[0].workers
-    if not workers:
-        raise ConfigError(f"{path}: no trace files")
-    name = worker if worker is not None else sorted(workers)[0]
-    if name not in workers:
-        raise ConfigError(f"{path}: no worker {name!r} (workers: {', '.join(sorted(workers))})")
-    return [(span.name, load(span.trace.path)) for span in workers[name]]
-
-
 def timeline_index(trace: "KinetoTrace | os.PathLike[str] | str") -> "TimelineIndex":
     """The Timeline tab's index of one trace (lanes per GPU stream and CPU thread/depth, events, busy segments):
-    query it with `tb_gpuinsight.analysis.timeline.viewport / breakdown / find`."""
-    from .analysis.timeline import build_index
+    query it with `tb_gpuinsight.analysis.timeline.index.viewport / breakdown / find`."""
+    from .analysis.timeline.index import build_index
 
     trace = trace if isinstance(trace, KinetoTrace) else load(trace)
     return build_index(trace, analyze(trace))
@@ -214,7 +125,7 @@ def timeline_ranks(run: "os.PathLike[str] | str", cycle: int = -1) -> "TimelineS
     """The Timeline of a distributed run directory (one trace per rank) with every rank stacked on one time base
     (each trace placed by its absolute start): `.meta()`, `.viewport(t0, t1, width)`, `.find(name)`,
     `.breakdown(t0, t1)`, times in us from the earliest rank's first event. `cycle`: the n-th span of every rank."""
-    from .analysis.timeline_stack import from_run_dir
+    from .analysis.timeline.stack import from_run_dir
     from .estimate.devices import load_datasheet
 
     return from_run_dir(os.fspath(run), cycle, load_datasheet())
@@ -227,7 +138,7 @@ def timeline(trace: "KinetoTrace | os.PathLike[str] | str", t0: Optional[float] 
     roof) or "bins" (a run of pixels aggregated: exact busy time, dominant class). Bounded whatever the trace size."""
     import pandas as pd
 
-    from .analysis import timeline as tl
+    from .analysis.timeline import index as tl
 
     trace = trace if isinstance(trace, KinetoTrace) else load(trace)
     eff = analyze(trace)
@@ -247,7 +158,7 @@ def ranks(run: "os.PathLike[str] | str", cycle: int = -1,
     step), "collectives" (per collective and size: count, time per rank, wait, transfer, algbw, busbw, % of the
     interconnect), "instances" (each collective matched across ranks), "stragglers" (with their evidence);
     `report.problems` lists missing or mismatched ranks. `cycle`: the n-th profiling cycle of every rank."""
-    from .analysis.ranks import from_run_dir
+    from .analysis.ranks.report import from_run_dir
     from .estimate.devices import load_datasheet
 
     return from_run_dir(os.fspath(run), cycle, load_datasheet(devices_file))
@@ -262,8 +173,8 @@ def kernel_table(trace: "Efficiency | KinetoTrace | os.PathLike[str] | str", gro
     `analyze`, e.g. `device="NVIDIA H100 SXM5 80GB"` to rate against a datasheet row); `device`: one GPU's rows."""
     import pandas as pd
 
-    from .analysis.efficiency import Efficiency
-    from .analysis.rows import group_rows, sort_order
+    from .analysis.kernels.efficiency import Efficiency
+    from .analysis.kernels.rows import group_rows, sort_order
 
     if group not in ("name", "op"):
         raise ValueError(f"unknown group {group!r}: use 'name' or 'op'")
@@ -280,7 +191,7 @@ def kernels_across_ranks(run: "os.PathLike[str] | str", cycle: int = -1, group: 
     `rank_max_us` (its time per rank, 0 on a rank where it did not run). `cycle`: the n-th profiling cycle."""
     import pandas as pd
 
-    from .analysis.ranks import KERNEL_KEYS, kernel_rows, kernels_from_run_dir
+    from .analysis.ranks.report import KERNEL_KEYS, kernel_rows, kernels_from_run_dir
     from .estimate.devices import load_datasheet
 
     if group not in KERNEL_KEYS:
@@ -299,7 +210,7 @@ def critical_path(path: "KinetoTrace | os.PathLike[str] | str", step: Optional[s
     kind, name, start, duration, share of its step, thread / stream / correlation / ET node id),
     `report.paths` [(worker, span, CriticalPath)]. `step`: one step's label ("ProfilerStep#12") or number.
     Options are those of `analyze`."""
-    from .analysis.cpath import CriticalPathReport
+    from .analysis.graph.critical_path.path import CriticalPathReport
 
     return CriticalPathReport.of(_critical_paths(path, worker, options), step)
 
@@ -308,7 +219,7 @@ def critical_path_ranks(run: "os.PathLike[str] | str", **options) -> "pandas.Dat
     """The critical path of every rank of a distributed run directory side by side: one row per worker (rank,
     wall_us, path_us, steps, microseconds per cause, the longest segment); `frame.attrs["longest"]` names the
     worker with the longest path and `frame.attrs["why"]` says why. Options are those of `analyze`."""
-    from .analysis.cpath_ranks import compare, ranks_frame
+    from .analysis.graph.critical_path.ranks import compare, ranks_frame
 
     by_worker: dict = {}
     for worker, _span, cp in _critical_paths(run, None, options):
@@ -318,7 +229,7 @@ def critical_path_ranks(run: "os.PathLike[str] | str", **options) -> "pandas.Dat
 
 def _critical_paths(path, worker: Optional[str], options: dict) -> list:
     """(worker, span, CriticalPath) of a trace, or of each span of a run directory's workers."""
-    from .analysis.cpath import compute
+    from .analysis.graph.critical_path.path import compute
 
     def one(source):
         trace = source if isinstance(source, KinetoTrace) else load(source, max_trace_gb=options.get("max_trace_gb"))
@@ -338,6 +249,20 @@ def _critical_paths(path, worker: Optional[str], options: dict) -> list:
         raise ConfigError(f"{path}: no worker {worker!r} (workers: {', '.join(sorted(workers))})")
     return [(w, span.name, one(span.trace.path)) for w in sorted(workers) if worker in (None, w)
             for span in workers[w]]
+
+
+def report(path: "os.PathLike[str] | str", baseline: "Optional[os.PathLike[str] | str]" = None,
+           format: Optional[str] = None, worker: Optional[str] = None, **options) -> "Dict | str":
+    """One page of the headline figures: device and estimate coverage, step time and its split, MFU, the
+    recommendations by recoverable time with their evidence, the top kernels by waste, the memory peak, the
+    straggler and collective bandwidth of a multi-rank run, and with `baseline` (a trace or run directory) the
+    changes outside the noise band first. `path`: a trace or a run directory (`worker`: which one, default the
+    first). Returns the report as a dict (schema in docs/reference.md, `schema_version`), or with `format` ("md",
+    "html", "json") as text. Options are those of `analyze` (e.g. `device=`, `devices_file=`)."""
+    from .reporting import make_report, render
+
+    data = make_report(path, baseline, worker=worker, **options)
+    return data if format is None else render(data, format)
 
 
 def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":
@@ -400,18 +325,18 @@ def __getattr__(name: str):
 
 
 if False:  # pragma: no cover - for type checkers only
-    from .analysis.shapes import ShapesReport
+    from .analysis.shapes.report import ShapesReport
     from .capture.tensortrace import TensorTrace
     from .capture.profiling import profile, trace_handler
     from .trace.tensortrace import TensorTraceFile
-    from .analysis.diff import DiffResult
-    from .analysis.memory import MemoryReport
+    from .analysis.diff.compare import DiffResult
+    from .analysis.memory.events import MemoryReport
     from .analysis.overview import Overview
-    from .analysis.ranks import Report as RanksReport
-    from .analysis.efficiency import Efficiency
-    from .analysis.timeline import TimelineIndex
-    from .analysis.timeline_stack import Stack as TimelineStack
-    from .analysis.cpath import CriticalPathReport
+    from .analysis.ranks.report import Report as RanksReport
+    from .analysis.kernels.efficiency import Efficiency
+    from .analysis.timeline.index import TimelineIndex
+    from .analysis.timeline.stack import Stack as TimelineStack
+    from .analysis.graph.critical_path.path import CriticalPathReport
     from .store.batch import BatchReport
     from .store.export import ExportReport
     import pandas

@@ -327,7 +327,7 @@ def _cmd_analyze(args) -> int:
 
 def _print_analysis(eff, args) -> int:
     from .analysis.enrich import shape_sources
-    from .analysis.rows import group_rows, sort_order
+    from .analysis.kernels.rows import group_rows, sort_order
 
     table = eff.by_name() if args.by == "name" else eff.by_op()
     order = sort_order(table, "total_us")
@@ -375,7 +375,7 @@ def _device_lines(eff) -> List[str]:
 
 def _coverage_lines(s: Dict) -> List[str]:
     """Over-the-roof kernels and kernel time without a rated figure, per reason with its hint."""
-    from .analysis.reasons import reason_lines
+    from .analysis.kernels.reasons import reason_lines
 
     over = [f"  {s['over_roof_count']:,} kernel calls ({_pct(s['over_roof_time_share'])} of kernel time) over the "
             f"physical roof: marked ! and left out of the efficiency"] if s.get("over_roof_count") else []
@@ -482,7 +482,7 @@ def _register_augment(sub) -> None:
 
 
 def _cmd_augment(args) -> int:
-    from .analysis.augment import write_augmented
+    from .analysis.kernels.augment import write_augmented
 
     _check_output(args.src, args.dst)
     count = write_augmented(args.src, args.dst, _analyze(args.src, args))
@@ -519,6 +519,7 @@ def _register_diff(sub) -> None:
     _analysis_options(p)
     p.add_argument("--top", type=int, help="rows to show (0 = all; default 20 in a table, all in CSV or JSON)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    importlib.import_module("tb_gpuinsight.commands.report").add_gate_options(p)
     p.set_defaults(func=_cmd_diff)
 
 
@@ -529,7 +530,21 @@ def _cmd_diff(args) -> int:
                                                  os.path.basename(args.b.rstrip("/")))
     _check_device(args)
     options = dict(dtype=args.dtype, devices_file=args.devices, device=args.device)
-    result = diff(args.a, args.b, names=names, match=args.match, by=args.by, **options)
+    gate = importlib.import_module("tb_gpuinsight.commands.report") if args.fail_if_slower is not None else None
+    if gate is None:
+        result = diff(args.a, args.b, names=names, match=args.match, by=args.by, **options)
+    else:  # each side read once for both the diff and the gate's step figures
+        result, verdict = gate.diff_with_gate(args, names, options)
+    try:
+        _print_diff(args, result)
+    except BrokenPipeError:  # output cut short (piped into `head`): the gate's verdict still sets the exit status
+        if gate is None:
+            raise
+    return gate.report_verdict(verdict) if gate is not None else 0
+
+
+def _print_diff(args, result) -> None:
+    """The diff as a table, CSV or JSON on stdout."""
     top = _top(args)
     shown = result.rows[:top] if top > 0 else result.rows
     if args.format == "json":
@@ -541,7 +556,6 @@ def _cmd_diff(args) -> int:
     else:
         for line in _diff_summary_lines(result.summary, result.classes) + [""] + render_table(shown, _DIFF_COLUMNS):
             print(line)
-    return 0
 
 
 def _diff_summary_lines(s: Dict, classes: List[Dict]) -> List[str]:
@@ -580,7 +594,8 @@ COMMAND_MODULES: Tuple[str, ...] = ("tb_gpuinsight.commands.shapes", "tb_gpuinsi
                                      "tb_gpuinsight.commands.overview",
                                      "tb_gpuinsight.commands.memory", "tb_gpuinsight.commands.timeline",
                                      "tb_gpuinsight.commands.ranks", "tb_gpuinsight.commands.critical_path",
-                                     "tb_gpuinsight.commands.summarize", "tb_gpuinsight.commands.export_parquet")
+                                     "tb_gpuinsight.commands.summarize", "tb_gpuinsight.commands.export_parquet",
+                                     "tb_gpuinsight.commands.report")
 
 if __name__ == "__main__":
     sys.exit(main())

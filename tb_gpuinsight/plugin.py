@@ -23,7 +23,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers, wsgi
 
-from .analysis.efficiency import AUTO, Efficiency
+from .analysis.kernels.efficiency import AUTO, Efficiency
 from .errors import GpuInsightError, TraceError
 from .estimate.devices import DTYPES
 from .jsonutil import finite
@@ -85,6 +85,7 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             module = importlib.import_module(module_name)
             for path, handler in module.routes(self).items():
                 apps[path] = self._json_route(handler)
+            apps.update(getattr(module, "apps", lambda plugin: {})(self))  # routes that answer more than JSON
         return {path: _get_only(self._serving(app)) for path, app in apps.items()}
 
     def _serving(self, app: Callable) -> Callable:

@@ -19,17 +19,16 @@ import numpy as np
 from .errors import GpuInsightError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analysis.efficiency import Efficiency
     from .trace.kineto import KinetoTrace
 
 # name -> "module:function". Adding a view's data to every summary = one line here (and an ENGINE_VERSION bump).
 SECTION_BUILDERS: Dict[str, str] = {
     "shape_sources": "tb_gpuinsight.analysis.enrich:shape_sources_section",
     "overview": "tb_gpuinsight.analysis.overview.breakdown:build_section",
-    "memory": "tb_gpuinsight.analysis.memory:build_section",
-    "timeline": "tb_gpuinsight.analysis.timeline:build_section",
-    "distributed": "tb_gpuinsight.analysis.ranks:build_section",
-    "critical_path": "tb_gpuinsight.analysis.cpath:build_section",
+    "memory": "tb_gpuinsight.analysis.memory.events:build_section",
+    "timeline": "tb_gpuinsight.analysis.timeline.index:build_section",
+    "distributed": "tb_gpuinsight.analysis.ranks.report:build_section",
+    "critical_path": "tb_gpuinsight.analysis.graph.critical_path.path:build_section",
 }
 
 
@@ -37,7 +36,9 @@ SECTION_BUILDERS: Dict[str, str] = {
 class SectionContext:
     """What a builder may use: the loaded trace, its analysis (before rating) and the span's companion files."""
     trace: "KinetoTrace"
-    eff: "Efficiency"
+    # The unrated `analysis.kernels.efficiency.Efficiency`: typed loosely so that this registry, which the summary
+    # envelope and the views import, never imports the analysis that fills its sections.
+    eff: Any
     execution_traces: Sequence[str] = ()
     tensor_traces: Sequence[str] = ()
 

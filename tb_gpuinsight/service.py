@@ -2,8 +2,9 @@
 processes, summaries kept in a summary store (`tb_gpuinsight.store`: the local cache directory by default, or any
 fsspec URL) and an LRU in memory. Spans whose summary the store already holds are ready without reading the trace.
 
-Span states: "pending" (queued), "loading", "waiting" (the file failed to parse but is still changing, so it is
-probably being written: retried when it changes or settles), "ready", "error" (with a one-line reason).
+Span states (`span_state.py`): "pending" (queued), "loading", "waiting" (the file failed to parse but is still
+changing, so it is probably being written: retried when it changes or settles), "ready", "error" (with a one-line
+reason).
 Each scan follows the logdir: a run or span whose trace is gone (deleted, or no longer a trace) is dropped and
 what it held in memory released, and a changed file is a new version, analysed again. Nothing here ever writes
 into the logdir.
@@ -20,139 +21,25 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from . import cache as cache_mod
-from .analysis.efficiency import AUTO, Efficiency, combine
-from .errors import GpuInsightError, TraceError
+from .analysis.kernels.efficiency import AUTO, Efficiency, combine
+from .errors import GpuInsightError
 from .estimate.devices import DeviceSpec, load_datasheet
 from .logdir import FileEntry, Run, discover, logdir_problem
-from .sections import Section, SectionContext, build_all
+from .sections import Section
+from .store import envelope as cache_mod
 from .store import open_store
 from .store import verified
 from .store.jobs import span_job
+from .store.worker import augment_file, summarize_file, supervised_job  # the jobs a worker process runs
+from .span_state import ALL_SPANS, ALL_WORKERS, NotFound, NotReady, RunState, SpanFailed, SpanState
 from .trace.source import is_url
 
-ALL_SPANS = "all"
-ALL_WORKERS = "*"  # a selection's worker "all ranks": every worker of the run
 SETTLE_SECONDS = 30.0  # a failing file unchanged this long is reported broken, not "being written"
 MAX_WORKER_DEATHS = 2  # a span whose analysis killed its process this often waits for its file to change
 
 log = logging.getLogger(__name__)
-
-
-class NotFound(GpuInsightError):
-    """A run, worker or span the logdir does not have."""
-
-
-class NotReady(GpuInsightError):
-    """A span that is still loading: ask again later (HTTP 503 with Retry-After)."""
-
-
-class SpanFailed(GpuInsightError):
-    """A span whose analysis failed for good (until its file changes): the message says why (HTTP 422)."""
-
-
-@dataclass
-class SpanState:
-    run: str
-    worker: str
-    span: str
-    entry: FileEntry
-    stamp: Optional[int]
-    key: str
-    status: str = "pending"
-    reason: str = ""
-    future: Any = None
-    deaths: int = 0  # analysis processes that died while analysing this version of the file
-    identity: Dict[str, Any] = field(default_factory=dict)  # what its cached summary must say it is
-    repaired: bool = False  # its cached summary was found damaged once and recomputed
-    execution_traces: List[FileEntry] = field(default_factory=list)  # the span's own, then the run's
-    tensor_traces: List[FileEntry] = field(default_factory=list)
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"span": self.span, "stamp": self.stamp, "status": self.status, "bytes": self.entry.size,
-                **({"reason": self.reason} if self.reason else {}),
-                **({"remote": True} if is_url(self.entry.path) else {})}  # a download fetches it first
-
-
-@dataclass
-class RunState:
-    name: str
-    spans: Dict[Tuple[str, str], SpanState] = field(default_factory=dict)
-    unreadable: List[FileEntry] = field(default_factory=list)
-    gone: List[SpanState] = field(default_factory=list)  # dropped by the current scan, released after it
-
-
-def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Sequence[str] = (),
-                   tensor_traces: Sequence[str] = (), trace_identity: Optional[Dict[str, Any]] = None,
-                   max_trace_gb: Optional[float] = None) -> Tuple[str, Any, bool]:
-    """Worker-process entry: ("ok", summary bytes, False) or ("error", reason, incomplete)."""
-    from . import load
-    from .analysis.efficiency import analyze_trace
-    from .analysis.enrich import enrich
-    from .analysis.graph_capture import with_captures
-    from .trace.source import set_max_trace_gb
-
-    try:
-        set_max_trace_gb(max_trace_gb)  # also caps the ET and tensor.trace readers of the sections
-        trace = load(path, extra_args=extra_args)
-        enrich(trace, execution_traces)
-        eff = with_captures(analyze_trace(trace))  # graph replays rated from their capture, where one is found
-        sections = build_all(SectionContext(trace, eff, tuple(execution_traces), tuple(tensor_traces)))
-        return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta), sections, trace_identity), False
-    except TraceError as exc:
-        return "error", str(exc.reason) + (f" (at byte {exc.offset})" if exc.offset is not None else ""), \
-            exc.incomplete
-    except GpuInsightError as exc:
-        return "error", str(exc), False
-    except MemoryError:
-        return "error", "out of memory while analysing this trace; lower --gpuinsight_max_trace_gb", False
-    except RecursionError:
-        return "error", "nesting too deep to analyse", False
-    except Exception as exc:  # a bug must not take the server down; say what happened in one line
-        return "error", f"internal error: {type(exc).__name__}: {exc}"[:300], False
-
-
-def augment_file(path: str, dst: str, extra_args: Tuple[str, ...], devices_file: Optional[str],
-                 max_trace_gb: Optional[float] = None) -> Tuple[str, str]:
-    """Worker-process entry: write the augmented trace of `path` to `dst` (gzip); ("ok", dst) or ("error", reason)."""
-    from . import load
-    from .analysis.augment import write_augmented
-    from .analysis.efficiency import analyze_trace
-    from .analysis.graph_capture import with_captures
-    from .trace.source import set_max_trace_gb
-
-    try:
-        set_max_trace_gb(max_trace_gb)
-        trace = load(path, extra_args=extra_args)
-        datasheet = load_datasheet(devices_file)
-        write_augmented(path, dst, with_captures(analyze_trace(trace, datasheet=datasheet), datasheet=datasheet))
-        if not verified.record(dst):
-            return "error", "cannot record the checksum of the augmented trace (is the cache directory writable?)"
-        return "ok", dst
-    except GpuInsightError as exc:
-        return "error", str(exc.reason) if isinstance(exc, TraceError) else str(exc)
-    except MemoryError:
-        return "error", "out of memory while writing the augmented trace"
-    except Exception as exc:  # a bug must not take the server down
-        return "error", f"internal error: {type(exc).__name__}: {exc}"[:300]
-
-
-def supervised_job(marker_dir: str, key: str, func: Callable[..., Any], *args: Any) -> Any:
-    """Worker-process entry: `func(*args)`, leaving a marker (file named by this process id, holding the job's
-    key) while it runs, so that the server knows which span a process was working on if it dies."""
-    marker = os.path.join(marker_dir, str(os.getpid()))
-    with open(marker, "w", encoding="utf-8") as f:
-        f.write(key)
-    try:
-        return func(*args)
-    finally:
-        try:
-            os.unlink(marker)
-        except OSError:
-            pass
 
 
 class LogdirService:
@@ -660,7 +547,6 @@ class LogdirService:
         if span == ALL_SPANS:
             raise NotFound("choose one span to download its trace")
         return self.span_states(run, worker, span)[0].entry
-
 
 
 def _kill_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:

@@ -57,6 +57,7 @@ class Check:
     expect: str  # AGREE, PEER_WRONG or NOT_COMPARED
     first_principles: Optional[float] = None
     note: str = ""
+    time_us: float = 0.0  # the peer's kernel time of this op class: weights the agreement shares
 
     @property
     def outcome(self) -> str:
@@ -129,7 +130,8 @@ def checks_for(trace_name: str) -> Tuple[List[Check], List[str]]:
         peer_bytes = _number(row["Data Moved (MB)"])
         peer_flops = None if peer_flops is None else peer_flops * 1e9
         peer_bytes = None if peer_bytes is None else peer_bytes * MIB
-        base = dict(trace=trace_name, op=row["name"], dims=row["Input Dims"])
+        base = dict(trace=trace_name, op=row["name"], dims=row["Input Dims"],
+                    time_us=_number(row["Kernel Time (µs)_sum"]) or 0.0)
         if row["name"] == "aten::copy_" and all(r in memcpy_only for r in op_rows):
             ours = sum(memcpy_bytes[r] for r in op_rows) / len(op_rows)
             checks.append(Check(**base, cls="memcpy copy_", metric="bytes", ours=ours, peer=peer_bytes,
@@ -216,6 +218,16 @@ def available() -> bool:
     return ORACLES.is_dir() and all((CORPUS / "tracelens" / f"{t}.json.gz").exists() for t in TRACES)
 
 
+def agreement_share(checks: List[Check], metric: str, rel: float) -> Tuple[float, float]:
+    """Of the kernel time where the peer is right and both sides give a figure: the share within `rel` of the
+    peer, and that time (us)."""
+    both = [c for c in checks if c.metric == metric and c.expect == AGREE and c.ours is not None
+            and c.peer is not None]
+    total = sum(c.time_us for c in both)
+    within = sum(c.time_us for c in both if _close(c.ours, c.peer, rel))
+    return (within / total if total else 1.0), total
+
+
 def agreement_table(checks: List[Check]) -> List[str]:
     """Per class: rows compared, agree, disagree as expected, unexpected, not compared."""
     head = f"{'class':<14}{'compared':>9}{'agree':>7}{'disagree-as-expected':>22}{'unexpected':>12}" \
@@ -227,4 +239,9 @@ def agreement_table(checks: List[Check]) -> List[str]:
         compared = sum(o != NOT_COMPARED for o in out)
         lines.append(f"{cls:<14}{compared:>9}{out.count(AGREE):>7}{out.count('disagree as expected'):>22}"
                      f"{out.count('unexpected'):>12}{out.count(NOT_COMPARED):>14}")
+    lines.append("")
+    for metric, rel in (("flops", 0.01), ("bytes", 0.01), ("bytes", 0.10)):
+        share, total = agreement_share(checks, metric, rel)
+        lines.append(f"{metric} within {rel:.0%} of the peer (where it is right): {share:.2%} of "
+                     f"{total / 1e3:,.1f} ms kernel time")
     return lines

@@ -12,7 +12,8 @@ import textwrap
 
 import pytest
 
-from tb_gpuinsight.analysis import cpath_graph, kernel_roles
+from tb_gpuinsight.analysis.graph.critical_path import deps as cpath_graph
+from tb_gpuinsight.analysis.kernels import roles as kernel_roles
 from tb_gpuinsight.errors import TraceError
 from tb_gpuinsight.trace import tensortrace
 from tb_gpuinsight.trace.source import read_all

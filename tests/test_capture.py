@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tb_gpuinsight  # noqa: E402
-from tb_gpuinsight.analysis.graph import load_graph  # noqa: E402
+from tb_gpuinsight.analysis.graph.build import load_graph  # noqa: E402
 from tb_gpuinsight.capture.profiling import worker_name  # noqa: E402
 from tb_gpuinsight.logdir import discover  # noqa: E402
 
@@ -91,7 +91,7 @@ def test_handler_on_a_plain_profiler_takes_over_from_the_second_span(tmp_path):
 
 def test_options_turn_parts_off(tmp_path):
     with tb_gpuinsight.profile(tmp_path, worker_name="n", active=1, execution_trace=False,
-                               tensor_trace=False, profile_memory=False) as prof:
+                               tensor_trace=False, profile_memory=False, scalars=False) as prof:
         _train(prof, steps=4)
     names = os.listdir(tmp_path)
     assert names and all(n.endswith(".pt.trace.json") for n in names)

@@ -10,10 +10,10 @@ import os
 import pytest
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis.cpath import compute, to_json
-from tb_gpuinsight.analysis.cpath_graph import CAUSES
-from tb_gpuinsight.analysis.cpath_ranks import compare
-from tb_gpuinsight.analysis.efficiency import analyze_trace
+from tb_gpuinsight.analysis.graph.critical_path.path import compute, to_json
+from tb_gpuinsight.analysis.graph.critical_path.deps import CAUSES
+from tb_gpuinsight.analysis.graph.critical_path.ranks import compare
+from tb_gpuinsight.analysis.kernels.efficiency import analyze_trace
 from tb_gpuinsight.cli import main
 
 from .corpus import corpus_path
@@ -345,7 +345,7 @@ def test_routes_on_the_dlrm_ranks(dlrm_logdir, tmp_path):
 
 def test_routes_say_why_when_the_path_could_not_be_built(tmp_path, monkeypatch):
     """A builder failure is the span's failure for this view (422 with its reason); other views still work."""
-    from tb_gpuinsight.analysis import cpath
+    from tb_gpuinsight.analysis.graph.critical_path import path as cpath
 
     from .test_timeline import _serve
 

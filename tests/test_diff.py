@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis.kernel_names import kernel_class, normalize
+from tb_gpuinsight.analysis.kernels.names import kernel_class, normalize
 from tb_gpuinsight.cli import main
 
 CONTROL = "hta/trace_diff__control.json.gz"
@@ -151,7 +151,7 @@ def test_cross_vendor_kernel_diff_suggests_ops(corpus):
 
 
 def test_most_comparable_prefers_the_same_workers_spans_then_same_device_and_ops():
-    from tb_gpuinsight.analysis.diff import most_comparable
+    from tb_gpuinsight.analysis.diff.compare import most_comparable
 
     spans = {("r1", "w"): ["s1", "s2"], ("r2", "w"): ["t1"], ("r3", "w"): ["u1"], ("r4", "x"): ["v1"]}
     facts = {("r1", "w", "all"): ({"H100"}, {"aten::mm", "aten::add", "aten::relu"}),
@@ -213,3 +213,16 @@ def test_suggest_and_device_override_routes(tmp_path):
     assert code == 200 and forced["devices"][0]["spec"]["name"] == "AMD Instinct MI300X"
     code, bad = get("devices", device_name="../etc/passwd", **sel)
     assert code == 400 and "not a datasheet device" in bad["error"]
+
+
+def test_class_split_does_not_depend_on_the_grouping(corpus):
+    """The same work split by kernel class whether rows are kernels or ops (+ shapes), names matched exactly or
+    normalised: an op row holds kernels of several classes, and each keeps its own class in the split."""
+    a, b = corpus / CONTROL, corpus / TEST
+    by_kernel = {c["class"]: (c["time_us_a"], c["time_us_b"]) for c in tb_gpuinsight.diff(a, b).classes}
+    for by, match in (("op", "normalized"), ("op", "exact"), ("kernel", "exact")):
+        result = tb_gpuinsight.diff(a, b, by=by, match=match)
+        other = {c["class"]: (c["time_us_a"], c["time_us_b"]) for c in result.classes}
+        assert other.keys() == by_kernel.keys(), by
+        for name, (ta, tb) in by_kernel.items():
+            assert other[name] == (pytest.approx(ta), pytest.approx(tb)), (by, name)

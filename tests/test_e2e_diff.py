@@ -93,10 +93,14 @@ def test_diff_cross_vendor_suggests_ops_and_counts_op_calls(tmp_path):
         colour = added.evaluate("e => getComputedStyle(e).color")
         assert colour not in ("rgb(180, 35, 24)", "rgb(43, 138, 62)"), colour
         page.screenshot(path=str(tmp_path / "diff_cross_vendor_1280.png"))
+        headers = [t.lower() for t in frame.locator(".diff .tabulator-col-title").all_inner_texts()]
+        assert "launches" in headers and "calls" not in headers, headers  # by kernel: the count is launches
         frame.locator(".diff-suggest button:has-text('Compare by op + shapes')").click()
         frame.wait_for_selector(".diff .tabulator-col[tabulator-field='launches_b']", state="attached", timeout=60000)
         assert frame.locator(".diff-suggest").count() == 0
+        by = frame.locator(".diff-controls label:has-text('Rows per') select")
+        assert by.input_value() == "op"  # the control shows what the banner's button chose
         headers = frame.locator(".diff .tabulator-col-title").all_inner_texts()
-        assert "Calls" in headers and "Launches" in headers, headers
+        assert "calls" in [t.lower() for t in headers] and "launches" in [t.lower() for t in headers], headers
         page.screenshot(path=str(tmp_path / "diff_ops_1280.png"))
     assert not console, console

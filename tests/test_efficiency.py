@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis.collectives import is_communication
-from tb_gpuinsight.analysis.efficiency import busy_time, is_copy_event, kernel_name_dtype
-from tb_gpuinsight.analysis.rows import group_rows
+from tb_gpuinsight.analysis.ranks.collectives import is_communication
+from tb_gpuinsight.analysis.kernels.efficiency import busy_time, is_copy_event, kernel_name_dtype
+from tb_gpuinsight.analysis.kernels.rows import group_rows
 from tb_gpuinsight.cli import main
 from tb_gpuinsight.errors import GpuInsightError
 
@@ -219,10 +219,10 @@ def test_group_rows_are_json_safe(corpus):
 
 # ------------------------------------------------------------------ attribution by kernel role, roof, reasons
 
-from tb_gpuinsight.analysis.efficiency import DRAM_MARGIN, aggregate  # noqa: E402
-from tb_gpuinsight.analysis.helper_bytes import cudnn_transpose_grid  # noqa: E402
-from tb_gpuinsight.analysis.kernel_roles import kernel_role  # noqa: E402
-from tb_gpuinsight.analysis.reasons import CODES  # noqa: E402
+from tb_gpuinsight.analysis.kernels.efficiency import DRAM_MARGIN, aggregate  # noqa: E402
+from tb_gpuinsight.analysis.kernels.helper_bytes import cudnn_transpose_grid  # noqa: E402
+from tb_gpuinsight.analysis.kernels.roles import kernel_role  # noqa: E402
+from tb_gpuinsight.analysis.kernels.reasons import CODES  # noqa: E402
 
 H100_PROPS = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85045460992, "computeMajor": 9,
               "computeMinor": 0, "numSms": 132}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis.efficiency import analyze_trace
+from tb_gpuinsight.analysis.kernels.efficiency import analyze_trace
 from tb_gpuinsight.analysis.enrich import AMBIGUOUS, enrich, shape_sources, solve_conv_params
 from tb_gpuinsight.cli import main as cli_main
 from tb_gpuinsight.trace.et import load_et

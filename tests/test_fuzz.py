@@ -223,8 +223,8 @@ class _Captured(logging.Handler):
 def _api_stage(folder: Path, failures: List[str]) -> None:
     """The Python API on every file of the case: load, analyse, augment, ET, tensor.trace, graph."""
     from tb_gpuinsight import GpuInsightError, load
-    from tb_gpuinsight.analysis.augment import augmented_args, augmented_chunks
-    from tb_gpuinsight.analysis.efficiency import analyze_trace
+    from tb_gpuinsight.analysis.kernels.augment import augmented_args, augmented_chunks
+    from tb_gpuinsight.analysis.kernels.efficiency import analyze_trace
 
     trace_path = next((p for p in folder.iterdir() if ".pt.trace.json" in p.name), None)
     et_path = next((p for p in folder.iterdir() if ".et.json" in p.name), None)
@@ -241,7 +241,7 @@ def _api_stage(folder: Path, failures: List[str]) -> None:
 
         steps.append(("et", lambda: state.__setitem__("et", load_et(et_path))))
         if trace_path is not None:
-            from tb_gpuinsight.analysis.graph import build_graph
+            from tb_gpuinsight.analysis.graph.build import build_graph
 
             steps.append(("graph", lambda: build_graph(state["et"], state.get("trace"), state.get("eff"))))
     if tt_path is not None:

@@ -9,9 +9,9 @@ import shutil
 import numpy as np
 import pytest
 
-from tb_gpuinsight.analysis import graph_view as gv
-from tb_gpuinsight.analysis.critical_path import OpTimes, critical_path
-from tb_gpuinsight.analysis.graph import build_graph, load_graph
+from tb_gpuinsight.analysis.graph import view as gv
+from tb_gpuinsight.analysis.graph.op_path import OpTimes, critical_path
+from tb_gpuinsight.analysis.graph.build import build_graph, load_graph
 from tb_gpuinsight.cli import main
 from tb_gpuinsight.trace.et import load_et
 
@@ -289,8 +289,8 @@ def test_graph_marks_the_joint_cpu_gpu_path_on_a_communication_bound_rank():
     # DLRM rank 1 waits 47 % of its step in NCCL: the ET-only op path and the joint CPU + GPU path differ there, and
     # the graph must mark the joint one, op by op in path order.
     from tb_gpuinsight import load
-    from tb_gpuinsight.analysis import cpath
-    from tb_gpuinsight.analysis.efficiency import analyze_trace
+    from tb_gpuinsight.analysis.graph.critical_path import path as cpath
+    from tb_gpuinsight.analysis.kernels.efficiency import analyze_trace
 
     et_path = corpus_path("param/dlrm_8ranks/worker1_step_12.1694128201556.et.json.gz")
     trace = load(corpus_path("param/dlrm_8ranks/worker1_step_12.1694128201556.pt.trace.json.gz"))

@@ -1,4 +1,4 @@
-"""Graph capture merged into replay (analysis/graph_capture.py): alignment, the H200 pairs recorded with
+"""Graph capture merged into replay (analysis/kernels/graph_capture.py): alignment, the H200 pairs recorded with
 `tb_gpuinsight.profile()` (tests/data/graph_capture, benchmarks/record_graph_capture.py), vLLM's capture_traces/
 layout from the corpus, discovery, the CLI and bad captures."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis.efficiency import SOURCES
-from tb_gpuinsight.analysis.graph_capture import FROM_CAPTURE, align, capture_launches
+from tb_gpuinsight.analysis.kernels.efficiency import SOURCES
+from tb_gpuinsight.analysis.kernels.graph_capture import FROM_CAPTURE, align, capture_launches
 from tb_gpuinsight.cli import main
 from tb_gpuinsight.logdir import capture_companions
 
@@ -175,7 +175,8 @@ def test_bad_or_unrelated_capture_is_reported_not_raised(tmp_path):
 
 def test_plugin_summary_of_a_replay_span_is_rated_from_its_capture():
     """The service's worker entry (what the TensorBoard tabs read) merges the run's capture span too."""
-    from tb_gpuinsight import cache, service
+    from tb_gpuinsight.store import envelope as cache
+    from tb_gpuinsight import service
 
     status, data, _ = service.summarize_file(str(REPLAY_SPAN), ())
     assert status == "ok"
@@ -190,7 +191,7 @@ def test_plugin_summary_of_a_replay_span_is_rated_from_its_capture():
 def test_capture_with_the_replays_launch_grids_wins_a_tie():
     """Two captures of the same kernels (one per batch size): the one whose launch grids are the replay's is taken,
     whatever the order they are given in."""
-    from tb_gpuinsight.analysis.graph_capture import CaptureLaunches, _best_segment
+    from tb_gpuinsight.analysis.kernels.graph_capture import CaptureLaunches, _best_segment
 
     sig = (("k1", "k2"), ((4, 1, 1), (8, 1, 1)))
     trace = tb_gpuinsight.load(REPLAY_SPAN)

@@ -312,7 +312,7 @@ def _write(tmp_path, doc, raw_replace=()):
 @pytest.mark.parametrize("case", ["big_ids", "inf_flop_and_dur", "deep", "bad_utf8", "far_future"])
 def test_malformed_kineto_content_is_repaired_or_refused_in_one_line(tmp_path, case):
     from tb_gpuinsight import GpuInsightError, analyze, load
-    from tb_gpuinsight.analysis.augment import write_augmented
+    from tb_gpuinsight.analysis.kernels.augment import write_augmented
     from tb_gpuinsight.cli import main
 
     doc = _bert_events()
@@ -354,8 +354,8 @@ def test_malformed_et_and_tensor_trace_are_repaired(tmp_path):
     import json
 
     from tb_gpuinsight import load
-    from tb_gpuinsight.analysis.efficiency import analyze_trace
-    from tb_gpuinsight.analysis.graph import build_graph
+    from tb_gpuinsight.analysis.kernels.efficiency import analyze_trace
+    from tb_gpuinsight.analysis.graph.build import build_graph
     from tb_gpuinsight.trace.et import load_et
     from tb_gpuinsight.trace.tensortrace import read_tensor_trace
 
@@ -451,8 +451,8 @@ def test_long_kernel_names_by_key_and_paths_relative_to_the_logdir(logdir, tmp_p
 def test_graph_focus_on_a_deep_chain_and_huge_device_names(tmp_path):
     import json
 
-    import tb_gpuinsight.analysis.graph_view as gv
-    from tb_gpuinsight.analysis.graph import build_graph
+    import tb_gpuinsight.analysis.graph.view as gv
+    from tb_gpuinsight.analysis.graph.build import build_graph
     from tb_gpuinsight.estimate.devices import MAX_NAME, match_device
     from tb_gpuinsight.trace.et import load_et
 

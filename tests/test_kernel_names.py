@@ -8,10 +8,10 @@ import pytest
 from werkzeug.datastructures import MultiDict
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis import kernel_names
-from tb_gpuinsight.analysis.kernel_names import (CLASSES, DEMANGLER, classify, demangle, display_name, kernel_class,
+from tb_gpuinsight.analysis.kernels import names as kernel_names
+from tb_gpuinsight.analysis.kernels.names import (CLASSES, DEMANGLER, classify, demangle, display_name, kernel_class,
                                                   name_fields, name_scopes, uses_tensor_cores, words)
-from tb_gpuinsight.analysis.rows import disambiguate, group_rows
+from tb_gpuinsight.analysis.kernels.rows import disambiguate, group_rows
 from tb_gpuinsight.routes.kernels import kernels
 
 from .corpus import corpus_path

@@ -17,7 +17,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis import memory as mem
+from tb_gpuinsight.analysis.memory import events as mem
 from tb_gpuinsight.plugin import GpuInsightPlugin
 from tb_gpuinsight.service import LogdirService
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .oracle import AGREE, CLASSES, NOT_COMPARED, PEER_WRONG, TRACES, available, checks_for
+from .oracle import AGREE, CLASSES, NOT_COMPARED, PEER_WRONG, TRACES, agreement_share, available, checks_for
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +49,11 @@ def test_peer_wrong_checks_hold_our_first_principles_value(checks):
         assert c.ours == pytest.approx(c.first_principles, rel=1e-9) if c.first_principles is not None \
             else c.ours is None, c.describe()
         assert c.peer is not None and c.ours != pytest.approx(c.peer, rel=1e-6), c.describe()
+
+
+@pytest.mark.parametrize("metric,rel,floor", [("flops", 0.01, 0.995), ("bytes", 0.10, 0.97), ("bytes", 0.01, 0.97)])
+def test_time_weighted_agreement_holds_its_floor(checks, metric, rel, floor):
+    """Weighted by the peer's kernel time, where the peer is right and both give a figure."""
+    share, total = agreement_share(checks, metric, rel)
+    assert total > 0
+    assert share >= floor, f"{metric} within {rel:.0%} on {share:.2%} of {total / 1e3:.1f} ms (floor {floor:.1%})"

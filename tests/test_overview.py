@@ -238,7 +238,7 @@ def test_overview_route_and_step_window(logdir, tmp_path):
 
 
 def test_tensor_core_classification():
-    from tb_gpuinsight.analysis.kernel_names import uses_tensor_cores
+    from tb_gpuinsight.analysis.kernels.names import uses_tensor_cores
 
     assert uses_tensor_cores("volta_h884gemm_64x64_ldg8_nn", "", "GEMM")
     assert uses_tensor_cores("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32", "", "GEMM")

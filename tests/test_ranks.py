@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis import collectives as coll
-from tb_gpuinsight.analysis import ranks as rk
+from tb_gpuinsight.analysis.ranks import collectives as coll
+from tb_gpuinsight.analysis.ranks import report as rk
 from tb_gpuinsight.routes import ranks as ranks_routes
 from tb_gpuinsight.service import LogdirService
 
@@ -215,7 +215,7 @@ def test_many_ranks_report_and_heatmap_pages():
     """64 ranks from the 8 real sections (each used as 8 ranks): one report, heatmap pages of any size."""
     run = corpus_path("param/dlrm_8ranks")
     from tb_gpuinsight.sections import SectionContext, build_section
-    from tb_gpuinsight.analysis.efficiency import analyze_trace
+    from tb_gpuinsight.analysis.kernels.efficiency import analyze_trace
     real = []
     for path in sorted(run.glob("*.pt.trace.json.gz")):
         trace = tb_gpuinsight.load(path)
@@ -248,7 +248,7 @@ def test_all_ranks_selection_combines_every_worker(tmp_path):
     assert set(every.activities["span"].tolist()) == set(range(8))
     nccl = every.by_name().to_pandas()
     assert nccl.loc[nccl["name"].str.startswith("ncclKernel"), "count"].sum() == 64  # 8 per rank
-    from tb_gpuinsight.analysis.diff import diff
+    from tb_gpuinsight.analysis.diff.compare import diff
     result = diff(one, every, names=("rank 0", "all ranks"))
     allreduce = next(r for r in result.rows if r["name"].startswith("ncclKernel_AllReduce"))
     spread = allreduce["spread_b"]  # per-rank time of this kernel: min / median / max over the 8 ranks

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tb_gpuinsight import cache as cache_mod
+from tb_gpuinsight.store import envelope as cache_mod
 from tb_gpuinsight.errors import ConfigError
 from tb_gpuinsight.logdir import KINETO, discover
 from tb_gpuinsight.service import LogdirService

@@ -72,7 +72,7 @@ def test_object_arrays_are_refused(monkeypatch):
 
 def test_summary_without_sections_still_loads():
     from tb_gpuinsight import analyze
-    from tb_gpuinsight.cache import load_summary, meta_dict, to_bytes
+    from tb_gpuinsight.store.envelope import load_summary, meta_dict, to_bytes
 
     [trace_path] = [os.path.join(BERT_RUN, f) for f in os.listdir(BERT_RUN) if f.endswith(".pt.trace.json.gz")]
     eff = analyze(trace_path)

@@ -13,7 +13,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis import shapes as sh
+from tb_gpuinsight.analysis.shapes import report as sh
 from tb_gpuinsight.cli import main
 from tb_gpuinsight.plugin import GpuInsightPlugin
 from tb_gpuinsight.service import LogdirService

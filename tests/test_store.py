@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from tb_gpuinsight import cache as cache_mod
+from tb_gpuinsight.store import envelope as cache_mod
 from tb_gpuinsight.cli import main
 from tb_gpuinsight.logdir import discover
 from tb_gpuinsight.service import LogdirService
@@ -117,7 +117,7 @@ def test_local_pool_engine_and_export_parquet(tmp_path):
     assert len(steps) == 8 and len(ops) > 0
     assert set(collectives["rank"]) == set(range(8)) and "all_reduce" in set(collectives["kind"])
     # the export is the store's analyses: per rank, the rows of that rank's summary
-    from tb_gpuinsight.cache import load_summary
+    from tb_gpuinsight.store.envelope import load_summary
 
     per_rank = {}
     for _, data in open_store(store).summaries():

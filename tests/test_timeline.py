@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tb_gpuinsight as gi
-from tb_gpuinsight.analysis import timeline as tl
+from tb_gpuinsight.analysis.timeline import index as tl
 from tb_gpuinsight.analysis.overview.breakdown import LAUNCH_GAP_US
 
 from .corpus import corpus_path

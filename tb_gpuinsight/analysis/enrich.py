@@ -4,7 +4,7 @@ Two sources, both writing the reader's own representation (`trace.ops["shape"]` 
 raw-JSON (Input Dims, Input type, Concrete Inputs) triple) so that the estimate code needs no change:
 
 1. ET shapes: a cpu op without Input Dims, or without Concrete Inputs, takes them from the Execution Trace node
-   linked to it (`analysis/et_link.py`). ET types ("Tensor(float)", "Int", "GenericList[Int]") are written the way
+   linked to it (`analysis/graph/et_link.py`). ET types ("Tensor(float)", "Int", "GenericList[Int]") are written the way
    Kineto writes them ("float", "Scalar", "ScalarList"), ET values as Kineto's Concrete Inputs strings.
 2. Inferred convolution parameters: 2021-23 traces record no Concrete Inputs, so a forward convolution's stride,
    padding and dilation are unknown. Its output shape is known elsewhere: the ET node's outputs, the first input
@@ -42,7 +42,7 @@ from ..errors import GpuInsightError
 from ..estimate.bytes import CONV_FORWARD_OPS, OpArgs, UnknownEstimate, _CONV_SPECS, conv_geometry, \
     conv_output_shape
 from ..trace.et import ExecutionTrace, load_et
-from .et_link import link_et
+from .graph.et_link import link_et
 
 RECORDED, ET_SHAPES, INFERRED, ET_VALUES = "recorded", "ET shapes", "inferred", "recorded + ET values"
 PROPAGATED = "ET shapes, propagated"
@@ -68,7 +68,7 @@ class EnrichReport:
     et_iterations: int = 0  # op sequences (per thread) found repeating the one the ET covers
     inferred: int = 0  # convolution ops whose parameters were inferred
     ambiguous: int = 0  # convolution ops left unknown (no unique solution)
-    graph_capture: Dict[str, Any] = field(default_factory=dict)  # analysis/graph_capture.py's MergeReport
+    graph_capture: Dict[str, Any] = field(default_factory=dict)  # analysis/kernels/graph_capture.py's MergeReport
     shape_codes: Dict[Tuple[bytes, bytes, bytes], int] = field(default_factory=dict, repr=False)  # trace.shapes
 
     def to_dict(self) -> Dict[str, Any]:

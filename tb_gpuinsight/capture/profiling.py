@@ -36,6 +36,7 @@ from typing import Any, Dict, Iterable, Optional
 import torch
 from torch.profiler import ExecutionTraceObserver, ProfilerActivity
 
+from .scalars import ScalarWriter
 from .tensortrace import TensorTrace
 
 
@@ -61,8 +62,9 @@ class TraceHandler:
     pass the same object to both arguments and every span, the first included, gets all three files."""
 
     def __init__(self, logdir: "os.PathLike[str] | str", worker_name: Optional[str] = None, use_gzip: bool = False,
-                 execution_trace: bool = True, tensor_trace: bool = True) -> None:
+                 execution_trace: bool = True, tensor_trace: bool = True, scalars: bool = True) -> None:
         self.logdir = os.fspath(logdir)
+        self.scalars = ScalarWriter(self.logdir) if scalars else None  # headline figures as TensorBoard scalars
         self.worker = worker_name
         self.use_gzip = use_gzip
         self.execution_trace = execution_trace
@@ -96,6 +98,8 @@ class TraceHandler:
         """The profiler exits: drop what a window left unsaved."""
         self._finish_execution_trace(None)
         self._finish_tensor_trace(None)
+        if self.scalars is not None:
+            self.scalars.close()
 
     # ------------------------------------------------------------------------ on_trace_ready
 
@@ -107,14 +111,16 @@ class TraceHandler:
         self.worker = worker_name(self.worker)
         os.makedirs(self.logdir, exist_ok=True)
         base = f"{self.worker}.{time.time_ns()}"
-        prof.export_chrome_trace(os.path.join(self.logdir, base + ".pt.trace.json" + (".gz" if self.use_gzip
-                                                                                      else "")))
+        path = os.path.join(self.logdir, base + ".pt.trace.json" + (".gz" if self.use_gzip else ""))
+        prof.export_chrome_trace(path)
         if prof.execution_trace_observer is not self:
             self._take_over(prof, base)
         else:
             self._finish_execution_trace(base)
             self._finish_tensor_trace(base)
         self.spans.append(base)
+        if self.scalars is not None:
+            self.scalars.write_span(path)
 
     def _take_over(self, prof: Any, base: str) -> None:
         """Given only as `on_trace_ready`, the handler learns of the profiler at its first span, after that window:
@@ -166,18 +172,20 @@ class TraceHandler:
 
 
 def trace_handler(logdir: "os.PathLike[str] | str", worker_name: Optional[str] = None, use_gzip: bool = False,
-                  execution_trace: bool = True, tensor_trace: bool = True) -> TraceHandler:
+                  execution_trace: bool = True, tensor_trace: bool = True, scalars: bool = True) -> TraceHandler:
     """A handler writing, per span, the Kineto trace, an Execution Trace and a tensor.trace. Pass it to the profiler
     as both `on_trace_ready` and `execution_trace_observer` (or `**handler.profiler_args()`) so that the first span
-    is complete too."""
-    return TraceHandler(logdir, worker_name, use_gzip, execution_trace, tensor_trace)
+    is complete too. `scalars`: after each span, write its per-step headline figures (step time, GPU busy, MFU,
+    exposed communication) as TensorBoard scalars `gpuinsight/...` to an event file in `logdir`
+    (`capture/scalars.py`); False for none."""
+    return TraceHandler(logdir, worker_name, use_gzip, execution_trace, tensor_trace, scalars)
 
 
 def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1, active: int = 3, repeat: int = 1,
             skip_first: int = 0, activities: Optional[Iterable[ProfilerActivity]] = None, record_shapes: bool = True,
             profile_memory: bool = True, with_stack: bool = False, worker_name: Optional[str] = None,
             use_gzip: bool = False, execution_trace: bool = True, tensor_trace: bool = True,
-            inductor_figures: bool = True, **profiler_kwargs: Any) -> "torch.profiler.profile":
+            inductor_figures: bool = True, scalars: bool = True, **profiler_kwargs: Any) -> "torch.profiler.profile":
     """`torch.profiler.profile` with sensible defaults (the activities this machine has, `record_shapes=True`,
     `profile_memory=True`, a `schedule(wait, warmup, active, repeat)`) and a `trace_handler` writing every span's
     files to `logdir`. Call `prof.step()` once per training step.
@@ -193,10 +201,14 @@ def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1,
     and its FLOPs are unknown). It changes what Inductor generates, not how fast it runs; a model compiled before
     this call keeps its kernels. CUDA graphs (`mode="reduce-overhead"`, vLLM/SGLang graphs): replayed kernels have
     no launching op; keep the first calls (the graph capture) inside a recorded span, i.e. `wait=0` or enter this
-    block before the first compiled call, so the capture's launches and shapes are in the logdir to rate them."""
+    block before the first compiled call, so the capture's launches and shapes are in the logdir to rate them.
+
+    `scalars=True` (the default) writes each span's per-step step time, GPU busy %, MFU and exposed communication
+    as TensorBoard scalars (`gpuinsight/...`, x = the profiler step) to an event file in `logdir`, for the Scalars
+    and HParams dashboards; `scalars=False` writes none."""
     if inductor_figures:
         record_inductor_figures()
-    handler = trace_handler(logdir, worker_name, use_gzip, execution_trace, tensor_trace)
+    handler = trace_handler(logdir, worker_name, use_gzip, execution_trace, tensor_trace, scalars)
     prof = torch.profiler.profile(
         activities=list(activities) if activities is not None else available_activities(),
         schedule=torch.profiler.schedule(skip_first=skip_first, wait=wait, warmup=warmup, active=active,

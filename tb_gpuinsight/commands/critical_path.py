@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any, List
 
-from ..analysis.cpath import CriticalPath, CriticalPathReport
-from ..analysis.cpath_graph import CAUSES
+from ..analysis.graph.critical_path.path import CriticalPath, CriticalPathReport
+from ..analysis.graph.critical_path.deps import CAUSES
 
 
 def register(sub) -> None:

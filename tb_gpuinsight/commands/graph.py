@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 from typing import Dict, List
 
-from ..analysis.cpath_graph import CAUSES as JOINT_CAUSES
-from ..analysis.critical_path import CAUSES
-from ..analysis.graph import ExecutionGraph, load_graph
+from ..analysis.graph.critical_path.deps import CAUSES as JOINT_CAUSES
+from ..analysis.graph.op_path import CAUSES
+from ..analysis.graph.build import ExecutionGraph, load_graph
 
 _CAUSE_LABELS = {"cpu_op": "CPU op", "gpu_kernel": "GPU kernel", "launch_gap": "launch gap",
                  "host_gap": "host gap (CPU between ops)"}

@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any, Dict, List
 
-from ..analysis import memory as mem
+from ..analysis.memory import events as mem
 from ..cli import _print_csv, render_table
 
 OP_COLUMNS = (("op", "op", 36), ("input shapes", "shape", 30), ("module", "module", 20), ("allocs", "allocations", 7),

@@ -5,7 +5,7 @@ import json
 import sys
 from typing import List
 
-from ..analysis.ranks import IDLE_CAUSES, Report, from_run_dir
+from ..analysis.ranks.report import IDLE_CAUSES, Report, from_run_dir
 from ..estimate.devices import load_datasheet
 
 _PARTS = ("ranks", "steps", "collectives", "instances", "stragglers")
@@ -44,23 +44,24 @@ def describe(report: Report) -> List[str]:
              f"interconnect {report.interconnect.get('how')}", "",
              f"{'rank':>5} {'worker':<22}{'step ms':>9}{'compute':>9}{'comm exp':>9}{'comm ovl':>9}{'memcpy':>8}"
              f"{'idle':>8}{'host':>7}{'launch':>7}{'sync':>7}{'data':>7}{'other':>7}"
-             f"{'wait':>8}{'last':>6}{'others waited ms':>18}"]
+             f"{'wait':>8}{'last':>6}{'total waited ms':>17}"]
     for r in report.ranks:
         lines.append(f"{r['rank']:>5} {r['worker'][:21]:<22}{_ms(r['step_us']):>9}{_ms(r['compute_us']):>9}"
                      f"{_ms(r['comm_exposed_us']):>9}{_ms(r['comm_overlapped_us']):>9}{_ms(r['memcpy_us']):>8}"
                      f"{_ms(r['idle_us']):>8}{_causes(r)}"
                      f"{_ms(r['comm_wait_us']):>8}{r['arrived_last']:>6}"
-                     f"{_ms(r['others_waited_us']):>18}")
+                     f"{_ms(r['others_waited_us']):>17}")
     lines += ["", "(ms per step; idle split by cause as in the Overview: host-bound, launch-bound, synchronisation, "
               "data loading, other; '-' on a CPU-only trace; wait = time in collectives waiting for the last rank "
-              "to arrive)", "",
-              f"{'collective':<15}{'dtype':<10}{'bytes':>12}{'n':>4} {'algo':<12}{'count':>6}{'ms/rank':>9}"
-              f"{'wait ms':>9}{'xfer us':>9}{'algbw GB/s':>11}{'busbw GB/s':>11}{'% link':>8}"]
+              "to arrive; last = collectives it arrived last at; total waited = what the other ranks waited for it, "
+              "summed over every step and rank: a total, not per step)", "",
+              f"{'collective':<15}{'dtype':<10}{'bytes':>12}{'n':>4} {'algo':<12}{'count':>6}{'total ms/rank':>14}"
+              f"{'wait ms/call':>13}{'xfer us/call':>13}{'algbw GB/s':>11}{'busbw GB/s':>11}{'% link':>8}"]
     for c in report.collectives:
         pct = f"{c['pct_link']:.1%}" if c["pct_link"] is not None else "-"
         lines.append(f"{c['kind']:<15}{c['dtype'][:9]:<10}{_num(c['bytes'], '.0f'):>12}{c['group_size']:>4} "
-                     f"{c['algo'][:12]:<12}{c['count']:>6}{_ms(c['total_time_per_rank_us']):>9}"
-                     f"{_ms(c['wait_us']):>9}{_num(c['transfer_us'], '.1f'):>9}{_num(c['algbw_gbps'], '.3f'):>11}"
+                     f"{c['algo'][:12]:<12}{c['count']:>6}{_ms(c['total_time_per_rank_us']):>14}"
+                     f"{_ms(c['wait_us']):>13}{_num(c['transfer_us'], '.1f'):>13}{_num(c['algbw_gbps'], '.3f'):>11}"
                      f"{_num(c['busbw_gbps'], '.3f'):>11}{pct:>8}")
     lines.append("")
     for s in report.stragglers:

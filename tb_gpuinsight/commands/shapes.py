@@ -15,7 +15,7 @@ import sys
 from typing import Any, Dict, List
 
 from .. import logdir as logdir_mod
-from ..analysis import shapes as sh
+from ..analysis.shapes import report as sh
 from ..cli import _print_csv, render_table
 from ..errors import GpuInsightError
 

@@ -14,8 +14,8 @@ import json
 import os
 from typing import List, Union
 
-from ..analysis import timeline as tl
-from ..analysis.timeline_stack import Stack
+from ..analysis.timeline import index as tl
+from ..analysis.timeline.stack import Stack
 from ..errors import GpuInsightError
 
 

@@ -17,6 +17,7 @@ from importlib import metadata
 from typing import Dict, Iterable, Optional, Tuple
 
 from ..engine_version import ENGINE_VERSION, FORMULAS_DIGEST
+from ..settings import memo_path
 from .flops import OpEstimate
 
 Signature = Tuple[str, object, object, object]
@@ -142,9 +143,7 @@ _shared: Dict[Optional[str], EstimateMemo] = {}
 
 def default_memo() -> EstimateMemo:
     """The memo in the default cache directory (one per process)."""
-    from ..cache import default_cache_dir
-
-    path = os.path.join(default_cache_dir(), "estimates.sqlite")
+    path = memo_path()
     if path not in _shared:
         _shared[path] = EstimateMemo(path)
     return _shared[path]

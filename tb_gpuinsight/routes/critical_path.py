@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Tuple
 
-from ..analysis import cpath
-from ..analysis.cpath_ranks import compare
+from ..analysis.graph.critical_path import path as cpath
+from ..analysis.graph.critical_path.ranks import compare
 from ..service import NotFound, NotReady, SpanFailed
 from . import params
 

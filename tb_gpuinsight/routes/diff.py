@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict
 
-from ..analysis.diff import BYS, MATCHES, describe_for_diff, diff, most_comparable
-from ..analysis.efficiency import AUTO
+from ..analysis.diff.compare import BYS, MATCHES, describe_for_diff, diff, most_comparable
+from ..analysis.kernels.efficiency import AUTO
 from ..errors import GpuInsightError
 from ..estimate.devices import DTYPES
 from . import params

@@ -15,9 +15,9 @@ from typing import Any, Callable, Dict, List, Optional, Set
 
 import numpy as np
 
-from ..analysis import cpath
-from ..analysis import graph_view as gv
-from ..analysis.graph import ExecutionGraph, build_graph
+from ..analysis.graph.critical_path import path as cpath
+from ..analysis.graph import view as gv
+from ..analysis.graph.build import ExecutionGraph, build_graph
 from ..errors import GpuInsightError
 from ..service import NotFound
 from ..trace.et import load_et
@@ -130,8 +130,8 @@ def _build(service, et_path: str, kineto_path: str, path_et_ids: Optional[np.nda
     trace = eff = None
     warning = ""
     try:
-        from .. import load
-        from ..analysis.efficiency import analyze_trace
+        from ..loading import load
+        from ..analysis.kernels.efficiency import analyze_trace
 
         trace = load(kineto_path, extra_args=service.extra_args)
         eff = analyze_trace(trace, datasheet=service.datasheet())

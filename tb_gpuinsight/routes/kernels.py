@@ -5,10 +5,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..analysis import ranks as rk
-from ..analysis.efficiency import AUTO, Efficiency, aggregate
-from ..analysis.kernel_names import display_name
-from ..analysis.rows import SORTABLE, group_rows, name_filter, sort_order
+from ..analysis.ranks import report as rk
+from ..analysis.kernels.efficiency import AUTO, Efficiency, aggregate
+from ..analysis.kernels.names import display_name
+from ..analysis.kernels.rows import SORTABLE, group_rows, name_filter, sort_order
 from ..estimate.devices import DTYPES, DeviceSpec, device_hint
 from ..estimate.flops import torch_available
 from ..service import NotReady

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Dict, List, Tuple
 
-from ..analysis import memory as mem
+from ..analysis.memory import events as mem
 from . import params
 
 MAX_WIDTH = 8192

@@ -18,8 +18,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..analysis import ranks as rk
-from ..analysis.diff import diff
+from ..analysis.ranks import report as rk
+from ..analysis.diff.compare import diff
 from ..service import ALL_WORKERS, NotFound, NotReady, SpanFailed
 from . import params
 from .lru import Lru

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from ..analysis import shapes as sh
+from ..analysis.shapes import report as sh
 from ..logdir import FileEntry
 from ..service import NotReady
 from . import params
@@ -92,7 +92,7 @@ def _span_shapes(plugin, run: str, worker: str, state) -> SpanShapes:
 
 
 def _reduce(plugin, run: str, worker: str, state, key: Tuple[str, int, int]) -> SpanShapes:
-    from .. import load
+    from ..loading import load
 
     trace = load(state.entry.path, extra_args=plugin.service.extra_args)
     activities = plugin.service.analysis(run, worker, state.span).activities

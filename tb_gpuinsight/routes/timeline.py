@@ -3,7 +3,7 @@ occurrence of a name, and one event. All read the span's stored timeline index (
 
 The timeline is per span. With "all spans" selected the tab names one span itself (`tspan`), by default the
 first analysed one; `/timeline/meta` lists the choices. With the worker "all ranks" (`*`) every route answers for
-the run's ranks stacked on one time base (analysis/timeline_stack.py): one span per rank, the Distributed tab's
+the run's ranks stacked on one time base (analysis/timeline/stack.py): one span per rank, the Distributed tab's
 choice (`cycle`: the n-th span of every worker, -1 the latest).
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..analysis import timeline as tl
-from ..analysis.kernel_names import display_name
-from ..analysis.timeline_stack import RankIndex, Stack
+from ..analysis.timeline import index as tl
+from ..analysis.kernels.names import display_name
+from ..analysis.timeline.stack import RankIndex, Stack
 from ..service import ALL_WORKERS, NotFound
 from . import params
 from .ranks import rank_report

@@ -18,8 +18,8 @@ Format (layout 1):
   archive (read with `allow_pickle=False`) holding the unrated activity columns `c_<column>`, the views' section
   arrays `s_<section>__<array>`, and `header`, a UTF-8 JSON document with the string tables, device properties,
   shape signatures, trace metadata, the sections' info, the engine version and the identity (see
-  `tb_gpuinsight.cache`). A reader checks the checksum, the engine version and that the identity is the trace's;
-  anything else is a miss that is recomputed.
+  `tb_gpuinsight.store.envelope`). A reader checks the checksum, the engine version and that the identity is the
+  trace's; anything else is a miss that is recomputed.
 - A failure record is JSON: `{"identity", "reason" (one line), "attempts", "time" (UTC ISO 8601), "engine"}`.
   The plugin shows the reason; `summarize` skips the trace on a rerun unless `--retry-failed`; a later summary of
   the same key deletes the record.

@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..cache import default_cache_dir
 from ..logdir import discover
+from ..settings import default_cache_dir
 from ..trace.source import is_url
 from . import engines
 from .jobs import Job, logdir_jobs

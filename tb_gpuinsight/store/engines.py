@@ -1,6 +1,6 @@
 """Where the summarise map runs: a local pool of processes, or a Dask cluster.
 
-Both run `jobs.summarize_into(store_url, job)` on a worker: the worker reads the trace by its path or URL and writes
+Both run `worker.summarize_into(store_url, job)` on a worker: the worker reads the trace by its path or URL and writes
 the summary to the store; the client submits jobs (names and paths) and receives (status, one-line reason, stats).
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ import threading
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from ..errors import ConfigError
-from .jobs import Job, summarize_into
+from .jobs import Job
+from .worker import summarize_into
 
 Result = Tuple[str, str, Dict[str, float]]
 OnResult = Callable[[Job, Result], None]

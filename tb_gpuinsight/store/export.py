@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..analysis.efficiency import AUTO
-from ..cache import CorruptSummary, Summary, load_summary
+from ..analysis.kernels.efficiency import AUTO
+from .envelope import CorruptSummary, Summary, load_summary
 from ..errors import ConfigError
 from ..estimate.devices import load_datasheet
 from ..logdir import split_name
@@ -99,9 +99,9 @@ def _frames(name: str, summary: Summary, datasheet) -> Dict[str, Any]:
     """The four tables of one trace, each with the columns that name it."""
     import pandas as pd
 
-    from ..analysis.collectives import unpack
+    from ..analysis.ranks.collectives import unpack
     from ..analysis.overview.figures import step_rows
-    from ..analysis.ranks import rank_from_name
+    from ..analysis.ranks.report import rank_from_name
 
     run, _, filename = safe_text(name).rpartition("/")  # names from files: any bytes
     worker, _ = split_name(filename)

@@ -8,9 +8,9 @@ import os
 import tempfile
 from typing import Any, Dict, Iterator, Optional, Set, Tuple
 
-from .. import cache as cache_mod
 from ..engine_version import ENGINE_VERSION
 from ..trace.source import is_url, url_filesystem
+from . import envelope as cache_mod
 
 SUFFIX = ".npz"
 FAILURES = "failures"

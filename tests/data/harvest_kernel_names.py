@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # this checkout's classifier, not an installed one
 
-from tb_gpuinsight.analysis.kernel_names import kernel_class, normalize  # noqa: E402
+from tb_gpuinsight.analysis.kernels.names import kernel_class, normalize  # noqa: E402
 _DIGITS = re.compile(r"\d+")
 
 

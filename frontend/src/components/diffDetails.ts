@@ -25,7 +25,8 @@ export class DiffDetails {
     this.el = drawer("Diff details", this.body, onClose);
   }
 
-  open(r: DiffRow, nameA: string, nameB: string): void {
+  /** `byOp`: rows are ops (+ shapes), whose count is op calls; otherwise kernels, whose count is launches. */
+  open(r: DiffRow, nameA: string, nameB: string, byOp = false): void {
     this.el.hidden = false;
     const onA = r.status !== "added";
     const onB = r.status !== "removed";
@@ -76,9 +77,9 @@ export class DiffDetails {
         h(
           "tbody",
           null,
-          line("Calls", sig(r.count_a), sig(r.count_b), signed(diffOf(r.count_a, r.count_b), sig)),
+          line(byOp ? "Op calls" : "Launches", sig(r.count_a), sig(r.count_b), signed(diffOf(r.count_a, r.count_b), sig)),
           line("Time", time(r.time_us_a), time(r.time_us_b), deltaTime),
-          line("Mean", time(r.mean_us_a), time(r.mean_us_b), signed(mean, time)),
+          line("Mean per launch", time(r.mean_us_a), time(r.mean_us_b), signed(mean, time)),
           line("TFLOP/s", sig(r.tflops_a), sig(r.tflops_b), signed(diffOf(r.tflops_a, r.tflops_b), sig)),
           line("GB/s", gbps(r.gbps_a), gbps(r.gbps_b), signed(diffOf(r.gbps_a, r.gbps_b), gbps)),
           line("% of peak", pct(r.pct_peak_a), pct(r.pct_peak_b), signed(diffOf(r.pct_peak_a, r.pct_peak_b), (x) => pct(x) + " pt")),

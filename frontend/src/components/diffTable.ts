@@ -123,7 +123,7 @@ export class DiffTable {
               formatter: fmt((r) => cellText(`${calls(r.launches_a ?? null) || "–"} → ${calls(r.launches_b ?? null) || "–"}`)),
             } as ColumnDefinition,
           ]
-        : [pair("Calls", "Kernel launches per span", "count", 58, (v) => cellText(calls(v)), "unknown", false)]),
+        : [pair("Launches", "Kernel launches per span", "count", 70, (v) => cellText(calls(v)), "unknown", false)]),
       pair("Time", "GPU time per span", "time_us", 80, (v, r, side) => cellText(time(v), spreadText(side === "a" ? r.spread_a : r.spread_b)), "unknown", true),
       {
         title: "Δ time",

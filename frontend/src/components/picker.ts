@@ -1,5 +1,6 @@
-// The header: run / worker / span pickers, a download menu for the augmented traces, and a refresh button.
-import { api, type RunInfo, type SpanInfo } from "../api";
+// The header: run / worker / span pickers, a download menu for the augmented traces, the one-page report of the
+// selection, and a refresh button.
+import { api, routeUrl, type RunInfo, type SpanInfo } from "../api";
 import { h, replace, setOptions } from "../dom";
 import { bytes } from "../format";
 import { ALL_SPANS, ALL_WORKERS, spansOf, workerOptions, type AppState } from "../state";
@@ -56,6 +57,8 @@ export class Picker {
   private spanSel = h("select", { attrs: { "aria-label": "Span" } });
   private downloads = h("ul", { class: "menu-list" });
   private downloadMenu: HTMLDetailsElement;
+  private reports = h("ul", { class: "menu-list" });
+  private reportMenu: HTMLDetailsElement;
 
   constructor(handlers: PickerHandlers) {
     this.runSel.addEventListener("change", () => handlers.onChange({ run: this.runSel.value }));
@@ -67,6 +70,16 @@ export class Picker {
       h("summary", { class: "btn", text: "Download", title: "Augmented traces (gzip), one per span" }),
       h("div", { class: "menu-panel" }, h("div", { class: "menu-title", text: "Augmented traces (.json.gz)" }), this.downloads),
     );
+    this.reportMenu = h(
+      "details",
+      { class: "menu" },
+      h("summary", {
+        class: "btn",
+        text: "Report",
+        title: "One page of this selection: step time, MFU, ranked recommendations, wasteful kernels, memory, ranks",
+      }),
+      h("div", { class: "menu-panel" }, h("div", { class: "menu-title", text: "Report of this selection" }), this.reports),
+    );
     this.el = h(
       "div",
       { class: "pickers" },
@@ -74,6 +87,7 @@ export class Picker {
       h("label", { class: "field" }, h("span", { class: "field-label", text: "Worker" }), this.workerSel),
       h("label", { class: "field" }, h("span", { class: "field-label", text: "Span" }), this.spanSel),
       this.downloadMenu,
+      this.reportMenu,
       h("button", {
         class: "btn btn-icon",
         text: "↻",
@@ -129,7 +143,32 @@ export class Picker {
         : [h("li", { class: "muted", text: "No spans" })]),
     );
     this.downloadMenu.hidden = !worker;
+    replace(this.reports, ...(run && state.worker ? reportLinks(run.run, state.worker, state.span) : []));
+    this.reportMenu.hidden = !run || !state.worker;
   }
+}
+
+const REPORT_FORMATS = [
+  ["md", "Markdown (.md)"],
+  ["html", "HTML page (.html)"],
+  ["json", "JSON (.json, for scripts and agents)"],
+] as const;
+
+/** The report of a selection in each format, as download links (the server names the Markdown and HTML files). */
+export function reportLinks(run: string, worker: string, span: string): HTMLElement[] {
+  return REPORT_FORMATS.map(([format, label]) =>
+    h(
+      "li",
+      null,
+      h("a", {
+        text: label,
+        attrs: {
+          href: routeUrl("report", { run, worker, span, format }),
+          download: format === "json" ? "gpuinsight-report.json" : "",
+        },
+      }),
+    ),
+  );
 }
 
 /** What a download of a trace in object storage costs first (it is fetched whole), else nothing. */

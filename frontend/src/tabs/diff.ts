@@ -115,6 +115,8 @@ class DiffView implements TabView {
   private sideA: DiffSide;
   private sideB: DiffSide;
   private pinBox = h("input", { attrs: { type: "checkbox", "aria-label": "Pin A" } });
+  /** The selects of the controls strip: kept showing the state when it changes from elsewhere (a banner's button). */
+  private selects: Partial<Record<"match" | "by" | "dtype" | "status", HTMLSelectElement>> = {};
   private hint = h("div", { class: "diff-hint muted small" });
   /** Why nothing was picked as B ("" when B was suggested or chosen). */
   private noB = "";
@@ -182,7 +184,7 @@ class DiffView implements TabView {
       { class: "controls diff-controls" },
       field(
         "Match",
-        select(
+        (this.selects.match = select(
           [
             ["normalized", "Normalized names"],
             ["exact", "Exact names"],
@@ -190,11 +192,11 @@ class DiffView implements TabView {
           s.match,
           (v) => this.store.set({ match: v as DiffMatch }),
           { title: "Normalized: template arguments, anonymous namespaces and launch-specific suffixes removed before matching" },
-        ),
+        )),
       ),
       field(
         "Rows per",
-        select(
+        (this.selects.by = select(
           [
             ["kernel", "Kernel"],
             ["op", "Op + shapes"],
@@ -202,21 +204,21 @@ class DiffView implements TabView {
           s.by,
           (v) => this.store.set({ by: v as DiffBy }),
           { title: "One row per kernel, or per launching op and its input shapes" },
-        ),
+        )),
       ),
       field(
         "dtype",
-        select(
+        (this.selects.dtype = select(
           DTYPES.map((d) => [d, d === "auto" ? "auto (per kernel)" : d] as const),
           s.dtype,
           (v) => this.store.set({ dtype: v as Dtype }),
           { title: "Which datasheet peak each kernel is rated against, on both sides" },
-        ),
+        )),
       ),
       field("Filter", filterBox),
       field(
         "Status",
-        select(
+        (this.selects.status = select(
           [
             ["", "All rows"],
             ["both", "On both sides"],
@@ -225,7 +227,7 @@ class DiffView implements TabView {
           ],
           s.status,
           (v) => this.store.set({ status: v as DiffStatus | "" }),
-        ),
+        )),
       ),
     );
     replace(
@@ -497,7 +499,7 @@ class DiffView implements TabView {
 
   private openDetails(row: DiffRow): void {
     const sum = this.summary;
-    this.details.open(row, sum?.name_a ?? "A", sum?.name_b ?? "B");
+    this.details.open(row, sum?.name_a ?? "A", sum?.name_b ?? "B", this.store.get().by === "op");
   }
 
   private closeDetails(): void {
@@ -505,7 +507,10 @@ class DiffView implements TabView {
     this.table?.select(null);
   }
 
-  private onChange(_state: DiffState, changed: ReadonlySet<keyof DiffState>): void {
+  private onChange(state: DiffState, changed: ReadonlySet<keyof DiffState>): void {
+    for (const [key, el] of Object.entries(this.selects) as [keyof typeof this.selects, HTMLSelectElement][]) {
+      if (changed.has(key)) el.value = state[key];
+    }
     if (changed.has("pinned")) this.renderHint();
     if (changed.has("a") || changed.has("b") || changed.has("pinned")) this.renderSides();
     if (RELOAD_ALL.some((k) => changed.has(k))) {

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from ...jsonutil import finite
 from ...sections import Section
-from ..efficiency import Efficiency
+from ..kernels.efficiency import Efficiency
 from .breakdown import BUSY, CATEGORIES, IDLE, LABELS, LAUNCH_GAP_US
 from .figures import headline, step_rows
 from .rules import RULES, SpanData, recommend

@@ -29,7 +29,7 @@ import numpy as np
 
 from ...sections import Section, SectionContext
 from ...trace.table import Table, unique_keys
-from ..kernel_names import kernel_class
+from ..kernels.names import kernel_class
 from . import host
 from .steps import SOURCE_SPAN, StepWindows, step_windows
 
@@ -54,7 +54,7 @@ _IDX = {k: i for i, k in enumerate(CATEGORIES)}
 
 
 def activity_categories(acts: Table) -> np.ndarray:
-    """Index into CATEGORIES of each activity (kernel class from kernel_names; memcpy and memset by kind)."""
+    """Index into CATEGORIES of each activity (kernel class from kernels/names.py; memcpy and memset by kind)."""
     if not len(acts):
         return np.empty(0, dtype=np.int32)
     kinds, names, ops = acts.strings["kind"], acts.strings["name"], acts.strings["op_name"]

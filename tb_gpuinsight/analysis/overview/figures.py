@@ -9,7 +9,7 @@ its rated analysis.
   FLOPs are only known for some kernels: `flops_covered` is the share of kernel time that has an estimate, so MFU
   is a lower bound when it is below 1.
 - Tensor Core share: kernel time of kernels that ran on Tensor Cores (by name, or matrix work in a Tensor Core
-  dtype; `kernel_names.uses_tensor_cores`) / all kernel time.
+  dtype; `kernels.names.uses_tensor_cores`) / all kernel time.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from ...sections import Section
 from ...trace.table import Table
-from ..kernel_names import kernel_class, uses_tensor_cores
+from ..kernels.names import kernel_class, uses_tensor_cores
 from .breakdown import BUSY, CATEGORIES, COMPUTE, IDLE, activity_categories, unique_keys
 
 

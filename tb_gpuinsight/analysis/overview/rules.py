@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from ...sections import Section
-from ..efficiency import Efficiency
+from ..kernels.efficiency import Efficiency
 from .breakdown import CATEGORIES
 from .figures import ActivityView
 

@@ -1,0 +1,1 @@
+"""Diff view: two analyses compared kernel by kernel or op by op."""

@@ -1,0 +1,443 @@
+"""Collective communication in one trace: every collective instance with its kind, size, process group, step and
+time, and the bus-bandwidth arithmetic of NCCL-tests that rates it against the interconnect.
+
+Where a collective is seen, by trace kind:
+- GPU traces: each NCCL/RCCL kernel (`ncclKernel_*`, `ncclDevKernel_*`) is one instance (its time is the kernel's).
+  What it is comes from the kernel's own collective args (newer Kineto), else from the markers around the CPU op that
+  launched it on the same thread: `record_param_comms` with its args (`Collective name`, `In/Out msg nelems`,
+  `dtype`, `Group size`, `Process Group Name`...), the `nccl:<collective>` annotation (its `Input Dims` / `Input
+  type` give the size) and the `c10d::<collective>` op; else from the kernel name (`AllReduce`, `SendRecv`...).
+- CPU (gloo) traces: each `gloo:<collective>` annotation is one instance: gloo runs the collective, waits included,
+  on its worker thread under that annotation.
+
+Bus bandwidth (NCCL-tests, doc/PERFORMANCE.md): algbw = S / t, busbw = algbw x factor(n), where S and the factor
+depend on the collective (n = ranks in the group):
+    all_reduce      S = buffer bytes                     factor 2(n-1)/n
+    all_gather      S = gathered (output) bytes          factor (n-1)/n
+    reduce_scatter  S = input bytes (all shards)         factor (n-1)/n
+    all_to_all      S = bytes each rank sends in total   factor (n-1)/n
+    broadcast, reduce, send, recv: S = buffer bytes       factor 1
+busbw is the per-link figure that does not depend on n, so it compares with the link's bandwidth in one direction.
+When only the input tensor is known (an `nccl:` annotation), all_gather's S is n x input bytes.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ...estimate.dtypes import itemsize
+from ...trace.table import Interner, Table
+from ..kernels.names import classify
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...sections import Section, SectionContext
+    from ...trace.kineto import KinetoTrace
+
+COMM_KERNEL = re.compile(r"^(nccl|rccl)(Dev)?Kernel|^ncclKernel|^rccl", re.IGNORECASE)
+_MARKER_PREFIX = re.compile(r"^(nccl|gloo|rccl|mpi|ucc):", re.IGNORECASE)
+_C10D = re.compile(r"^c10d::")
+_KERNEL_KIND = re.compile(r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv|AllToAll)",
+                          re.IGNORECASE)
+_ALGO = re.compile(r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)_(LL128|LL|SIMPLE)",
+                   re.IGNORECASE)
+# Canonical kinds by prefix, compared after lower-casing and dropping '_' (so "allgather", "_all_gather_base",
+# "allgather_into_tensor_coalesced" agree); longer words first where one starts another (reducescatter, reduce).
+_KINDS = (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
+          ("alltoall", "all_to_all"), ("broadcast", "broadcast"), ("sendrecv", "send_recv"), ("reduce", "reduce"),
+          ("barrier", "barrier"), ("gather", "gather"), ("scatter", "scatter"), ("send", "send"), ("recv", "recv"))
+
+
+def canonical_kind(name: str) -> str:
+    """all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, send, recv, send_recv, barrier,
+    gather, scatter, or '' for a name that is no collective."""
+    low = _MARKER_PREFIX.sub("", _C10D.sub("", name.strip())).lower().replace("_", "")
+    for word, kind in _KINDS:
+        if low.startswith(word):
+            return kind
+    return ""
+
+
+def kernel_kind(kernel_name: str) -> str:
+    """The collective a NCCL/RCCL kernel name spells (ncclKernel_AllReduce_RING_LL_Sum_float -> all_reduce)."""
+    m = _KERNEL_KIND.search(kernel_name)
+    return canonical_kind(m.group(1)) if m else ""
+
+
+def kernel_algorithm(kernel_name: str) -> str:
+    """NCCL algorithm and protocol from a kernel name ("RING LL"), or ''."""
+    m = _ALGO.search(kernel_name)
+    return f"{m.group(1).upper()} {m.group(2).upper()}" if m else ""
+
+
+def busbw_factor(kind: str, n: int) -> float:
+    """NCCL-tests bus-bandwidth factor for a collective over n ranks (NaN when unknown or n < 1)."""
+    if n is None or n < 1:
+        return float("nan")
+    if kind == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if kind in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
+        return (n - 1) / n
+    if kind in ("broadcast", "reduce", "send", "recv", "send_recv"):
+        return 1.0
+    return float("nan")
+
+
+def algbw_bytes(kind: str, in_bytes: float, out_bytes: float, n: int) -> float:
+    """S of NCCL-tests for one collective: the bytes its algbw divides by time (NaN when unknown)."""
+    known_out = out_bytes == out_bytes and out_bytes > 0
+    if kind == "all_gather":
+        return out_bytes if known_out else in_bytes * n if n and n > 0 else float("nan")
+    if kind == "reduce_scatter":
+        return in_bytes if in_bytes == in_bytes else out_bytes * n if n and n > 0 else float("nan")
+    if kind in ("barrier", ""):
+        return float("nan")
+    return in_bytes if in_bytes == in_bytes else out_bytes
+
+
+# ---------------------------------------------------------------------------------------------- extraction
+
+_RECORD = ("kind", "source", "ts", "dur", "in_bytes", "out_bytes", "group_size", "pg", "seq", "step", "algo",
+           "dtype", "stream", "activity")
+
+
+class _Marker:
+    """What the CPU side says of one collective: kind, sizes, dtype, group, sequence."""
+    __slots__ = ("kind", "in_nelems", "out_nelems", "itemsize", "dtype", "group_size", "pg", "seq")
+
+    def __init__(self) -> None:
+        self.kind = ""
+        self.in_nelems = self.out_nelems = float("nan")
+        self.itemsize = None
+        self.dtype = ""
+        self.group_size = -1
+        self.pg = ""
+        self.seq = -1
+
+    def update_args(self, args: Dict[str, Any]) -> None:
+        """Fill from collective args (record_param_comms or the kernel's own)."""
+        self.kind = self.kind or canonical_kind(str(args.get("Collective name", "")))
+        self.in_nelems = _number(args.get("In msg nelems"), self.in_nelems)
+        self.out_nelems = _number(args.get("Out msg nelems"), self.out_nelems)
+        if args.get("dtype") and not self.dtype:
+            self.dtype = str(args["dtype"])
+            self.itemsize = itemsize(self.dtype) or itemsize(self.dtype.lower())
+        group = _number(args.get("Group size"), float("nan"))
+        if group == group and self.group_size < 0:
+            self.group_size = int(group)
+        for key in ("Process Group Name", "Process Group ID"):
+            if args.get(key) not in (None, "") and not self.pg:
+                self.pg = str(args[key])
+        seq = _number(args.get("Seq"), float("nan"))
+        if seq == seq and self.seq < 0:
+            self.seq = int(seq)
+
+    def update_shape(self, dims: Any, types: Any) -> None:
+        """Fill the input size from an annotation's first tensor (Input Dims / Input type)."""
+        if self.in_nelems == self.in_nelems or not dims or not isinstance(dims, list):
+            return
+        first, dtype = dims[0], (types[0] if isinstance(types, list) and types else None)
+        if isinstance(first, list) and first and all(isinstance(d, int) for d in first) and dtype:
+            self.in_nelems = float(np.prod(first))
+            self.dtype = self.dtype or str(dtype)
+            self.itemsize = self.itemsize or itemsize(str(dtype))
+
+
+def _number(value: Any, default: float) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return default
+    return out if np.isfinite(out) else default
+
+
+def _markers_by_thread(trace: "KinetoTrace") -> Dict[Tuple[int, int], List[Tuple[float, float, str, int, int]]]:
+    """Per (pid, tid) code pair: collective markers (ts, end, table, row) sorted by start."""
+    out: Dict[Tuple[int, int], List] = {}
+    for table_name in ("ops", "annotations"):
+        table: Table = getattr(trace, table_name)
+        if not len(table):
+            continue
+        names = table.strings["name"]
+        wanted = np.array([bool(_MARKER_PREFIX.match(n) or _C10D.match(n) or n == "record_param_comms")
+                           for n in names], dtype=bool)
+        rows = np.flatnonzero(wanted[table["name"]] | (table["comm"] >= 0))
+        pids, tids = table.strings["pid"], table.strings["tid"]
+        for r in rows.tolist():
+            key = (pids[table["pid"][r]], tids[table["tid"][r]])
+            ts = float(table["ts"][r])
+            out.setdefault(key, []).append((ts, ts + float(table["dur"][r]), table_name, r))
+    for items in out.values():
+        items.sort()
+    return out
+
+
+def _marker_at(trace: "KinetoTrace", markers, key, start: float, stop: float) -> _Marker:
+    """Combine every marker on thread `key` that overlaps [start, stop] (the launching op: a c10d:: op around a
+    record_param_comms around an nccl: annotation), innermost first."""
+    marker = _Marker()
+    items = markers.get(key, [])
+    hi = bisect.bisect_right(items, (stop, float("inf")))
+    for ts, end, table_name, row in reversed(items[max(0, hi - 16):hi]):  # markers nest a few deep at most
+        if end < start:
+            continue
+        _absorb(trace, marker, table_name, row)
+    return marker
+
+
+def _absorb(trace: "KinetoTrace", marker: _Marker, table_name: str, row: int) -> None:
+    table: Table = getattr(trace, table_name)
+    name = table.strings["name"][table["name"][row]]
+    comm = int(table["comm"][row])
+    if comm >= 0:
+        marker.update_args(trace.comm(comm))
+    if name != "record_param_comms":
+        marker.kind = marker.kind or canonical_kind(name)
+    shape = int(table["shape"][row])
+    if shape >= 0 and table_name == "annotations":
+        dims, types, _ = trace.shape(shape)
+        marker.update_shape(dims, types)
+
+
+def extract(trace: "KinetoTrace", kernel_ops: Optional[np.ndarray] = None) -> Tuple[Table, Dict[str, Any]]:
+    """Every collective instance of a trace as a table (see `_RECORD`), plus what kind of trace it was.
+
+    `kernel_ops`: the launching op row of every kernel (from the efficiency analysis); needed to read the CPU
+    markers of GPU collectives (kernel names alone give kind and algorithm, not size)."""
+    kernels = trace.kernels
+    names = kernels.strings.get("name", [])
+    is_comm_name = np.array([bool(COMM_KERNEL.search(n)) for n in names], dtype=bool)
+    comm_rows = np.flatnonzero(is_comm_name[kernels["name"]]) if len(kernels) and len(names) else np.empty(0, int)
+    markers = _markers_by_thread(trace)
+    if len(comm_rows):
+        return _from_kernels(trace, comm_rows, kernel_ops, markers), {"source": "kernel"}
+    return _from_annotations(trace, markers), {"source": "cpu"}
+
+
+def _new_columns() -> Dict[str, list]:
+    return {k: [] for k in _RECORD}
+
+
+def _from_kernels(trace: "KinetoTrace", rows: np.ndarray, kernel_ops: Optional[np.ndarray], markers) -> Table:
+    k, ops = trace.kernels, trace.ops
+    cols = _new_columns()
+    kinds, pgs, algos, dtypes = Interner(), Interner(), Interner(), Interner()
+    names = k.strings["name"]
+    for r in rows.tolist():
+        marker = _Marker()
+        if int(k["comm"][r]) >= 0:
+            marker.update_args(trace.comm(int(k["comm"][r])))
+        op = int(kernel_ops[r]) if kernel_ops is not None and r < len(kernel_ops) else -1
+        if op >= 0:
+            key = (ops.strings["pid"][ops["pid"][op]], ops.strings["tid"][ops["tid"][op]])
+            start = float(ops["ts"][op])
+            around = _marker_at(trace, markers, key, start, start + float(ops["dur"][op]))
+            _merge(marker, around)
+        name = names[k["name"][r]]
+        marker.kind = marker.kind or kernel_kind(name)
+        _append(cols, marker, float(k["ts"][r]), float(k["dur"][r]), kinds, pgs, dtypes,
+                algo=algos.code(kernel_algorithm(name)), stream=int(k["stream"][r]), activity=r, source=1)
+    return _finish(cols, kinds, pgs, algos, dtypes)
+
+
+def _from_annotations(trace: "KinetoTrace", markers) -> Table:
+    """CPU collectives: gloo:/nccl: annotations (outermost per thread and time), with the markers they enclose."""
+    ann = trace.annotations
+    cols = _new_columns()
+    kinds, pgs, algos, dtypes = Interner(), Interner(), Interner(), Interner()
+    algos.code("")
+    if len(ann):
+        names = ann.strings["name"]
+        is_marker = np.array([bool(_MARKER_PREFIX.match(n)) for n in names], dtype=bool)
+        for r in np.flatnonzero(is_marker[ann["name"]]).tolist():
+            marker = _Marker()
+            _absorb(trace, marker, "annotations", r)
+            ts, dur = float(ann["ts"][r]), float(ann["dur"][r])
+            key = (ann.strings["pid"][ann["pid"][r]], ann.strings["tid"][ann["tid"][r]])
+            _merge(marker, _marker_at(trace, markers, key, ts, ts + dur))
+            if marker.kind:
+                _append(cols, marker, ts, dur, kinds, pgs, dtypes, algo=0, stream=-1, activity=-1, source=0)
+    return _finish(cols, kinds, pgs, algos, dtypes)
+
+
+def _merge(into: _Marker, other: _Marker) -> None:
+    for slot in _Marker.__slots__:
+        mine, theirs = getattr(into, slot), getattr(other, slot)
+        empty = mine in ("", None, -1) or (isinstance(mine, float) and mine != mine)
+        if empty:
+            setattr(into, slot, theirs)
+
+
+def _append(cols, m: _Marker, ts: float, dur: float, kinds, pgs, dtypes, algo: int, stream: int, activity: int,
+            source: int) -> None:
+    size = float(m.itemsize) if m.itemsize else float("nan")
+    cols["kind"].append(kinds.code(m.kind or "unknown"))
+    cols["source"].append(source)
+    cols["ts"].append(ts)
+    cols["dur"].append(dur)
+    cols["in_bytes"].append(m.in_nelems * size)
+    cols["out_bytes"].append(m.out_nelems * size)
+    cols["group_size"].append(m.group_size)
+    cols["pg"].append(pgs.code(m.pg))
+    cols["seq"].append(m.seq)
+    cols["step"].append(-1)
+    cols["algo"].append(algo)
+    cols["dtype"].append(dtypes.code(m.dtype))
+    cols["stream"].append(stream)
+    cols["activity"].append(activity)
+
+
+_FLOAT_COLS = {"ts", "dur", "in_bytes", "out_bytes"}
+
+
+def _finish(cols, kinds: Interner, pgs: Interner, algos: Interner, dtypes: Interner) -> Table:
+    arrays = {k: np.asarray(v, dtype=np.float64 if k in _FLOAT_COLS else np.int64) for k, v in cols.items()}
+    order = np.argsort(arrays["ts"], kind="stable")
+    arrays = {k: v[order] for k, v in arrays.items()}
+    return Table("collectives", arrays, {"kind": kinds.items, "pg": pgs.items, "algo": algos.items,
+                                         "dtype": dtypes.items})
+
+
+# ---------------------------------------------------------------------------------------------- rating hook
+
+COMMUNICATION = "communication"
+
+
+def activity_columns(trace: "KinetoTrace", acts: Table) -> Dict[str, np.ndarray]:
+    """For the kernel table: NCCL-tests S (bytes) and the busbw factor of every communication kernel (NaN for
+    the other activities), so that rating needs no trace."""
+    n = len(acts)
+    size, factor = np.full(n, np.nan), np.full(n, np.nan)
+    if not n:
+        return {"comm_bytes": size, "comm_factor": factor}
+    try:
+        table, _ = extract(trace, acts["op"][:len(trace.kernels)])
+    except Exception:  # sizes are an extra for the kernel table: a surprise here must not cost the whole analysis
+        return {"comm_bytes": size, "comm_factor": factor}
+    world = _world_size(trace)
+    kinds = table.strings["kind"]
+    for i in range(len(table)):
+        row = int(table["activity"][i])
+        if row < 0:
+            continue
+        kind = kinds[table["kind"][i]]
+        group = int(table["group_size"][i]) if table["group_size"][i] > 0 else world
+        size[row] = algbw_bytes(kind, table["in_bytes"][i], table["out_bytes"][i], group)
+        factor[row] = busbw_factor(kind, group)
+    return {"comm_bytes": size, "comm_factor": factor}
+
+
+def _world_size(trace: "KinetoTrace") -> int:
+    info = trace.meta.distributed or {}
+    try:
+        return int(info.get("world_size", 0)) or 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def is_communication(acts: Table) -> np.ndarray:
+    """Rows of the activity table that are communication kernels: NCCL/RCCL, and every family the kernel-class
+    registry names communication (DeepEP dispatch/combine/notify, NVSHMEM, symmetric-memory and custom
+    all-reduce kernels)."""
+    names = acts.strings.get("name", [])
+    if not len(acts) or not names:
+        return np.zeros(len(acts), dtype=bool)
+    flag = np.array([bool(COMM_KERNEL.search(n)) or _communication_family(n) is not None for n in names],
+                    dtype=bool)
+    kernel_code = acts.strings["kind"].index("kernel") if "kernel" in acts.strings["kind"] else -1
+    return flag[acts["name"]] & (acts["kind"] == kernel_code)
+
+
+def communication_links(acts: Table) -> np.ndarray:
+    """Per row: "internode" / "intranode" where a communication kernel's name says which, else ""."""
+    names = acts.strings.get("name", [])
+    links = np.array([(_communication_family(n) or "") for n in names] + [""], dtype=object)
+    return links[acts["name"]] if len(acts) else np.empty(0, dtype=object)
+
+
+def _communication_family(name: str) -> Optional[str]:
+    """The link a communication kernel's name states ("" when it does not say); None when not communication."""
+    match = classify(name)
+    return (match.link or "") if match.klass == "communication" else None
+
+
+def rate_communication(acts: Table, devices: Dict[int, Any]) -> None:
+    """Rate communication kernels against the interconnect: achieved busbw (in `gbps`) over the link's per-direction
+    bandwidth (in `efficiency`), bound "communication". The kernel's time includes waiting for its peers, so this
+    is a lower bound; the Distributed view separates wait from transfer. `devices`: efficiency's DeviceReports."""
+    comm = is_communication(acts)
+    link_gbps = np.full(len(acts), np.nan)
+    for dev, report in devices.items():
+        link = getattr(report.match.spec, "interconnect", None) if report.match.spec is not None else None
+        if link:
+            link_gbps[acts["device"] == dev] = link["per_direction_gbps"]
+    if "communication" not in acts.strings["bound"]:
+        acts.strings["bound"] = list(acts.strings["bound"]) + [COMMUNICATION]
+    code = acts.strings["bound"].index(COMMUNICATION)
+    if not comm.any():
+        return
+    size = acts.columns.get("comm_bytes", np.full(len(acts), np.nan))
+    factor = acts.columns.get("comm_factor", np.full(len(acts), np.nan))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        busbw = size * factor / (acts["dur"] * 1e-6) / 1e9
+        eff = busbw / link_gbps
+    acts["bound"][comm] = code
+    acts["gbps"][comm] = busbw[comm]
+    acts["efficiency"][comm] = eff[comm]
+    acts["pct_dram"][comm] = np.nan
+    if "link_gbps" not in acts.columns:
+        acts.columns["link_gbps"] = np.full(len(acts), np.nan)
+    acts["link_gbps"][comm] = link_gbps[comm]
+
+
+def mark_communication_groups(acts: Table, inverse: np.ndarray, first: np.ndarray, bound: np.ndarray,
+                              out: Dict[str, np.ndarray]) -> None:
+    """Grouped rows of communication kernels: bound "communication", GB/s = the group's busbw (busbw bytes over
+    kernel time, summed), no DRAM share."""
+    if COMMUNICATION not in acts.strings.get("bound", []) or not len(first):
+        return
+    comm = is_communication(acts)
+    groups = comm[first]
+    bound[groups] = acts.strings["bound"].index(COMMUNICATION)
+    size = acts.columns.get("comm_bytes", np.full(len(acts), np.nan)) * \
+        acts.columns.get("comm_factor", np.full(len(acts), np.nan))
+    known = comm & np.isfinite(size)
+    g = len(first)
+    moved = np.bincount(inverse, weights=np.where(known, size, 0), minlength=g)
+    busy = np.bincount(inverse, weights=np.where(known, acts["dur"], 0), minlength=g)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["gbps"][groups] = np.where(busy > 0, moved / (busy * 1e-6) / 1e9, np.nan)[groups]
+    out["pct_dram"][groups] = np.nan
+
+
+# ---------------------------------------------------------------------------------------------- section
+
+def interconnect_gbps(props: Dict[str, Any], datasheet=None) -> Tuple[Optional[float], str]:
+    """Per-direction link bandwidth (GB/s) of a trace device and its description, from the datasheet."""
+    from ...estimate.devices import match_device
+    match = match_device(props, datasheet)
+    link = getattr(match.spec, "interconnect", None) if match.spec is not None else None
+    if not link:
+        return None, "unknown: no interconnect figure for this device in the datasheet"
+    return link["per_direction_gbps"], (f"{link['link']}: {link['gbps']:g} GB/s {link['as']}, rated against "
+                                        f"{link['per_direction_gbps']:g} GB/s one way ({match.spec.name})")
+
+
+def pack(table: Table) -> np.ndarray:
+    """The records as one float64 matrix, columns in `_RECORD` order (one stored array per trace, not fourteen:
+    each array of a summary costs a header to read, and a run of a thousand ranks reads a thousand summaries)."""
+    return np.stack([table[k].astype(np.float64) for k in _RECORD], axis=1) if len(table) else \
+        np.empty((0, len(_RECORD)))
+
+
+def unpack(matrix: np.ndarray, strings: Dict[str, List[str]]) -> Table:
+    """The records table back from `pack`'s matrix and the interned strings."""
+    matrix = matrix.reshape(-1, len(_RECORD))
+    cols = {k: matrix[:, i] if k in _FLOAT_COLS else matrix[:, i].astype(np.int64) for i, k in enumerate(_RECORD)}
+    return Table("collectives", cols, dict(strings))
+
+
+__all__ = ["canonical_kind", "kernel_kind", "kernel_algorithm", "busbw_factor", "algbw_bytes", "extract",
+           "activity_columns", "rate_communication", "interconnect_gbps", "COMM_KERNEL"]

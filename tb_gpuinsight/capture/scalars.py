@@ -1,0 +1,111 @@
+"""Headline figures as TensorBoard scalars, written at capture time next to the traces: a standard event file in the
+run's directory, so that TensorBoard's Scalars and HParams dashboards chart them beside the loss and compare runs.
+
+After each profiler span's trace is written, the span is analysed as the Overview analyses it, and one point per
+recorded step is written (x = the profiler step, `ProfilerStep#N`), under these tags:
+
+    gpuinsight/step_time_ms        wall time of the step
+    gpuinsight/gpu_busy_pct        share of the step some GPU activity ran (GPU runs only)
+    gpuinsight/mfu_pct             estimated FLOPs / step time / datasheet peak of the dominant dtype (when known)
+    gpuinsight/comm_exposed_ms     communication no compute overlapped (GPU runs only)
+
+The writer is torch's `SummaryWriter` (tensorboard's own event format). The plugin never writes the logdir: only
+this capture-side code does. The analysis runs in the training process after each span (a CPU cost of about a
+trace read, between spans, not inside a recorded step); `scalars=False` on `profile()` / `trace_handler()` turns it
+off.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Dict, List, Tuple
+
+PREFIX = "gpuinsight/"
+TAGS = ("step_time_ms", "gpu_busy_pct", "mfu_pct", "comm_exposed_ms")
+
+
+def span_scalars(trace_path: "os.PathLike[str] | str") -> List[Tuple[int, Dict[str, float]]]:
+    """(profiler step, {tag: value}) for every step of one span's trace, from its Overview."""
+    from ..loading import load
+    from ..pipeline import analyze
+    from ..analysis.overview import build_overview
+    from ..reporting.gate import per_step
+    from ..sections import SectionContext, build_section
+
+    trace = load(trace_path)
+    eff = analyze(trace, execution_traces=[])
+    name = os.path.basename(os.fspath(trace_path))
+    ov = build_overview([(name, build_section("overview", SectionContext(trace, eff)), eff)])
+    has_gpu = bool(eff.devices)
+    mfu = per_step(ov, "mfu") if ov.headline and ov.headline.get("flops_covered") else []
+    out = []
+    for i, row in enumerate(ov.steps):
+        values = {"step_time_ms": row["wall_us"] / 1000}
+        if has_gpu and row["gpu_busy_pct"] is not None:
+            values["gpu_busy_pct"] = 100 * row["gpu_busy_pct"]
+            values["comm_exposed_ms"] = row["comm_exposed_us"] / 1000
+        if len(mfu) == len(ov.steps):
+            values["mfu_pct"] = mfu[i]
+        out.append((row["step_number"], values))
+    return out
+
+
+class ScalarWriter:
+    """Appends the scalars of each span to one event file in `logdir` (created at the first point)."""
+
+    def __init__(self, logdir: "os.PathLike[str] | str") -> None:
+        self.logdir = os.fspath(logdir)
+        self._writer = None
+
+    def write_span(self, trace_path: "os.PathLike[str] | str") -> int:
+        """Analyse one span's trace and write its points; returns how many were written. A failure warns (one
+        line) and writes nothing: figures are never worth stopping a training loop for."""
+        try:
+            points = span_scalars(trace_path)
+        except Exception as exc:  # a trace the analysis cannot read: say so, go on training
+            warnings.warn(f"tb_gpuinsight: no scalars for {os.path.basename(os.fspath(trace_path))}: {exc}",
+                          stacklevel=2)
+            return 0
+        if not points:
+            return 0
+        writer = self._open()
+        for step, values in points:
+            for tag in TAGS:
+                if tag in values:
+                    writer.add_scalar(PREFIX + tag, values[tag], global_step=step)
+        writer.flush()
+        return len(points)
+
+    def _open(self):
+        if self._writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(log_dir=self.logdir)
+        return self._writer
+
+    def close(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+
+
+def event_files(logdir: "os.PathLike[str] | str") -> List[str]:
+    """The TensorBoard event files directly in `logdir`."""
+    folder = os.fspath(logdir)
+    return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.startswith("events.out.tfevents.")) \
+        if os.path.isdir(folder) else []
+
+
+def read_scalars(logdir: "os.PathLike[str] | str") -> Dict[str, List[Tuple[int, float]]]:
+    """Every `gpuinsight/` scalar of the event files in `logdir`, read back with tensorboard's own reader:
+    tag -> [(step, value)]."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out: Dict[str, List[Tuple[int, float]]] = {}
+    for path in event_files(logdir):
+        acc = EventAccumulator(path)
+        acc.Reload()
+        for tag in acc.Tags().get("scalars", []):
+            if tag.startswith(PREFIX):
+                out.setdefault(tag, []).extend((e.step, e.value) for e in acc.Scalars(tag))
+    return out

@@ -1,0 +1,88 @@
+"""`tb-gpuinsight report TRACE|RUN`: one page of the headline figures, for people (md, html), CI and agents (json);
+and the regression gate of `tb-gpuinsight diff A B --fail-if-slower PCT`.
+
+    tb-gpuinsight report RUN                         # Markdown on stdout
+    tb-gpuinsight report RUN --baseline OLD_RUN --format html -o report.html
+    tb-gpuinsight report TRACE --format json         # schema in docs/reference.md
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Dict, Tuple
+
+from ..errors import ConfigError
+
+EXIT_SLOWER = 1
+
+
+def register(sub) -> None:
+    """Add the `report` subcommand."""
+    from ..cli import _analysis_options
+
+    p = sub.add_parser("report", help="one page: step time, MFU, ranked recommendations, wasteful kernels, memory, "
+                                      "ranks, changes from a baseline")
+    p.add_argument("path", help="a Kineto trace, or a run directory")
+    p.add_argument("--baseline", metavar="TRACE|RUN", help="compare with this trace or run directory")
+    p.add_argument("--worker", help="the worker of a run directory (default: the first)")
+    p.add_argument("--format", choices=("md", "json", "html"), default="md")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of stdout")
+    _analysis_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Entry of `tb-gpuinsight report`."""
+    from ..cli import _check_device, _check_output
+    from ..reporting import make_report, render
+
+    _check_device(args)
+    for path in (args.path, args.baseline):
+        if path is not None and not os.path.exists(path):
+            raise ConfigError(f"{path}: no such file or directory")
+    if args.output:
+        _check_output(args.path, args.output)
+    data = make_report(args.path, args.baseline, worker=args.worker, dtype=args.dtype, device=args.device,
+                       devices_file=args.devices)
+    text = render(data, args.format)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+# ------------------------------------------------------------------------------------- diff --fail-if-slower
+
+def add_gate_options(p) -> None:
+    """`--fail-if-slower PCT` and `--metric` on `tb-gpuinsight diff`."""
+    from ..reporting.gate import METRICS
+
+    p.add_argument("--fail-if-slower", type=float, metavar="PCT",
+                   help="exit 1 when B is slower than A by more than PCT %% and more than the step-to-step noise "
+                        "(the larger side's spread); one line on stderr says why")
+    p.add_argument("--metric", choices=METRICS, default="step",
+                   help="what --fail-if-slower compares per step: step time (default), GPU kernel time, or MFU")
+
+
+def diff_with_gate(args, names: Tuple[str, str], options: Dict[str, Any]):
+    """The diff of A and B with each side read once, and the gate's verdict on them."""
+    from ..analysis.diff.compare import diff
+    from ..reporting.gate import gate
+    from ..reporting.sides import side_from_path
+
+    a = side_from_path(args.a, label=names[0], **options)
+    b = side_from_path(args.b, label=names[1], **options)
+    try:
+        result = diff(a.eff, b.eff, names=names, match=args.match, by=args.by)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return result, gate(a.overview, b.overview, args.metric, args.fail_if_slower, names)
+
+
+def report_verdict(verdict) -> int:
+    """Print the gate's one line on stderr; the exit status (1 when slower beyond the threshold and the noise)."""
+    print(f"tb-gpuinsight: gate: {verdict.line}", file=sys.stderr)
+    return EXIT_SLOWER if verdict.failed else 0

@@ -1,0 +1,70 @@
+"""The analysis of one trace as the Python API, the CLI and the capture scalars all run it: the trace loaded (or
+given), filled from its Execution Traces, every kernel rated, graph replays merged with their captures.
+`tb_gpuinsight.analyze` is this module's `analyze`; code inside the package imports it from here, never from the
+package's API module, which imports everything."""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Optional
+
+from .errors import ConfigError
+from .loading import companion_execution_traces, load
+from .logdir import discover
+from .trace.kineto import KinetoTrace
+
+
+def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
+            devices_file: "Optional[os.PathLike[str] | str]" = None, device: Optional[str] = None,
+            extra_args: Iterable[str] = (),
+            execution_traces: "Optional[Iterable[os.PathLike[str] | str]]" = None,
+            max_trace_gb: Optional[float] = None,
+            capture: "Optional[Iterable[KinetoTrace | os.PathLike[str] | str]]" = None) -> "Efficiency":
+    """FLOPs, bytes and efficiency of every kernel, memcpy and memset of a trace (a path or a loaded trace).
+
+    `dtype`: "auto" rates each kernel against its own dtype's peak, or force one of fp64, fp32, tf32, bf16,
+    fp16, fp8, int8. `devices_file` adds or overrides datasheet rows (also read from $TB_GPUINSIGHT_DEVICES);
+    `device` rates every device as the named datasheet row. Tables: `result.by_name().to_pandas()`,
+    `result.by_op().to_pandas()`, `result.activities.to_pandas()`; device reports: `result.summary()`.
+    `execution_traces`: Execution Traces whose linked nodes supply shapes the trace lacks; by default the
+    companions logdir discovery pairs with this trace (`{worker}.{stamp}.et.json[.gz]`, then the run's); [] for
+    none. Convolution parameters missing from 2021-23 traces are inferred either way. A loaded trace is filled in
+    place; `trace.ops["shape_source"]` and `shape_sources(trace, result.activities)` say where shapes came from.
+    `max_trace_gb`: as for `load`.
+    `capture`: traces recorded while the CUDA/HIP graphs this trace replays were captured (paths or loaded traces):
+    replayed kernels take the ops, shapes and estimates of the captured launches, paired in order ("from graph
+    capture"). By default the trace itself, then the captures discovery pairs with it (a `capture_traces/` folder
+    beside it, the run's other spans of the same worker); [] for none.
+    """
+    from .analysis.kernels.efficiency import analyze_trace
+    from .analysis.enrich import enrich
+    from .analysis.kernels.graph_capture import with_captures
+    from .estimate.devices import load_datasheet
+
+    loaded = trace if isinstance(trace, KinetoTrace) else load(trace, extra_args=extra_args, max_trace_gb=max_trace_gb)
+    if execution_traces is None:
+        execution_traces = companion_execution_traces(loaded.meta.path)
+    enrich(loaded, list(execution_traces))
+    try:
+        datasheet = load_datasheet(devices_file)
+        eff = analyze_trace(loaded, dtype=dtype, datasheet=datasheet, device_name=device)
+        return with_captures(eff, None if capture is None else list(capture), dtype, datasheet, device)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def worker_traces(path: "KinetoTrace | os.PathLike[str] | str", worker: Optional[str]) -> list:
+    """(span label, loaded trace) pairs of a trace file or of one worker of a run directory."""
+    if isinstance(path, KinetoTrace):
+        return [(os.path.basename(path.meta.path), path)]
+    if not os.path.isdir(path):
+        return [(os.path.basename(os.fspath(path)), load(path))]
+    runs = discover(path)
+    if len(runs) != 1:
+        raise ConfigError(f"{path}: holds {len(runs)} runs; give one run directory or a trace file")
+    workers = runs[0].workers
+    if not workers:
+        raise ConfigError(f"{path}: no trace files")
+    name = worker if worker is not None else sorted(workers)[0]
+    if name not in workers:
+        raise ConfigError(f"{path}: no worker {name!r} (workers: {', '.join(sorted(workers))})")
+    return [(span.name, load(span.trace.path)) for span in workers[name]]

@@ -1,0 +1,254 @@
+"""The report as data: one page, short and ranked, from the analyses the tabs show (Overview headline, breakdown
+and recommendations, kernel efficiency, Memory, Distributed, Diff). Nothing is derived here that those analyses
+do not already compute; this module picks, ranks and labels.
+
+Every figure is `{"value", "unit", "source"}` and every table `{"columns": [{"key", "label", "unit"}], "rows",
+"source"}`, so that a reader (or an agent) knows what each number is and where it comes from. The output is
+deterministic: the same inputs give the same report, byte for byte (no clock, no absolute path). The layout is
+documented in docs/reference.md ("Report schema") and versioned by `SCHEMA_VERSION`.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Any, Dict, List, Optional
+
+from ..version import __version__
+from ..analysis.diff.compare import diff
+from ..analysis.kernels.names import name_fields
+from ..analysis.overview import CATEGORIES, IDLE, LABELS
+from ..analysis.overview.rules import SpanData, _kernel_efficiency
+from ..jsonutil import finite
+from .gate import METRICS, compare
+from .sides import Side, memory_summaries
+
+SCHEMA_VERSION = 1
+TOP_RECOMMENDATIONS = 5
+TOP_KERNELS = 8
+TOP_COLLECTIVES = 5
+TOP_CHANGES = 10
+
+
+def fig(value: Any, unit: str, source: str) -> Dict[str, Any]:
+    """One figure with its unit and where it comes from."""
+    return {"value": value, "unit": unit, "source": source}
+
+
+def table(columns: List[tuple], rows: List[Dict[str, Any]], source: str) -> Dict[str, Any]:
+    """A table: `columns` as (key, label, unit) triples."""
+    return {"columns": [{"key": k, "label": label, "unit": unit} for k, label, unit in columns], "rows": rows,
+            "source": source}
+
+
+def build_report(side: Side, baseline: Optional[Side] = None, ranks: Any = None) -> Dict[str, Any]:
+    """The report of `side` (with `baseline`: what changed from it; with `ranks`, an `analysis.ranks.Report` of
+    the run: the Distributed section) as JSON-ready data."""
+    ov = side.overview
+    report = {"schema_version": SCHEMA_VERSION, "generator": f"tb-gpuinsight {__version__}",
+              "subject": _subject(side), "devices": _devices(side)}
+    if ov.headline:
+        report.update(step=_step(ov), utilization=_utilization(ov), recommendations=_recommendations(ov))
+    report["waste"] = _waste(side)
+    report["memory"] = _memory(side)
+    if ranks is not None:
+        report["distributed"] = _distributed(ranks)
+    if baseline is not None:
+        report["comparison"] = _comparison(baseline, side)
+    report["notes"] = list(ov.missing)
+    return finite(report)
+
+
+# ----------------------------------------------------------------------------------------------------- parts
+
+def _subject(side: Side) -> Dict[str, Any]:
+    ov = side.overview
+    return {"label": side.label, "worker": side.worker, "spans": [p.name for p in side.parts],
+            "steps": ov.headline.get("steps", 0) if ov.headline else 0, "step_source": ov.source}
+
+
+def _pct(x: Optional[float]) -> Optional[float]:
+    return None if x is None else 100 * x
+
+
+def _devices(side: Side) -> List[Dict[str, Any]]:
+    """Each GPU: the datasheet row it is rated against and how it was matched, and how much of its kernel time
+    has a FLOP / byte estimate (the coverage of every rated figure below)."""
+    out = []
+    for d in side.eff.summary():
+        s = d["summary"]
+        src = "kernel efficiency analysis (share of kernel time)"
+        out.append({"id": d["id"], "trace_name": d["trace_name"], "datasheet": d["spec"]["name"] if d["spec"] else None,
+                    "how": d["how"],
+                    "kernel_time": fig(s["kernel_time_us"] / 1000, "ms", "sum of kernel durations, all spans"),
+                    "flops_known": fig(_pct(s["flop_time_share"]), "%", src),
+                    "bytes_known": fig(_pct(s["byte_time_share"]), "%", src),
+                    "compute_flops_known": fig(_pct(s.get("compute_flop_share")), "%",
+                                               src + ", communication kernels aside"),
+                    "efficiency": fig(_pct(s["efficiency"]), "%", "time-weighted efficiency of rated kernels "
+                                      "against their roof (compute or DRAM)")})
+    return out
+
+
+def _step(ov) -> Dict[str, Any]:
+    h = ov.headline
+    st = h["step_time_us"]
+    src = f"{h['steps']} step(s) from {ov.source or 'the trace'} (Overview)"
+    steps = max(h["steps"], 1)
+    wall = h["wall_us"]
+    rows = [{"category": k, "label": LABELS[k], "kind": "idle" if k in dict(IDLE) else "busy",
+             "ms_per_step": h["breakdown_us"][k] / steps / 1000,
+             "share": 100 * h["breakdown_us"][k] / wall if wall > 0 else None}
+            for k in CATEGORIES if h["breakdown_us"][k] > 0]
+    rows.sort(key=lambda r: -r["ms_per_step"])
+    return {"time": {k: fig(None if st[k] is None else st[k] / 1000, "ms", src)
+                     for k in ("mean", "median", "p90", "spread")},
+            "split": table([("label", "where the time went", ""), ("ms_per_step", "per step", "ms"),
+                            ("share", "share of step time", "%")], rows,
+                           "Overview breakdown: GPU time by kernel class, GPU idle by cause, summing to the wall time"),
+            "comm_overlapped": fig(h["comm_overlapped_us"] / steps / 1000, "ms per step",
+                                   "communication kernel time overlapped by compute (Overview)")}
+
+
+def _utilization(ov) -> Dict[str, Any]:
+    h = ov.headline
+    dtype = h["mfu_dtype"] or "?"
+    cover = f"FLOPs known for {_fmt_pct(h['flops_covered'])} of kernel time: a lower bound below 100%"
+    return {"gpu_busy": fig(_pct(h["gpu_busy_pct"]), "%", "share of step time some GPU activity ran (Overview)"),
+            "tflops": fig(h["tflops"], "TFLOP/s", "estimated kernel FLOPs / step wall time; " + cover),
+            "mfu": fig(_pct(h["mfu"]), "%", f"achieved TFLOP/s / datasheet {dtype} peak "
+                       f"{_num(h['peak_tflops'])} TFLOP/s (dominant dtype); " + cover),
+            "flops_known": fig(_pct(h["flops_covered"]), "%", "share of kernel time with a FLOP estimate"),
+            "tensor_cores": fig(_pct(h["tensor_core_share"]), "%", "share of kernel time on Tensor Cores "
+                                "(kernel names, matrix work in a Tensor Core dtype)")}
+
+
+def _recommendations(ov) -> List[Dict[str, Any]]:
+    out = []
+    for i, rec in enumerate(ov.recommendations[:TOP_RECOMMENDATIONS], 1):
+        out.append({"rank": i, "id": rec["id"], "title": rec["title"], "span": rec["span"],
+                    "recoverable": fig(rec["recoverable_us"] / 1000, "ms per step",
+                                       "Overview rule estimate (see 'threshold'); 'up to' rules give a bound"),
+                    "recoverable_share": fig(_pct(rec["recoverable_share"]), "%", "of the mean step time"),
+                    "advice": rec["advice"], "threshold": rec["threshold"],
+                    "evidence": [_evidence(k, v) for k, v in rec["figures"].items()],
+                    "items": [_item(it) for it in rec["items"][:3]]})
+    return out
+
+
+def _evidence(key: str, value: Any) -> Dict[str, Any]:
+    """A rule's figure with the unit its key names (`_us` microseconds, `_share` / `_ratio` a fraction)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if key.endswith("_us"):
+            return {"name": key[:-3], "value": value / 1000, "unit": "ms"}
+        if key.endswith(("_share", "_ratio")) or key in ("share", "ratio"):
+            return {"name": key, "value": 100 * value, "unit": "%"}
+    return {"name": key, "value": value, "unit": "count" if isinstance(value, (int, float)) else ""}
+
+
+def _item(item: Dict[str, Any]) -> Dict[str, Any]:
+    name = item.get("name") or item.get("call") or ""
+    return {"name": name, "display_name": name_fields(name)["display_name"] if item.get("name") else name,
+            "evidence": [_evidence(k, v) for k, v in item.items() if k not in ("name", "call")]}
+
+
+def _waste(side: Side) -> Dict[str, Any]:
+    """Kernels by wasted time per step: time x (1 - efficiency), efficiency as the kernel table rates it
+    (time-weighted over rated launches; communication kernels are the Distributed view's)."""
+    ov = side.overview
+    first = side.parts[0]
+    data = SpanData("all", first.overview, side.eff, ov.steps)
+    steps = max(len(ov.steps), 1)
+    rows = []
+    for r in _kernel_efficiency(data):
+        fields = name_fields(r["name"])
+        rows.append({"kernel": fields["display_name"], "name": r["name"],
+                     "class": fields["kernel_class"], "ms_per_step": r["total_us"] / steps / 1000,
+                     "efficiency": 100 * r["efficiency"],
+                     "waste_ms_per_step": r["total_us"] * (1 - r["efficiency"]) / steps / 1000,
+                     "bound": r["bound"], "dtype": r["dtype"]})
+    rows.sort(key=lambda r: (-r["waste_ms_per_step"], r["name"]))
+    for i, r in enumerate(rows, 1):
+        r["rank"] = i
+    return table([("rank", "#", ""), ("kernel", "kernel", ""), ("class", "class", ""),
+                  ("ms_per_step", "time", "ms per step"), ("efficiency", "efficiency", "% of roof"),
+                  ("waste_ms_per_step", "waste", "ms per step"), ("bound", "bound", ""), ("dtype", "dtype", "")],
+                 rows[:TOP_KERNELS], "kernel efficiency analysis: waste = time x (1 - efficiency against the roof of "
+                 "the kernel's bound); kernels without a rating are left out")
+
+
+def _memory(side: Side) -> Dict[str, Any]:
+    """The highest allocated peak per device over the spans, with its reserved peak and provenance."""
+    best: Dict[str, Dict[str, Any]] = {}
+    for s in memory_summaries(side):
+        for d in s["devices"]:
+            peak = (d.get("peak") or {}).get("allocated")
+            if peak is None or (d["device"] in best and best[d["device"]]["peak_allocated"] >= peak):
+                continue
+            best[d["device"]] = {"device": d["device"], "span": s["span"], "peak_allocated": peak,
+                                 "peak_reserved": d.get("peak_reserved"), "never_freed": d.get("never_freed_bytes"),
+                                 "source": f"Memory view: {d['allocated_source']}; reserved: {d['reserved_source']}"}
+    rows = [best[k] for k in sorted(best)]
+    out = table([("device", "device", ""), ("peak_allocated", "peak allocated", "bytes"),
+                 ("peak_reserved", "peak reserved", "bytes"), ("never_freed", "never freed in the span", "bytes")],
+                rows, "Memory view (allocator [memory] events); the highest peak over the spans")
+    if not rows:
+        out["note"] = "no memory events: record with profile_memory=True"
+    return out
+
+
+def _distributed(ranks) -> Dict[str, Any]:
+    steps = sorted(r["step_us"] for r in ranks.ranks if r.get("step_us") is not None)
+    median = statistics.median(steps) / 1000 if steps else None
+    src = "Distributed view: ranks' mean step time"
+    colls = sorted(ranks.collectives, key=lambda c: (-(c.get("total_time_per_rank_us") or 0), c["kind"]))
+    rows = [{"kind": c["kind"], "dtype": c["dtype"], "bytes": c["bytes"], "count": c["count"],
+             "ms_per_rank": (c.get("total_time_per_rank_us") or 0) / 1000, "wait_ms": (c.get("wait_us") or 0) / 1000,
+             "busbw": c.get("busbw_gbps"), "pct_link": _pct(c.get("pct_link"))} for c in colls[:TOP_COLLECTIVES]]
+    straggler = ranks.stragglers[0] if ranks.stragglers else None
+    return {"world_size": ranks.world_size, "ranks": len(ranks.ranks), "problems": list(ranks.problems),
+            "step_min": fig(steps[0] / 1000 if steps else None, "ms", src),
+            "step_median": fig(median, "ms", src),
+            "step_max": fig(steps[-1] / 1000 if steps else None, "ms", src),
+            "straggler": None if straggler is None else {
+                "rank": straggler["rank"], "worker": straggler["worker"], "evidence": straggler["evidence"],
+                "others_waited": fig(straggler["others_waited_us"] / 1000, "ms",
+                                     "collectives matched across ranks: waiting for the last to arrive")},
+            "interconnect": ranks.interconnect,
+            "collectives": table([("kind", "collective", ""), ("dtype", "dtype", ""), ("bytes", "size", "bytes"),
+                                  ("count", "calls", ""), ("ms_per_rank", "time per rank", "ms"),
+                                  ("wait_ms", "waiting", "ms"), ("busbw", "bus bandwidth", "GB/s"),
+                                  ("pct_link", "of the interconnect", "%")], rows,
+                                 f"Distributed view ({ranks.source}); busbw = algbw x the collective's factor, "
+                                 "rated against " + str((ranks.interconnect or {}).get("how") or "no known link"))}
+
+
+def _comparison(baseline: Side, side: Side) -> Dict[str, Any]:
+    """What changed from the baseline: the headline metrics with their noise band, then kernels, the changes
+    outside span-to-span noise first."""
+    changes = [c for c in (compare(baseline.overview, side.overview, m) for m in METRICS) if c is not None]
+    changes.sort(key=lambda c: (not c.outside_noise, METRICS.index(c.metric)))
+    result = diff(baseline.eff, side.eff, names=(baseline.label, side.label))
+    rows = sorted(result.rows, key=lambda r: (r["within_noise"] is True, -abs(r["delta_us"]), r["name"] or ""))
+    kernels = [{"kernel": r["display_name"], "name": r["name"], "class": r["class"], "status": r["status"],
+                "a_ms": (r["time_us_a"] or 0) / 1000, "b_ms": (r["time_us_b"] or 0) / 1000,
+                "delta_ms": r["delta_us"] / 1000, "delta_pct": _pct(r["delta_pct"]),
+                "noise": {True: "within", False: "outside"}.get(r["within_noise"], "unknown")}
+               for r in rows[:TOP_CHANGES]]
+    s = result.summary
+    return {"baseline": baseline.label, "metrics": [c.to_dict() for c in changes],
+            "gpu_time": {"a": fig(s["time_us_a"] / 1000, "ms per span", "Diff: GPU activity time"),
+                         "b": fig(s["time_us_b"] / 1000, "ms per span", "Diff: GPU activity time"),
+                         "delta_pct": fig(_pct(s["delta_pct"]), "%", "Diff")},
+            "kernels": table([("kernel", "kernel", ""), ("class", "class", ""), ("status", "status", ""),
+                              ("a_ms", "baseline", "ms per span"), ("b_ms", "this run", "ms per span"),
+                              ("delta_ms", "change", "ms per span"), ("delta_pct", "change", "%"),
+                              ("noise", "vs span-to-span noise", "")], kernels,
+                             "Diff (normalised kernel names): changes outside the span-to-span spread first, then "
+                             "by size; 'unknown' with one span per side")}
+
+
+def _fmt_pct(x: Optional[float]) -> str:
+    return "?" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x: Optional[float]) -> str:
+    return "?" if x is None else f"{x:,.3g}"

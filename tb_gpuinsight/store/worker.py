@@ -1,0 +1,116 @@
+"""The work a worker process does for one span, in one place: summarise its trace (the summary's bytes, for the
+plugin's pool and for `summarize`'s local or Dask workers, which also write it to the store), or write its augmented
+trace (the plugin's download). Every failure comes back as a one-line reason, never an exception.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import time
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+from ..errors import GpuInsightError, TraceError
+from ..estimate.devices import load_datasheet
+from ..sections import SectionContext, build_all
+from . import envelope as cache_mod
+from . import verified
+from .jobs import Job
+from .summaries import open_store
+
+
+def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Sequence[str] = (),
+                   tensor_traces: Sequence[str] = (), trace_identity: Optional[Dict[str, Any]] = None,
+                   max_trace_gb: Optional[float] = None) -> Tuple[str, Any, bool]:
+    """Worker-process entry: ("ok", summary bytes, False) or ("error", reason, incomplete)."""
+    from ..analysis.enrich import enrich
+    from ..analysis.kernels.efficiency import analyze_trace
+    from ..analysis.kernels.graph_capture import with_captures
+    from ..loading import load
+    from ..trace.source import set_max_trace_gb
+
+    try:
+        set_max_trace_gb(max_trace_gb)  # also caps the ET and tensor.trace readers of the sections
+        trace = load(path, extra_args=extra_args)
+        enrich(trace, execution_traces)
+        eff = with_captures(analyze_trace(trace))  # graph replays rated from their capture, where one is found
+        sections = build_all(SectionContext(trace, eff, tuple(execution_traces), tuple(tensor_traces)))
+        return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta), sections, trace_identity), False
+    except TraceError as exc:
+        return "error", str(exc.reason) + (f" (at byte {exc.offset})" if exc.offset is not None else ""), \
+            exc.incomplete
+    except GpuInsightError as exc:
+        return "error", str(exc), False
+    except MemoryError:
+        return "error", "out of memory while analysing this trace; lower --gpuinsight_max_trace_gb", False
+    except RecursionError:
+        return "error", "nesting too deep to analyse", False
+    except Exception as exc:  # a bug must not take the server down; say what happened in one line
+        return "error", f"internal error: {type(exc).__name__}: {exc}"[:300], False
+
+
+def augment_file(path: str, dst: str, extra_args: Tuple[str, ...], devices_file: Optional[str],
+                 max_trace_gb: Optional[float] = None) -> Tuple[str, str]:
+    """Worker-process entry: write the augmented trace of `path` to `dst` (gzip); ("ok", dst) or ("error", reason)."""
+    from ..analysis.kernels.augment import write_augmented
+    from ..analysis.kernels.efficiency import analyze_trace
+    from ..analysis.kernels.graph_capture import with_captures
+    from ..loading import load
+    from ..trace.source import set_max_trace_gb
+
+    try:
+        set_max_trace_gb(max_trace_gb)
+        trace = load(path, extra_args=extra_args)
+        datasheet = load_datasheet(devices_file)
+        write_augmented(path, dst, with_captures(analyze_trace(trace, datasheet=datasheet), datasheet=datasheet))
+        if not verified.record(dst):
+            return "error", "cannot record the checksum of the augmented trace (is the cache directory writable?)"
+        return "ok", dst
+    except GpuInsightError as exc:
+        return "error", str(exc.reason) if isinstance(exc, TraceError) else str(exc)
+    except MemoryError:
+        return "error", "out of memory while writing the augmented trace"
+    except Exception as exc:  # a bug must not take the server down
+        return "error", f"internal error: {type(exc).__name__}: {exc}"[:300]
+
+
+def supervised_job(marker_dir: str, key: str, func: Callable[..., Any], *args: Any) -> Any:
+    """Worker-process entry: `func(*args)`, leaving a marker (file named by this process id, holding the job's
+    key) while it runs, so that the server knows which span a process was working on if it dies."""
+    marker = os.path.join(marker_dir, str(os.getpid()))
+    with open(marker, "w", encoding="utf-8") as f:
+        f.write(key)
+    try:
+        return func(*args)
+    finally:
+        try:
+            os.unlink(marker)
+        except OSError:
+            pass
+
+
+def summarize_job(job: Job) -> Tuple[str, Any, bool]:
+    """Summarise one job's trace in this process: ("ok", summary bytes, False) or ("error", reason, incomplete)."""
+    return summarize_file(job.path, job.extra_args, job.execution_traces, job.tensor_traces, job.identity,
+                          job.max_trace_gb)
+
+
+def summarize_into(store_url: str, job: Job) -> Tuple[str, str, Dict[str, float]]:
+    """Worker entry (local pool or Dask worker): read the trace, write its summary to the store, answer
+    ("ok", "", stats) or ("error", one-line reason, stats); stats: wall and CPU seconds, this process's peak RSS
+    in bytes and its pid. Only this short answer travels back."""
+    start, cpu = time.perf_counter(), _cpu_seconds()
+    kind, payload, _ = summarize_job(job)
+    answer = ("ok", "")
+    if kind != "ok":
+        answer = ("error", str(payload))
+    elif not open_store(store_url).put(job.key, payload):
+        answer = ("error", f"cannot write the summary to the store {store_url}")
+    stats = {"seconds": time.perf_counter() - start, "cpu_seconds": _cpu_seconds() - cpu, "pid": os.getpid(),
+             "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}  # Linux reports KiB
+    return answer[0], answer[1], stats
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this thread (a Dask worker's other threads are not the job's), else of the process."""
+    usage = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
+    return usage.ru_utime + usage.ru_stime

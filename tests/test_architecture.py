@@ -1,0 +1,149 @@
+"""The package's shape: no import circle between tb_gpuinsight modules (any import: top level, inside a function,
+under TYPE_CHECKING, relative or absolute), imports that run down the pipeline, and no module over MAX_LINES
+lines. See docs/architecture.md."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, List, Optional, Set, Tuple
+
+PACKAGE = Path(__file__).resolve().parent.parent / "tb_gpuinsight"
+MAX_LINES = 600
+# Modules allowed over MAX_LINES, each with the reason it still is.
+LONG_ALLOWED: Dict[str, str] = {}
+
+
+def modules(root: Path = PACKAGE) -> Dict[str, Tuple[Path, bool]]:
+    """Dotted module name -> (file, is a package's __init__) for every .py file under `root`."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_pkg else parts)] = (path, is_pkg)
+    return out
+
+
+def _from_target(name: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    """The absolute module a `from ... import` statement reads from (relative levels resolved)."""
+    if not node.level:
+        return node.module or ""
+    base = name.split(".") if is_pkg else name.split(".")[:-1]
+    base = base[:len(base) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _known(target: str, mods: Dict[str, Tuple[Path, bool]]) -> Optional[str]:
+    """The project module an import name lands in (`a.b.c` of a non-module `c` is `a.b`), or None."""
+    while target and target not in mods:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def imports(name: str, mods: Dict[str, Tuple[Path, bool]]) -> Set[str]:
+    """Project modules `name` imports anywhere in its file."""
+    path, is_pkg = mods[name]
+    found: Set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _from_target(name, is_pkg, node)
+            # `from pkg import sub` imports the submodule `pkg.sub` when there is one
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+        else:
+            continue
+        found.update(t for t in (_known(t, mods) for t in targets) if t and t != name)
+    return found
+
+
+def import_graph(root: Path = PACKAGE) -> Dict[str, Set[str]]:
+    """Module -> the project modules it imports."""
+    mods = modules(root)
+    return {name: imports(name, mods) for name in mods}
+
+
+def find_cycle(graph: Dict[str, Set[str]]) -> Optional[List[str]]:
+    """One import circle as [a, b, ..., a], or None (iterative depth-first search)."""
+    state: Dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        path, stack = [start], [iter(sorted(graph[start]))]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(graph.get(nxt, ()))))
+    return None
+
+
+def test_no_import_circle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+# Each step of the pipeline may import the steps before it, never those after: the reader knows no estimate, the
+# estimates no analysis, and none of them the summaries, the service, the routes, the commands or the API module.
+LATER = {
+    "trace": ("estimate", "analysis"),
+    "estimate": ("analysis",),
+    "analysis": (),
+}
+UPPER = ("store", "service", "span_state", "routes", "commands", "cli", "plugin")
+
+
+def pipeline_violations(graph: Dict[str, Set[str]], package: str = "tb_gpuinsight") -> List[str]:
+    """`a -> b` for every import of a lower step into a later one."""
+    out = []
+    for name, targets in sorted(graph.items()):
+        step = name.split(".")[1] if name.count(".") else ""
+        if step not in LATER:
+            continue
+        later = tuple(f"{package}.{s}" for s in LATER[step] + UPPER)
+        out += [f"{name} -> {t}" for t in sorted(targets) if t == package or t.startswith(later)]
+    return out
+
+
+def test_imports_run_down_the_pipeline():
+    bad = pipeline_violations(import_graph())
+    assert not bad, "imports against the pipeline (trace -> estimate -> analysis -> store -> service): " + \
+        "; ".join(bad)
+
+
+def test_no_module_over_the_line_limit():
+    long = {}
+    for name, (path, _) in modules().items():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_LINES and name not in LONG_ALLOWED:
+            long[name] = lines
+    assert not long, f"modules over {MAX_LINES} lines (split them by what they do): {long}"
+
+
+def test_the_checks_see_circles_and_function_level_imports(tmp_path):
+    """A package with a circle closed only by a relative import inside a function is caught; without it, none."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .sub import b\n")
+    (pkg / "sub" / "b.py").write_text("import os\n\ndef f():\n    from ..a import g\n")
+    graph = import_graph(pkg)
+    assert graph["pkg.a"] == {"pkg.sub.b"} and graph["pkg.sub.b"] == {"pkg.a"}
+    assert find_cycle(graph) in (["pkg.a", "pkg.sub.b", "pkg.a"], ["pkg.sub.b", "pkg.a", "pkg.sub.b"])
+    (pkg / "sub" / "b.py").write_text("from .. import x\n")  # `x` is a name of pkg, not a module
+    assert find_cycle(import_graph(pkg)) is None
+
+
+def test_the_pipeline_check_sees_an_analysis_importing_the_store():
+    graph = {"tb_gpuinsight.analysis.kernels.rows": {"tb_gpuinsight.store.worker", "tb_gpuinsight.trace.table"},
+             "tb_gpuinsight.trace.kineto": {"tb_gpuinsight.estimate.devices"},
+             "tb_gpuinsight.store.worker": {"tb_gpuinsight.analysis.kernels.efficiency"}}
+    assert pipeline_violations(graph) == ["tb_gpuinsight.analysis.kernels.rows -> tb_gpuinsight.store.worker",
+                                          "tb_gpuinsight.trace.kineto -> tb_gpuinsight.estimate.devices"]

@@ -1,0 +1,224 @@
+"""One consistency rule for every view, checked on every route's JSON over real runs (the samples, the 8-rank DLRM
+step from the corpus and a 4-rank gloo run recorded here with one slow rank):
+
+- a share, percentage or efficiency lies in [0, 1], unless the row carries the over-the-roof mark;
+- the shares of one list (rows, segments, causes, items) sum to at most 100 % of their total;
+- a part is never larger than the whole it belongs to: a rank's or span's split adds up to its step or wall time,
+  its waits and idle causes fit inside it.
+Each failure names the route, the run and the JSON path.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import time
+from typing import Any, Dict, Iterator, List, Tuple
+
+import pytest
+from tensorboard.backend import application
+from tensorboard.plugins import base_plugin
+from werkzeug.test import Client
+
+from tb_gpuinsight.plugin import GpuInsightPlugin
+from tb_gpuinsight.service import LogdirService
+
+from .corpus import corpus_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BASE = "/data/plugin/gpuinsight"
+EPS = 1e-6
+SLACK_US = 1.0  # rounding of microsecond figures
+# A bounded share: the key's last word says it is a fraction of a whole (not a change such as `delta_pct`).
+SHARE_KEY = re.compile(r"(?:^|_)(?:share|pct|efficiency|mfu|covered)(?:_[ab])?$|^pct_|_pct_[ab]$")
+UNBOUNDED = re.compile(r"delta|change|ratio|speedup")
+# Lists whose items' shares split one total; items naming their step (critical-path segments) split that step's.
+SHARE_OF_LIST = ("share", "time_share")
+TOTAL_NAMED_BY = ("step", "span", "rank")
+# A rank's or span's step split: these parts add up to the step (or wall) time, and each fits inside it.
+SPLIT = ("compute_us", "comm_exposed_us", "memcpy_us", "idle_us")
+IDLE_CAUSES = ("idle_host_bound_us", "idle_launch_bound_us", "idle_sync_us", "idle_data_loading_us",
+               "idle_other_us")
+INSIDE_STEP = SPLIT + IDLE_CAUSES + ("comm_overlapped_us", "comm_wait_us")
+
+
+def _wait(predicate, timeout=240.0) -> bool:
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory) -> Dict[str, Tuple[int, Any]]:
+    """Every route's JSON on every run of the logdir: {"run|route": (status, body)}."""
+    root = tmp_path_factory.mktemp("consistency")
+    logdir = root / "logdir"
+    shutil.copytree(os.path.join(ROOT, "samples"), logdir, ignore=shutil.ignore_patterns("*.md", "*.py"))
+    try:
+        os.symlink(corpus_path("param/dlrm_8ranks"), logdir / "dlrm")
+    except pytest.skip.Exception:
+        pass  # no corpus here: the samples and the recorded run still walk every route
+    pytest.importorskip("torch")
+    from .gloo_ddp import record
+    record(str(logdir / "gloo_ddp"), world=4, slow_rank=2)
+    service = LogdirService(str(logdir), cache_dir=str(root / "cache"), workers=0, scan_interval=0.1)
+    plugin = GpuInsightPlugin(base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)
+    client = Client(application.TensorBoardWSGI([plugin]))
+
+    def get(route: str, **query) -> Tuple[int, Any]:
+        response = client.get(f"{BASE}/{route}", query_string=query)
+        return response.status_code, json.loads(response.get_data(as_text=True))
+
+    def settled() -> bool:
+        runs = get("runs")[1]["runs"]
+        return len(runs) >= 5 and all(r["status"] != "loading" for r in runs)
+    assert _wait(settled), get("runs")[1]
+    return dict(_walk(get, get("runs")[1]["runs"]))
+
+
+def _walk(get, runs) -> Iterator[Tuple[str, Tuple[int, Any]]]:
+    for run in runs:
+        if run["status"] != "ready":
+            continue
+        spans = [(w["worker"], s["span"]) for w in run["workers"] for s in w["spans"]]
+        selections = [spans[0]] + ([("*", "all")] if len(run["workers"]) > 1 else [])
+        for worker, span in selections:
+            sel = dict(run=run["run"], worker=worker, span=span)
+            name = f"{run['run']}[{worker}]"
+            for route in ("overview", "kernels", "roofline", "devices", "memory", "op_shapes", "tensors",
+                          "critical_path", "graph/view", "timeline/meta", "ranks", "ranks_heatmap",
+                          "ranks_compare"):
+                yield f"{name}|{route}", get(route, **sel)
+            yield from _dependent_routes(get, name, sel)
+        worker, span = spans[-1]
+        yield f"{run['run']}|diff", get("diff", a_run=run["run"], a_worker=spans[0][0], a_span=spans[0][1],
+                                        b_run=run["run"], b_worker=worker, b_span=span)
+
+
+def _dependent_routes(get, name: str, sel: dict) -> Iterator[Tuple[str, Tuple[int, Any]]]:
+    """Routes that take a value another route gives: a memory device, an op, a time window."""
+    status, memory = get("memory", **sel)
+    for device in (memory.get("devices") or [])[:1] if status == 200 else []:
+        dev = str(device.get("device", device) if isinstance(device, dict) else device)
+        for route in ("memory_curve", "memory_allocations", "memory_ops"):
+            yield f"{name}|{route}", get(route, device=dev, **sel)
+    status, shapes = get("op_shapes", **sel)
+    for row in (shapes.get("rows") or [])[:1] if status == 200 else []:
+        yield f"{name}|shape_distribution", get("shape_distribution", op=row["op"], **sel)
+    status, meta = get("timeline/meta", **sel)
+    if status == 200 and meta.get("duration_us"):
+        yield f"{name}|timeline/view", get("timeline/view", t0=0, t1=meta["duration_us"], **sel)
+
+
+def _nodes(x: Any, path: str = "") -> Iterator[Tuple[str, Any]]:
+    yield path, x
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from _nodes(v, f"{path}.{k}")
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from _nodes(v, f"{path}[{i}]")
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _over_roof(row: dict) -> bool:
+    mark = row.get("over_roof")
+    return bool(mark) or _number(row.get("over_roof_share")) and row["over_roof_share"] > 0
+
+
+def _bounded_share_problems(body: Any) -> List[str]:
+    out = []
+    for path, node in _nodes(body):
+        if not isinstance(node, dict):
+            continue
+        for key, value in node.items():
+            if not _number(value) or not SHARE_KEY.search(key) or UNBOUNDED.search(key):
+                continue
+            if value < -EPS or (value > 1 + EPS and not _over_roof(node)):
+                out.append(f"{path}.{key} = {value:.4g}: a share outside [0, 1] without the over-the-roof mark")
+    return out
+
+
+def _list_share_problems(body: Any) -> List[str]:
+    out = []
+    for path, node in _nodes(body):
+        if isinstance(node, list) and node and all(isinstance(x, dict) for x in node):
+            for key in SHARE_OF_LIST:
+                totals: Dict[tuple, float] = {}
+                for x in node:
+                    if _number(x.get(key)):
+                        total = tuple(str(x.get(k)) for k in TOTAL_NAMED_BY)
+                        totals[total] = totals.get(total, 0.0) + x[key]
+                out += [f"{path}[].{key} of {total} sums to {v:.4g} (> 100 % of one total)"
+                        for total, v in totals.items() if v > 1 + 1e-4]
+        if isinstance(node, dict) and isinstance(node.get("causes"), dict):
+            shares = [c["share"] for c in node["causes"].values() if isinstance(c, dict) and _number(c.get("share"))]
+            if sum(shares) > 1 + 1e-4:
+                out.append(f"{path}.causes shares sum to {sum(shares):.4g}")
+    return out
+
+
+def _part_whole_problems(body: Any) -> List[str]:
+    out = []
+    for path, node in _nodes(body):
+        if not isinstance(node, dict):
+            continue
+        whole_key = "step_us" if _number(node.get("step_us")) else "wall_us" if _number(node.get("wall_us")) else None
+        if whole_key is None:
+            continue
+        whole_per = whole = node[whole_key]
+        for key in INSIDE_STEP:
+            if _number(node.get(key)) and node[key] > whole_per + SLACK_US:
+                out.append(f"{path}.{key} = {node[key]:.1f} us is larger than its {whole_key} {whole_per:.1f} us")
+        if all(_number(node.get(k)) for k in SPLIT):
+            parts = sum(node[k] for k in SPLIT)
+            if not math.isclose(parts, whole_per, rel_tol=1e-3, abs_tol=len(SPLIT) * SLACK_US):
+                out.append(f"{path}: {' + '.join(SPLIT)} = {parts:.1f} us, not its {whole_key} {whole_per:.1f} us")
+        if all(_number(node.get(k)) for k in IDLE_CAUSES + ("idle_us",)):
+            causes = sum(node[k] for k in IDLE_CAUSES)
+            if not math.isclose(causes, node["idle_us"], rel_tol=1e-3, abs_tol=len(IDLE_CAUSES) * SLACK_US):
+                out.append(f"{path}: idle causes sum to {causes:.1f} us, not its idle_us {node['idle_us']:.1f} us")
+        breakdown = node.get("breakdown_us")
+        if isinstance(breakdown, dict) and whole_key == "wall_us" and breakdown:
+            parts = sum(v for v in breakdown.values() if _number(v))
+            if parts > whole + len(breakdown) * SLACK_US:
+                out.append(f"{path}.breakdown_us sums to {parts:.1f} us, more than its wall_us {whole:.1f} us")
+    return out
+
+
+RULES = {"bounded shares": _bounded_share_problems, "shares of one list": _list_share_problems,
+         "parts within their whole": _part_whole_problems}
+
+
+def test_every_route_answered(answers):
+    bad = {k: body for k, (status, body) in answers.items() if status >= 500}
+    assert not bad, bad
+    assert sum(status == 200 for status, _ in answers.values()) >= 60
+    split = [name for name, (status, body) in answers.items() if status == 200 and name.startswith("gloo_ddp")
+             for _, node in _nodes(body) if isinstance(node, dict) and all(_number(node.get(k)) for k in SPLIT)]
+    assert len(split) >= 4, "the rules never saw a rank's step split"  # the 4 recorded ranks at least
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_every_route_is_consistent(answers, rule):
+    problems = [f"{name}: {p}" for name, (status, body) in answers.items() if status == 200
+                for p in RULES[rule](body)]
+    assert not problems, "\n".join(problems[:40])
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_the_rule_catches_a_contradiction(rule):
+    """Each rule fails on the contradiction it exists for."""
+    broken = {"bounded shares": {"rows": [{"time_share": 1.3}]},
+              "shares of one list": {"rows": [{"time_share": 0.7}, {"time_share": 0.6}]},
+              "parts within their whole": {"ranks": [{"step_us": 754.0, "steps": 3, "comm_wait_us": 1378.0}]}}
+    assert RULES[rule](broken[rule])
+    assert not _bounded_share_problems({"rows": [{"pct_peak": 1.3, "over_roof": True}]})
