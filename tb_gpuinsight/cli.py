@@ -65,8 +65,7 @@ def _command_name(argv: Sequence[str]) -> Optional[str]:
 
 
 def _parser(command: Optional[str] = None) -> argparse.ArgumentParser:
-    """The command line's parser. For one of this module's own commands the command modules (and the analyses
-    they import) are not loaded: that import cost is paid by the commands that use them."""
+    """The parser; for a command of this module's own, the command modules (and their analyses) are not imported."""
     parser = argparse.ArgumentParser(prog="tb-gpuinsight", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(title="commands")
     for register in COMMANDS:
