@@ -1,25 +1,38 @@
-"""Analysis speed and memory: our analyze (read + FLOP/byte attribution + efficiency table) next to orjson.loads
-of the same file and, when installed, HTA's load + kernel breakdown and inductor's profile_analysis --analysis.
+"""Analysis speed and memory: `tb-gpuinsight analyze --format csv --top 0` next to orjson.loads of the same file and,
+when installed, HTA's load + kernel breakdown and inductor's profile_analysis --analysis; then where our time goes.
 
-    python benchmarks/analyze.py TRACE [--repeat N] [--dtype bfloat16]
+    python benchmarks/analyze.py TRACE [--repeat N] [--baseline CHECKOUT] [--dtype bfloat16]
 
-Targets: at most 1.5x orjson.loads wall time, at least 5x faster than HTA, peak RSS at most 2x the JSON size.
-"tb_gpuinsight analyze" reuses estimates memoised by earlier runs (the best of --repeat runs); the row below it
-is a first analysis, which imports torch for its FLOP formulas when the trace has shapes (about 1 s, 150 MB).
-Each method runs in a fresh process; a method that fails prints its one-line error instead of figures.
+Every figure is a whole process (interpreter start, imports, reading, analysis, output), the median of --repeat
+runs, with its peak RSS; ratios are against orjson.loads measured in the same run, since a shared machine's speed
+drifts between runs. "memo warm" reuses the estimates memoised by an earlier run; "first time" runs with an empty
+cache directory ($XDG_CACHE_HOME), as on a new machine, where estimates are computed (and torch imported only for
+ops whose formula needs it). --baseline runs another checkout's code (say the main branch's) in the same run.
+
+The split times one run's stages inside the process (medians over --repeat runs): imports (every module imported,
+also lazily, during the run), inflate, decode (JSON to event structs), columns (numpy tables), correlate (kernels
+to ops), estimate (FLOPs and bytes, memo included), rate (against the datasheet), output (rows and CSV), other.
+Targets: memo warm at most 1.0x orjson.loads, first time at most 1.5x, peak RSS at most 1.5x the JSON size.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _measure import has_module, measure, print_table  # noqa: E402
+from _measure import has_module, measure  # noqa: E402
 from read import _READ, _json_size  # noqa: E402
 
-_OURS = ("from tb_gpuinsight import analyze\nfrom tb_gpuinsight.analysis.kernels.rows import group_rows\n")
-_OURS_STEP = "eff = analyze(path)\nrows = group_rows(eff.by_name())\nops = group_rows(eff.by_op())"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ORJSON = _READ + "import orjson, sys\nd = orjson.loads(read_all(sys.argv[1]))\n"
 _HTA_SETUP = ("import os, tempfile, logging\nlogging.disable(logging.WARNING)\n"
               "from hta.trace_analysis import TraceAnalysis\n"
               "d = tempfile.mkdtemp()\nos.symlink(path, os.path.join(d, os.path.basename(path)))\n")
@@ -28,34 +41,160 @@ _INDUCTOR_SETUP = ("import sys, io, contextlib\n"
                    "from torch._inductor.analysis.profile_analysis import main as inductor_main\n")
 _INDUCTOR_STEP = ("sys.argv = ['profile_analysis', '--analysis', path, dtype]\n"
                   "with contextlib.redirect_stdout(io.StringIO()):\n    inductor_main()")
+STAGES = ("imports", "inflate", "decode", "columns", "correlate", "estimate", "rate", "output")
+
+# One analysis with its stages timed (trace/stages.py); every import, also a lazy one, is charged to "imports".
+_SPLIT = r"""
+import contextlib, importlib._bootstrap as boot, json, os, sys, time
+t0 = time.perf_counter()
+from tb_gpuinsight.trace import stages
+package = time.perf_counter() - t0
+find = boot._find_and_load
+def timed_import(*args, **kwargs):
+    with stages.stage("imports"):
+        return find(*args, **kwargs)
+boot._find_and_load = timed_import
+with stages.stage("imports"):
+    from tb_gpuinsight.cli import main
+with open(os.devnull, "w") as out, contextlib.redirect_stdout(out):
+    code = main(["analyze", "--format", "csv", "--top", "0", sys.argv[1]])
+split = stages.totals()
+split["imports"] = split.get("imports", 0.0) + package
+print(json.dumps({"total": time.perf_counter() - t0, "split": split, "torch": "torch" in sys.modules, "code": code}))
+"""
+_ORJSON_SPLIT = r"""
+import json, sys, time, zlib
+t0 = time.perf_counter()
+import orjson
+t1 = time.perf_counter()
+raw = open(sys.argv[1], "rb").read()
+data = zlib.decompress(raw, 16 + zlib.MAX_WBITS) if raw[:2] == b"\x1f\x8b" else raw
+t2 = time.perf_counter()
+doc = orjson.loads(data)
+t3 = time.perf_counter()
+print(json.dumps({"total": t3 - t0, "split": {"imports": t1 - t0, "inflate": t2 - t1, "decode": t3 - t2}}))
+"""
+
+
+def run_whole(argv: Sequence[str], repeat: int, env: Optional[Dict[str, str]] = None, cwd: str = ROOT,
+              fresh_cache: bool = False) -> Dict[str, float]:
+    """Median wall time and peak RSS of `repeat` runs of a whole process (os.wait4 gives each child's own peak).
+    `fresh_cache`: each run gets an empty $XDG_CACHE_HOME."""
+    walls, peaks = [], []
+    for _ in range(repeat):
+        cache = tempfile.mkdtemp(prefix="tbgi-bench-cache-") if fresh_cache else None
+        run_env = {**os.environ, **(env or {}), **({"XDG_CACHE_HOME": cache} if cache else {})}
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(list(argv), env=run_env, cwd=cwd, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        walls.append(time.perf_counter() - t0)
+        peaks.append(usage.ru_maxrss * 1024)
+        err = proc.stderr.read().decode("utf-8", "replace").strip()
+        proc.stderr.close()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if cache:
+            shutil.rmtree(cache, ignore_errors=True)
+        if proc.returncode != 0:
+            return {"error": err.splitlines()[-1] if err else f"exit {proc.returncode}"}
+    return {"wall_s": statistics.median(walls), "peak_rss": statistics.median(peaks)}
+
+
+def run_split(code: str, path: str, repeat: int, env: Optional[Dict[str, str]] = None,
+              fresh_cache: bool = False) -> Dict[str, object]:
+    """Stage times of `repeat` runs of a harness, each stage's median; `torch`: whether any run imported it."""
+    runs = []
+    for _ in range(repeat):
+        cache = tempfile.mkdtemp(prefix="tbgi-bench-cache-") if fresh_cache else None
+        run_env = {**os.environ, **(env or {}), **({"XDG_CACHE_HOME": cache} if cache else {})}
+        out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, env=run_env,
+                             cwd=ROOT)
+        if cache:
+            shutil.rmtree(cache, ignore_errors=True)
+        if out.returncode != 0:
+            return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    names = sorted({k for r in runs for k in r["split"]})
+    split = {k: statistics.median(r["split"].get(k, 0.0) for r in runs) for k in names}
+    total = statistics.median(r["total"] for r in runs)
+    split["other"] = max(total - sum(split.values()), 0.0)
+    return {"total": total, "split": split, "torch": any(r.get("torch") for r in runs)}
+
+
+def _cli(checkout: str) -> Tuple[List[str], Dict[str, str], str]:
+    """argv, env and cwd that run a checkout's CLI on its own code (cwd first on sys.path, so it wins)."""
+    return [sys.executable, "-m", "tb_gpuinsight.cli"], {"PYTHONPATH": checkout}, checkout
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--baseline", help="another checkout whose CLI runs in the same benchmark (e.g. main's)")
     ap.add_argument("--dtype", default="bfloat16", help="inductor's default dtype argument")
+    ap.add_argument("--no-peers", action="store_true", help="skip HTA and inductor")
     args = ap.parse_args()
     path = os.path.abspath(args.trace)
-    where = f"path = {path!r}\ndtype = {args.dtype!r}\n"
-    rows = []
-    if has_module("orjson"):
-        rows.append(("orjson.loads", measure("import orjson\n" + _READ + where, "d = orjson.loads(read_all(path))",
-                                             args.repeat)))
-    rows.append(("tb_gpuinsight analyze", measure(_OURS + where, _OURS_STEP, args.repeat)))
-    # Without the persistent estimate memo: a first analysis of these shapes, which imports torch for its formulas.
-    rows.append(("  (first time: no estimate memo)", measure(_OURS + where, _OURS_STEP, args.repeat,
-                                                        env={"TB_GPUINSIGHT_NO_MEMO": "1"})))
-    if has_module("hta"):
-        rows.append(("HTA load + kernel breakdown", measure(where + _HTA_SETUP, _HTA_STEP, 1)))
-    rows.append(("inductor profile_analysis", measure(where + _INDUCTOR_SETUP, _INDUCTOR_STEP, 1)))
     size = _json_size(path)
+    command = ["analyze", "--format", "csv", "--top", "0", path]
+    rows: List[Tuple[str, Dict[str, float]]] = []
+    if has_module("orjson"):
+        rows.append(("orjson.loads", run_whole([sys.executable, "-c", _ORJSON, path], args.repeat)))
+    checkouts = [("", ROOT)] + ([(" [baseline]", os.path.abspath(args.baseline))] if args.baseline else [])
+    for label, checkout in checkouts:
+        argv, env, cwd = _cli(checkout)
+        run_whole(argv + command, 1, env, cwd)  # fills the estimates memo: the next runs find it warm
+        rows.append((f"analyze, memo warm{label}", run_whole(argv + command, args.repeat, env, cwd)))
+        rows.append((f"analyze, first time{label}", run_whole(argv + command, args.repeat, env, cwd,
+                                                              fresh_cache=True)))
+    if not args.no_peers:
+        where = f"path = {path!r}\ndtype = {args.dtype!r}\n"
+        if has_module("hta"):
+            rows.append(("HTA load + kernel breakdown", _step(measure(where + _HTA_SETUP, _HTA_STEP, 1))))
+        rows.append(("inductor profile_analysis (step)", _step(measure(where + _INDUCTOR_SETUP, _INDUCTOR_STEP, 1))))
     print(f"trace: {path}\nJSON size: {size / 1e6:.1f} MB (file {os.path.getsize(path) / 1e6:.1f} MB)\n")
-    print_table("analyze", rows, size, rows[0][0])
-    ours = dict(rows)["tb_gpuinsight analyze"]
-    hta = dict(rows).get("HTA load + kernel breakdown", {})
-    if "wall_s" in ours and "wall_s" in hta:
-        print(f"\nHTA / ours wall time: {hta['wall_s'] / ours['wall_s']:.1f}x")
+    _print_whole(rows, size)
+    splits = [("orjson.loads", run_split(_ORJSON_SPLIT, path, args.repeat)),
+              ("ours, memo warm", run_split(_SPLIT, path, args.repeat)),
+              ("ours, first time", run_split(_SPLIT, path, args.repeat, fresh_cache=True))]
+    _print_split(splits)
+
+
+def _step(m: Dict[str, float]) -> Dict[str, float]:
+    """A measure() result (the step after its imports) in run_whole's units."""
+    return m if "error" in m else {"wall_s": m["wall_s"], "peak_rss": m["peak_rss_kb"] * 1024}
+
+
+def _print_whole(rows: List[Tuple[str, Dict[str, float]]], size: int) -> None:
+    ref = dict(rows).get("orjson.loads", {})
+    print(f"whole processes, median of runs\n{'method':<40}{'wall s':>8}{'peak RSS MB':>13}{'RSS/JSON':>10}"
+          f"{'time/orjson':>13}{'RSS/orjson':>12}")
+    for name, m in rows:
+        if "error" in m:
+            print(f"{name:<40}  failed: {m['error']}")
+            continue
+        t = m["wall_s"] / ref["wall_s"] if ref.get("wall_s") else float("nan")
+        r = m["peak_rss"] / ref["peak_rss"] if ref.get("peak_rss") else float("nan")
+        print(f"{name:<40}{m['wall_s']:>8.3f}{m['peak_rss'] / 1e6:>13.1f}{m['peak_rss'] / size:>10.2f}{t:>13.2f}"
+              f"{r:>12.2f}")
+
+
+def _print_split(splits: List[Tuple[str, Dict[str, object]]]) -> None:
+    print("\nwhere the time goes (seconds inside the process, median of runs)")
+    print(f"{'stage':<12}" + "".join(f"{name:>20}" for name, _ in splits))
+    for stage in STAGES + ("other",):
+        cells = []
+        for _, s in splits:
+            value = s.get("split", {}).get(stage) if "error" not in s else None
+            cells.append(f"{value:>20.3f}" if value is not None else f"{'-':>20}")
+        print(f"{stage:<12}" + "".join(cells))
+    print(f"{'total':<12}" + "".join(f"{s['total']:>20.3f}" if "error" not in s else f"{'failed':>20}"
+                                     for _, s in splits))
+    for name, s in splits:
+        if "error" in s:
+            print(f"{name}: failed: {s['error']}")
+        elif "torch" in s:
+            print(f"{name}: torch imported: {'yes' if s['torch'] else 'no'}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from . import logdir as logdir_mod
 from .errors import GpuInsightError
 from .progress import terminal_progress
 from .trace.source import set_max_trace_gb
+from .trace.stages import stage
 from .trace.text import safe_text
 
 EXIT_BAD_INPUT = 2
@@ -23,7 +24,7 @@ EXIT_BAD_INPUT = 2
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the console script; returns the exit status."""
     _tolerant_output()
-    parser = _parser()
+    parser = _parser(_command_name(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
@@ -58,13 +59,20 @@ def _tolerant_output() -> None:
                 pass
 
 
-def _parser() -> argparse.ArgumentParser:
+def _command_name(argv: Sequence[str]) -> Optional[str]:
+    """The command word of a command line (None when there is none)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+    """The parser; for a command of this module's own, the command modules (and their analyses) are not imported."""
     parser = argparse.ArgumentParser(prog="tb-gpuinsight", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(title="commands")
     for register in COMMANDS:
         register(sub)
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(sub)
+    if command not in sub.choices:
+        for module_name in COMMAND_MODULES:
+            importlib.import_module(module_name).register(sub)
     for command in sub.choices.values():  # every command reads traces: each takes the size cap
         command.add_argument("--max-trace-gb", type=_positive_gb, default=None, metavar="GB",
                              help="refuse traces whose uncompressed size passes this many GB "
@@ -311,10 +319,15 @@ def _register_analyze(sub) -> None:
 
 
 def _cmd_analyze(args) -> int:
+    eff = _analyze(args.path, args)
+    with stage("output"):
+        return _print_analysis(eff, args)
+
+
+def _print_analysis(eff, args) -> int:
     from .analysis.enrich import shape_sources
     from .analysis.kernels.rows import group_rows, sort_order
 
-    eff = _analyze(args.path, args)
     table = eff.by_name() if args.by == "name" else eff.by_op()
     order = sort_order(table, "total_us")
     top = _top(args)

@@ -176,15 +176,21 @@ def rocm_mm_trace(memcpy_bytes) -> dict:
 
 
 def test_rocm_string_bytes_spoil_nothing(tmp_path):
-    """ROCm writes "bytes": "1" on hipMemcpy* events: read as the number 1 (counted as coerced); the mm keeps its
-    shapes and the GEMM kernel its FLOPs, exactly as in the trace with "bytes": 1."""
+    """ROCm writes "bytes": "1" on hipMemcpy* events: on the copy itself it is read as the number 1 (counted as
+    coerced; on the runtime call no table reads it, so it is not decoded at all); the mm keeps its shapes and the
+    GEMM kernel its FLOPs, exactly as in the trace with "bytes": 1."""
     import json
 
     results = {}
     for label, value in (("string", "1"), ("number", 1)):
+        doc = rocm_mm_trace(value)
+        doc["traceEvents"].append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7,
+                                   "ts": 170, "dur": 2, "args": {"External id": 6, "correlation": 12, "device": 0,
+                                                                 "stream": 7, "bytes": value}})
         path = tmp_path / f"{label}.pt.trace.json"
-        path.write_text(json.dumps(rocm_mm_trace(value)))
+        path.write_text(json.dumps(doc))
         trace = tb_gpuinsight.load(path)
+        assert trace.memops["bytes"].tolist() == [1.0]
         code = int(trace.ops["shape"][0])
         assert code >= 0 and trace.shape(code)[0] == [[128, 256], [256, 64]]
         assert trace.kernels.values("grid") == ["[8, 1, 1]"]

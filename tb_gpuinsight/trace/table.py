@@ -5,7 +5,7 @@ group-bys cheap. `to_pandas()` turns string columns into pandas Categoricals wit
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 

@@ -40,6 +40,7 @@ import numpy as np
 from ...estimate.devices import DTYPES, DeviceSpec, load_datasheet
 from ...estimate.flops import OpEstimate
 from ...trace.kineto import KinetoTrace
+from ...trace.stages import stage
 from ...trace.table import Table
 from ..correlate import NO_OP, link_activities, op_parents, under_compiled_region
 from ..ranks.collectives import activity_columns
@@ -101,20 +102,23 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
     `device_name`: rate every device as this datasheet row (a name or a trace-style device name).
     """
     _check_dtype(dtype)
-    parents = op_parents(trace.ops)
-    kernel_links = link_activities(trace.kernels, trace.ops, trace.launches, parents)
-    memop_links = link_activities(trace.memops, trace.ops, trace.launches, parents)
-    acts = _activities(trace, kernel_links, memop_links)
-    estimates = _op_estimates(trace, acts["op"])
-    _attribute(acts, _OpFacts(trace, estimates, under_compiled_region(trace.ops, parents)))
-    acts.columns.update(activity_columns(trace, acts))  # collective sizes: comm kernels are rated on the link
+    with stage("correlate"):
+        parents = op_parents(trace.ops)
+        kernel_links = link_activities(trace.kernels, trace.ops, trace.launches, parents)
+        memop_links = link_activities(trace.memops, trace.ops, trace.launches, parents)
+        acts = _activities(trace, kernel_links, memop_links)
+    with stage("estimate"):
+        estimates = _op_estimates(trace, acts["op"])
+        _attribute(acts, _OpFacts(trace, estimates, under_compiled_region(trace.ops, parents)))
+        acts.columns.update(activity_columns(trace, acts))  # collective sizes: comm kernels are rated on the link
     op_shape = np.full(len(acts), -1, dtype=np.int32)
     linked = acts["op"] >= 0
     op_shape[linked] = trace.ops["shape"][acts["op"][linked]]
     acts.columns["op_shape"] = op_shape
     shapes = {int(c): trace.shape(int(c)) for c in np.unique(op_shape[op_shape >= 0]).tolist()}
     unrated = Efficiency(trace, acts, {}, AUTO, estimates.by_row(), list(trace.devices), shapes)
-    return rate(unrated, dtype, datasheet, device_name)
+    with stage("rate"):
+        return rate(unrated, dtype, datasheet, device_name)
 
 
 def rate(eff: Efficiency, dtype: str = AUTO, datasheet: Optional[Sequence[DeviceSpec]] = None,

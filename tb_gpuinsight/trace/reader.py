@@ -1,0 +1,222 @@
+"""Decoding events into tables, chunk by chunk: each chunk's events are decoded into light structs (their args left
+raw), routed to their tables once per distinct (category, phase), and each table's args are decoded only for the
+events that go to it, into a struct of the fields that table reads (see events.py); columns.py builds the columns.
+"""
+from __future__ import annotations
+
+import operator
+from collections import Counter
+from typing import Any, Dict, Iterable, List, Sequence, Tuple
+
+import msgspec
+import numpy as np
+
+from .columns import _BUILDERS, _ORDER, _TS_LIMIT, _Columns, _extra_value, _of
+from .events import CATEGORIES, COMM_ARGS, MEMORY_EVENT, MODULE_PREFIX, TABLE_OF, TABLES, _ARG_NAMES, _make_schema
+from .repair import FieldLog, StructRepairer, _kind
+from .stages import stage
+from .table import Interner, Table
+
+_CAT_PH = operator.attrgetter("cat", "ph")
+_TS = operator.attrgetter("ts")
+_NAME = operator.attrgetter("name")
+
+
+class _Routes:
+    """Where events go, decided once per distinct (category, phase) rather than per event: a code per
+    (table, kind), NOWHERE, or a BY_NAME code for events whose destination depends on their name (MEMORY_EVENT,
+    MODULE_PREFIX)."""
+
+    NOWHERE = -1
+    MEMORY_BY_NAME = -2  # an instant event: a memory event when named so
+    MODULE_BY_NAME = -3  # a python_function event: a module call when named so
+
+    def __init__(self) -> None:
+        self.dests: List[Tuple[str, str]] = []
+        self._codes: Dict[Tuple[str, str], int] = {}
+
+    def codes(self, keys: Iterable[Tuple[str, str]]) -> Dict[Tuple[str, str], int]:
+        """The code of every (category, phase) key, with those of `keys` decided."""
+        for key in keys:
+            if key not in self._codes:
+                self._codes[key] = self._decide(*key)
+        return self._codes
+
+    def _decide(self, cat: str, ph: str) -> int:
+        canon = CATEGORIES.get(cat) or CATEGORIES.get(cat.lower())
+        dest = TABLE_OF.get(canon) if canon else None
+        if dest is not None and ph == "X":
+            return self.add(dest)
+        if ph in ("i", "I"):
+            return self.MEMORY_BY_NAME
+        if ph == "X" and canon == "python_function":
+            return self.MODULE_BY_NAME
+        return self.NOWHERE
+
+    def add(self, dest: Tuple[str, str]) -> int:
+        if dest not in self.dests:
+            self.dests.append(dest)
+        return self.dests.index(dest)
+
+    def codes_of(self, table: str) -> List[int]:
+        return [i for i, (t, _) in enumerate(self.dests) if t == table]
+
+    def kinds(self, codes: np.ndarray) -> List[str]:
+        return [self.dests[c][1] for c in codes.tolist()]
+
+
+# A chunk whose text names none of the collective args (as JSON keys, quoted, and with no \\u escape that could
+# spell one) has none: its comm codes are all -1 without looking at each event's 16 fields.
+_COMM_KEYS = tuple(b'"' + name.encode() + b'"' for name in COMM_ARGS) + (b"\\u",)
+
+
+def _mentions_comm(text: bytes) -> bool:
+    return any(key in text for key in _COMM_KEYS)
+
+
+class _ArgsDecoder:
+    """Decodes one table's event args, all of a chunk at once; args that do not fit go field by field
+    (repair.py), args that are no object are dropped (and counted). Absent or null args read as all absent."""
+
+    def __init__(self, args_type: type, log: FieldLog) -> None:
+        self.decoder = msgspec.json.Decoder(List[args_type])
+        self.repairer = StructRepairer(args_type, log, "arg")
+        self.empty = args_type()
+        self.log = log
+
+    def decode(self, raws: List[msgspec.Raw]) -> Tuple[List, bool]:
+        """The args structs, and whether any of them may hold collective args (their keys appear in the text)."""
+        text = b"[" + b",".join([r or b"{}" for r in raws]) + b"]"
+        try:
+            args = self.decoder.decode(text)
+        except (msgspec.ValidationError, UnicodeDecodeError):
+            args = [self._one(bytes(r)) for r in raws]
+        return args, _mentions_comm(text)
+
+    def _one(self, raw: bytes) -> Any:
+        if not raw or raw == b"null":
+            return self.empty
+        args = self.repairer.decode(raw)
+        if args is None:
+            self.log.drop("event 'args'", f"{_kind(raw)}, not an object")
+            return self.empty
+        return args
+
+
+class _Reader:
+    """State of one load: schema, column builders, counters."""
+
+    def __init__(self, path: str, extra_args: Tuple[str, ...]) -> None:
+        self.path = path
+        self.extra_args = extra_args
+        self.event_type, self.args_types = _make_schema(extra_args)
+        self.decoder = msgspec.json.Decoder(List[self.event_type])
+        self.log = FieldLog()
+        self.repairer = StructRepairer(self.event_type, self.log, "event")
+        self.args = {t: _ArgsDecoder(typ, self.log) for t, typ in self.args_types.items()}
+        self.columns = {t: _Columns(t, self.log) for t in TABLES}
+        self.extras: Dict[str, Dict[str, List[np.ndarray]]] = {t: {} for t in TABLES}
+        self.shapes = Interner()
+        self.comms = Interner()
+        self.route = _Routes()
+        self.counts: Counter = Counter()
+        self.malformed = 0
+        self.t_min = np.inf
+        self.t_max = -np.inf
+
+    def feed(self, raws: Sequence[msgspec.Raw], first_index: int) -> None:
+        """Decode events `first_index ...` of traceEvents into the tables."""
+        with stage("decode"):
+            evs = self._decode(raws)
+        index = np.arange(first_index, first_index + len(evs))
+        if None in evs:  # entries that were no JSON object
+            keep = [i for i, e in enumerate(evs) if e is not None]
+            evs, index = [evs[i] for i in keep], index[keep]
+        keys = list(map(_CAT_PH, evs))
+        self.counts.update(map(operator.itemgetter(0), keys))
+        dest = self._destinations(evs, keys)
+        for table in TABLES:
+            codes = self.route.codes_of(table)
+            rows = np.flatnonzero(np.isin(dest, codes) if len(codes) > 1 else dest == codes[0]) if codes else ()
+            if len(rows):
+                chunk = list(map(evs.__getitem__, rows.tolist()))
+                self._add(table, chunk, self.route.kinds(dest[rows]))
+                self.columns[table].add("event", index[rows])
+
+    def _destinations(self, evs: List, keys: List[Tuple[str, str]]) -> np.ndarray:
+        """Each event's destination code (see _Routes); untimed events go nowhere, times out of range are dropped."""
+        ts = np.array(list(map(_TS, evs)), dtype=np.float64).reshape(len(evs))  # None: NaN
+        with np.errstate(invalid="ignore"):
+            wild = np.abs(ts) > _TS_LIMIT
+        for i in np.flatnonzero(wild).tolist():
+            self.log.drop("event 'ts'", f"outside {-_TS_LIMIT:g}..{_TS_LIMIT:g} us: the event is left untimed")
+            evs[i].ts = None
+        route = self.route
+        dest = np.fromiter(map(route.codes(set(keys)).__getitem__, keys), dtype=np.int16, count=len(keys))
+        dest[np.isnan(ts) | wild] = _Routes.NOWHERE
+        by_name = np.flatnonzero(dest <= _Routes.MEMORY_BY_NAME)
+        if len(by_name):  # memory instants and module calls are told by their names
+            rows = by_name.tolist()
+            names = list(map(_NAME, map(evs.__getitem__, rows)))
+            memory = dest[by_name] == _Routes.MEMORY_BY_NAME
+            keep = [name == MEMORY_EVENT if m else name.startswith(MODULE_PREFIX)
+                    for name, m in zip(names, memory.tolist())]
+            dest[by_name] = np.where(keep, np.where(memory, route.add(("memory", "")), route.add(("modules", ""))),
+                                     _Routes.NOWHERE)
+        return dest
+
+    def _decode(self, raws: Sequence[msgspec.Raw]) -> List:
+        buf = b"[" + b",".join(raws) + b"]"
+        try:
+            return self.decoder.decode(buf)
+        except (msgspec.ValidationError, UnicodeDecodeError):
+            return self._decode_one_by_one(raws)
+
+    def _decode_one_by_one(self, raws: Sequence[msgspec.Raw]) -> List:
+        """Each event alone, so that a value of the wrong type spoils only its own field (see repair.py); an
+        event that is not a JSON object is skipped (and counted)."""
+        out = []
+        for raw in raws:
+            event = self.repairer.decode(raw)
+            if event is None:
+                self.malformed += 1
+            out.append(event)  # None keeps positions aligned with traceEvents
+        return out
+
+    def _add(self, table: str, evs: List, kinds: List[str]) -> None:
+        n = len(evs)
+        with stage("decode"):
+            args, comm = self.args[table].decode(_of(evs, "args"))
+        cols = self.columns[table]
+        _BUILDERS[table](cols, evs, args, n, self.shapes, kinds, self.comms if comm else None)
+        if self.extra_args:
+            self._add_extras(table, args, n)
+        if table in ("memory", "modules"):  # the trace's time range stays that of its activities
+            return
+        ts = cols.chunks["ts"][-1]
+        end = ts + cols.chunks["dur"][-1]
+        self.t_min = min(self.t_min, float(np.nanmin(ts)))
+        self.t_max = max(self.t_max, float(np.nanmax(end)))
+
+    def _add_extras(self, table: str, args: List, n: int) -> None:
+        memo: Dict[bytes, Any] = {}
+        for i, name in enumerate(self.extra_args):
+            attr = _ARG_NAMES.get(name, f"x{i}")
+            col = np.empty(n, dtype=object)
+            col[:] = [_extra_value(getattr(a, attr), memo) for a in args]
+            self.extras[table].setdefault(name, []).append(col)
+
+    def finish(self) -> Dict[str, Table]:
+        tables = {}
+        for name in TABLES:
+            columns = self.columns.pop(name)
+            table = columns.finish(name, _ORDER[name])
+            extras = self.extras.pop(name)
+            for arg in list(extras):
+                parts = extras.pop(arg)
+                table.columns[arg] = np.concatenate(parts[::-1]) if parts else np.empty(0, dtype=object)
+            if self.extra_args and not len(table):
+                for arg in self.extra_args:
+                    table.columns.setdefault(arg, np.empty(0, dtype=object))
+            tables[name] = table
+        return tables
