@@ -121,3 +121,24 @@ def test_scalars_of_a_real_h100_span_are_the_overviews_figures(tmp_path):
     writer.close()
     back = read_scalars(tmp_path)
     assert back[PREFIX + "mfu_pct"] == [(points[0][0], pytest.approx(values["mfu_pct"], rel=1e-6))]
+
+
+def test_hparams_are_written_with_the_scalars(tmp_path):
+    """`profile(hparams=...)`: an HParams session in the run's event file (its metrics the gpuinsight tags), read
+    back with TensorBoard's own reader; a value the plugin cannot take is one clear error before anything runs."""
+    from tb_gpuinsight.capture.scalars import read_hparams
+    from tb_gpuinsight.errors import ConfigError
+
+    run = tmp_path / "hp"
+    with tb_gpuinsight.profile(run, worker_name="w", wait=0, warmup=0, active=2, hparams={
+            "batch_size": 16, "optimizer": "sgd", "lr": 0.01, "compiled": False}) as prof:
+        for _ in range(3):
+            torch.randn(16, 32).tanh().sum()
+            prof.step()
+    assert read_hparams(run) == {"batch_size": 16.0, "optimizer": "sgd", "lr": 0.01, "compiled": False}
+    assert PREFIX + "step_time_ms" in read_scalars(run)
+    assert read_hparams(tmp_path) == {}
+    with pytest.raises(ConfigError, match="hparams"):
+        tb_gpuinsight.profile(tmp_path / "bad", hparams={"layers": [1, 2]})
+    with pytest.raises(ConfigError, match="scalars"):
+        tb_gpuinsight.trace_handler(tmp_path / "bad", hparams={"lr": 0.1}, scalars=False)

@@ -31,11 +31,12 @@ import socket
 import tempfile
 import time
 import weakref
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, Mapping, Optional
 
 import torch
 from torch.profiler import ExecutionTraceObserver, ProfilerActivity
 
+from ..errors import ConfigError
 from .scalars import ScalarWriter
 from .tensortrace import TensorTrace
 
@@ -62,9 +63,13 @@ class TraceHandler:
     pass the same object to both arguments and every span, the first included, gets all three files."""
 
     def __init__(self, logdir: "os.PathLike[str] | str", worker_name: Optional[str] = None, use_gzip: bool = False,
-                 execution_trace: bool = True, tensor_trace: bool = True, scalars: bool = True) -> None:
+                 execution_trace: bool = True, tensor_trace: bool = True, scalars: bool = True,
+                 hparams: Optional[Mapping[str, Any]] = None) -> None:
         self.logdir = os.fspath(logdir)
-        self.scalars = ScalarWriter(self.logdir) if scalars else None  # headline figures as TensorBoard scalars
+        if hparams and not scalars:
+            raise ConfigError("hparams are written with the scalars: leave scalars=True to record them")
+        # headline figures as TensorBoard scalars (and the run's hyperparameters for the HParams dashboard)
+        self.scalars = ScalarWriter(self.logdir, hparams) if scalars else None
         self.worker = worker_name
         self.use_gzip = use_gzip
         self.execution_trace = execution_trace
@@ -172,20 +177,23 @@ class TraceHandler:
 
 
 def trace_handler(logdir: "os.PathLike[str] | str", worker_name: Optional[str] = None, use_gzip: bool = False,
-                  execution_trace: bool = True, tensor_trace: bool = True, scalars: bool = True) -> TraceHandler:
+                  execution_trace: bool = True, tensor_trace: bool = True, scalars: bool = True,
+                  hparams: Optional[Mapping[str, Any]] = None) -> TraceHandler:
     """A handler writing, per span, the Kineto trace, an Execution Trace and a tensor.trace. Pass it to the profiler
     as both `on_trace_ready` and `execution_trace_observer` (or `**handler.profiler_args()`) so that the first span
     is complete too. `scalars`: after each span, write its per-step headline figures (step time, GPU busy, MFU,
     exposed communication) as TensorBoard scalars `gpuinsight/...` to an event file in `logdir`
-    (`capture/scalars.py`); False for none."""
-    return TraceHandler(logdir, worker_name, use_gzip, execution_trace, tensor_trace, scalars)
+    (`capture/scalars.py`); False for none. `hparams`: the run's hyperparameters ({name: str/bool/int/float}), written
+    with the scalars so TensorBoard's HParams dashboard compares runs by them."""
+    return TraceHandler(logdir, worker_name, use_gzip, execution_trace, tensor_trace, scalars, hparams)
 
 
 def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1, active: int = 3, repeat: int = 1,
             skip_first: int = 0, activities: Optional[Iterable[ProfilerActivity]] = None, record_shapes: bool = True,
             profile_memory: bool = True, with_stack: bool = False, worker_name: Optional[str] = None,
             use_gzip: bool = False, execution_trace: bool = True, tensor_trace: bool = True,
-            inductor_figures: bool = True, scalars: bool = True, **profiler_kwargs: Any) -> "torch.profiler.profile":
+            inductor_figures: bool = True, scalars: bool = True, hparams: Optional[Mapping[str, Any]] = None,
+            **profiler_kwargs: Any) -> "torch.profiler.profile":
     """`torch.profiler.profile` with sensible defaults (the activities this machine has, `record_shapes=True`,
     `profile_memory=True`, a `schedule(wait, warmup, active, repeat)`) and a `trace_handler` writing every span's
     files to `logdir`. Call `prof.step()` once per training step.
@@ -205,10 +213,11 @@ def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1,
 
     `scalars=True` (the default) writes each span's per-step step time, GPU busy %, MFU and exposed communication
     as TensorBoard scalars (`gpuinsight/...`, x = the profiler step) to an event file in `logdir`, for the Scalars
-    and HParams dashboards; `scalars=False` writes none."""
+    and HParams dashboards; `scalars=False` writes none. `hparams={"batch_size": 32, "lr": 1e-3}` adds the run's
+    hyperparameters, so the HParams dashboard lists runs by them with these figures as metrics."""
     if inductor_figures:
         record_inductor_figures()
-    handler = trace_handler(logdir, worker_name, use_gzip, execution_trace, tensor_trace, scalars)
+    handler = trace_handler(logdir, worker_name, use_gzip, execution_trace, tensor_trace, scalars, hparams)
     prof = torch.profiler.profile(
         activities=list(activities) if activities is not None else available_activities(),
         schedule=torch.profiler.schedule(skip_first=skip_first, wait=wait, warmup=warmup, active=active,

@@ -9,6 +9,9 @@ recorded step is written (x = the profiler step, `ProfilerStep#N`), under these 
     gpuinsight/mfu_pct             estimated FLOPs / step time / datasheet peak of the dominant dtype (when known)
     gpuinsight/comm_exposed_ms     communication no compute overlapped (GPU runs only)
 
+`hparams={"batch_size": 32, ...}` also writes the run's hyperparameters (a session of TensorBoard's HParams
+plugin whose metrics are the tags above), so the HParams dashboard lists runs by them beside their step time and MFU.
+
 The writer is torch's `SummaryWriter` (tensorboard's own event format). The plugin never writes the logdir: only
 this capture-side code does. The analysis runs in the training process after each span (a CPU cost of about a
 trace read, between spans, not inside a recorded step); `scalars=False` on `profile()` / `trace_handler()` turns it
@@ -18,7 +21,9 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ..errors import ConfigError
 
 PREFIX = "gpuinsight/"
 TAGS = ("step_time_ms", "gpu_busy_pct", "mfu_pct", "comm_exposed_ms")
@@ -53,8 +58,9 @@ def span_scalars(trace_path: "os.PathLike[str] | str") -> List[Tuple[int, Dict[s
 class ScalarWriter:
     """Appends the scalars of each span to one event file in `logdir` (created at the first point)."""
 
-    def __init__(self, logdir: "os.PathLike[str] | str") -> None:
+    def __init__(self, logdir: "os.PathLike[str] | str", hparams: Optional[Mapping[str, Any]] = None) -> None:
         self.logdir = os.fspath(logdir)
+        self.hparams = check_hparams(hparams)
         self._writer = None
 
     def write_span(self, trace_path: "os.PathLike[str] | str") -> int:
@@ -81,12 +87,35 @@ class ScalarWriter:
             from torch.utils.tensorboard import SummaryWriter
 
             self._writer = SummaryWriter(log_dir=self.logdir)
+            if self.hparams:
+                experiment, session_start, _ = _hparams_summaries(self.hparams)
+                self._writer.file_writer.add_summary(experiment)
+                self._writer.file_writer.add_summary(session_start)
         return self._writer
 
     def close(self) -> None:
         writer, self._writer = self._writer, None
         if writer is not None:
+            if self.hparams:  # the session ended normally: the HParams dashboard shows it as finished
+                writer.file_writer.add_summary(_hparams_summaries(self.hparams)[2])
             writer.close()
+
+
+def check_hparams(hparams: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The hyperparameters as TensorBoard's HParams plugin takes them (str, bool, int or float values), or a
+    one-line ConfigError naming the first that is not."""
+    out = dict(hparams or {})
+    for name, value in out.items():
+        if not isinstance(name, str) or not isinstance(value, (str, bool, int, float)):
+            raise ConfigError(f"hparams: {name!r} = {value!r}: names are text and values text, bool, int or float")
+    return out
+
+
+def _hparams_summaries(hparams: Dict[str, Any]):
+    """The HParams plugin's experiment, session-start and session-end summaries, its metrics being our tags."""
+    from torch.utils.tensorboard.summary import hparams as summaries
+
+    return summaries(hparams, {PREFIX + tag: 0.0 for tag in TAGS})
 
 
 def event_files(logdir: "os.PathLike[str] | str") -> List[str]:
@@ -94,6 +123,23 @@ def event_files(logdir: "os.PathLike[str] | str") -> List[str]:
     folder = os.fspath(logdir)
     return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.startswith("events.out.tfevents.")) \
         if os.path.isdir(folder) else []
+
+
+def read_hparams(logdir: "os.PathLike[str] | str") -> Dict[str, Any]:
+    """The hyperparameters of the HParams session written in `logdir`'s event files ({} when none), read back
+    with tensorboard's own event reader and the HParams plugin's protobufs."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.plugins.hparams import metadata
+
+    out: Dict[str, Any] = {}
+    for path in event_files(logdir):
+        for event in EventFileLoader(path).Load():
+            for value in event.summary.value:
+                if value.tag == metadata.SESSION_START_INFO_TAG:
+                    info = metadata.parse_session_start_info_plugin_data(value.metadata.plugin_data.content)
+                    out.update({k: v.WhichOneof("kind") and getattr(v, v.WhichOneof("kind"))
+                                for k, v in info.hparams.items()})
+    return out
 
 
 def read_scalars(logdir: "os.PathLike[str] | str") -> Dict[str, List[Tuple[int, float]]]:
