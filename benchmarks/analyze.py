@@ -28,7 +28,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _measure import has_module, measure  # noqa: E402
+from _measure import has_module, measure, print_table  # noqa: E402
 from read import _READ, _json_size  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -166,17 +166,8 @@ def _step(m: Dict[str, float]) -> Dict[str, float]:
 
 
 def _print_whole(rows: List[Tuple[str, Dict[str, float]]], size: int) -> None:
-    ref = dict(rows).get("orjson.loads", {})
-    print(f"whole processes, median of runs\n{'method':<40}{'wall s':>8}{'peak RSS MB':>13}{'RSS/JSON':>10}"
-          f"{'time/orjson':>13}{'RSS/orjson':>12}")
-    for name, m in rows:
-        if "error" in m:
-            print(f"{name:<40}  failed: {m['error']}")
-            continue
-        t = m["wall_s"] / ref["wall_s"] if ref.get("wall_s") else float("nan")
-        r = m["peak_rss"] / ref["peak_rss"] if ref.get("peak_rss") else float("nan")
-        print(f"{name:<40}{m['wall_s']:>8.3f}{m['peak_rss'] / 1e6:>13.1f}{m['peak_rss'] / size:>10.2f}{t:>13.2f}"
-              f"{r:>12.2f}")
+    kb = [(name, m if "error" in m else {"wall_s": m["wall_s"], "peak_rss_kb": m["peak_rss"] / 1024}) for name, m in rows]
+    print_table("whole processes, median of runs", kb, size, "orjson.loads")
 
 
 def _print_split(splits: List[Tuple[str, Dict[str, object]]]) -> None:

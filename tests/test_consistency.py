@@ -14,7 +14,6 @@ import math
 import os
 import re
 import shutil
-import time
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
@@ -26,9 +25,9 @@ from tb_gpuinsight.plugin import GpuInsightPlugin
 from tb_gpuinsight.service import LogdirService
 
 from .corpus import corpus_path
+from .test_plugin import BASE, _wait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BASE = "/data/plugin/gpuinsight"
 EPS = 1e-6
 SLACK_US = 1.0  # rounding of microsecond figures
 # A bounded share: the key's last word says it is a fraction of a whole (not a change such as `delta_pct`).
@@ -42,15 +41,6 @@ SPLIT = ("compute_us", "comm_exposed_us", "memcpy_us", "idle_us")
 IDLE_CAUSES = ("idle_host_bound_us", "idle_launch_bound_us", "idle_sync_us", "idle_data_loading_us",
                "idle_other_us")
 INSIDE_STEP = SPLIT + IDLE_CAUSES + ("comm_overlapped_us", "comm_wait_us")
-
-
-def _wait(predicate, timeout=240.0) -> bool:
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +67,7 @@ def answers(tmp_path_factory) -> Dict[str, Tuple[int, Any]]:
     def settled() -> bool:
         runs = get("runs")[1]["runs"]
         return len(runs) >= 5 and all(r["status"] != "loading" for r in runs)
-    assert _wait(settled), get("runs")[1]
+    assert _wait(settled, timeout=240.0), get("runs")[1]
     return dict(_walk(get, get("runs")[1]["runs"]))
 
 
