@@ -682,3 +682,40 @@ def test_raw_args_of_any_json_type_answer_every_command(tmp_path, arg, value):
                  ["overview", str(path)], ["critical-path", str(path)]):
         code, _, err = _run(argv)
         assert code == 0, (argv, err)
+
+
+def test_ranks_compare_without_step_times_and_shapes_of_a_failed_span(tmp_path):
+    """Found by the route fuzz once it let the spans be analysed: /ranks_compare of a run where no rank has a step
+    time (a kernel-only trace whose duration was dropped) answered 500, not 404; /op_shapes and /tensors of a span
+    whose analysis failed answered 503 "retry later" for a failure that is final, not 422."""
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from tb_gpuinsight.plugin import GpuInsightPlugin
+
+    from .test_fuzz import _settle
+    from .test_plugin import _get
+
+    logdir = tmp_path / "logdir"
+    kernel_only = (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, '
+                   b'"dur": 1e308, "args": {"device": 0}}]}')  # its one duration dropped: no step at all
+    for run, name, data in (("nosteps", "w.1700000000000000000.pt.trace.json", kernel_only),
+                            ("broken", "w.1700000000000000000.pt.trace.json", b'{"traceEvents": [{"ph": "X"},]}')):
+        (logdir / run).mkdir(parents=True)
+        (logdir / run / name).write_bytes(data)
+        os.utime(logdir / run / name, (time.time() - 3600,) * 2)  # settled: the parse failure is final
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=3600)
+    plugin = GpuInsightPlugin(base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)
+    try:
+        service.serve()
+        service.scan()
+        _settle(service)
+        client = Client(application.TensorBoardWSGI([plugin]))
+        code, body = _get(client, "ranks_compare", run="nosteps", rank="0")
+        assert code == 404 and "median" in body["error"], (code, body)
+        for route in ("op_shapes", "tensors"):
+            code, body = _get(client, route, run="broken", worker="w", span="all")
+            assert code == 422 and "invalid JSON" in body["error"], (route, code, body)
+    finally:
+        service.stop()
