@@ -2,6 +2,7 @@
 oversized and special files, and every failure answered as JSON."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -684,10 +685,9 @@ def test_raw_args_of_any_json_type_answer_every_command(tmp_path, arg, value):
         assert code == 0, (argv, err)
 
 
-def test_ranks_compare_without_step_times_and_shapes_of_a_failed_span(tmp_path):
-    """Found by the route fuzz once it let the spans be analysed: /ranks_compare of a run where no rank has a step
-    time (a kernel-only trace whose duration was dropped) answered 500, not 404; /op_shapes and /tensors of a span
-    whose analysis failed answered 503 "retry later" for a failure that is final, not 422."""
+@contextlib.contextmanager
+def _served(logdir, tmp_path):
+    """A WSGI client of the plugin over `logdir` once every span found is analysed (in-process, one scan)."""
     from tensorboard.backend import application
     from tensorboard.plugins import base_plugin
     from werkzeug.test import Client
@@ -695,27 +695,61 @@ def test_ranks_compare_without_step_times_and_shapes_of_a_failed_span(tmp_path):
     from tb_gpuinsight.plugin import GpuInsightPlugin
 
     from .test_fuzz import _settle
-    from .test_plugin import _get
 
-    logdir = tmp_path / "logdir"
-    kernel_only = (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, '
-                   b'"dur": 1e308, "args": {"device": 0}}]}')  # its one duration dropped: no step at all
-    for run, name, data in (("nosteps", "w.1700000000000000000.pt.trace.json", kernel_only),
-                            ("broken", "w.1700000000000000000.pt.trace.json", b'{"traceEvents": [{"ph": "X"},]}')):
-        (logdir / run).mkdir(parents=True)
-        (logdir / run / name).write_bytes(data)
-        os.utime(logdir / run / name, (time.time() - 3600,) * 2)  # settled: the parse failure is final
     service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=3600)
     plugin = GpuInsightPlugin(base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)
     try:
         service.serve()
         service.scan()
         _settle(service)
-        client = Client(application.TensorBoardWSGI([plugin]))
+        yield Client(application.TensorBoardWSGI([plugin]))
+    finally:
+        service.stop()
+
+
+def _settled_files(logdir, files):
+    """{(run, name): bytes} written under `logdir`, dated an hour ago (a parse failure is final)."""
+    for (run, name), data in files.items():
+        (logdir / run).mkdir(parents=True, exist_ok=True)
+        (logdir / run / name).write_bytes(data)
+        os.utime(logdir / run / name, (time.time() - 3600,) * 2)
+
+
+def test_ranks_compare_without_step_times_and_shapes_of_a_failed_span(tmp_path):
+    """Found by the route fuzz once it let the spans be analysed: /ranks_compare of a run where no rank has a step
+    time (a kernel-only trace whose duration was dropped) answered 500, not 404; /op_shapes and /tensors of a span
+    whose analysis failed answered 503 "retry later" for a failure that is final, not 422."""
+    from .test_plugin import _get
+
+    kernel_only = (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, '
+                   b'"dur": 1e308, "args": {"device": 0}}]}')  # its one duration dropped: no step at all
+    logdir = tmp_path / "logdir"
+    _settled_files(logdir, {("nosteps", "w.1700000000000000000.pt.trace.json"): kernel_only,
+                            ("broken", "w.1700000000000000000.pt.trace.json"): b'{"traceEvents": [{"ph": "X"},]}'})
+    with _served(logdir, tmp_path) as client:
         code, body = _get(client, "ranks_compare", run="nosteps", rank="0")
         assert code == 404 and "median" in body["error"], (code, body)
         for route in ("op_shapes", "tensors"):
             code, body = _get(client, route, run="broken", worker="w", span="all")
             assert code == 422 and "invalid JSON" in body["error"], (route, code, body)
-    finally:
-        service.stop()
+
+
+def test_runs_and_workers_named_with_invalid_utf8_are_reachable_from_a_browser(tmp_path):
+    """A run folder and a trace file whose names hold byte 0xff: /runs lists them (JSON escapes), and a browser,
+    whose URLSearchParams sends U+FFFD for such a character, still reaches them (it got 404 before)."""
+    from .test_plugin import _get
+
+    logdir = tmp_path / "logdir"
+    _settled_files(logdir, {("run\udcff", "w\udcff.1700000000000000000.pt.trace.json"):
+                            _mm_trace(tmp_path).read_bytes()})
+    with _served(logdir, tmp_path) as client:
+        code, body = _get(client, "runs")
+        assert code == 200 and [r["run"] for r in body["runs"]] == ["run\udcff"], body
+        worker = body["runs"][0]["workers"][0]["worker"]
+        assert worker == "w\udcff"
+        sel = {"run": "run\ufffd", "worker": "w\ufffd"}
+        for route in ("kernels", "overview", "op_shapes", "ranks"):
+            code, body = _get(client, route, **sel, span="all")
+            assert code == 200, (route, code, body)
+        code, body = _get(client, "kernels", run="run\ufffd", worker="w\ufffd", span="all")
+        assert body["rows"] and body["rows"][0]["flops"] == 2 * 128 * 256 * 64, body["rows"][:1]
