@@ -753,3 +753,38 @@ def test_runs_and_workers_named_with_invalid_utf8_are_reachable_from_a_browser(t
             assert code == 200, (route, code, body)
         code, body = _get(client, "kernels", run="run\ufffd", worker="w\ufffd", span="all")
         assert body["rows"] and body["rows"][0]["flops"] == 2 * 128 * 256 * 64, body["rows"][:1]
+
+
+def test_one_bad_summary_never_fails_the_whole_parquet_export(tmp_path):
+    """A store holding a summary with a rank of 2**70 (written before ranks were checked at read time) and one
+    whose collectives lack their arrays: the export writes every other trace, the rank as unknown, and names the
+    skipped one with why."""
+    from tb_gpuinsight.cache import load_summary, to_bytes
+    from tb_gpuinsight.store.summaries import open_store
+
+    from .test_cli_fuzz import run_cli
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for worker in ("a", "b", "c"):
+        _mm_trace(run, name=f"{worker}.1700000000000000000.pt.trace.json")
+    store = tmp_path / "store"
+    assert run_cli(["summarize", str(run), "--store", str(store), "--workers", "0"])[0] == "exit 0"
+    source = open_store(str(store))
+    for key, data in source.summaries():
+        summary = load_summary(data)
+        worker = summary.identity["path"].rsplit("/", 1)[-1][0]
+        if worker == "a":
+            summary.sections["distributed"].info["distributed"] = {"rank": 2 ** 70, "world_size": 3}
+        elif worker == "b":
+            summary.sections["distributed"].arrays.clear()
+        else:
+            continue
+        assert source.put(key, to_bytes(summary.eff, summary.meta, summary.sections, summary.identity))
+    code, out, err = _run(["export-parquet", str(store), str(tmp_path / "parquet")])
+    assert code == 0, err
+    assert "2 trace(s)" in out and "skipped   b.1700000000000000000.pt.trace.json: KeyError" in out, out
+    pd = pytest.importorskip("pandas")
+    kernels = pd.read_parquet(tmp_path / "parquet" / "kernels.parquet")
+    assert sorted(kernels["worker"].unique()) == ["a", "c"]
+    assert kernels.loc[kernels["worker"] == "a", "rank"].isna().all()
