@@ -762,7 +762,7 @@ def test_one_bad_summary_never_fails_the_whole_parquet_export(tmp_path):
     from tb_gpuinsight.cache import load_summary, to_bytes
     from tb_gpuinsight.store.summaries import open_store
 
-    from .test_cli_fuzz import run_cli
+    from .fuzz_cli import run_cli
 
     run = tmp_path / "run"
     run.mkdir()
