@@ -1,30 +1,83 @@
-"""Fuzz every CLI command (and, with --routes, every plugin route) over mutated real traces, ETs and tensor.traces.
+"""Fuzz every CLI command and every plugin route over mutated real traces, ETs and tensor.traces.
 
-    python benchmarks/fuzz.py [--cases 10000] [--seed 1] [--out DIR] [--routes N]
+    python benchmarks/fuzz.py [--cases 10000] [--seed 1] [--route-every 10] [--subprocess-every 100] [--out DIR]
 
-A case is one CLI run: a fresh mutation of a seed group (the samples and small corpus traces: huge numbers, strings
-for numbers, wrong types, truncation, invalid UTF-8 in content and file names, empty and odd containers, corrupt
-gzip) through one command, the commands in turn. Prints a table command x outcome (exit 0 / exit 2 / exit 1 of
-`summarize` when a trace of its logdir failed / traceback / other); every run with an undocumented outcome is saved
-under --out/<case>-<command>/ (its files and COMMAND.txt). --routes N also asks every route of the plugin (its WSGI
-app in-process, no TensorBoard server) over N more cases and lists the distinct failures (undocumented statuses,
-exceptions, 500s).
+A case is a fresh mutation of a seed group (the samples and small corpus traces; tests/test_fuzz.py's random
+mutations and tests/fuzz_cases.py's targeted ones: 401-digit device properties and base times, durations of 1e308
+and 1e400, `{"traceEvents":[1,2,3]}`, invalid UTF-8 file names, a rank of 2**70, 10 MB names, symlink loops, FIFOs,
+directories and sparse files named like traces). Each case runs through one CLI command in this process (the
+commands in turn); every --subprocess-every-th run is repeated as a real `tb-gpuinsight` process; every
+--route-every-th case also goes through the Python API and every route of the plugin (its WSGI app in-process,
+analysis included). Prints the totals (tracebacks, HTTP 500s, errors of more than one line, the slowest run), the
+command x outcome and route x status tables, and each distinct failure; reproducers of CLI failures are kept under
+--out/<case>-<command>/.
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import random
+import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.test_fuzz import OUTCOMES, ROUTE_STATUS, fuzz, fuzz_cli  # noqa: E402
+from tests.fuzz_cli import NOT_ONE_LINE, OUTCOMES, TRACEBACK, CliFuzz, alarms  # noqa: E402
+from tests.test_fuzz import (CASE_TIMEOUT_S, ROUTE_STATUS, SLOWEST_ROUTE, Hang, make_case, run_case,  # noqa: E402
+                             seeds)
 
 
-def _table(table) -> list:
+class RouteTally:
+    """The route side: cases run, distinct failures with their counts, hangs."""
+
+    def __init__(self, work: Path, report) -> None:
+        self.work, self.report = work, report
+        self.reference = seeds()[0][1]
+        self.cases = self.hangs = 0
+        self.distinct: Dict[str, int] = {}
+
+    def run(self, case: int, label: str, files: Dict[str, object]) -> None:
+        signal.alarm(CASE_TIMEOUT_S)
+        try:
+            failures = run_case(files, self.work, self.reference)
+        except Hang:
+            failures = [f"hang (over {CASE_TIMEOUT_S} s)"]
+            self.hangs += 1
+        finally:
+            signal.alarm(0)
+        self.cases += 1
+        for f in set(failures):
+            if f not in self.distinct:
+                self.report(f"case {case} ({label}) routes: {f}")
+            self.distinct[f] = self.distinct.get(f, 0) + 1
+
+
+def _totals(args, cli: CliFuzz, routes: RouteTally, seconds: float) -> List[str]:
+    counts = {o: sum(c[o] for c in cli.table.values()) for o in OUTCOMES}
+    failures = routes.distinct
+    route_500 = sum(c.get("500", 0) + c.get("exception", 0) for c in ROUTE_STATUS.values())
+    route_tracebacks = sum(n for f, n in failures.items() if " at " in f)  # an exception: type at project frame
+    multi_line = sum(n for f, n in failures.items() if f.endswith(("error of several lines", "multi-line error message")))
+    rows = [("cases", f"{args.done:,} of {args.cases:,} (seed {args.seed}, {seconds:,.0f} s)"),
+            ("commands run", f"{sum(counts.values()):,} in this process + {cli.subprocess_runs:,} as processes"),
+            ("routes requested", f"{sum(sum(c.values()) for c in ROUTE_STATUS.values()):,} over {routes.cases:,} "
+                                 f"cases ({len(ROUTE_STATUS)} routes)"),
+            ("tracebacks", f"{counts[TRACEBACK] + route_tracebacks:,} (CLI {counts[TRACEBACK]:,}, API and routes "
+                           f"{route_tracebacks:,}, processes {cli.subprocess_failures:,} failed)"),
+            ("HTTP 500s", f"{route_500:,}"),
+            ("non-one-line errors", f"{counts[NOT_ONE_LINE] + multi_line:,}"),
+            ("other failures", f"{counts['other']:,} CLI, {sum(failures.values()) - route_tracebacks - multi_line:,} route cases, "
+                               f"{routes.hangs} hangs"),
+            ("slowest command", f"{cli.slowest[0]:.2f} s ({cli.slowest[1]})"),
+            ("slowest route", f"{SLOWEST_ROUTE[0][0]:.2f} s ({SLOWEST_ROUTE[0][1]})")]
+    return [f"{k:<20} {v}" for k, v in rows]
+
+
+def _command_table(table) -> List[str]:
     width = max(len(c) for c in table)
     lines = [f"{'command':<{width}}" + "".join(f"{o:>11}" for o in OUTCOMES)]
     for command, counts in table.items():
@@ -34,41 +87,59 @@ def _table(table) -> list:
     return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=10_000, help="CLI runs (default 10,000)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=Path("fuzz-failures"), help="folder for failing reproducers")
-    parser.add_argument("--routes", type=int, default=0, metavar="N", help="also N cases through every route")
-    args = parser.parse_args()
-    logging.disable(logging.CRITICAL)
-    args.out.mkdir(parents=True, exist_ok=True)
-    start = time.time()
-    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:  # a service may still write its cache
-        table = fuzz_cli(args.cases, args.seed, Path(tmp), saved=args.out, report=lambda l: print(l, flush=True))
-        print(f"\n{args.cases:,} CLI runs in {time.time() - start:,.0f} s (seed {args.seed}); "
-              f"reproducers of failures under {args.out}/")
-        print("\n".join(_table(table)))
-        if args.routes:
-            logging.disable(logging.NOTSET)
-            logging.getLogger("tb_gpuinsight").setLevel(logging.ERROR)
-            done, distinct, hangs = fuzz(args.routes, None, args.seed, Path(tmp) / "routes",
-                                         report=lambda l: print(l, flush=True))
-            print(f"\nroutes: {done:,} cases through every route; distinct failures {len(distinct)}, failing "
-                  f"cases {sum(distinct.values())}, hangs {hangs}")
-            for failure, n in sorted(distinct.items(), key=lambda kv: -kv[1]):
-                print(f"  {n:5d}  {failure}")
-            print("\n".join(_route_table()))
-
-
-def _route_table() -> list:
-    """route x HTTP status (or "exception") over every request of the route fuzz."""
+def _route_table() -> List[str]:
+    """route x HTTP status (or "exception") over every request."""
     statuses = sorted({s for counts in ROUTE_STATUS.values() for s in counts})
     width = max([len(r) for r in ROUTE_STATUS] + [5]) + 1
     lines = [f"{'route':<{width}}" + "".join(f"{s:>10}" for s in statuses)]
     for route, counts in sorted(ROUTE_STATUS.items()):
         lines.append(f"/{route:<{width - 1}}" + "".join(f"{counts.get(s, 0):>10,}" for s in statuses))
     return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--route-every", type=int, default=10, metavar="K", help="every K-th case through the routes")
+    parser.add_argument("--subprocess-every", type=int, default=100, metavar="K",
+                        help="every K-th CLI run also as a process")
+    parser.add_argument("--out", type=Path, default=Path("fuzz-failures"), help="folder for failing reproducers")
+    parser.add_argument("--max-seconds", type=float, default=None,
+                        help="stop after this long (the tables give the exact number of cases run)")
+    args = parser.parse_args()
+    logging.getLogger("tb_gpuinsight").setLevel(logging.ERROR)  # the routes' logged 500s are counted, not printed
+    logging.getLogger("tb_gpuinsight").propagate = False
+    args.out.mkdir(parents=True, exist_ok=True)
+    report = lambda line: print(line, flush=True)  # noqa: E731
+    rng, groups, start = random.Random(args.seed), seeds(), time.time()
+    args.done = 0
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp, alarms():
+        cli = CliFuzz(Path(tmp) / "cli", args.out, report, args.subprocess_every)
+        routes = RouteTally(Path(tmp) / "routes", report)
+        routes.run(-1, "warm-up", dict(routes.reference))  # imports, the reference's summary: not counted
+        ROUTE_STATUS.clear()
+        routes.cases, SLOWEST_ROUTE[0] = 0, (0.0, "")
+        for case in range(args.cases):
+            if args.max_seconds is not None and time.time() - start > args.max_seconds:
+                report(f"stopped after {args.max_seconds:,.0f} s")
+                break
+            label, group = groups[case % len(groups)]
+            files = make_case(group, rng, rename=True)
+            cli.run(case, label, files, rng.choice)
+            if args.route_every and case % args.route_every == 0:
+                routes.run(case, label, files)
+            args.done = case + 1
+            if args.done % 250 == 0:
+                report(f"... {args.done:,} cases, {time.time() - start:,.0f} s")
+    print()
+    print("\n".join(_totals(args, cli, routes, time.time() - start)))
+    print()
+    print("\n".join(_command_table(cli.table)))
+    print()
+    print("\n".join(_route_table()))
+    for failure, n in sorted(routes.distinct.items(), key=lambda kv: -kv[1]):
+        print(f"  {n:5d}  {failure}")
 
 
 if __name__ == "__main__":

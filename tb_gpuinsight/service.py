@@ -35,6 +35,7 @@ from .store.jobs import span_job
 from .store.worker import augment_file, summarize_file, supervised_job  # the jobs a worker process runs
 from .span_state import ALL_SPANS, ALL_WORKERS, NotFound, NotReady, RunState, SpanFailed, SpanState
 from .trace.source import is_url
+from .trace.text import safe_text
 
 SETTLE_SECONDS = 30.0  # a failing file unchanged this long is reported broken, not "being written"
 MAX_WORKER_DEATHS = 2  # a span whose analysis killed its process this often waits for its file to change
@@ -370,22 +371,26 @@ class LogdirService:
     def run_json(self, run: str) -> Dict[str, Any]:
         """One run as `runs_json` lists it (workers, spans, statuses). Raises NotFound."""
         with self._lock:
-            state = self.runs.get(run)
-            if state is None:
-                raise NotFound(f"unknown run {run!r}")
-            return self._run_json(state)
+            return self._run_json(self._run_named(run))
+
+    def _run_named(self, run: str) -> RunState:
+        """The run of that name; a name with invalid UTF-8 bytes also by the U+FFFD a browser sends for them."""
+        state = self.runs.get(run)
+        if state is None:
+            state = next((r for name, r in self.runs.items() if safe_text(name) == run), None)
+        if state is None:
+            raise NotFound(f"unknown run {run!r}")
+        return state
 
     def span_states(self, run: str, worker: str, span: str) -> List[SpanState]:
         """The spans a (run, worker, span) selection names; span may be "all". Raises NotFound."""
         with self._lock:
-            state = self.runs.get(run)
-            if state is None:
-                raise NotFound(f"unknown run {run!r}")
-            spans = [s for (w, _), s in state.spans.items() if w == worker or worker == ALL_WORKERS]
+            state = self._run_named(run)
+            spans = [s for (w, _), s in state.spans.items() if worker in (w, ALL_WORKERS) or safe_text(w) == worker]
             if not spans:
                 raise NotFound(f"run {run!r} has no worker {worker!r}")
             if span != ALL_SPANS:
-                spans = [s for s in spans if s.span == span]
+                spans = [s for s in spans if span in (s.span, safe_text(s.span))]
                 if not spans:
                     raise NotFound(f"worker {worker!r} of run {run!r} has no span {span!r}")
             return sorted(spans, key=lambda s: (s.stamp if s.stamp is not None else s.entry.mtime_ns, s.span))

@@ -24,6 +24,8 @@ import traceback
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
+from tests.fuzz_cases import WHOLE_FILES, header_case, special_entry, write_entry
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
 CORPUS = Path(os.environ.get("TB_GPUINSIGHT_CORPUS", ROOT.parent / "shared" / "traces"))
@@ -170,13 +172,26 @@ def _mutate_tensor_trace(data: bytes, rng: random.Random) -> bytes:
     return "\n".join(lines).encode("utf-8", "surrogatepass") + rng.choice([b"\n", b"", b"\r\n\x00"])
 
 
-def make_case(group: Dict[str, bytes], rng: random.Random, rename: bool = False) -> Dict[str, bytes]:
-    """A copy of a seed group with one file mutated (structurally, at byte level, and/or gzipped); with `rename`,
-    sometimes also its name (an invalid UTF-8 byte)."""
-    files = dict(group)
+def make_case(group: Dict[str, bytes], rng: random.Random, rename: bool = False) -> Dict[str, object]:
+    """A copy of a seed group with one file mutated: a random mutation (structural, at byte level, and/or gzipped),
+    or one of tests/fuzz_cases.py's targeted cases (a reproducer of the probe, a whole-file replacement, a
+    filesystem oddity under the file's name or beside it). With `rename`, sometimes also the file's name (an
+    invalid UTF-8 byte)."""
+    files: Dict[str, object] = dict(group)
     name = rng.choice(sorted(files))
     data = files[name]
-    if name.endswith(".tensor.trace"):
+    pick = rng.random()
+    if pick < 0.04:
+        data = rng.choice(WHOLE_FILES)
+    elif pick < 0.09:
+        special = special_entry(data, rng)
+        if rng.random() < 0.5:  # beside the real file, under another worker's name: listed first
+            files[name.replace("w.", "v.", 1)] = special
+        else:
+            data = special
+    elif pick < 0.3 and ".pt.trace.json" in name:
+        data = header_case(data, rng, _dump)
+    elif name.endswith(".tensor.trace"):
         data = _mutate_tensor_trace(data, rng)
     elif rng.random() < 0.75:
         try:
@@ -185,13 +200,14 @@ def make_case(group: Dict[str, bytes], rng: random.Random, rename: bool = False)
             data = _mutate_bytes(data, rng)
     else:
         data = _mutate_bytes(data, rng)
-    if name.endswith(".json") and rng.random() < 0.2:
+    if name.endswith(".json") and isinstance(data, bytes) and rng.random() < 0.2:
         data = gzip.compress(data, compresslevel=1)
         if rng.random() < 0.3:
             data = _mutate_bytes(data, rng)
         del files[name]
         name += ".gz"
     if rename and rng.random() < 0.05:  # a file name with an invalid UTF-8 byte (kept by Python as a lone surrogate)
+        files.pop(name, None)
         name = name.replace("w.", "w\udcff.", 1)
     files[name] = data
     return files
@@ -278,9 +294,13 @@ def _route_stage(logdir: Path, reference: Path, cache: Path, failures: List[str]
     service = LogdirService(str(logdir), cache_dir=str(cache), workers=0, scan_interval=3600)
     plugin = GpuInsightPlugin(base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)
     try:
+        service.serve()  # analyse what the scan finds (workers=0: in the scanning thread), as when serving
         service.scan()
+        _settle(service)
         client = Client(application.TensorBoardWSGI([plugin]))
+        client.settle = lambda: _settle(service)
         _ask(client, "runs", failures)
+        _ask(client, "index.js", failures)
         states = list(service.runs["fz"].spans.values()) if "fz" in service.runs else []
         if not states:
             return  # not recognised as a trace: listed as unreadable, nothing else to ask
@@ -320,6 +340,10 @@ def _route_stage(logdir: Path, reference: Path, cache: Path, failures: List[str]
         for route in ("ranks", "ranks_heatmap", "ranks_compare"):
             _ask(client, route, failures, run="fz", rank="0")
         _ask(client, "ranks", failures, run="fz", cycle="5")
+        _ask(client, "critical_path", failures, **sel, span=span)
+        _ask(client, "critical_path", failures, **sel, span="all", step="#0", limit="10")
+        _ask(client, "critical_path/ranks", failures, run="fz")
+        _ask(client, "diff/suggest", failures, **sel, span=span)
         _ask(client, "trace", failures, **sel, span=span)
     finally:
         service.stop()
@@ -338,14 +362,40 @@ def _check_sections(service, states, failures: List[str]) -> None:
                     failures.append(f"section {name}: {section.error.split(':')[1].strip()}")
 
 
-# route -> {HTTP status or "exception": count} over every request the route fuzz made (benchmarks/fuzz.py's table).
+def _settle(service, timeout: float = CASE_TIMEOUT_S) -> None:
+    """Wait until the service's scanning thread has analysed every span it found (none pending or loading)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        with service._lock:
+            busy = any(s.status in ("pending", "loading") for r in service.runs.values() for s in r.spans.values())
+        if not busy:
+            return
+        time.sleep(0.02)
+
+
+# Over every request of the route fuzz (benchmarks/fuzz.py's table): route -> {HTTP status or "exception": count},
+# and the slowest request.
 ROUTE_STATUS: Dict[str, Dict[str, int]] = {}
+SLOWEST_ROUTE: List[Tuple[float, str]] = [(0.0, "")]
 
 
 def _ask(client, route: str, failures: List[str], **query) -> object:
+    """A route's JSON answer (None for none); a failure when it is no documented status, a 503 without
+    Retry-After or one that asking again once the analysis settled does not resolve, or an error of several lines."""
+    from tb_gpuinsight.trace.text import safe_text
+
     tally = ROUTE_STATUS.setdefault(route, {})
+    query = {k: safe_text(str(v)) for k, v in query.items()}  # as a browser's URLSearchParams: U+FFFD for bad bytes
+    start = time.perf_counter()
     try:
         response = client.get(f"{BASE}/{route}", query_string=query)
+        if response.status_code == 503 and hasattr(client, "settle"):
+            if not response.headers.get("Retry-After"):
+                failures.append(f"route /{route}: 503 without Retry-After")
+            client.settle()
+            response = client.get(f"{BASE}/{route}", query_string=query)
+            if response.status_code == 503:
+                failures.append(f"route /{route}: 503 that a retry does not resolve")
         body = response.get_data()
     except (Hang, KeyboardInterrupt):
         raise
@@ -353,167 +403,42 @@ def _ask(client, route: str, failures: List[str], **query) -> object:
         tally["exception"] = tally.get("exception", 0) + 1
         failures.append(f"route /{route}: {type(exc).__name__} at {_where(exc)}")
         return None
+    SLOWEST_ROUTE[0] = max(SLOWEST_ROUTE[0], (time.perf_counter() - start, f"/{route}"))
     tally[str(response.status_code)] = tally.get(str(response.status_code), 0) + 1
     if response.status_code not in DOCUMENTED_STATUS:
         failures.append(f"route /{route}: HTTP {response.status_code}")
         return None
-    if route == "trace" and response.status_code == 200:
+    if route in ("trace", "index.js") and response.status_code == 200:
         return None
     try:
-        return json.loads(body)
+        answer = json.loads(body)
     except ValueError:
         failures.append(f"route /{route}: not JSON")
         return None
+    if response.status_code != 200 and "\n" in str(answer.get("error") if isinstance(answer, dict) else answer):
+        failures.append(f"route /{route}: error of several lines")
+    return answer
 
 
-# CLI outcomes: the documented ones are exit 0 and exit 2 with one line on stderr.
-# `summarize` alone exits 1 when some trace of its logdir failed (each listed on stdout): a batch's partial success.
-EXIT_0, EXIT_1, EXIT_2, TRACEBACK, OTHER = "exit 0", "exit 1", "exit 2", "traceback", "other"
-OUTCOMES = (EXIT_0, EXIT_2, EXIT_1, TRACEBACK, OTHER)
-DOCUMENTED_OUTCOMES = {EXIT_0, EXIT_2}
-
-
-CLI_COMMANDS = ("info", "ls", "analyze", "augment", "diff", "shapes", "overview", "memory", "timeline",
-                "critical-path", "graph", "ranks", "summarize", "export-parquet")
-
-
-def cli_commands(folder: Path, reference: Path, out: Path) -> List[Tuple[str, List[str]]]:
-    """(command, argv) for every CLI command over the case's files (the trace, its ET, its tensor.trace, the run).
-    `export-parquet` reads the store the `summarize` before it wrote."""
-    def first(pattern: str) -> Optional[str]:
-        hit = next((p for p in sorted(folder.iterdir()) if pattern in p.name), None)
-        return None if hit is None else str(hit)
-
-    trace, et, tt = first(".pt.trace.json"), first(".et.json"), first(".tensor.trace")
-    store = str(out / "store")
-    cmds: List[Tuple[str, List[str]]] = [("ls", ["ls", str(folder)]), ("ranks", ["ranks", str(folder)]),
-                                         ("summarize", ["summarize", str(folder), "--store", store, "--workers", "0"]),
-                                         ("export-parquet", ["export-parquet", store, str(out / "parquet")])]
-    if trace:
-        cmds += [("info", ["info", trace]), ("analyze", ["analyze", trace, "--format", "json"]),
-                 ("analyze", ["analyze", trace, "--by", "op", "--format", "csv"]),
-                 ("augment", ["augment", trace, str(out / "augmented.json")]),
-                 ("diff", ["diff", trace, str(reference)]), ("diff", ["diff", str(folder), str(folder), "--by", "op"]),
-                 ("shapes", ["shapes", trace]), ("overview", ["overview", trace]), ("memory", ["memory", trace]),
-                 ("timeline", ["timeline", trace, "--json", str(out / "timeline.json"), "--csv", str(out / "t.csv")]),
-                 ("critical-path", ["critical-path", trace]), ("critical-path", ["critical-path", str(folder), "--json"])]
-    if et:
-        cmds += [("info", ["info", et]), ("graph", ["graph", et, "--json", str(out / "graph.json")]
-                                          + (["--trace", trace] if trace else []))]
-    if tt:
-        cmds.append(("shapes", ["shapes", tt]))
-    return cmds
-
-
-def run_cli(argv: List[str]) -> Tuple[str, str]:
-    """(outcome, detail) of one CLI run in this process: what escaped `main`, or its exit status and stderr."""
-    import contextlib
-    import io
-
-    from tb_gpuinsight.cli import main
-
-    # Streams that encode strictly as UTF-8, like a terminal's: text that cannot be written fails here too.
-    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8") for _ in range(2))
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(argv)
-            err.flush()
-    except (Hang, KeyboardInterrupt):
-        raise
-    except SystemExit as exc:  # argparse
-        return OTHER, f"SystemExit({exc.code})"
-    except BaseException as exc:  # noqa: BLE001  (what the fuzzer hunts)
-        return TRACEBACK, f"{type(exc).__name__} at {_where(exc)}: {str(exc)[:200]}"
-    lines = err.buffer.getvalue().decode("utf-8", "replace").strip().splitlines()
-    if code == 0:
-        return EXIT_0, ""
-    if code == 2 and len(lines) == 1:
-        return EXIT_2, lines[0][:200]
-    return OTHER, f"exit {code}, {len(lines)} stderr lines: {' | '.join(lines)[:200]}"
-
-
-def _write_group(folder: Path, files: Dict[str, bytes]) -> None:
+def _write_group(folder: Path, files: Dict[str, object]) -> None:
     """A case's files in a fresh folder, dated an hour ago (settled: a parse failure is final, not "being written")."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     old = time.time() - 3600
     for name, data in files.items():
-        (folder / name).write_bytes(data)
-        os.utime(folder / name, (old, old))
-
-
-def fuzz_cli(cases: int, seed: int, work: Path, saved: Optional[Path] = None,
-             report: Callable[[str], None] = lambda line: None) -> Dict[str, Dict[str, int]]:
-    """`cases` CLI runs, each a fresh mutation of a seed group through one command (the commands in turn, each with
-    the argv variants that fit the group's files): {command: {outcome: count}}. A run with an undocumented
-    outcome is reported and, with `saved`, its files and argv are kept under saved/<case>-<command>/."""
-    rng = random.Random(seed)
-    groups = seeds()
-    reference = work / "ref" / "r.1700000000000000000.pt.trace.json"
-    _write_group(reference.parent, {reference.name: groups[0][1][next(iter(groups[0][1]))]})
-    table: Dict[str, Dict[str, int]] = {c: dict.fromkeys(OUTCOMES, 0) for c in CLI_COMMANDS}
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
-    try:
-        for case in range(cases):
-            name, group = groups[case % len(groups)]
-            files = make_case(group, rng, rename=True)
-            folder, out = work / "case" / "fz", work / "out"
-            _write_group(folder, files)
-            shutil.rmtree(out, ignore_errors=True)
-            out.mkdir(parents=True)
-            options = cli_commands(folder, reference, out)
-            available = [c for c in CLI_COMMANDS if any(c == cmd for cmd, _ in options)]
-            command = min(available, key=lambda c: sum(table[c].values()))  # the least run so far: balanced
-            argv = rng.choice([a for cmd, a in options if cmd == command])
-            if command == "export-parquet":
-                run_cli(next(a for cmd, a in options if cmd == "summarize"))
-            signal.alarm(CASE_TIMEOUT_S)
-            try:
-                outcome, detail = run_cli(argv)
-                if command == "summarize" and outcome == OTHER and detail.startswith("exit 1,"):
-                    outcome = EXIT_1
-            except Hang:
-                outcome, detail = OTHER, f"hang (over {CASE_TIMEOUT_S} s)"
-            finally:
-                signal.alarm(0)
-            table[command][outcome] += 1
-            if outcome not in DOCUMENTED_OUTCOMES | {EXIT_1}:
-                report(f"case {case} ({name}) {command}: {outcome}: {detail}")
-                if saved is not None:
-                    _save_reproducer(saved / f"{case:05d}-{command}", folder, argv, outcome, detail)
-    finally:
-        signal.signal(signal.SIGALRM, previous)
-    return table
-
-
-def _alarm(signum, frame):
-    raise Hang()
-
-
-def _save_reproducer(dest: Path, folder: Path, argv: List[str], outcome: str, detail: str) -> None:
-    """The case's files, and the command with its outcome (paths under the case folder rewritten to ./)."""
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.copytree(folder, dest)
-    line = " ".join(a.replace(str(folder), ".") for a in argv)
-    (dest / "COMMAND.txt").write_text(f"tb-gpuinsight {line}\n{outcome}: {detail}\n", encoding="utf-8",
-                                      errors="backslashreplace")
+        write_entry(str(folder / name), data)
+        try:
+            os.utime(folder / name, (old, old), follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            pass
 
 
 def run_case(files: Dict[str, bytes], work: Path, reference_files: Dict[str, bytes]) -> List[str]:
     """The failures (unhandled exceptions, undocumented answers) of one case."""
     run, ref = work / "logdir" / "fz", work / "logdir" / "ref"
-    shutil.rmtree(run, ignore_errors=True)
-    run.mkdir(parents=True)
-    old = time.time() - 3600  # settled files: a parse failure is final, not "still being written"
-    for name, data in files.items():
-        (run / name).write_bytes(data)
-        os.utime(run / name, (old, old))
+    _write_group(run, files)
     if not ref.is_dir():  # written once: its summary stays cached across cases
-        ref.mkdir()
-        for name, data in reference_files.items():
-            (ref / name).write_bytes(data)
-            os.utime(ref / name, (old, old))
+        _write_group(ref, reference_files)
     failures: List[str] = []
     captured = _Captured()
     logging.getLogger("tb_gpuinsight").addHandler(captured)
@@ -572,18 +497,6 @@ def test_fuzz_only_documented_errors(tmp_path):
                                  work=tmp_path / "case")
     assert done > 0
     assert not distinct and not hangs, (done, distinct, hangs)
-
-
-def test_cli_fuzz_every_command(tmp_path):
-    """A short fixed-seed pass of every CLI command over mutated traces, ETs and tensor.traces (benchmarks/fuzz.py
-    runs the long one): exit 0, or 2 with one line; never a traceback."""
-    logging.getLogger("tb_gpuinsight").setLevel(logging.CRITICAL)
-    failures: List[str] = []
-    runs = int(os.environ.get("TB_GPUINSIGHT_CLI_FUZZ_RUNS", str(2 * len(CLI_COMMANDS))))
-    table = fuzz_cli(runs, int(os.environ.get("TB_GPUINSIGHT_FUZZ_SEED", "12")), tmp_path, report=failures.append)
-    assert not failures, failures
-    ran = {c for c, counts in table.items() if sum(counts.values())}
-    assert ran == set(CLI_COMMANDS), set(CLI_COMMANDS) - ran
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 oversized and special files, and every failure answered as JSON."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -682,3 +683,108 @@ def test_raw_args_of_any_json_type_answer_every_command(tmp_path, arg, value):
                  ["overview", str(path)], ["critical-path", str(path)]):
         code, _, err = _run(argv)
         assert code == 0, (argv, err)
+
+
+@contextlib.contextmanager
+def _served(logdir, tmp_path):
+    """A WSGI client of the plugin over `logdir` once every span found is analysed (in-process, one scan)."""
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from tb_gpuinsight.plugin import GpuInsightPlugin
+
+    from .test_fuzz import _settle
+
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=3600)
+    plugin = GpuInsightPlugin(base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)
+    try:
+        service.serve()
+        service.scan()
+        _settle(service)
+        yield Client(application.TensorBoardWSGI([plugin]))
+    finally:
+        service.stop()
+
+
+def _settled_files(logdir, files):
+    """{(run, name): bytes} written under `logdir`, dated an hour ago (a parse failure is final)."""
+    for (run, name), data in files.items():
+        (logdir / run).mkdir(parents=True, exist_ok=True)
+        (logdir / run / name).write_bytes(data)
+        os.utime(logdir / run / name, (time.time() - 3600,) * 2)
+
+
+def test_ranks_compare_without_step_times_and_shapes_of_a_failed_span(tmp_path):
+    """Found by the route fuzz once it let the spans be analysed: /ranks_compare of a run where no rank has a step
+    time (a kernel-only trace whose duration was dropped) answered 500, not 404; /op_shapes and /tensors of a span
+    whose analysis failed answered 503 "retry later" for a failure that is final, not 422."""
+    from .test_plugin import _get
+
+    kernel_only = (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, '
+                   b'"dur": 1e308, "args": {"device": 0}}]}')  # its one duration dropped: no step at all
+    logdir = tmp_path / "logdir"
+    _settled_files(logdir, {("nosteps", "w.1700000000000000000.pt.trace.json"): kernel_only,
+                            ("broken", "w.1700000000000000000.pt.trace.json"): b'{"traceEvents": [{"ph": "X"},]}'})
+    with _served(logdir, tmp_path) as client:
+        code, body = _get(client, "ranks_compare", run="nosteps", rank="0")
+        assert code == 404 and "median" in body["error"], (code, body)
+        for route in ("op_shapes", "tensors"):
+            code, body = _get(client, route, run="broken", worker="w", span="all")
+            assert code == 422 and "invalid JSON" in body["error"], (route, code, body)
+
+
+def test_runs_and_workers_named_with_invalid_utf8_are_reachable_from_a_browser(tmp_path):
+    """A run folder and a trace file whose names hold byte 0xff: /runs lists them (JSON escapes), and a browser,
+    whose URLSearchParams sends U+FFFD for such a character, still reaches them (it got 404 before)."""
+    from .test_plugin import _get
+
+    logdir = tmp_path / "logdir"
+    _settled_files(logdir, {("run\udcff", "w\udcff.1700000000000000000.pt.trace.json"):
+                            _mm_trace(tmp_path).read_bytes()})
+    with _served(logdir, tmp_path) as client:
+        code, body = _get(client, "runs")
+        assert code == 200 and [r["run"] for r in body["runs"]] == ["run\udcff"], body
+        worker = body["runs"][0]["workers"][0]["worker"]
+        assert worker == "w\udcff"
+        sel = {"run": "run\ufffd", "worker": "w\ufffd"}
+        for route in ("kernels", "overview", "op_shapes", "ranks"):
+            code, body = _get(client, route, **sel, span="all")
+            assert code == 200, (route, code, body)
+        code, body = _get(client, "kernels", run="run\ufffd", worker="w\ufffd", span="all")
+        assert body["rows"] and body["rows"][0]["flops"] == 2 * 128 * 256 * 64, body["rows"][:1]
+
+
+def test_one_bad_summary_never_fails_the_whole_parquet_export(tmp_path):
+    """A store holding a summary with a rank of 2**70 (written before ranks were checked at read time) and one
+    whose collectives lack their arrays: the export writes every other trace, the rank as unknown, and names the
+    skipped one with why."""
+    from tb_gpuinsight.cache import load_summary, to_bytes
+    from tb_gpuinsight.store.summaries import open_store
+
+    from .fuzz_cli import run_cli
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for worker in ("a", "b", "c"):
+        _mm_trace(run, name=f"{worker}.1700000000000000000.pt.trace.json")
+    store = tmp_path / "store"
+    assert run_cli(["summarize", str(run), "--store", str(store), "--workers", "0"])[0] == "exit 0"
+    source = open_store(str(store))
+    for key, data in source.summaries():
+        summary = load_summary(data)
+        worker = summary.identity["path"].rsplit("/", 1)[-1][0]
+        if worker == "a":
+            summary.sections["distributed"].info["distributed"] = {"rank": 2 ** 70, "world_size": 3}
+        elif worker == "b":
+            summary.sections["distributed"].arrays.clear()
+        else:
+            continue
+        assert source.put(key, to_bytes(summary.eff, summary.meta, summary.sections, summary.identity))
+    code, out, err = _run(["export-parquet", str(store), str(tmp_path / "parquet")])
+    assert code == 0, err
+    assert "2 trace(s)" in out and "skipped   b.1700000000000000000.pt.trace.json: KeyError" in out, out
+    pd = pytest.importorskip("pandas")
+    kernels = pd.read_parquet(tmp_path / "parquet" / "kernels.parquet")
+    assert sorted(kernels["worker"].unique()) == ["a", "c"]
+    assert kernels.loc[kernels["worker"] == "a", "rank"].isna().all()

@@ -73,6 +73,8 @@ def compare_route(plugin, request) -> Dict[str, Any]:
         raise NotFound(f"run {params.text(request, 'run')!r} has no rank {rank} here")
     median = rk.median_rank(report)
     run = params.text(request, "run", required=True)
+    if median is None:  # no rank has a step time (no step markers, or durations dropped as insane)
+        raise NotFound(f"run {run!r} has no rank with a step time: no median rank to compare with")
     mine, theirs = rows[rank], median
     result = diff(plugin.service.analysis(run, theirs["worker"], theirs["span"]),
                   plugin.service.analysis(run, mine["worker"], mine["span"]),

@@ -30,7 +30,6 @@ import numpy as np
 
 from ..analysis.shapes import report as sh
 from ..logdir import FileEntry
-from ..service import NotReady
 from . import params
 from .lru import Lru
 
@@ -72,11 +71,7 @@ def _selected(plugin, request) -> Selected:
     tensor.trace files (span's own, then run's)."""
     run, worker, span = params.selection(request)
     device_name = params.device_name(request, plugin.service.datasheet())
-    states = plugin.service.span_states(run, worker, span)
-    ready = [s for s in states if s.status == "ready"]
-    if not ready or (span != params.ALL_SPANS and len(ready) < len(states)):
-        s = next(s for s in states if s.status != "ready")
-        raise NotReady(f"{s.span}: {s.reason}" if s.status == "error" else f"{s.span} is {s.status}")
+    ready = plugin.service.ready_states(run, worker, span)  # 503 while loading, 422 when its analysis failed
     spans = [_span_shapes(plugin, run, worker, s, device_name) for s in ready]
     seen, traces = set(), []
     for s in ready:

@@ -21,6 +21,8 @@ from ..trace.text import safe_text
 from .summaries import open_store
 
 TABLES = ("kernels", "ops", "steps", "collectives")
+# What a summary whose sections lack a field or hold a value of another type raises while it becomes tables.
+_DAMAGE = (KeyError, IndexError, TypeError, ValueError, OverflowError, AttributeError)
 
 
 @dataclass
@@ -54,7 +56,12 @@ def export_parquet(store: str, out: str, logdir: Optional[str] = None,
     frames: Dict[str, List[Any]] = {name: [] for name in TABLES}
     datasheet = load_datasheet(devices_file)
     for name, summary in _newest(source, report, wanted).items():
-        for table, frame in _frames(name, summary, datasheet).items():
+        try:
+            parts = _frames(name, summary, datasheet)
+        except _DAMAGE as exc:  # one summary that does not fit the tables is skipped, not the whole export
+            report.skipped.append((safe_text(name), f"{type(exc).__name__}: {exc}"[:200]))
+            continue
+        for table, frame in parts.items():
             frames[table].append(frame)
         report.traces += 1
     os.makedirs(out, exist_ok=True)
@@ -108,6 +115,8 @@ def _frames(name: str, summary: Summary, datasheet) -> Dict[str, Any]:
     distributed = summary.sections.get("distributed")
     rank = (distributed.info.get("distributed") or {}).get("rank") if distributed and not distributed.error \
         else None
+    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < 1 << 31:
+        rank = None  # a summary from before ranks were checked at read time may hold 2**70: no Parquet int64
     ident = {"run": run or ".", "worker": worker, "rank": rank if rank is not None else rank_from_name(worker),
              "span": filename}
     eff = summary.eff.rerate(AUTO, datasheet)

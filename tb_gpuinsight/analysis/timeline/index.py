@@ -27,7 +27,7 @@ from ...errors import GpuInsightError
 from ...sections import Section, SectionContext
 from ...trace.table import Interner
 from ..correlate import op_parents
-from ..kernels.names import CLASSES as KERNEL_CLASSES, demangle, display_name, kernel_class
+from ..kernels.names import CLASSES as KERNEL_CLASSES, demangle, display_name, kernel_class, name_head
 from ..overview import host
 from ..overview.breakdown import CATEGORIES, IDLE, activity_categories, split_steps
 from ..overview.steps import SOURCE_STEPS, step_windows
@@ -174,7 +174,7 @@ def _cpu_lanes(ops, origin: float, names: Interner, lanes: List, parts: List) ->
     keep = ~is_step[ops["name"]] if len(op_names) else np.ones(len(ops), bool)  # steps are drawn as bands
     depth = np.minimum(_depths(op_parents(ops)), MAX_DEPTH - 1)
     code = np.array([names.code(n) for n in op_names], dtype=np.int32)
-    comm = np.array([bool(_CPU_COMM.search(n)) for n in op_names], dtype=bool)
+    comm = np.array([bool(_CPU_COMM.search(name_head(n))) for n in op_names], dtype=bool)  # linear in a 10 MB name
     cls = np.where(comm[ops["name"]], _COMM, _CPU).astype(np.int8)
     start = ops["ts"] - origin
     end = start + np.maximum(ops["dur"], 0.0)
