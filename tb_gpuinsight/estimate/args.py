@@ -10,6 +10,7 @@ import math
 from typing import Any, Iterator
 
 from .dtypes import dtype_name, is_floating_type, is_tensor_type, itemsize, result_dtype, size_of_dtype_name
+from .lazy_torch import torch_module
 
 
 class UnknownEstimate(Exception):
@@ -183,7 +184,7 @@ def schema_arg_limit(op: str) -> int | None:
     if not op or "::" in op or not op.replace("_", "").isalnum():
         return None
     try:
-        import torch  # lazy: optional dependency
+        torch = torch_module()  # lazy: optional dependency (None: the getattr below fails)
         packet = getattr(torch.ops.aten, op)
         return max(len(getattr(packet, o)._schema.arguments) for o in packet.overloads())
     except Exception:
@@ -259,7 +260,7 @@ def out_arg_positions(op: str, nargs: int) -> frozenset[int]:
     if not op or "::" in op or not op.replace("_", "").isalnum():
         return frozenset()
     try:
-        import torch  # lazy: optional dependency
+        torch = torch_module()  # lazy: optional dependency (None: the getattr below fails)
         packet = getattr(torch.ops.aten, op)
         found = set()
         for name in packet.overloads():

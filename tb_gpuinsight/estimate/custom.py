@@ -8,6 +8,7 @@ import functools
 from typing import Any
 
 from .args import OpArgs, checked_tensors, is_shape, numel
+from .lazy_torch import torch_module
 
 def is_custom(name: Any) -> bool:
     """A namespaced op outside aten/prim (vLLM's _C_cache_ops::..., fbgemm::..., a user's mylib::...)."""
@@ -66,7 +67,7 @@ def _far_larger(tensors: list) -> frozenset[int]:
 def _schema_mutated(op: str) -> frozenset[int] | None:
     """Indices of arguments with a write alias in the op's schema, or None when torch does not know it."""
     try:
-        import torch  # lazy: optional dependency
+        torch = torch_module()  # lazy: optional dependency (None: the getattr below fails, unknown)
         namespace, name = op.split("::", 1)
         packet = getattr(getattr(torch.ops, namespace), name.split(".", 1)[0])
         schema = getattr(packet, packet.overloads()[0])._schema

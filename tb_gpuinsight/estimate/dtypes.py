@@ -16,6 +16,8 @@ import functools
 import re
 from typing import Any
 
+from .lazy_torch import torch_module
+
 # C++ TypeMeta names -> (itemsize, torch dtype attribute name). Bit-packed types report the
 # byte size of their storage element, which is what moves through memory.
 _TENSOR_TYPES: dict[str, tuple[int, str]] = {
@@ -162,11 +164,8 @@ def torch_dtype(type_str: Any) -> Any:
     found = _lookup(type_str) if isinstance(type_str, str) else None
     if not found:
         return None
-    try:
-        import torch  # lazy: torch is an optional dependency
-    except Exception:
-        return None
-    return getattr(torch, found[1], None)
+    torch = torch_module()  # lazy: torch is an optional dependency
+    return None if torch is None else getattr(torch, found[1], None)
 
 
 # --------------------------------------------------------------------------- type promotion

@@ -19,6 +19,7 @@ from typing import Dict, Iterable, Optional, Tuple
 from ..engine_version import ENGINE_VERSION, FORMULAS_DIGEST
 from ..settings import memo_path
 from .flops import OpEstimate
+from .torch_formulas import TORCH_MISSING
 
 Signature = Tuple[str, object, object, object]
 
@@ -120,8 +121,10 @@ class EstimateMemo:
             conn = self._connection()
             if conn is None or not items:
                 return
+            # An estimate made where torch could not be loaded is not kept: the key says which torch is
+            # installed, and its formulas would answer once torch loads.
             rows = [(self.key(s), json.dumps([e.flops, e.flops_reason, e.bytes, e.bytes_reason, e.dtype]))
-                    for s, e in items.items()]
+                    for s, e in items.items() if e.flops_reason != TORCH_MISSING]
             try:
                 with conn:
                     conn.executemany("INSERT OR REPLACE INTO estimate (key, value) VALUES (?, ?)", rows)

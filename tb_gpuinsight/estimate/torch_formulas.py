@@ -6,16 +6,16 @@ import functools
 from typing import Any, Callable
 
 from .args import UnknownEstimate
+from .lazy_torch import torch_module
+
+TORCH_MISSING = "torch is not installed (FLOP formulas come from torch.utils.flop_counter)"
 
 
 @functools.lru_cache(maxsize=1)
 def registry() -> dict | None:
     """torch's flop_registry, or None when torch is not installed."""
-    try:
-        from torch.utils.flop_counter import flop_registry
-    except Exception:
-        return None
-    return flop_registry
+    torch = torch_module()
+    return None if torch is None else torch.utils.flop_counter.flop_registry
 
 
 def torch_available() -> bool:
@@ -25,8 +25,7 @@ def torch_available() -> bool:
 
 def _packet(op: str) -> Any:
     try:
-        import torch
-        return getattr(torch.ops.aten, op)
+        return getattr(torch_module().ops.aten, op)
     except Exception:
         return None
 
@@ -36,7 +35,7 @@ def formula(op: str) -> Callable[..., int]:
     """The registered formula for ``torch.ops.aten.<op>``; raises UnknownEstimate if none."""
     table = registry()
     if table is None:
-        raise UnknownEstimate("torch is not installed (FLOP formulas come from torch.utils.flop_counter)")
+        raise UnknownEstimate(TORCH_MISSING)
     found = table.get(_packet(op))
     if found is None:
         raise UnknownEstimate(f"torch {_torch_version()} has no FLOP formula for aten::{op}")
@@ -44,9 +43,6 @@ def formula(op: str) -> Callable[..., int]:
 
 
 def _torch_version() -> str:
-    try:
-        import torch
-        return torch.__version__
-    except Exception:
-        return "?"
+    torch = torch_module()
+    return "?" if torch is None else torch.__version__
 
