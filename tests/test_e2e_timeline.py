@@ -248,7 +248,9 @@ def test_every_tab_survives_a_reload_of_the_frame_and_of_the_page(tmp_path):
             frame.wait_for_load_state()
             assert "Not Found" not in frame.locator("body").inner_text()[:200]
             assert _active_tab(frame) == label, label
-            assert frame.locator("select[aria-label='Run']").input_value() == "bert_h100"
+            # the run list arrives after the tab is drawn: wait for it rather than read an empty select
+            frame.wait_for_function("() => document.querySelector(\"select[aria-label='Run']\")?.value === 'bert_h100'",
+                                    timeout=30000)
             if label == "Timeline":
                 _wait_drawn(frame)
                 assert _viewport(frame) == pytest.approx(before, abs=0.01)
