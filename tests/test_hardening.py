@@ -759,7 +759,7 @@ def test_one_bad_summary_never_fails_the_whole_parquet_export(tmp_path):
     """A store holding a summary with a rank of 2**70 (written before ranks were checked at read time) and one
     whose collectives lack their arrays: the export writes every other trace, the rank as unknown, and names the
     skipped one with why."""
-    from tb_gpuinsight.cache import load_summary, to_bytes
+    from tb_gpuinsight.store.envelope import load_summary, to_bytes
     from tb_gpuinsight.store.summaries import open_store
 
     from .fuzz_cli import run_cli
