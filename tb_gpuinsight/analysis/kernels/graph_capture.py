@@ -33,6 +33,7 @@ import numpy as np
 from ...trace.kineto import KinetoTrace
 from ...trace.table import Table
 from ..correlate import GRAPH_LAUNCHES, NO_OP, link_activities, op_parents
+from .subop_sizing import size_captured
 
 # The launch call's kernel name and grid (ROCm writes them; CUDA does not). A capture trace is read for its launches
 # and ops only: "grid" as an extra arg also stands in for its kernels' own grid column, which nothing here reads.
@@ -51,6 +52,7 @@ class CaptureLaunches:
     tokens: List[Optional[str]]  # kernel name, "memset" / "memcpy", None where the call does not name it
     segment: np.ndarray  # which capture each launch belongs to
     grids: List[Optional[Tuple[int, ...]]] = field(default_factory=list)  # launch grid where the call gives it
+    rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # each launch's row in trace.launches
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -94,7 +96,7 @@ def capture_launches(trace: KinetoTrace) -> CaptureLaunches:
         name = named[row] if named is not None else None
         tokens.append(kind if kind != "kernel" else (name if isinstance(name, str) and name else None))
         grids.append(_grid(grid[row]) if grid is not None and grid.dtype == object else None)
-    return CaptureLaunches(trace, op, tokens, segment, grids)
+    return CaptureLaunches(trace, op, tokens, segment, grids, rows)
 
 
 def _launch_kind(name: str) -> Optional[str]:
@@ -209,7 +211,9 @@ def merge_captures(eff, captures: Sequence[Any], report: Optional[MergeReport] =
         entries[index].update(used=True, graph_launches=len(pairs), paired=int(sum(len(r) for r, _ in pairs)))
         del entries[index]["reason"]
         syn, rows = _synthetic_trace(eff.trace, launches, pairs)
-        state.take(analyze_trace(syn, dtype=AUTO).activities, rows, syn)
+        part = analyze_trace(syn, dtype=AUTO).activities
+        size_captured(part, rows, pairs, launches.trace, launches.rows)  # sizes only the capture's sub-ops show
+        state.take(part, rows, syn)
         merged[rows] = True
     report.merged = int(merged.sum())
     report.merged_time_share = float(dur[merged].sum()) / total
