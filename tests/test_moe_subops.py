@@ -100,13 +100,15 @@ def test_eager_launches_are_sized_from_the_sub_ops_before_each_launch(tmp_path):
     (up,), (down,), (fin,) = _rows(eff, UP), _rows(eff, DOWN), _rows(eff, FINALIZE)
     assert acts["flops"][up] == UP_FLOPS and acts["bytes"][up] == UP_BYTES
     assert acts["flops"][down] == DOWN_FLOPS and acts["bytes"][down] == DOWN_BYTES
-    for row in (up, down):
+    for row in (up, down, fin):
         assert _text(eff, "flops_reason", row).startswith(SOURCE) and f"top-{TOPK}" in _text(eff, "flops_reason", row)
-        assert _text(eff, "bytes_reason", row).startswith("upper bound: routing not recorded")
+        bound = "upper bound: routing not recorded" if row != fin else SOURCE  # the GEMMs' weights: any expert
+        assert _text(eff, "bytes_reason", row).startswith(bound)
         assert _text(eff, "gap", row) == "" and _text(eff, "source", row) == "formula"
         assert _text(eff, "dtype", row) == "bf16"
         assert acts["tflops"][row] > 0 and acts["efficiency"][row] > 0  # rated against the MI300X
-    assert np.isnan(acts["flops"][fin]) and _text(eff, "gap", fin) == "hidden_size"  # no rule: unknown as before
+    assert acts["flops"][fin] == M * K - T * K  # the top-2 rows of each token summed into it: one add each
+    assert acts["bytes"][fin] == M * K * 2 + T * K * 2 + M * 4  # down's y read, the output, the scatter index
 
 
 def test_a_launch_takes_only_the_sub_ops_recorded_since_its_ops_previous_launch(tmp_path):
@@ -153,6 +155,10 @@ def test_sizes_that_do_not_fit_the_kernel_stay_unknown_with_the_reason(w_dims, y
         size_kernel(UP, window, window)
     with pytest.raises(UnknownEstimate, match="not among the sub-ops"):
         size_kernel(UP, window[:1], window[:1])
+    with pytest.raises(UnknownEstimate, match="top-k is not among"):  # finalize needs the router's top-k
+        size_kernel(FINALIZE, [], window)
+    with pytest.raises(UnknownEstimate, match="no sub-op rule"):
+        size_kernel("_topk_forward", window, window)
 
 
 # ------------------------------------------------------------------------------------------- corpus pair
@@ -178,6 +184,9 @@ def test_vllm_decode_replay_moe_gemms_from_the_captured_sub_ops(corpus):
     up_bytes = 32 * 1536 * 5888 + 32 * 3072 * 5888 // 32 + 32 * 3072 * 2 + 128 * 2944 * 2
     down_bytes = 32 * 1472 * 3072 + 32 * 2944 * 3072 // 32 + 128 * 2944 * 2 + 128 * 3072 * 2
     assert (acts["bytes"][up] == up_bytes).all() and (acts["bytes"][down] == down_bytes).all()
+    fin = _rows(eff, FINALIZE)
+    assert (acts["flops"][fin] == 128 * 3072 - 32 * 3072).all()  # 4 expert rows summed into each token's row
+    assert (acts["bytes"][fin] == (128 + 32) * 3072 * 2 + 128 * 4).all()
     assert all(_text(eff, "flops_reason", r).startswith(f"{FROM_CAPTURE}: {SOURCE}") for r in np.r_[up, down])
     peer = _peer_gflop(corpus)
     assert peer["pseudo_op::moe_triton_unfused_up"] == 2 * 128 * 3072 * 6144 != up_flops

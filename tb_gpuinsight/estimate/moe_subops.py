@@ -13,7 +13,11 @@ of its output and the views of its operands (``_canonicalize_storage`` views x, 
 FLOPs: ``2 x M x N x K`` over the M routed rows (the output's rows, over its split-k slices), plus 2 per output
 element of a gated epilogue (``_swiglu``: N_out = N / 2). Bytes: the weights of the experts the rows can reach
 (``min(E, M)`` of E: routing is not recorded, so an upper bound), their microscaling scales (one byte per 32
-weights of an ``mx*`` format), x read once, y written once.
+weights of an ``mx*`` format: not recorded, so sized by the format; triton_kernels' own launch metadata leaves
+them out), x read once (its unique rows: the gather reads each token once from DRAM), y written once.
+
+Its ``_finalize_matmul[_scatter]`` kernel sums each token's top-k expert rows (the router's k from the ``TopK``
+sub-op) of the last matmul output into the token's row (see ``_finalize``).
 """
 from __future__ import annotations
 
@@ -150,5 +154,38 @@ def _flops_note(rows: int, n: int, k: int, gated: bool, y_shape, x_shape, w_shap
 
 
 _RULES.append(Rule(_MATMUL_OGS, _matmul_ogs))
+
+
+# ---------------------------------------------------------------------------------- triton_kernels finalize
+
+_FINALIZE = re.compile(r"^_finalize_matmul(?P<scatter>_scatter)?_(?P<a>[a-z0-9]+)$")
+
+
+def _finalize(found: "re.Match[str]", window: Sequence[SubOp], before: Sequence[SubOp]) -> OpEstimate:
+    """``_finalize_matmul[_scatter]``: sums each token's top-k expert rows of the last matmul_ogs output A
+    ([split-k, ..., rows, N], the op's last allocation) into its output row. FLOPs: one add per element of A beyond
+    the first of each output element (as ``moe_sum``); bytes: A read, the output (A's dtype) written and, scattering,
+    the int32 index of the routed rows read."""
+    _, a = _last(before, _ALLOCS)
+    topk = next((s.args.opt_value(1) for s in before if s.name == "TopK"), None)
+    a_shape = a.out_shape() if a is not None else None
+    if not a_shape or len(a_shape) < 2 or not isinstance(topk, int) or topk < 1 or a_shape[-2] % topk:
+        raise UnknownEstimate("finalize: the matmul output it reduces or the router's top-k is not among the "
+                              "sub-ops recorded before the launch")
+    item = SCALAR_TYPE_CODE_ITEMSIZE.get(a.args.opt_value(1))
+    if item is None:
+        raise UnknownEstimate("finalize: the dtype of the matmul output it reduces is not recorded")
+    rows, n = a_shape[-2], a_shape[-1]
+    out = rows // topk * n
+    index = rows * 4 if found["scatter"] else 0
+    flops = numel(a_shape) - out
+    return OpEstimate(float(flops), f"{SOURCE}: sums {list(a_shape)} (allocated before the launch) over top-{topk} "
+                      f"into {rows // topk} x {n}", float(numel(a_shape) * item + out * item + index),
+                      f"{SOURCE}: A {list(a_shape)} read, {rows // topk} x {n} written in its dtype"
+                      + (f", {rows} int32 scatter indices read" if index else ""), _TORCH_TYPES.get(found["a"]))
+
+
+_TORCH_TYPES = {"bf16": "c10::BFloat16", "fp16": "c10::Half", "fp32": "float"}
+_RULES.append(Rule(_FINALIZE, _finalize))
 
 __all__ = ["SOURCE", "ROUTING", "SubOp", "Rule", "matches", "size_kernel"]
