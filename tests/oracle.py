@@ -4,7 +4,8 @@ traces, joined to our per-op FLOPs and bytes by op name + Input Dims + Input typ
 Each joined (row, metric) becomes a `Check` with what the oracle notes (../shared/oracles/README.md) expect:
 - "agree": the peer is right; ours must be within 1 % of it;
 - "peer wrong": ours must equal the first-principles value computed here (independently of estimate/) and differ
-  from the peer's (LayerNorm bytes, copy_ that is only a D2H/H2D memcpy, Inductor triton kernels).
+  from the peer's (LayerNorm bytes, copy_ that is only a D2H/H2D memcpy, Inductor triton kernels, the MoE GEMMs of
+  triton_kernels, which the peer sizes by assuming intermediate = hidden).
 A check is "not compared" (with the reason) where the peer publishes no figure or neither side can know it.
 Used by tests/test_oracle.py and benchmarks/oracle.py (the agreement table).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
@@ -31,7 +33,7 @@ TRACES = (
 # the two as we do: replayed kernels take the captured ops and shapes; eager ops stay in the replay trace).
 OP_SOURCE = {"vllm_decode_full__graph_execution":
              "vllm_decode_full__capture_traces/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz"}
-CLASSES = ("GEMM", "attention", "convolution", "elementwise", "norm", "memcpy copy_", "triton")
+CLASSES = ("GEMM", "attention", "convolution", "elementwise", "norm", "memcpy copy_", "triton", "MoE")
 AGREE, PEER_WRONG, NOT_COMPARED = "agree", "peer wrong", "not compared"
 TOLERANCE = 0.01
 MIB = 2 ** 20
@@ -41,7 +43,18 @@ _ITEMSIZE = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long 
              "c10::Float8_e4m3fn": 1, "unsigned char": 1, "signed char": 1, "short int": 2}
 _CLASS_OF_CATEGORY = {"GEMM": "GEMM", "SDPA_fwd": "attention", "SDPA_bwd": "attention", "CONV_fwd": "convolution",
                       "CONV_bwd": "convolution", "NORM_fwd": "norm", "NORM_bwd": "norm", "elementwise": "elementwise",
-                      "reduce": "elementwise", "triton": "triton", "RMSNorm": "norm"}
+                      "reduce": "elementwise", "triton": "triton", "RMSNorm": "norm", "MoE_unfused": "MoE"}
+# The peer's pseudo ops for triton_kernels' MoE GEMMs (vllm::moe_forward, whose expert weights are not arguments),
+# joined to our kernels of that name in the replay merged with its capture. The peer assumes intermediate = hidden;
+# the sub-ops the capture recorded say 32 tokens x top-4 = 128 rows, K = 3072, N = 5888 (gate and up of 2944, the
+# swiglu output), 32 experts of mxfp4 weights two a byte with one scale byte per 32: kernel, FLOPs, bytes per call.
+_MOE_UP = 32 * 1536 * 5888 + 32 * 3072 * 5888 // 32 + 32 * 3072 * 2 + 128 * 2944 * 2
+_MOE_DOWN = 32 * 1472 * 3072 + 32 * 2944 * 3072 // 32 + 128 * 2944 * 2 + 128 * 3072 * 2
+MOE_KERNELS = {
+    "pseudo_op::moe_triton_unfused_up": ("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu",
+                                         2 * 128 * 5888 * 3072 + 2 * 128 * 2944, _MOE_UP),
+    "pseudo_op::moe_triton_unfused_down": ("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1",
+                                           2 * 128 * 3072 * 2944, _MOE_DOWN)}
 
 
 @dataclass
@@ -113,6 +126,9 @@ def checks_for(trace_name: str) -> Tuple[List[Check], List[str]]:
         cls = _CLASS_OF_CATEGORY.get(row["op category"])
         if cls is None:
             continue
+        if cls == "MoE":  # pseudo ops: joined by kernel name, not by op
+            checks.extend(_moe_checks(trace_name, row))
+            continue
         dims, types, concrete = (_freeze(ast.literal_eval(row[k])) for k in ("Input Dims", "Input type",
                                                                              "Concrete Inputs"))
         found = next(((t, e, rows, m) for t, e, index, m in sources
@@ -173,6 +189,35 @@ def _metric_checks(base, cls, name, dims, types, est, peer_flops, peer_bytes, tr
                        expect=AGREE if peer_bytes is not None else NOT_COMPARED,
                        note="" if peer_bytes is not None else "the peer publishes no bytes")
     return [flops, nbytes]
+
+
+def _moe_checks(trace_name: str, row: Dict[str, str]) -> List[Check]:
+    """The peer's MoE GEMM pseudo op against our kernels of that name (none for a row without a known kernel)."""
+    if row["name"] not in MOE_KERNELS:
+        return []
+    kernel, fp_flops, fp_bytes = MOE_KERNELS[row["name"]]
+    acts = _merged(trace_name).activities
+    rows = [i for i, code in enumerate(acts["name"].tolist()) if acts.strings["name"][code] == kernel]
+    base = dict(trace=trace_name, op=row["name"], dims=row["Input Dims"], cls="MoE",
+                time_us=_number(row["Kernel Time (µs)_sum"]) or 0.0, expect=PEER_WRONG,
+                note="the peer assumes intermediate = hidden; the capture's sub-ops give the sizes")
+    out = []
+    for metric, peer, scale, fp in (("flops", row["GFLOPS"], 1e9, fp_flops), ("bytes", row["Data Moved (MB)"], MIB,
+                                                                            fp_bytes)):
+        values = {float(v) for v in acts[metric][rows].tolist()}
+        ours = values.pop() if len(values) == 1 else None  # every call the same, or no single figure
+        peer_value = _number(peer)
+        out.append(Check(**base, metric=metric, ours=ours, peer=None if peer_value is None else peer_value * scale,
+                         first_principles=float(fp)))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _merged(trace_name: str):
+    """The replay analysed with its capture, as a user gets it (discovered beside the trace)."""
+    import tb_gpuinsight
+
+    return tb_gpuinsight.analyze(CORPUS / "tracelens" / f"{trace_name}.json.gz", execution_traces=[])
 
 
 def _numel(shape: Tuple[int, ...]) -> int:

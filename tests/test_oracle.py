@@ -38,6 +38,7 @@ def test_every_class_the_notes_name_is_exercised(checks):
     assert ("norm", "bytes", "disagree as expected") in outcomes
     assert ("memcpy copy_", "bytes", "disagree as expected") in outcomes
     assert ("triton", "flops", "disagree as expected") in outcomes
+    assert ("MoE", "flops", "disagree as expected") in outcomes  # the peer assumes intermediate = hidden
     causal = [c for c in checks if c.cls == "attention" and c.metric == "flops" and "Qwen" in c.trace]
     assert causal and all(c.outcome == AGREE for c in causal)  # the peer counts only the unmasked half
 
