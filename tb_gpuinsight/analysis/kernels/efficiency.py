@@ -46,8 +46,8 @@ from ..correlate import NO_OP, link_activities, op_parents, under_compiled_regio
 from ..ranks.collectives import activity_columns
 from .attribution import SOURCES, _activities, _attribute, _op_estimates, _OpFacts, is_copy_event
 from .grouping import aggregate, busy_time, device_summary, link_counts
-from .subop_sizing import size_from_subops
 from .rating import AUTO, DRAM_MARGIN, DeviceReport, _device_reports, _rate, kernel_name_dtype
+from .subop_sizing import size_from_subops
 
 
 @dataclass

@@ -17,6 +17,7 @@ import numpy as np
 
 from ...estimate.args import OpArgs, UnknownEstimate
 from ...estimate.devices import normalize_dtype
+from ...estimate.flops import OpEstimate
 from ...estimate.moe_subops import SubOp, matches, size_kernel
 from ...trace.kineto import KinetoTrace
 from ...trace.table import Table
@@ -24,7 +25,8 @@ from ..correlate import GRAPH_LAUNCHES, NO_OP, link_activities, op_parents
 from .attribution import SOURCES
 from .reasons import CODES
 
-Window = Tuple[List[SubOp], List[SubOp]]  # (sub-ops since the op's previous launch, every sub-op before the launch)
+# (sub-ops since the op's previous launch, every sub-op before the launch, a key equal for equal sub-op sequences)
+Window = Tuple[List[SubOp], List[SubOp], Tuple]
 
 
 def size_from_subops(trace: KinetoTrace, acts: Table) -> int:
@@ -68,13 +70,17 @@ def size_rows(acts: Table, rows: np.ndarray, trace: KinetoTrace, launch_rows: np
     names = acts.strings["name"]
     windows = sub_op_windows(trace, launch_rows)
     codes = _Codes(acts)
+    memo: Dict[Tuple, Optional[OpEstimate]] = {}  # every layer of every step repeats the same sub-ops
     sized = 0
     for row, window in zip(rows.tolist(), windows):
         if window is None:
             continue
-        try:
-            est = size_kernel(names[acts["name"][row]], *window)
-        except UnknownEstimate:
+        kernel = names[acts["name"][row]]
+        key = (kernel, window[2])
+        if key not in memo:
+            memo[key] = _estimate(kernel, window)
+        est = memo[key]
+        if est is None:
             continue
         acts["flops"][row], acts["bytes"][row] = est.flops, est.bytes
         acts["flops_reason"][row] = codes.code("flops_reason", est.flops_reason)
@@ -85,6 +91,13 @@ def size_rows(acts: Table, rows: np.ndarray, trace: KinetoTrace, launch_rows: np
         acts["gap"][row] = CODES.index("")
         sized += 1
     return sized
+
+
+def _estimate(kernel: str, window: Window) -> Optional[OpEstimate]:
+    try:
+        return size_kernel(kernel, window[0], window[1])
+    except UnknownEstimate:
+        return None
 
 
 class _Codes:
@@ -114,22 +127,52 @@ def sub_op_windows(trace: KinetoTrace, launch_rows: np.ndarray) -> List[Optional
     parents = op_parents(ops)
     work = _work_launches(launches)
     op_of = _launch_ops(trace, work, parents)
-    order = np.argsort(ops["ts"], kind="stable")
-    starts = ops["ts"][order]
+    pos = np.clip(np.searchsorted(work, launch_rows), 0, max(len(work) - 1, 0))
+    found = (work[pos] == launch_rows) if len(work) else np.zeros(len(launch_rows), dtype=bool)
+    op = np.where(found, op_of[pos] if len(work) else NO_OP, NO_OP)
+    wanted = np.unique(op[op >= 0])
+    launch_ts = _launch_times(op_of, launches["ts"][work], wanted)
+    subs = _descendants(trace, wanted, parents)
     out: List[Optional[Window]] = []
-    for launch in launch_rows.tolist():
-        hit = np.flatnonzero(work == launch)
-        op = int(op_of[hit[0]]) if len(hit) else NO_OP
-        if op < 0:
+    for row, owner in zip(launch_rows.tolist(), op.tolist()):
+        if owner < 0:
             out.append(None)
             continue
-        t = float(launches["ts"][launch])
-        mine = work[(op_of == op) & (launches["ts"][work] < t)]
-        since = float(launches["ts"][mine].max()) if len(mine) else -np.inf
-        lo, hi = np.searchsorted(starts, [float(ops["ts"][op]), t], side="left")
-        subs = [int(r) for r in order[lo:hi].tolist() if r != op and _descends(int(r), op, parents)]
-        before = [_sub_op(trace, r) for r in subs]
-        out.append(([s for s, r in zip(before, subs) if ops["ts"][r] > since], before))
+        t = float(launches["ts"][row])
+        earlier = launch_ts[owner][launch_ts[owner] < t]
+        since = float(earlier[-1]) if len(earlier) else -np.inf
+        starts, items, keys = subs[owner]
+        end = int(np.searchsorted(starts, t, side="left"))
+        begin = min(int(np.searchsorted(starts, since, side="right")), end)
+        out.append((items[begin:end], items[:end], (end - begin, tuple(keys[:end]))))
+    return out
+
+
+def _launch_times(op_of: np.ndarray, ts: np.ndarray, wanted: np.ndarray) -> Dict[int, np.ndarray]:
+    """Per wanted op row: the sorted start times of the launch calls it made."""
+    sel = np.flatnonzero(np.isin(op_of, wanted))
+    sel = sel[np.lexsort((ts[sel], op_of[sel]))]
+    keys, first = np.unique(op_of[sel], return_index=True)
+    return {int(k): ts[part] for k, part in zip(keys.tolist(), np.split(sel, first[1:]))}
+
+
+def _descendants(trace: KinetoTrace, wanted: np.ndarray,
+                 parents: np.ndarray) -> Dict[int, Tuple[np.ndarray, list, list]]:
+    """Per op row: the start times, SubOps and (name, shape) codes of every op it encloses, in time order."""
+    ops = trace.ops
+    order = np.argsort(ops["ts"], kind="stable")
+    starts = ops["ts"][order]
+    decoded: Dict[Tuple[int, int], SubOp] = {}  # one decode per distinct (name, shapes)
+    out: Dict[int, Tuple[np.ndarray, list, list]] = {}
+    for op in wanted.tolist():
+        lo, hi = np.searchsorted(starts, [float(ops["ts"][op]), float(ops["ts"][op] + ops["dur"][op])], side="left")
+        rows = [int(r) for r in order[lo:hi + 1].tolist() if r != op and _descends(int(r), op, parents)]
+        keys = [(int(ops["name"][r]), int(ops["shape"][r])) for r in rows]
+        for key, row in zip(keys, rows):
+            if key not in decoded:
+                decoded[key] = _sub_op(trace, row)
+        items = [decoded[key] for key in keys]
+        out[op] = (ops["ts"][np.array(rows, dtype=np.int64)], items, keys)
     return out
 
 
