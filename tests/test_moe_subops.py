@@ -139,6 +139,36 @@ def test_graph_replay_is_sized_from_its_captures_sub_ops(tmp_path):
     assert _text(eff, "source", up) == "capture"
 
 
+def test_vllm_fused_moe_kernel_under_moe_forward_is_sized_from_its_cache_views(tmp_path):
+    """vLLM's modular TritonExperts: the caches (T, k, N), (T x k, N / 2), (T, k, K) viewed out of the workspaces,
+    routing and alignment ops with launches of their own, GEMM 1, the activation op, GEMM 2, moe_sum."""
+    n2 = N // 2
+    cpu = [_op("vllm::moe_forward", 1000, 1, [[T, K], [T, E], [], []], [BF16, BF16, "", ""], [""] * 4, dur=600),
+           _op("_moe_C::topk_softmax", 1010, 2, [[T, TOPK], [T, TOPK], [T, TOPK], [T, E]], [BF16, "int", "int", BF16],
+               [""] * 4, dur=20),
+           _view(1040, 3, [T * TOPK * N], BF16, [T, TOPK, N]),
+           _view(1045, 4, [M * n2], BF16, [M, n2]),
+           _view(1050, 5, [T * TOPK * K], BF16, [T, TOPK, K]),
+           _op("_moe_C::moe_align_block_size", 1060, 6, [[T, TOPK], [], [], [], [], []],
+               ["int", "Scalar", "Scalar", "int", "int", "int"], [""] * 6, dur=20),
+           _op("_C::silu_and_mul", 1200, 7, [[M, n2], [M, N]], [BF16, BF16], ["", ""], dur=20),
+           _op("_moe_C::moe_sum", 1300, 8, [[T, TOPK, K], [T, K]], [BF16, BF16], ["", ""], dur=20)]
+    launches = [(1015, "topkGatingSoftmax", 2), (1065, "moe_align_block_size_kernel", 6), (1100, "fused_moe_kernel", 1),
+                (1205, "act_and_mul_kernel", 7), (1250, "fused_moe_kernel", 1), (1305, "moe_sum_kernel", 8)]
+    events = list(cpu)
+    for corr, (ts, name, ext) in enumerate(launches, start=1):
+        events += [_launch(ts, corr, name, [4, 1, 1], ext=ext), _kernel(ts + 500, corr, name, [4, 1, 1])]
+    eff = tb_gpuinsight.analyze(_write(tmp_path / "fused.pt.trace.json", events))
+    acts = eff.activities
+    first, second = _rows(eff, "fused_moe_kernel")
+    assert acts["flops"][first] == 2 * T * TOPK * N * K  # hidden [T, K] -> cache 1 [T, k, N]
+    assert acts["flops"][second] == 2 * T * TOPK * K * n2  # cache 2 [T x k, N / 2] -> cache 3 [T, k, K]
+    assert "first GEMM" in _text(eff, "flops_reason", first) and "second GEMM" in _text(eff, "flops_reason", second)
+    for row in (first, second):  # the expert weights are nowhere in the trace: bytes stay unknown, with the reason
+        assert np.isnan(acts["bytes"][row]) and _text(eff, "gap", row) == "no_bytes"
+        assert "expert weights" in _text(eff, "bytes_reason", row)
+
+
 def _sub(name, dims, types, concrete):
     return SubOp(name, OpArgs(dims, types, concrete))
 

@@ -17,7 +17,8 @@ weights of an ``mx*`` format: not recorded, so sized by the format; triton_kerne
 them out), x read once (its unique rows: the gather reads each token once from DRAM), y written once.
 
 Its ``_finalize_matmul[_scatter]`` kernel sums each token's top-k expert rows (the router's k from the ``TopK``
-sub-op) of the last matmul output into the token's row (see ``_finalize``).
+sub-op) of the last matmul output into the token's row (see ``_finalize``). vLLM's own Triton ``fused_moe_kernel``
+under ``moe_forward`` is sized from the intermediate caches it views (see ``_fused_moe``): FLOPs only.
 """
 from __future__ import annotations
 
@@ -187,5 +188,42 @@ def _finalize(found: "re.Match[str]", window: Sequence[SubOp], before: Sequence[
 
 _TORCH_TYPES = {"bf16": "c10::BFloat16", "fp16": "c10::Half", "fp32": "float"}
 _RULES.append(Rule(_FINALIZE, _finalize))
+
+
+# ------------------------------------------------------------------------------------- vLLM fused_moe_kernel
+
+_FUSED_MOE = re.compile(r"^fused_moe_kernel$")
+_ACTIVATIONS = ("_and_mul", "::silu", "::gelu", "::relu")  # the gated activation run between the two GEMMs
+
+
+def _fused_moe(found: "re.Match[str]", window: Sequence[SubOp], before: Sequence[SubOp]) -> OpEstimate:
+    """vLLM's Triton ``fused_moe_kernel`` run by the modular ``TritonExperts`` (no ``fused_experts`` op around it):
+    the three caches it views out of its workspaces before the first GEMM, ``(T, k, N)``, ``(T x k, N')`` and
+    ``(T, k, K)``, give both GEMMs: ``2 x T x k x N x K`` for the first (hidden -> cache 1), ``2 x T x k x K x N'``
+    for the second (cache 2 -> cache 3), told apart by the activation op recorded between them. The expert
+    weights (count, dtype, layout) are not among the sub-ops: bytes unknown."""
+    views = [s for s in before if s.name in _VIEWS and s.out_shape() is not None]
+    triple = next((views[i:i + 3] for i in range(len(views) - 3, -1, -1)
+                   if _caches(*(v.out_shape() for v in views[i:i + 3]))), None)
+    if triple is None:
+        raise UnknownEstimate("fused_moe_kernel: the intermediate caches (T, k, N), (T x k, N'), (T, k, K) are not "
+                              "among the sub-ops recorded before the launch")
+    (tokens, topk, n), (_, n2), (_, _, k) = (v.out_shape() for v in triple)
+    second = any(s.name.endswith(_ACTIVATIONS) for s in window)
+    flops = 2 * tokens * topk * (k * n2 if second else n * k)
+    which = (f"second GEMM: 2 x {tokens} x top-{topk} x K {k} x N' {n2} (cache 2 -> cache 3)" if second else
+             f"first GEMM: 2 x {tokens} x top-{topk} x N {n} x K {k} (hidden -> cache 1)")
+    return OpEstimate(float(flops), f"{SOURCE}: {which}, from the cache views before the launch", None,
+                      "the expert weights (count, dtype) are not among the sub-ops: bytes unknown",
+                      triple[0].args.type_at(0))
+
+
+def _caches(first, second, third) -> bool:
+    """(T, k, N), (T x k, N'), (T, k, K): the shapes of fused MoE's three intermediate caches, in creation order."""
+    return (len(first) == 3 and len(second) == 2 and len(third) == 3 and first[:2] == third[:2]
+            and second[0] == first[0] * first[1] and 0 < second[1] <= first[2])
+
+
+_RULES.append(Rule(_FUSED_MOE, _fused_moe))
 
 __all__ = ["SOURCE", "ROUTING", "SubOp", "Rule", "matches", "size_kernel"]

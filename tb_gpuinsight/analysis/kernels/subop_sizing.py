@@ -82,13 +82,14 @@ def size_rows(acts: Table, rows: np.ndarray, trace: KinetoTrace, launch_rows: np
         est = memo[key]
         if est is None:
             continue
-        acts["flops"][row], acts["bytes"][row] = est.flops, est.bytes
+        acts["flops"][row] = est.flops
+        acts["bytes"][row] = np.nan if est.bytes is None else est.bytes
         acts["flops_reason"][row] = codes.code("flops_reason", est.flops_reason)
         acts["bytes_reason"][row] = codes.code("bytes_reason", est.bytes_reason)
         dtype = normalize_dtype(est.dtype)
         acts["dtype"][row] = codes.code("dtype", dtype) if dtype else -1
         acts["source"][row] = SOURCES.index("formula")
-        acts["gap"][row] = CODES.index("")
+        acts["gap"][row] = CODES.index("" if est.bytes is not None else "no_bytes")
         sized += 1
     return sized
 
