@@ -174,3 +174,26 @@ def test_recorded_broadcast_ops_are_charged_their_storage(tmp_path):
     assert index_read == 32 * I64
     assert got["aten::gather"] == index_read + x.element_size() * out.numel() + out.numel() * out.element_size()
     assert got["aten::add"] == (x.numel() + b.numel() + y.numel()) * F32
+
+
+def test_execution_trace_strides_fill_a_shapeless_kineto_op(tmp_path):
+    """A Kineto trace recorded without shapes takes them from its Execution Trace (schema 1.1.1 records strides):
+    the expanded index still counts its storage."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
+
+    x, idx, out = torch.randn(64, 128), torch.randint(0, 128, (1, 32)), torch.empty(64, 32)
+    et_path, kineto_path = tmp_path / "worker0.1.et.json", tmp_path / "worker0.1.pt.trace.json"
+    observer = ExecutionTraceObserver().register_callback(str(et_path))
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=False, execution_trace_observer=observer) as prof:
+        torch.gather(x, 1, idx.expand(64, 32), out=out)
+    prof.export_chrome_trace(str(kineto_path))
+    if '"strides"' not in et_path.read_text():
+        pytest.skip("this torch writes no strides into its Execution Trace")
+    trace = tb_gpuinsight.load(kineto_path)
+    tb_gpuinsight.analyze(trace, execution_traces=[str(et_path)])
+    names = trace.ops.values("name")
+    rows = [r for r, name in enumerate(names) if name == "aten::gather"]
+    assert rows and trace.enrichment.et_shapes >= 1
+    shape = trace.shape(int(trace.ops["shape"][rows[0]]))
+    assert estimate_op("aten::gather", *(freeze(v) for v in shape)).bytes == _gather_first_principles(32)
