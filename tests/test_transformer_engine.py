@@ -165,6 +165,16 @@ def test_linear_function_recorded_by_torch(tmp_path, te2):
     assert est.bytes_reason.startswith("partial:")
 
 
+@pytest.mark.parametrize("dims", [
+    [[2, 24, 32], [80, 32], [80]],  # other libraries' _Linear(x, weight, bias), x 3-D first
+    [[48, 32], [80, 32], [80]],  # x 2-D first: taken as the matrix, the product 48 x 80 x 32 is the same
+])
+def test_linear_with_the_input_first(dims):
+    est = estimate_op("_Linear", freeze(dims), freeze(["float"] * 3), freeze([""] * 3))
+    assert est.flops == 2 * 48 * 80 * 32
+    assert est.bytes == (48 * 32 + 80 * 32 + 80 + 48 * 80) * 4
+
+
 @pytest.mark.parametrize("name,needle", [
     ("FusedAttnFunc", "NVTE_FUSED_ATTN=0"),
     ("_LinearBackward", "same sequence number"),

@@ -174,18 +174,20 @@ register([f"tex_ts::{name}" for name in _NORMS], "norms", flops=_norm_flops, byt
 # --------------------------------------------------------------------------- TE 2.x autograd Functions
 
 def linear_problem(args: OpArgs) -> tuple[int, int, int]:
-    """(tokens, out_features, in_features) of TE's ``_Linear`` from its recorded tensor arguments: the weight is its
-    first matrix ``[out, in]``; the input the last later tensor ``[..., in]`` (TE 1.x passes ``weight, weight_fp8,
-    inp, bias``; TE 2.x ``weight, inp, bias``)."""
+    """(tokens, out_features, in_features) of a ``_Linear`` autograd Function from its recorded tensor arguments: the
+    weight is its first matrix ``[out, in]``, the input the last later tensor ``[..., in]`` (TE 1.x passes ``weight,
+    weight_fp8, inp, bias``, TE 2.x ``weight, inp, bias``), else an earlier one (other libraries pass ``x, weight,
+    bias``; with a 2-D ``x`` first the product is the same either way)."""
     tensors = list(args.tensor_items())
     weight = next(((i, s) for i, s, _ in tensors if len(s) == 2), None)
     if weight is None:
         raise UnknownEstimate("_Linear: no weight matrix among its recorded tensors")
     out_features, in_features = weight[1]
-    inputs = [s for i, s, _ in tensors if i > weight[0] and len(s) >= 2 and s[-1] == in_features]
+    inputs = [(i > weight[0], i, s) for i, s, _ in tensors if i != weight[0] and len(s) >= 2 and s[-1] == in_features]
     if not inputs:
-        raise UnknownEstimate(f"_Linear: no input [..., {in_features}] recorded after the weight")
-    return numel(inputs[-1]) // max(in_features, 1), out_features, in_features
+        raise UnknownEstimate(f"_Linear: no input [..., {in_features}] recorded beside the weight {weight[1]}")
+    x = max(inputs)[2]
+    return numel(x) // max(in_features, 1), out_features, in_features
 
 
 def _linear_flops(op: str, args: OpArgs, out_dims: Any) -> float:
@@ -203,8 +205,8 @@ def _linear_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> tuple[
 
 
 register("_Linear", "gemm", flops=_linear_flops, bytes=_linear_bytes,
-         source="Transformer Engine te.Linear's autograd Function (tensor arguments recorded by torch.profiler): "
-                "2 * tokens * out_features * in_features")
+         source="Transformer Engine te.Linear's autograd Function (and other libraries' _Linear of a weight [out, in] "
+                "and an input [..., in]; tensor arguments recorded by torch.profiler): 2 * tokens * out * in")
 
 _RECORD_FORWARD = ("the backward node records only grad_output; its dgrad and wgrad GEMMs are 2x the FLOPs of the "
                    "forward op with the same sequence number (rated for _Linear)")
