@@ -175,6 +175,39 @@ def test_linear_with_the_input_first(dims):
     assert est.bytes == (48 * 32 + 80 * 32 + 80 + 48 * 80) * 4
 
 
+@pytest.mark.parametrize("ln_bias", [True, False])
+def test_layernorm_linear_function_recorded_by_torch(tmp_path, ln_bias):
+    """_LayerNormLinear.apply(inp, ln_weight, ln_bias, weight, bias, ...): a norm over `IN` then x @ weight.T."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    class _LayerNormLinear(torch.autograd.Function):  # named like TE's: the profiler records the class name
+        @staticmethod
+        def forward(ctx, inp, ln_weight, ln_b, weight, bias, eps, non_tensor_args):
+            y = torch.nn.functional.layer_norm(inp, (inp.shape[-1],), ln_weight, ln_b, eps)
+            return y @ weight.t() + bias
+
+        @staticmethod
+        def backward(ctx, grad):
+            return (None,) * 7
+
+    x, w, b = torch.randn(TOKENS, IN), torch.randn(OUT, IN), torch.randn(OUT)
+    gamma, beta = torch.ones(IN), (torch.zeros(IN) if ln_bias else None)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        _LayerNormLinear.apply(x, gamma, beta, w, b, 1e-5, (False, None))
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    rec = next(e["args"] for e in json.loads(path.read_text())["traceEvents"]
+               if e.get("cat") == "cpu_op" and e["name"] == "_LayerNormLinear")
+    est = estimate_op("_LayerNormLinear", freeze(rec["Input Dims"]), freeze(rec["Input type"]),
+                      freeze(rec.get("Concrete Inputs")))
+    norm = (5 if ln_bias else 4) * TOKENS * IN  # TE's RMSNorm has no bias
+    assert est.flops == 2 * TOKENS * OUT * IN + norm
+    params = IN * (2 if ln_bias else 1) + OUT * IN + OUT
+    assert est.bytes == (TOKENS * IN + params + 2 * TOKENS * IN + TOKENS * OUT) * 4
+    assert est.bytes_reason.startswith("partial:")
+
+
 @pytest.mark.parametrize("name,needle", [
     ("FusedAttnFunc", "NVTE_FUSED_ATTN=0"),
     ("_LinearBackward", "same sequence number"),

@@ -10,8 +10,8 @@ How TE shows up in a trace:
 * TE 2.x calls ``tex.generic_gemm`` / ``tex.fused_attn_fwd`` (pybind11 / nanobind functions, no torch op): the
   kernels run under the module's ``torch.autograd.Function``, which the profiler records by class name
   (``_Linear``, ``_LayerNormLinear``, ``FusedAttnFunc``...) with the shapes of its tensor arguments only (Python
-  arguments such as the qkv layout are recorded empty). ``_Linear``'s tensors size its GEMM; the others get a
-  reason naming what is missing and the one step that rates their kernels.
+  arguments such as the qkv layout are recorded empty). ``_Linear``'s and ``_LayerNormLinear``'s tensors size their
+  GEMM; the others get a reason naming what is missing and the one step that rates their kernels.
 
 TE DType codes (``transformer_engine/common/include/transformer_engine/transformer_engine.h``): kByte 0, kInt32 1,
 kInt64 2, kFloat32 3, kFloat16 4, kBFloat16 5, kFloat8E4M3 6, kFloat8E5M2 7. FP8 data is held in uint8 tensors, so
@@ -208,19 +208,51 @@ register("_Linear", "gemm", flops=_linear_flops, bytes=_linear_bytes,
          source="Transformer Engine te.Linear's autograd Function (and other libraries' _Linear of a weight [out, in] "
                 "and an input [..., in]; tensor arguments recorded by torch.profiler): 2 * tokens * out * in")
 
+def _ln_linear_parts(args: OpArgs) -> tuple[int, int, int, int]:
+    """(tokens, out_features, in_features, norm FLOPs per element) of TE's ``_LayerNormLinear(inp, ln_weight, ln_bias,
+    weight, ...)`` (every TE release keeps these four first): the weight is the first matrix ``[out, in]`` after
+    ``ln_bias``; a norm without bias is TE's RMSNorm (4 FLOPs per element), else LayerNorm (5)."""
+    x, gamma = args.shape(0, "_LayerNormLinear input"), args.shape(1, "ln_weight")
+    in_features = x[-1] if x else 0
+    if gamma != (in_features,):
+        raise UnknownEstimate(f"_LayerNormLinear: ln_weight {gamma} does not match the input {x}")
+    weight = next((s for i, s, _ in args.tensor_items() if i >= 3 and len(s) == 2 and s[1] == in_features), None)
+    if weight is None:
+        raise UnknownEstimate(f"_LayerNormLinear: no weight [out, {in_features}] recorded")
+    return numel(x) // max(in_features, 1), weight[0], in_features, 5 if args.opt_shape(2) else 4
+
+
+def _ln_linear_flops(op: str, args: OpArgs, out_dims: Any) -> float:
+    tokens, out_features, in_features, per_element = _ln_linear_parts(args)
+    return 2 * tokens * out_features * in_features + per_element * tokens * in_features
+
+
+def _ln_linear_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> tuple[float, str]:
+    """Every recorded tensor read once, the normalised input written and read back by the GEMM, the output written
+    (both in the input's dtype)."""
+    tokens, out_features, in_features, _ = _ln_linear_parts(args)
+    size = tensors[0][2]
+    note = "partial: the norm and GEMM operands in the input's dtype; FP8 runs move the normalised input in 1 byte"
+    return read_bytes(tensors) + (2 * tokens * in_features + tokens * out_features) * size, note
+
+
+register("_LayerNormLinear", "gemm", flops=_ln_linear_flops, bytes=_ln_linear_bytes,
+         source="Transformer Engine te.LayerNormLinear's autograd Function (inp, ln_weight, ln_bias, weight, ...): "
+                "2 * tokens * out * in + the norm's 5 (4 for RMSNorm) FLOPs per input element")
+
 _RECORD_FORWARD = ("the backward node records only grad_output; its dgrad and wgrad GEMMs are 2x the FLOPs of the "
-                   "forward op with the same sequence number (rated for _Linear)")
+                   "forward op with the same sequence number (rated for _Linear and _LayerNormLinear)")
 _NO_LAYOUT = ("its Python arguments (qkv layout, mask type, sequence lengths) are recorded empty, so batch, heads "
               "and the causal pair count are unknown; run the profiled steps with NVTE_FUSED_ATTN=0 (TE then calls "
               "flash-attn, whose ops are recorded with shapes and rated)")
-_FUSED = ("a fused norm + GEMM Function without a model yet; its kernels run from TE's C++ extension, so no op "
-          "inside it has shapes: profile with te.LayerNorm + te.Linear in its place (rated) or measure the kernels "
-          "with Nsight Compute")
+_FUSED = ("a fused norm + two GEMMs + activation Function without a model yet; its kernels run from TE's C++ "
+          "extension, so no op inside it has shapes: profile with te.LayerNormLinear + te.Linear in its place "
+          "(rated) or measure the kernels with Nsight Compute")
 _GROUPED = ("its per-group token counts (m_splits) are a Python list recorded empty, so each GEMM's size is "
             "unknown; measure the grouped kernels with Nsight Compute")
 _UNRATED = {
     "_LinearBackward": _RECORD_FORWARD,
-    "_LayerNormLinear": _FUSED, "_LayerNormLinearBackward": _RECORD_FORWARD,
+    "_LayerNormLinearBackward": _RECORD_FORWARD,
     "_LayerNormMLP": _FUSED, "_LayerNormMLPBackward": _RECORD_FORWARD,
     "_GroupedLinear": _GROUPED, "_GroupedLinearBackward": _RECORD_FORWARD,
     "FusedAttnFunc": _NO_LAYOUT, "FusedAttnFuncBackward": _NO_LAYOUT,
