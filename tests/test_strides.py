@@ -94,6 +94,9 @@ def test_gather_out_with_an_expanded_index():
     # cat([b.expand(64, 128), x]): 128 + 8192 read, 16384 written
     ("aten::cat", [[[64, 128], [64, 128]], []], ["TensorList", "Scalar"], ["", "0"], [[[0, 1], [128, 1]], []],
      (128 + 64 * 128 + 2 * 64 * 128) * F32),
+    # index_put_(x, [idx], ones(128).expand(16, 128)) with the index list unrecorded: 128 values read, 16 rows written
+    ("aten::index_put_", [[64, 128], [], [16, 128], []], ["float", "", "float", "Scalar"], ["", "", "", "False"],
+     [[128, 1], [], [0, 1], []], 128 * F32 + 16 * 128 * F32),
     # sum(b.expand(64, 128)): 128 stored elements read
     ("aten::sum", [[64, 128], [], [], []], ["float", "ScalarList", "Scalar", ""], ["", "[1]", "False", ""],
      [[0, 1], [], [], []], 128 * F32),
