@@ -155,9 +155,23 @@ def checks_for(trace_name: str) -> Tuple[List[Check], List[str]]:
                                 first_principles=_numel(dims[0]) * _ITEMSIZE[types[0]],
                                 note="a D2H/H2D memcpy moves its bytes once over the bus"))
             continue
-        checks.extend(_metric_checks(base, cls, row["name"], dims, types, est, peer_flops, peer_bytes, trace,
-                                     op_row))
+        metrics = _metric_checks(base, cls, row["name"], dims, types, est, peer_flops, peer_bytes, trace, op_row)
+        if row["name"] == "aten::copy_" and peer_bytes is not None:
+            _broadcast_copy(metrics[-1], dims, types, row.get("Input Strides", ""))
+        checks.extend(metrics)
     return checks, unjoined
+
+
+def _broadcast_copy(check: Check, dims, types, strides_text: str) -> None:
+    """copy_(dst, src) from an expanded src (stride 0 on a dim of size > 1) reads src's stored elements once; the
+    peer charges its logical numel."""
+    strides = _freeze(ast.literal_eval(strides_text)) if strides_text else ()
+    src, src_strides = dims[1], strides[1] if len(strides) > 1 else ()
+    if len(src) != len(src_strides) or not any(s == 0 and d > 1 for d, s in zip(src, src_strides)):
+        return
+    stored = _numel(tuple(d for d, s in zip(src, src_strides) if s != 0))
+    check.expect, check.note = PEER_WRONG, "a broadcast (stride-0) source is read once per stored element"
+    check.first_principles = _numel(dims[0]) * _ITEMSIZE[types[0]] + stored * _ITEMSIZE[types[1]]
 
 
 def _metric_checks(base, cls, name, dims, types, est, peer_flops, peer_bytes, trace, op_row) -> List[Check]:

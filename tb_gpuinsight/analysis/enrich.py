@@ -42,6 +42,7 @@ from ..errors import GpuInsightError
 from ..estimate.bytes import CONV_FORWARD_OPS, OpArgs, UnknownEstimate, _CONV_SPECS, conv_geometry, \
     conv_output_shape
 from ..trace.et import ExecutionTrace, load_et
+from ..trace.strides import fold_strides
 from .graph.et_link import link_et
 
 RECORDED, ET_SHAPES, INFERRED, ET_VALUES = "recorded", "ET shapes", "inferred", "recorded + ET values"
@@ -167,6 +168,7 @@ def _fill_from_et(trace, path: str, report: EnrichReport, et_outputs: Dict[int, 
         if code < 0:
             if dims is None:
                 continue
+            concrete = fold_strides(dims, concrete, et.inputs[row].strides)  # broadcast inputs read their storage
             _set_shape(trace, op_row, (dims, types, concrete), ET_SHAPES)
             report.et_shapes += 1
             filled.append(op_row)

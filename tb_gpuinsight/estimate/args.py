@@ -9,6 +9,7 @@ import functools
 import math
 from typing import Any, Iterator
 
+from ..trace.strides import broadcast_view, folded_strides
 from .dtypes import dtype_name, is_floating_type, is_tensor_type, itemsize, result_dtype, size_of_dtype_name
 from .lazy_torch import torch_module
 
@@ -68,13 +69,49 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
     return tuple(out)
 
 
+class ViewShape(tuple):
+    """The shape of a broadcast view (0 strides from ``expand``): reading it touches ``stored`` elements of its
+    storage, fewer than its numel (each repeated element comes from the same address)."""
+
+    stored: int
+
+    def __new__(cls, shape: Any, strides: Any) -> "ViewShape":
+        view = super().__new__(cls, shape)
+        view.stored = math.prod(d for d, s in zip(shape, strides) if s != 0)
+        return view
+
+
+def stored_numel(shape: tuple[int, ...]) -> int:
+    """Distinct elements an op reads from a tensor of this shape: its numel, or less for a broadcast view."""
+    return shape.stored if isinstance(shape, ViewShape) else math.prod(shape)
+
+
+def read_bytes(tensors: list) -> int:
+    """Bytes read from every tensor of ``(index, shape, itemsize)`` once, broadcast views by their storage."""
+    return sum(stored_numel(s) * b for _, s, b in tensors)
+
+
+def _view_shape(shape: Any, strides: Any) -> tuple[int, ...]:
+    if isinstance(strides, (list, tuple)) and broadcast_view(list(shape), list(strides)):
+        return ViewShape(shape, strides)
+    return tuple(shape)
+
+
 class OpArgs:
-    """Read-only view of one cpu_op's ``Input Dims`` / ``Input type`` / ``Concrete Inputs``."""
+    """Read-only view of one cpu_op's ``Input Dims`` / ``Input type`` / ``Concrete Inputs`` (and the ``Input
+    Strides`` folded into them where an input is a broadcast view, see trace/strides.py)."""
 
     def __init__(self, dims: Any, types: Any, concrete: Any) -> None:
         self.dims = tuple(dims) if isinstance(dims, (list, tuple)) else ()
         self.types = tuple(types) if isinstance(types, (list, tuple)) else ()
         self.concrete = tuple(concrete) if isinstance(concrete, (list, tuple)) else ()
+        strides = folded_strides(self.concrete)
+        if strides is not None:
+            self.concrete = self.concrete[:-1]
+        self.strides = tuple(strides) if isinstance(strides, (list, tuple)) else ()
+
+    def _strides_at(self, i: int) -> Any:
+        return self.strides[i] if 0 <= i < len(self.strides) else None
 
     def __len__(self) -> int:
         return len(self.dims)
@@ -147,11 +184,20 @@ class OpArgs:
         for i, dim in enumerate(self.dims):
             if self.is_tensor(i):
                 type_str = self.type_at(i)
-                yield i, tuple(dim), (itemsize(type_str) if type_str is not None else None)
+                size = itemsize(type_str) if type_str is not None else None
+                yield i, _view_shape(dim, self._strides_at(i)), size
             elif self._is_tensor_list(i):
-                for member in dim:
-                    if is_shape(member):
-                        yield i, tuple(member), fallback or 4
+                yield from ((i, s, fallback or 4) for s in self.member_shapes(i))
+
+    def member_shapes(self, i: int) -> list[tuple[int, ...]]:
+        """Shapes of a list argument's tensor members (a TensorList, index's optional-tensor list), broadcast views
+        marked as :class:`ViewShape`."""
+        value = self.dims[i] if 0 <= i < len(self.dims) else None
+        if not isinstance(value, (list, tuple)):
+            return []
+        strides = self._strides_at(i)
+        strides = strides if isinstance(strides, (list, tuple)) and len(strides) == len(value) else [None] * len(value)
+        return [_view_shape(m, st) for m, st in zip(value, strides) if is_shape(m) and isinstance(m, (list, tuple))]
 
     def _is_tensor_list(self, i: int) -> bool:
         dim = self.dims[i]

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .args import OpArgs, UnknownEstimate, numel
+from .args import OpArgs, UnknownEstimate, numel, read_bytes
 from .registry import register
 
 VARLEN_NOTE = ("upper bound: varlen sequence lengths are not recorded; "
@@ -272,7 +272,7 @@ ATTENTION_BACKWARD_OPS = frozenset(op for op, spec in SPECS.items() if spec.back
 
 def attention_bytes(args: OpArgs, tensors: list, out_size: int, backward: bool, query: int = 0) -> float:
     """All tensor args read; forward writes out, backward writes dq, dk, dv."""
-    read = sum(numel(s) * b for _, s, b in tensors)
+    read = read_bytes(tensors)  # an expanded attn_mask reads its storage
     q = args.shape(query, "query")
     k = args.shape(query + 1, "key")
     v = args.shape(query + 2, "value")

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from .args import OpArgs, UnknownEstimate, broadcast_shapes, checked_tensors, numel, op_key, out_arg_positions, \
-    result_itemsize
+    read_bytes, result_itemsize
 from .custom import custom_bytes, is_custom
 from .registry import lookup, split_result
 
@@ -68,8 +68,8 @@ def default_bytes(op: str, args: OpArgs) -> float:
     tensors = checked_tensors(op, args)
     out_positions = out_arg_positions(op, len(args.dims))
     if out_positions:
-        return float(sum(numel(s) * b for _, s, b in tensors))
-    read = sum(numel(s) * b for _, s, b in tensors)
+        return float(read_bytes(tensors))
+    read = read_bytes(tensors)  # a broadcast view (expand) reads its storage, not its numel
     shapes = [s for _, s, _ in tensors]
     out = broadcast_shapes(*shapes)
     if out is None:

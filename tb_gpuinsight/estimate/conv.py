@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .args import OpArgs, UnknownEstimate, is_shape, numel
+from .args import OpArgs, UnknownEstimate, is_shape, numel, read_bytes
 from .registry import register
 from .torch_formulas import formula as _formula
 
@@ -136,7 +136,7 @@ CONV_BACKWARD_OPS = frozenset({
 })
 
 def _conv_bytes(op: str, args: OpArgs, tensors: list, out_size: int, out_dims: Any) -> float:
-    read = sum(numel(s) * b for _, s, b in tensors)
+    read = read_bytes(tensors)
     try:
         out = conv_output_shape(op, args, conv_geometry(op, args))
     except UnknownEstimate:

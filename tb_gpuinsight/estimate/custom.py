@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .args import OpArgs, checked_tensors, is_shape, numel
+from .args import OpArgs, checked_tensors, is_shape, numel, read_bytes
 from .lazy_torch import torch_module
 
 def is_custom(name: Any) -> bool:
@@ -23,7 +23,7 @@ def custom_bytes(op: str, args: OpArgs, out_dims: Any) -> tuple[float, str]:
     tensors = checked_tensors(op, args)
     base = op.rsplit("::", 1)[-1].split(".", 1)[0]
     mutated, how = _mutated_args(op, base, tensors)
-    read = sum(numel(s) * b for i, s, b in tensors if i not in mutated)
+    read = read_bytes([t for t in tensors if t[0] not in mutated])
     written = numel(tuple(out_dims)) * (args.compute_itemsize() or 4) if is_shape(out_dims) else 0
     parts = ["partial: custom op without a byte rule"]
     if mutated:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-from .args import SCALAR_TYPE_CODE_ITEMSIZE, OpArgs, UnknownEstimate, broadcast_shapes, numel
+from .args import SCALAR_TYPE_CODE_ITEMSIZE, OpArgs, UnknownEstimate, broadcast_shapes, numel, read_bytes
 from .dtypes import itemsize
 from .registry import register
 from .torch_formulas import formula as _formula
@@ -78,7 +78,7 @@ def _gemm_bytes(op: str, args: OpArgs, tensors: list, out_size: int) -> float:
     elif op == "_scaled_mm":
         code = args.opt_value(6)
         out_size = SCALAR_TYPE_CODE_ITEMSIZE.get(code, out_size) if isinstance(code, int) else out_size
-    return sum(numel(s) * b for _, s, b in reads) + numel(out_shape) * out_size
+    return read_bytes(reads) + numel(out_shape) * out_size
 
 
 def _gemm(op: str, args: OpArgs, out_dims: Any) -> int:
@@ -192,7 +192,7 @@ def _grouped_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float
     _, out_shape = grouped_mm_problem(op, args)
     offs_index, dtype_index, scale_index = _GROUPED[op]
     default = 2 if scale_index is not None else (args.compute_itemsize() or 2)
-    return sum(numel(s) * b for _, s, b in tensors) + numel(out_shape) * _out_itemsize(args, dtype_index, default)
+    return read_bytes(tensors) + numel(out_shape) * _out_itemsize(args, dtype_index, default)
 
 
 register(_GROUPED, "gemm", flops=_grouped_flops, bytes=_grouped_bytes,
@@ -222,7 +222,7 @@ def _custom_mm(a_index: int, b_index: int, *, b_nk: bool, out_index: Optional[in
 
     def nbytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
         m, _, n = problem(args)
-        read = sum(numel(s) * b for i, s, b in tensors if i != out_index)
+        read = read_bytes([t for t in tensors if t[0] != out_index])
         if out_index is not None and args.opt_shape(out_index) is not None:
             out_size = itemsize(args.type_at(out_index)) or 2
         else:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .args import SCALAR_TYPE_CODE_ITEMSIZE, OpArgs, UnknownEstimate, broadcast_shapes, is_shape, numel, \
-    out_arg_positions
+from .args import SCALAR_TYPE_CODE_ITEMSIZE, OpArgs, UnknownEstimate, broadcast_shapes, numel, \
+    out_arg_positions, read_bytes, stored_numel
 from .dtypes import itemsize
 from .registry import register
 
@@ -35,10 +35,10 @@ GATHER_OPS = {"index_select", "gather", "take", "index"}
 
 
 def _gather_bytes(op: str, args: OpArgs, tensors: list) -> float:
-    """Selected elements read and written, plus the indices."""
+    """Selected elements read and written, plus the indices (an expanded index: its storage, read once)."""
     (_, src, size) = tensors[0]
     index_elems = sum(numel(s) for _, s, _ in tensors[1:])
-    index_bytes = sum(numel(s) * b for _, s, b in tensors[1:])
+    index_bytes = read_bytes(tensors[1:])
     if op == "index_select":
         dim = int(args.opt_value(1, 0) or 0) % max(len(src), 1)
         selected = numel(src) // max(src[dim], 1) * index_elems if src else index_elems
@@ -65,20 +65,20 @@ def _indexed_write_bytes(op: str, args: OpArgs, tensors: list) -> float:
     if op in ("index_put_", "_index_put_impl_"):
         # Kineto records the index list without shapes (Input Dims []): indices count only when recorded
         index_shapes = _index_list_shapes(args)
-        index_bytes = sum(numel(s) * 8 for s in index_shapes)  # long indices
-        values = args.opt_shape(2)
+        index_bytes = sum(stored_numel(s) * 8 for s in index_shapes)  # long indices
+        values = next((s for i, s, _ in others if i == 2), None)
         written = _index_put_slice(dest_shape, index_shapes, values)
-        source = numel(values) * (itemsize(args.type_at(2)) or dest_size) if values is not None else 0
+        source = stored_numel(values) * (itemsize(args.type_at(2)) or dest_size) if values is not None else 0
         accumulate = bool(args.opt_value(3, False))
         return float(source + index_bytes + written * dest_size * (2 if accumulate else 1))
-    index_bytes = sum(numel(s) * b for i, s, b in others if _is_index_arg(op, i))
+    index_bytes = read_bytes([t for t in others if _is_index_arg(op, t[0])])
     sources = [(s, b) for i, s, b in others if not _is_index_arg(op, i)]
     if op in ("scatter_", "scatter_add_", "scatter_reduce_", "put_"):
         # one element per index: that many of src are read (src may be larger than index) and written
         written = max((numel(s) for i, s, _ in others if _is_index_arg(op, i)), default=0)
-        source = sum(min(numel(s), written) * b for s, b in sources)
+        source = sum(min(stored_numel(s), written) * b for s, b in sources)
     else:
-        source = sum(numel(s) * b for s, b in sources)
+        source = sum(stored_numel(s) * b for s, b in sources)
         written = max((numel(s) for s, _ in sources), default=0)  # index_copy_/index_add_: the slice's shape
         if op == "masked_scatter_":  # the mask is read whole (as index_bytes); at most numel(source) written
             written = min(numel(dest_shape), written)
@@ -95,7 +95,7 @@ def _index_list_shapes(args: OpArgs) -> list[tuple[int, ...]]:
     """Shapes of index_put_'s ``indices`` (a list of optional tensors, recorded as a list of shapes)."""
     value = args.dims[1] if len(args.dims) > 1 else None
     if isinstance(value, (list, tuple)) and all(isinstance(m, (list, tuple)) for m in value):
-        return [tuple(m) for m in value if is_shape(m) and m]
+        return [m for m in args.member_shapes(1) if m]
     return []
 
 
@@ -118,7 +118,7 @@ UPSAMPLE_OPS = frozenset({
 def _upsample_bytes(op: str, args: OpArgs, tensors: list) -> float:
     """Input read, output written: its spatial size from output_size, else from the scale factors."""
     (_, x, size) = tensors[0]
-    return float(numel(x) * size + numel(upsample_output_shape(args, x)) * size)
+    return float(stored_numel(x) * size + numel(upsample_output_shape(args, x)) * size)
 
 
 def upsample_output_shape(args: OpArgs, x: tuple[int, ...]) -> tuple[int, ...]:
@@ -152,7 +152,7 @@ def _cast_bytes(args: OpArgs, tensors: list) -> float:
     code = args.opt_value(1)
     out_size = SCALAR_TYPE_CODE_ITEMSIZE.get(code, size) if isinstance(code, int) and not isinstance(
         code, bool) else size
-    return float(numel(x) * (size + out_size))
+    return float(stored_numel(x) * size + numel(x) * out_size)
 
 
 
@@ -166,10 +166,11 @@ def _fill_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
 
 
 def _copy_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
-    """copy_(self, src): src read and self written, each in its own dtype."""
+    """copy_(self, src): src read (a broadcast src: its storage) and self written, each in its own dtype."""
     if len(tensors) < 2:
         raise UnknownEstimate("copy_ without both tensors recorded")
-    return sum(numel(s) * b for _, s, b in tensors[:2])
+    (_, dst, dst_size), (_, src, src_size) = tensors[:2]
+    return numel(dst) * dst_size + stored_numel(src) * src_size
 
 
 ASSUMED_LIST_DTYPE = ("upper bound: the TensorList's element dtype is not recorded (4-byte elements assumed; "
@@ -177,10 +178,12 @@ ASSUMED_LIST_DTYPE = ("upper bound: the TensorList's element dtype is not record
 
 
 def _concat_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> tuple[float, str]:
-    """Every input read once and written once into the output (an out= tensor is that write, not a read)."""
+    """Every input read once (a broadcast view: its storage) and written once into the output (an out= tensor is
+    that write, not a read)."""
     outs = out_arg_positions_of(op, args)
     note = ASSUMED_LIST_DTYPE if args.compute_dtype() is None else ""
-    return 2 * sum(numel(s) * b for i, s, b in tensors if i not in outs), note
+    inputs = [t for t in tensors if t[0] not in outs]
+    return read_bytes(inputs) + sum(numel(s) * b for _, s, b in inputs), note
 
 
 def out_arg_positions_of(op: str, args: OpArgs) -> frozenset:
@@ -188,11 +191,11 @@ def out_arg_positions_of(op: str, args: OpArgs) -> frozenset:
 
 
 def _embedding_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
-    """The looked-up rows read and written, plus the indices."""
+    """The looked-up rows read and written, plus the indices (an expanded index: its storage)."""
     if len(tensors) < 2:
         raise UnknownEstimate("embedding without weight and indices recorded")
     (_, weight, wsize), (_, idx, isize) = tensors[0], tensors[1]
-    return numel(idx) * isize + 2 * numel(idx) * weight[-1] * wsize
+    return stored_numel(idx) * isize + 2 * numel(idx) * weight[-1] * wsize
 
 
 def _gather_family_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
@@ -213,7 +216,7 @@ def _index_list_bytes(args: OpArgs, source: tuple) -> float:
     if indexed is None or len(shapes) > len(src):
         raise UnknownEstimate("index: the index tensors' shapes are not recorded")
     selected = numel(indexed) * numel(src[len(shapes):])
-    return float(sum(numel(s) * 8 for s in shapes) + 2 * selected * size)
+    return float(sum(stored_numel(s) * 8 for s in shapes) + 2 * selected * size)
 
 
 _MOVE = "first principles: bytes touched; no floating-point work"
@@ -267,7 +270,7 @@ register([f"*::{name}" for name in _CACHE_WRITES], "movement", bytes=_cache_writ
 
 # Sorting, selection and counting compare or count; they do no floating-point arithmetic to rate.
 def _inputs_only(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
-    return float(sum(numel(s) * b for _, s, b in tensors))
+    return float(read_bytes(tensors))
 
 
 register("sort argsort msort", "movement", zero_flops=True, source="comparisons only: input read, sorted output "

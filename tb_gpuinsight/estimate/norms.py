@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .args import OpArgs, UnknownEstimate, numel
+from .args import OpArgs, UnknownEstimate, numel, read_bytes
 from .pointwise import POINTWISE_FLOPS, estimate as pointwise_estimate
 from .registry import register
 
@@ -29,7 +29,7 @@ def _main(tensors: list) -> tuple[tuple[int, ...], int]:
 def _norm_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
     """Every argument read once; one activation-sized result written in the activation's dtype."""
     shape, size = _main(tensors)
-    return sum(numel(s) * b for _, s, b in tensors) + numel(shape) * size
+    return read_bytes(tensors) + numel(shape) * size
 
 
 def _norm_flops(op: str, args: OpArgs, out_dims: Any) -> float:

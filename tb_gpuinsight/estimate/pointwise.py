@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .args import OpArgs, UnknownEstimate, broadcast_shapes, numel
+from .args import OpArgs, UnknownEstimate, broadcast_shapes, numel, read_bytes
 from .dtypes import is_floating_type
 from .registry import register
 
@@ -103,7 +103,7 @@ REDUCTION_OPS = frozenset({
 
 
 def _reduction_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
-    return float(sum(numel(s) * b for _, s, b in tensors))
+    return float(read_bytes(tensors))
 
 
 def _flops(op: str, args: OpArgs, out_dims: Any) -> tuple[float, str]:

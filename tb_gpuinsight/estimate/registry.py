@@ -63,10 +63,14 @@ def register_prefix(prefix: str, family: str, **formulas: Any) -> None:
     _PREFIXES[prefix] = OpModel(family, **formulas)
 
 
+# Modules of one library's ops across families (each entry still names its family).
+LIBRARIES = ("transformer_engine",)
+
+
 @functools.lru_cache(maxsize=1)
 def _load() -> None:
-    for family in FAMILIES:
-        importlib.import_module(f"{__package__}.{family}")
+    for module in FAMILIES + LIBRARIES:
+        importlib.import_module(f"{__package__}.{module}")
 
 
 def lookup(op: str) -> Optional[OpModel]:

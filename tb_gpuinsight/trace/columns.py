@@ -10,6 +10,7 @@ import numpy as np
 
 from .events import MODULE_PREFIX, _NO_ID, _comm_values
 from .repair import FieldLog
+from .strides import ZERO_STRIDE
 from .table import Interner, Table
 
 
@@ -236,7 +237,8 @@ def _shape_code(a, shapes: Interner) -> int:
     dims = a.dims or a.dims_legacy
     if not dims and not a.types:
         return _NO_ID
-    return shapes.code((bytes(dims), bytes(a.types), bytes(a.concrete)))
+    key = (bytes(dims), bytes(a.types), bytes(a.concrete))
+    return shapes.code(key + (bytes(a.strides),) if ZERO_STRIDE.search(a.strides) else key)
 
 
 def _devices(evs: List, args: List) -> List[Optional[int]]:

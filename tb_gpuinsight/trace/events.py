@@ -65,6 +65,7 @@ _ARG_FIELDS: Tuple[Tuple[str, str, Any], ...] = (
     ("dims_legacy", "Input dims", msgspec.Raw),
     ("types", "Input type", msgspec.Raw),
     ("concrete", "Concrete Inputs", msgspec.Raw),
+    ("strides", "Input Strides", msgspec.Raw),  # kept only where an input is a broadcast view (strides.py)
     ("grid", "grid", msgspec.Raw),
     ("block", "block", msgspec.Raw),
     ("registers", "registers per thread", Optional[int]),
@@ -101,7 +102,7 @@ _comm_values = operator.attrgetter(*_COMM_ATTRS)
 _ARG_NAMES = {name: attr for attr, name, _ in _ARG_FIELDS}
 
 
-_SHAPE_ATTRS = ("dims", "dims_legacy", "types", "concrete")
+_SHAPE_ATTRS = ("dims", "dims_legacy", "types", "concrete", "strides")
 # The args each table reads (besides the External id every activity table has); a table's args are decoded only
 # for the events that go to it, into a struct of these fields alone.
 TABLE_ARGS: Dict[str, Tuple[str, ...]] = {

@@ -28,6 +28,7 @@ import msgspec
 import numpy as np
 
 from . import parallel
+from .strides import fold_strides
 from ..errors import TraceError
 from .columns import _ORDER, _Columns
 from .events import COMM_ARGS, LEGACY_CATEGORIES, TABLES
@@ -101,7 +102,7 @@ class KinetoTrace:
     memops: Table
     launches: Table
     annotations: Table
-    shapes: List[Tuple[bytes, bytes, bytes]]
+    shapes: List[Tuple[bytes, ...]]  # dims, types, concrete (+ strides of broadcast views, see strides.py)
     comms: List[Tuple[bytes, ...]] = field(default_factory=list)
     memory: Table = field(default_factory=lambda: _Columns().finish("memory", _ORDER["memory"]))
     modules: Table = field(default_factory=lambda: _Columns().finish("modules", _ORDER["modules"]))
@@ -116,12 +117,18 @@ class KinetoTrace:
         """(Input Dims, Input type, Concrete Inputs) of a shape code, as Python lists (None where absent)."""
         hit = self._shape_cache.get(code)
         if hit is None:
-            hit = self._shape_cache[code] = tuple(_decode_json(b) for b in self.shapes[code])
+            hit = self._shape_cache[code] = _decode_shape(self.shapes[code])
         return hit
 
     def comm(self, code: int) -> Dict[str, Any]:
         """The collective args of a `comm` code (ops, kernels, annotations) by arg name; only those present."""
         return {name: _decode_json(raw) for name, raw in zip(COMM_ARGS, self.comms[code]) if raw}
+
+
+def _decode_shape(raw: Tuple[bytes, ...]) -> Tuple[Any, Any, Any]:
+    """(dims, types, concrete); strides interned beside them (4th item) fold into concrete (strides.py)."""
+    dims, types, concrete = (_decode_json(b) for b in raw[:3])
+    return dims, types, fold_strides(dims, concrete, _decode_json(raw[3])) if len(raw) > 3 else concrete
 
 
 def _decode_json(raw: bytes) -> Any:
