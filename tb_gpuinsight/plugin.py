@@ -10,6 +10,7 @@ every tab is served from the store's summaries; only a trace download reads the 
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import logging
@@ -17,7 +18,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Union
 
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
@@ -27,7 +28,7 @@ from .analysis.kernels.efficiency import AUTO, Efficiency
 from .errors import GpuInsightError, TraceError
 from .estimate.devices import DTYPES
 from .jsonutil import finite
-from .routes import ROUTE_MODULES, params
+from .routes import ROUTE_MODULES, Document, params
 from .service import LogdirService, NotFound, NotReady, SpanFailed
 from .trace.source import is_url
 
@@ -78,14 +79,13 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
     def get_plugin_apps(self) -> Dict[str, Callable]:
         apps: Dict[str, Callable] = {
             "/index.js": self._serve_js,
-            "/runs": self._json_route(lambda req: self.service.runs_json(), cached=False),
+            "/runs": self._route(lambda req: self.service.runs_json(), cached=False),
             "/trace": self._trace,
         }
         for module_name in ROUTE_MODULES:
             module = importlib.import_module(module_name)
             for path, handler in module.routes(self).items():
-                apps[path] = self._json_route(handler)
-            apps.update(getattr(module, "apps", lambda plugin: {})(self))  # routes that answer more than JSON
+                apps[path] = self._route(handler)
         return {path: _get_only(self._serving(app)) for path, app in apps.items()}
 
     def _serving(self, app: Callable) -> Callable:
@@ -102,33 +102,40 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
         with open(os.path.join(_STATIC, "index.js"), "rb") as f:
             return http_util.Respond(request, f.read(), "text/javascript")
 
-    def _json_route(self, handler: Callable[[wrappers.Request], Any], cached: bool = True) -> Callable:
+    def _route(self, handler: Callable[[wrappers.Request], Any], cached: bool = True) -> Callable:
+        """The WSGI app of a handler: its JSON answer, or the `Document` it returns; errors always as JSON."""
         @wrappers.Request.application
         def app(request):
             try:
-                return http_util.Respond(request, self._body(request, handler, cached), "application/json")
+                answer = self._answer(request, handler, cached)
             except GpuInsightError as exc:
                 return _error(request, exc, self.service.logdir)
             except Exception as exc:  # a bug: log the traceback here, answer one line of JSON
                 return _internal_error(request, exc)
+            if isinstance(answer, Document):
+                return _document(answer)
+            return http_util.Respond(request, answer, "application/json")
         return app
 
-    def _body(self, request, handler: Callable, cached: bool) -> str:
-        """JSON text of a route; answers for analysed data are reused until the logdir's state changes."""
+    def _answer(self, request, handler: Callable, cached: bool) -> Union[str, Document]:
+        """JSON text of a route (or its document); JSON answers for analysed data are reused until the logdir's
+        state changes, documents (downloads) are built on each request."""
         if not cached:
-            return _relative(_dumps(handler(request)), self.service.logdir)
+            return _finished(handler(request), self.service.logdir)
         key = (request.path, request.query_string, self.service.generation)
         with self._lock:
             hit = self._answers.get(key)
             if hit is not None:
                 self._answers.move_to_end(key)
                 return hit
-        body = _relative(_dumps(handler(request)), self.service.logdir)
+        answer = _finished(handler(request), self.service.logdir)
+        if isinstance(answer, Document):
+            return answer
         with self._lock:
-            self._answers[key] = body
+            self._answers[key] = answer
             while len(self._answers) > 512:
                 self._answers.popitem(last=False)
-        return body
+        return answer
 
     def analysis(self, request) -> Efficiency:
         """The analysis a request selects (run, worker, span or "all", dtype, optional `device_name` override)."""
@@ -185,6 +192,21 @@ def _error(request, exc: GpuInsightError, logdir: str = ""):
     headers = [("Retry-After", str(RETRY_AFTER_S))] if status == 503 else None
     body = _relative(_dumps({"error": _one_line(str(exc))}), logdir)
     return http_util.Respond(request, body, "application/json", code=status, headers=headers)
+
+
+def _finished(answer: Any, logdir: str) -> Union[str, Document]:
+    """A handler's answer as sent: JSON text, or its document, without the logdir's path."""
+    if isinstance(answer, Document):
+        return dataclasses.replace(answer, text=_relative(answer.text, logdir))
+    return _relative(_dumps(answer), logdir)
+
+
+def _document(doc: Document) -> wrappers.Response:
+    response = wrappers.Response(doc.text, content_type=doc.content_type)
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    for name, value in doc.headers:
+        response.headers[name] = value
+    return response
 
 
 def _relative(body: str, logdir: str) -> str:

@@ -83,8 +83,18 @@ def plugin_page(tmp_path, logdir: str = SAMPLES, *tensorboard_args: str, console
     """Real TensorBoard over `logdir`, Chromium on its GPU Insight tab: yields (page, plugin frame). Console errors
     and failed requests are collected into `console` (pass a list and assert it is empty afterwards)."""
     need_browser()
+    with tensorboard(logdir, str(tmp_path / "cache"), *tensorboard_args) as url, \
+            plugin_in_browser(url, console) as (page, frame):
+        yield page, frame
+
+
+@contextmanager
+def plugin_in_browser(url: str, console: Optional[List[str]] = None):
+    """A fresh Chromium on the GPU Insight tab of the TensorBoard at `url` (one a module's tests share): yields
+    (page, plugin frame); console errors and failed requests are collected into `console`."""
+    need_browser()
     console = console if console is not None else []
-    with tensorboard(logdir, str(tmp_path / "cache"), *tensorboard_args) as url, browser_page(console) as page:
+    with browser_page(console) as page:
         page.goto(url + "#gpuinsight")
         yield page, plugin_frame(page)
 

@@ -18,3 +18,14 @@ def _private_cache_dir(tmp_path_factory):
 
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
     yield
+
+
+@pytest.fixture(scope="session")
+def samples_tensorboard(tmp_path_factory):
+    """The URL of one real TensorBoard over samples/ that the browser tests reading the samples share (each opens
+    its own Chromium): the samples are analysed once per session rather than once per test."""
+    from .browser import SAMPLES, need_browser, tensorboard
+
+    need_browser()
+    with tensorboard(SAMPLES, str(tmp_path_factory.mktemp("samples-tensorboard") / "cache")) as url:
+        yield url

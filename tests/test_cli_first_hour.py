@@ -13,6 +13,9 @@ import pytest
 
 import tb_gpuinsight as gi
 from tb_gpuinsight import cli
+from tb_gpuinsight.commands import analyze as analyze_command
+from tb_gpuinsight.commands.analyze import ANALYZE_COLUMNS
+from tb_gpuinsight.commands.text import render_table
 from tb_gpuinsight.errors import TraceError
 
 from .corpus import corpus_path
@@ -46,8 +49,8 @@ def test_diff_counts_are_whole_numbers(capsys):
 
 
 def test_the_class_column_shows_communication_whole():
-    table = cli.render_table([{"display_name": "ncclKernel_AllReduce", "kernel_class": "communication"}],
-                             cli._ANALYZE_COLUMNS)
+    table = render_table([{"display_name": "ncclKernel_AllReduce", "kernel_class": "communication"}],
+                         ANALYZE_COLUMNS)
     assert "communication" in table[2] and "~" not in table[2]
 
 
@@ -60,7 +63,7 @@ def test_an_unknown_device_name_is_refused_first(capsys):
 
 def test_augment_refuses_a_bad_output_before_the_analysis(tmp_path, capsys, monkeypatch):
     ran = []
-    monkeypatch.setattr(cli, "_analyze", lambda *a: ran.append(a))
+    monkeypatch.setattr(analyze_command, "analyze_trace", lambda *a: ran.append(a))
     assert cli.main(["augment", BERT, str(tmp_path / "no" / "such" / "out.json.gz")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert cli.main(["augment", BERT, str(tmp_path)]) == 2

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from .browser import SAMPLES, plugin_page
+from .browser import SAMPLES, plugin_in_browser, plugin_page
 
 GPU_RUNS = ("bert_h100", "vit_h100", "minitoy_mi250")
 
@@ -15,9 +15,9 @@ def shots(tmp_path_factory):
     return tmp_path_factory.mktemp("screenshots")
 
 
-def test_kernel_efficiency_tab_in_tensorboard(tmp_path, shots):
+def test_kernel_efficiency_tab_in_tensorboard(samples_tensorboard, shots):
     console: list = []
-    with plugin_page(tmp_path, console=console) as (page, frame):
+    with plugin_in_browser(samples_tensorboard, console) as (page, frame):
         frame.get_by_role("tab", name="Kernel efficiency").click()  # the Overview is the landing tab
         for run in GPU_RUNS:
             frame.wait_for_selector("select[aria-label='Run']", timeout=60000)

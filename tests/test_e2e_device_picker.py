@@ -3,12 +3,12 @@ properties, so ambiguous): pre-selected, applied to every route as device_name (
 Memory and Timeline included), remembered per run, forgotten."""
 from __future__ import annotations
 
-from .browser import plugin_page
+from .browser import plugin_in_browser
 
 
-def test_device_picker_rates_the_run_as_the_picked_device(tmp_path):
+def test_device_picker_rates_the_run_as_the_picked_device(tmp_path, samples_tensorboard):
     console: list = []
-    with plugin_page(tmp_path, console=console) as (page, frame):
+    with plugin_in_browser(samples_tensorboard, console) as (page, frame):
         page.set_viewport_size({"width": 1280, "height": 720})
         frame.wait_for_selector("select[aria-label='Run'] option[value='minitoy_mi250']", state="attached",
                                 timeout=60000)

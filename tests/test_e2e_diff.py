@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import re
 
-from .browser import plugin_page
+from .browser import plugin_in_browser
 
 TIME = r"[−+]?\d[\d,.]*\s*(?:ns|µs|ms|s)\b"
 
 
-def test_diff_tab_in_tensorboard(tmp_path):
+def test_diff_tab_in_tensorboard(tmp_path, samples_tensorboard):
     console: list = []
-    with plugin_page(tmp_path, console=console) as (page, frame):
+    with plugin_in_browser(samples_tensorboard, console) as (page, frame):
         frame.wait_for_selector("button.tab:has-text('Diff')", timeout=60000)
         frame.locator("button.tab:has-text('Diff')").click()
         frame.wait_for_selector("select[aria-label='Run A'] option[value='vit_h100']", state="attached", timeout=60000)
@@ -75,11 +75,11 @@ def test_diff_tab_in_tensorboard(tmp_path):
     assert not console, console
 
 
-def test_diff_cross_vendor_suggests_ops_and_counts_op_calls(tmp_path):
+def test_diff_cross_vendor_suggests_ops_and_counts_op_calls(tmp_path, samples_tensorboard):
     """H100 BERT against the MI250 toy model: kernel names barely match, the tab offers Op + shapes; there Calls are
     op calls and launches have their own column; only-in-one-side tags are neutral, not red / green."""
     console: list = []
-    with plugin_page(tmp_path, console=console) as (page, frame):
+    with plugin_in_browser(samples_tensorboard, console) as (page, frame):
         page.set_viewport_size({"width": 1280, "height": 720})
         frame.wait_for_selector("button.tab:has-text('Diff')", timeout=60000)
         frame.locator("button.tab:has-text('Diff')").click()

@@ -3,7 +3,7 @@ shows its details, a run without an Execution Trace says how to record one; on t
 is readable, expanding a node keeps it on screen, the critical-path list selects nodes and every rank's path shows."""
 from __future__ import annotations
 
-from .browser import plugin_page
+from .browser import plugin_in_browser, plugin_page
 from .corpus import corpus_logdir
 
 CY = "document.querySelector('.graph-canvas').cy"
@@ -15,9 +15,9 @@ def _open_tab(frame, run: str) -> None:
     frame.locator("nav.tabs button", has_text="Execution graph").click()
 
 
-def test_graph_renders_and_node_click_shows_details(tmp_path):
+def test_graph_renders_and_node_click_shows_details(tmp_path, samples_tensorboard):
     console: list = []
-    with plugin_page(tmp_path, console=console) as (page, frame):
+    with plugin_in_browser(samples_tensorboard, console) as (page, frame):
         _open_tab(frame, "cpu_mlp")
         frame.wait_for_function("() => { const c = document.querySelector('.graph-canvas');"
                                 " return c && c.cy && c.cy.nodes().length > 0; }", timeout=60000)

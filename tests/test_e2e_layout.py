@@ -12,16 +12,14 @@ import urllib.request
 
 import pytest
 
-from .browser import CHROMIUM, CHROMIUM_ARGS, SAMPLES, need_browser, plugin_frame, tensorboard
+from .browser import CHROMIUM, CHROMIUM_ARGS, need_browser, plugin_frame
 
 RUN, WORKER = "bert_h100", "h100-node"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    need_browser()
-    with tensorboard(SAMPLES, str(tmp_path_factory.mktemp("cache"))) as url:
-        yield url
+def server(samples_tensorboard):
+    return samples_tensorboard
 
 
 @pytest.fixture(scope="module")

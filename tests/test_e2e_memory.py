@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 
-from .browser import plugin_page
+from .browser import plugin_in_browser
 
 OP_ROWS = "() => document.querySelectorAll('.memory-ops .tabulator-row').length > 0"
 
 
-def test_memory_tab(tmp_path):
+def test_memory_tab(tmp_path, samples_tensorboard):
     console: list = []
-    with plugin_page(tmp_path, console=console) as (page, frame):
+    with plugin_in_browser(samples_tensorboard, console) as (page, frame):
         frame.wait_for_selector("select[aria-label='Run'] option[value='bert_h100']", state="attached",
                                 timeout=60000)
         frame.locator("select[aria-label='Run']").select_option("bert_h100")

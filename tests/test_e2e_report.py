@@ -98,10 +98,10 @@ def test_scalars_of_a_recorded_loop_show_in_tensorboards_scalars_dashboard(tmp_p
         assert page.locator("tf-scalar-card, .scalar-card, tf-line-chart-data-loader").count() > 0
 
 
-def test_header_report_menu_downloads_the_selections_report(tmp_path):
-    from .browser import plugin_page
+def test_header_report_menu_downloads_the_selections_report(samples_tensorboard):
+    from .browser import plugin_in_browser
 
-    with plugin_page(tmp_path) as (page, frame):
+    with plugin_in_browser(samples_tensorboard) as (page, frame):
         frame.wait_for_selector("select[aria-label='Run'] option[value='vit_h100']", state="attached", timeout=90000)
         frame.locator("select[aria-label='Run']").select_option("vit_h100")
         frame.locator("summary", has_text="Report").click()

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import re
 
-from .browser import plugin_page
+from .browser import plugin_in_browser
 
 ROWS = "() => document.querySelectorAll('.shapes-ops .tabulator-row').length > 0"
 
 
-def test_tensor_shapes_tab(tmp_path):
+def test_tensor_shapes_tab(tmp_path, samples_tensorboard):
     console: list = []
-    with plugin_page(tmp_path, console=console) as (page, frame):
+    with plugin_in_browser(samples_tensorboard, console) as (page, frame):
         frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
         frame.locator("select[aria-label='Run']").select_option("cpu_mlp")
         frame.get_by_role("tab", name="Tensor shapes").click()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from .browser import plugin_page
+from .browser import plugin_in_browser, plugin_page
 
 CANVAS = "() => document.querySelector('.tl-canvas')?.timeline"
 
@@ -27,9 +27,9 @@ def _viewport(frame):
     return frame.evaluate(f"() => ({CANVAS})().viewport")
 
 
-def test_timeline_zoom_click_and_show_on_timeline(tmp_path):
+def test_timeline_zoom_click_and_show_on_timeline(tmp_path, samples_tensorboard):
     console: list = []
-    with plugin_page(tmp_path, console=console) as (page, frame):
+    with plugin_in_browser(samples_tensorboard, console) as (page, frame):
         _open_timeline(frame)
         lanes = frame.evaluate(f"() => ({CANVAS})().lanes.map(l => l.label)")
         assert lanes[0].startswith("GPU 0") and any(label.startswith("thread") for label in lanes)
@@ -122,9 +122,9 @@ PERFETTO_STANDIN = """() => {
 }"""
 
 
-def test_open_in_perfetto_protocol_and_offline(tmp_path):
+def test_open_in_perfetto_protocol_and_offline(samples_tensorboard):
     console: list = []
-    with plugin_page(tmp_path, console=console) as (page, frame):
+    with plugin_in_browser(samples_tensorboard, console) as (page, frame):
         _open_timeline(frame)
         frame.evaluate(PERFETTO_STANDIN)
         frame.locator("button.tl-perfetto").click()
@@ -230,13 +230,13 @@ def _zoom_in(page, frame):
     return _viewport(frame)
 
 
-def test_every_tab_survives_a_reload_of_the_frame_and_of_the_page(tmp_path):
+def test_every_tab_survives_a_reload_of_the_frame_and_of_the_page(samples_tensorboard):
     """Reloading the plugin's frame, or TensorBoard's page, lands on the same tab of the same run (the Timeline on
     the same viewport), never on a "Not Found" page."""
     from .browser import plugin_frame
 
     console: list = []
-    with plugin_page(tmp_path, console=console) as (page, frame):
+    with plugin_in_browser(samples_tensorboard, console) as (page, frame):
         frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
         frame.locator("select[aria-label='Run']").select_option("bert_h100")
         for label in TAB_LABELS:

@@ -11,7 +11,7 @@ import sys
 from typing import Any, Dict, List
 
 from ..analysis.memory import events as mem
-from ..cli import _print_csv, render_table
+from .text import print_csv, render_table
 
 OP_COLUMNS = (("op", "op", 36), ("input shapes", "shape", 30), ("module", "module", 20), ("allocs", "allocations", 7),
               ("size", "mb", 12), ("max", "max_mb", 11), ("never freed", "never_freed", 11),
@@ -49,7 +49,7 @@ def run(args) -> int:
         print(json.dumps({"path": args.trace, "summary": {**report.summary, "devices": devices},
                           **{k: _records(v) for k, v in frames.items() if k != "events"}}, indent=1))
     elif args.format == "csv":
-        _print_csv(_records(frames[TABLES[args.what]]))
+        print_csv(_records(frames[TABLES[args.what]]))
     else:
         for d in devices:
             _print_device(d, frames, args.top, report.summary["start_us"])

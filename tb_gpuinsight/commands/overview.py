@@ -12,7 +12,7 @@ import sys
 from typing import Any, Dict, List
 
 from ..analysis.overview import CATEGORIES, LABELS, Overview
-from ..cli import _print_csv
+from .text import print_csv
 
 
 def register(sub) -> None:
@@ -32,7 +32,7 @@ def run(args) -> int:
     if args.format == "json":
         print(json.dumps(result.to_json(), indent=1))
     elif args.format == "csv":
-        _print_csv(result.steps)
+        print_csv(result.steps)
     else:
         for line in render(result):
             print(line)

@@ -12,14 +12,13 @@ import sys
 from typing import Any, Dict, Tuple
 
 from ..errors import ConfigError
+from .options import analysis_options, check_device, check_output
 
 EXIT_SLOWER = 1
 
 
 def register(sub) -> None:
     """Add the `report` subcommand."""
-    from ..cli import _analysis_options
-
     p = sub.add_parser("report", help="one page: step time, MFU, ranked recommendations, wasteful kernels, memory, "
                                       "ranks, changes from a baseline")
     p.add_argument("path", help="a Kineto trace, or a run directory")
@@ -27,21 +26,20 @@ def register(sub) -> None:
     p.add_argument("--worker", help="the worker of a run directory (default: the first)")
     p.add_argument("--format", choices=("md", "json", "html"), default="md")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of stdout")
-    _analysis_options(p)
+    analysis_options(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     """Entry of `tb-gpuinsight report`."""
-    from ..cli import _check_device, _check_output
     from ..reporting import make_report, render
 
-    _check_device(args)
+    check_device(args)
     for path in (args.path, args.baseline):
         if path is not None and not os.path.exists(path):
             raise ConfigError(f"{path}: no such file or directory")
     if args.output:
-        _check_output(args.path, args.output)
+        check_output(args.path, args.output)
     data = make_report(args.path, args.baseline, worker=args.worker, dtype=args.dtype, device=args.device,
                        devices_file=args.devices)
     text = render(data, args.format)

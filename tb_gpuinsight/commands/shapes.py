@@ -16,8 +16,8 @@ from typing import Any, Dict, List
 
 from .. import logdir as logdir_mod
 from ..analysis.shapes import report as sh
-from ..cli import _print_csv, render_table
 from ..errors import GpuInsightError
+from .text import print_csv, render_table
 
 OP_COLUMNS = (("op", "op", 40), ("input shapes", "shape", 44), ("types", "types", 20), ("calls", "calls", 7),
               ("CPU ms", "cpu_ms", 9), ("device ms", "device_ms", 9), ("self ms", "self_ms", 9), ("kernels", "kernels", 7),
@@ -77,7 +77,7 @@ def run(args) -> int:
         print(json.dumps(out, indent=1))
         return 0
     if args.format == "csv":
-        _print_csv(out["ops"])
+        print_csv(out["ops"])
         return 0
     _print_rows(out["ops"], OP_COLUMNS, f"{len(rows):,} op groups (by name, input shapes and dtypes)")
     if "tensors" in out:
@@ -95,7 +95,7 @@ def _tensor_trace_only(args) -> int:
     if args.format == "json":
         print(json.dumps(part, indent=1))
     elif args.format == "csv":
-        _print_csv(part["tensors"])
+        print_csv(part["tensors"])
     else:
         _print_rows(part["tensors"], TENSOR_COLUMNS, f"{part['tensor_total']:,} tensor records")
     return 0
@@ -118,7 +118,7 @@ def _emit(args, payload: Dict[str, Any], key: str, columns) -> int:
     if args.format == "json":
         print(json.dumps(payload, indent=1))
     elif args.format == "csv":
-        _print_csv(payload[key])
+        print_csv(payload[key])
     else:
         title = f"input shapes of {payload['op']}" if payload[key] else f"no calls of {payload['op']} in this trace"
         _print_rows(payload[key], columns, title)

@@ -16,7 +16,7 @@ from ..version import __version__
 from ..analysis.diff.compare import diff
 from ..analysis.kernels.names import name_fields
 from ..analysis.overview import CATEGORIES, IDLE, LABELS
-from ..analysis.overview.rules import SpanData, _kernel_efficiency
+from ..analysis.overview.rules import SpanData
 from ..jsonutil import finite
 from .gate import METRICS, compare
 from .sides import Side, memory_summaries
@@ -155,10 +155,9 @@ def _waste(side: Side) -> Dict[str, Any]:
     (time-weighted over rated launches; communication kernels are the Distributed view's)."""
     ov = side.overview
     first = side.parts[0]
-    data = SpanData("all", first.overview, side.eff, ov.steps)
     steps = max(len(ov.steps), 1)
     rows = []
-    for r in _kernel_efficiency(data):
+    for r in SpanData("all", first.overview, side.eff, ov.steps).kernel_efficiency():
         fields = name_fields(r["name"])
         rows.append({"kernel": fields["display_name"], "name": r["name"],
                      "class": fields["kernel_class"], "ms_per_step": r["total_us"] / steps / 1000,

@@ -13,13 +13,11 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, Optional
 
-from werkzeug import wrappers
-
 from ..errors import GpuInsightError
 from ..reporting import FORMATS, build_report, render
 from ..reporting.sides import Side, SpanPart, make_side
 from ..service import ALL_WORKERS
-from . import params
+from . import Document, params
 from .ranks import rank_report
 
 _TYPES = {"md": "text/markdown; charset=utf-8", "html": "text/html; charset=utf-8",
@@ -28,31 +26,22 @@ _SUFFIX = {"md": ".md", "html": ".html", "json": ".json"}
 
 
 def routes(plugin) -> Dict[str, Callable]:
-    """No JSON-only routes: the report is served by `apps` (it answers Markdown and HTML too)."""
-    return {}
+    """`/report`: the report as a document of the asked format (JSON, or a Markdown / HTML download)."""
+    def report_route(request) -> Document:
+        fmt = params.choice(request, "format", FORMATS, "json")
+        return document(report(plugin, request), fmt, params.text(request, "run"))
+
+    return {"/report": report_route}
 
 
-def apps(plugin) -> Dict[str, Callable]:
-    """WSGI apps of this module: `/report`."""
-    from ..plugin import _error, _internal_error, _relative
-
-    @wrappers.Request.application
-    def report_app(request):
-        try:
-            fmt = params.choice(request, "format", FORMATS, "json")
-            text = _relative(render(report(plugin, request), fmt), plugin.service.logdir)
-        except GpuInsightError as exc:
-            return _error(request, exc, plugin.service.logdir)
-        except Exception as exc:  # a bug: logged with its traceback, answered as one line of JSON
-            return _internal_error(request, exc)
-        response = wrappers.Response(text, content_type=_TYPES[fmt])
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        if fmt != "json":  # a download: the name says what it is; the page's CSP forbids any script
-            response.headers["Content-Disposition"] = f'attachment; filename="{_filename(request, fmt)}"'
-            response.headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"
-        return response
-
-    return {"/report": report_app}
+def document(data: Dict[str, Any], fmt: str, run: str) -> Document:
+    """The report rendered as `fmt`; Markdown and HTML as a file download named after the run, whose page's CSP
+    forbids any script."""
+    if fmt == "json":
+        return Document(render(data, fmt), _TYPES[fmt])
+    return Document(render(data, fmt), _TYPES[fmt], (
+        ("Content-Disposition", f'attachment; filename="{_filename(run, fmt)}"'),
+        ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")))
 
 
 def report(plugin, request) -> Dict[str, Any]:
@@ -96,6 +85,6 @@ def _ranks(plugin, request):
     return report, (f"Distributed section without {pending} rank(s) still being analysed" if pending else "")
 
 
-def _filename(request, fmt: str) -> str:
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", params.text(request, "run"))[:80].strip("._") or "run"
+def _filename(run: str, fmt: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", run)[:80].strip("._") or "run"
     return f"gpuinsight-report-{name}{_SUFFIX[fmt]}"

@@ -51,6 +51,32 @@ class SpanData:
         """Mask of the kernels whose breakdown category is one of `keys`."""
         return self.view.is_kernel & np.isin(self.view.category, [CATEGORIES.index(k) for k in keys])
 
+    def kernel_efficiency(self) -> List[Dict[str, Any]]:
+        """Per kernel name (communication left out), most time first: total time and time-weighted efficiency over
+        its rated launches (as the kernel table computes it), with the bound and dtype of a rated launch."""
+        acts = self.eff.activities
+        rows = np.flatnonzero(self.view.is_kernel & ~self.kernels_of("communication"))
+        if not len(rows):
+            return []
+        codes, inverse = np.unique(acts["name"][rows], return_inverse=True)
+        dur, eff = acts["dur"][rows], acts["efficiency"][rows]
+        rated = np.isfinite(eff) & ~acts["over_roof"][rows]  # over the roof: an impossible figure, not a rating
+        total = np.bincount(inverse, weights=dur)
+        rated_time = np.bincount(inverse, weights=np.where(rated, dur, 0))
+        weighted = np.bincount(inverse, weights=np.where(rated, eff * dur, 0))
+        first = np.full(len(codes), -1)
+        first[inverse[rated][::-1]] = rows[rated][::-1]
+        names, bounds, dtypes = acts.strings["name"], acts.strings["bound"], acts.strings["rate_dtype"]
+        out = []
+        for g in np.argsort(-total, kind="stable").tolist():
+            if rated_time[g] <= 0:
+                continue
+            row = int(first[g])
+            out.append({"name": names[int(codes[g])], "total_us": float(total[g]),
+                        "efficiency": float(weighted[g] / rated_time[g]), "bound": bounds[int(acts["bound"][row])],
+                        "dtype": dtypes[int(acts["rate_dtype"][row])] or None})
+        return out
+
 
 @dataclass
 class Rule:
@@ -100,7 +126,7 @@ def low_efficiency(rule: Rule, d: SpanData) -> Optional[Dict[str, Any]]:
     kernel_us = d.kernel_time()
     if kernel_us <= 0:
         return None
-    slow = [r for r in _kernel_efficiency(d) if r["efficiency"] < LOW_EFFICIENCY
+    slow = [r for r in d.kernel_efficiency() if r["efficiency"] < LOW_EFFICIENCY
             and r["total_us"] >= rule.threshold * kernel_us]
     if not slow:
         return None
@@ -112,33 +138,6 @@ def low_efficiency(rule: Rule, d: SpanData) -> Optional[Dict[str, Any]]:
                   "convolutions), batch size and dtype; consider torch.compile or a better library kernel.",
                   {"kernels": len(slow), "time_share": sum(r["total_us"] for r in slow) / kernel_us},
                   items, [_link(d, r["name"]) for r in slow[:TOP]])
-
-
-def _kernel_efficiency(d: SpanData) -> List[Dict[str, Any]]:
-    """Per kernel name (communication left out), most time first: total time and time-weighted efficiency over
-    its rated launches (as the kernel table computes it), with the bound and dtype of a rated launch."""
-    acts = d.eff.activities
-    rows = np.flatnonzero(d.view.is_kernel & ~d.kernels_of("communication"))
-    if not len(rows):
-        return []
-    codes, inverse = np.unique(acts["name"][rows], return_inverse=True)
-    dur, eff = acts["dur"][rows], acts["efficiency"][rows]
-    rated = np.isfinite(eff) & ~acts["over_roof"][rows]  # over the roof: an impossible figure, not a rating
-    total = np.bincount(inverse, weights=dur)
-    rated_time = np.bincount(inverse, weights=np.where(rated, dur, 0))
-    weighted = np.bincount(inverse, weights=np.where(rated, eff * dur, 0))
-    first = np.full(len(codes), -1)
-    first[inverse[rated][::-1]] = rows[rated][::-1]
-    names, bounds, dtypes = acts.strings["name"], acts.strings["bound"], acts.strings["rate_dtype"]
-    out = []
-    for g in np.argsort(-total, kind="stable").tolist():
-        if rated_time[g] <= 0:
-            continue
-        row = int(first[g])
-        out.append({"name": names[int(codes[g])], "total_us": float(total[g]),
-                    "efficiency": float(weighted[g] / rated_time[g]), "bound": bounds[int(acts["bound"][row])],
-                    "dtype": dtypes[int(acts["rate_dtype"][row])] or None})
-    return out
 
 
 LOW_EFFICIENCY = 0.30

@@ -1,0 +1,64 @@
+"""Options and checks the analysing commands share (`analyze`, `augment`, `diff`, `report`): the rating options,
+checks made before any work, and the analysis of one trace as these commands run it."""
+from __future__ import annotations
+
+import os
+from difflib import get_close_matches
+
+from ..errors import ConfigError
+from ..progress import terminal_progress
+
+
+def analysis_options(p) -> None:
+    """`--dtype`, `--device` and `--devices` on a command's parser."""
+    p.add_argument("--dtype", default="auto",
+                   help="rate against this dtype's peak: auto (each kernel's own), fp64, fp32, tf32, bf16, fp16, "
+                        "fp8, int8")
+    p.add_argument("--device", metavar="NAME", help="rate every device as this datasheet row (e.g. 'H100 SXM5')")
+    p.add_argument("--devices", metavar="FILE", help="JSON file adding or overriding datasheet rows "
+                                                     "(also read from $TB_GPUINSIGHT_DEVICES)")
+
+
+def check_device(args) -> None:
+    """`--device NAME` must be a datasheet row (the plugin answers 400 to another name): checked before any work."""
+    from ..estimate.devices import load_datasheet
+
+    if not getattr(args, "device", None):
+        return
+    names = [spec.name for spec in load_datasheet(args.devices)]
+    if args.device not in names:
+        close = get_close_matches(args.device, names, n=3, cutoff=0.4)
+        raise ConfigError(f"--device {args.device!r} is not a datasheet row" +
+                          (f"; did you mean {', '.join(repr(n) for n in close)}?" if close else "") +
+                          " (the datasheet's rows are the Device picker's; add one with --devices FILE)")
+
+
+def check_output(src: str, dst: str) -> None:
+    """Refuse an output path that cannot be written before the analysis runs (it can take minutes)."""
+    folder = os.path.dirname(os.path.abspath(dst))
+    if os.path.exists(dst) and os.path.exists(src) and os.path.samefile(src, dst):
+        raise ConfigError(f"{dst}: refusing to overwrite the input trace; choose another output path")
+    if os.path.isdir(dst):
+        raise ConfigError(f"{dst}: is a directory; give a file path (.json or .json.gz)")
+    if not os.path.isdir(folder):
+        raise ConfigError(f"{dst}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f"{dst}: the folder {folder} is not writable")
+
+
+def rows_to_write(args) -> int:
+    """Rows to write: --top when given, else 20 in a table and all of them in CSV or JSON (0 = all)."""
+    return args.top if args.top is not None else (20 if args.format == "table" else 0)
+
+
+def analyze_trace(path: str, args):
+    """The analysis of one trace with the command's options (`--et` and `--capture` where it has them)."""
+    from .. import analyze, load
+
+    check_device(args)
+    trace = load(path, progress=terminal_progress(os.path.basename(path)))
+    ets = getattr(args, "et", None)
+    captures = getattr(args, "capture", None)
+    return analyze(trace, dtype=args.dtype, devices_file=args.devices, device=args.device,
+                   execution_traces=None if ets is None else [e for e in ets if e],
+                   capture=None if captures is None else [c for c in captures if c])

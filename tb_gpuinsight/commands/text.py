@@ -1,0 +1,92 @@
+"""Text output shared by the commands: fixed-width tables, CSV on stdout, and the units they print."""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from typing import Any, Dict, List, Sequence, Tuple
+
+Column = Tuple[str, str, int]  # (title, row key, width)
+
+# Columns written left-aligned (names and labels); every other column is a number, right-aligned.
+_LEFT = ("name", "display_name", "op", "kernel", "bound", "dtype", "status", "class", "kernel_class")
+
+
+def render_table(rows: List[Dict], columns: Sequence[Column]) -> List[str]:
+    """Fixed-width text table; long names are cut in the middle so both ends stay readable."""
+    present = [c for c in columns if any(c[1] in r for r in rows)] or list(columns)
+    head = "  ".join(_cell(title, width, title) for title, _, width in present)
+    out = [head, "-" * len(head)]
+    for r in rows:
+        out.append("  ".join(_cell(_fmt(key, r.get(key)), width, key) for _, key, width in present))
+    if not rows:
+        out.append("(no kernels)")
+    return out
+
+
+def _cell(text: str, width: int, key: str) -> str:
+    if len(text) > width:
+        half = (width - 1) // 2
+        text = text[:half] + "~" + text[len(text) - (width - 1 - half):]
+    return text.ljust(width) if key in _LEFT else text.rjust(width)
+
+
+def _fmt(key: str, v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return ("!" if v else "") if key == "over_roof" else ("yes" if v else "")
+    if key in ("total_us", "time_us_a", "time_us_b", "delta_us"):
+        return f"{v / 1000:,.3f}"
+    if key in ("time_share", "pct_peak", "pct_dram", "efficiency", "delta_pct", "pct_peak_a", "pct_peak_b"):
+        return f"{100 * v:.1f}"
+    if isinstance(v, float) and key.startswith(("count", "launches")):
+        return f"{v:,.0f}" if v == int(v) else f"{v:,.1f}"  # calls per span: whole unless spans differ
+    if isinstance(v, float):
+        return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.2f}"
+    return str(v)
+
+
+def print_csv(rows: List[Dict]) -> None:
+    """Rows as CSV on stdout, the first row's keys as the header (nothing for no rows)."""
+    if not rows:
+        return
+    writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows({k: _csv_cell(v) for k, v in r.items()} for r in rows)
+
+
+def _csv_cell(value: Any) -> Any:
+    """One line per cell: a list or dict (grid, block, shapes), or JSON text as recorded (over several lines in
+    CUDA traces), as compact JSON; other text with its line breaks folded into spaces."""
+    if isinstance(value, (list, dict, tuple)):
+        return json.dumps(value, separators=(",", ":"))
+    if isinstance(value, str) and value[:1] in ("[", "{"):
+        try:
+            return json.dumps(json.loads(value), separators=(",", ":"))
+        except ValueError:
+            pass
+    return " ".join(value.split()) if isinstance(value, str) and "\n" in value else value
+
+
+def ms(us: float) -> str:
+    """Microseconds as milliseconds with their unit."""
+    return f"{us / 1000:,.3f} ms"
+
+
+def signed_ms(us: float) -> str:
+    """A change in microseconds as signed milliseconds with their unit."""
+    return f"{'+' if us >= 0 else ''}{us / 1000:,.3f} ms"
+
+
+def pct(v) -> str:
+    """A share as a percentage ("unknown" for None)."""
+    return "unknown" if v is None else f"{100 * v:.1f}%"
+
+
+def size(n: int) -> str:
+    """A byte count in the largest decimal unit it reaches."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n} B"
