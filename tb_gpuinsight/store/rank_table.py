@@ -155,11 +155,28 @@ def index_logdir(store, root: str, runs: Sequence[Any], extra_args: Sequence[str
                   for job in [jobs[(worker, span.name)]] if job.key in keys]
         if not chosen:
             continue
+        present = [j.key for j in jobs.values()]
         try:
-            report_for(store, run.name, chosen, [j.key for j in jobs.values()], datasheet)
+            report_for(store, run.name, chosen, present, datasheet)
+            _index_kernels(store, run, jobs, keys, present, datasheet)
         except Exception as exc:  # noqa: BLE001 - the index only saves time: no run's summaries are lost for it
             skipped[run.name] = f"{type(exc).__name__}: {exc}"[:300]
     return skipped
+
+
+def _index_kernels(store, run, jobs: Dict[Tuple[str, str], Any], keys: set, present: Sequence[str],
+                   datasheet: Any) -> None:
+    """The All-ranks kernel table of every summarised span of `run`, as the plugin's "All ranks" selection
+    combines them (by stamp, else mtime, then name), and the per-span rows it is merged from."""
+    from . import rank_kernels
+
+    every = [s for spans in run.workers.values() for s in spans]  # ties keep this order, as in the service
+    spans = sorted(every, key=lambda s: (s.stamp if s.stamp is not None else s.trace.mtime_ns, s.name))
+    chosen = [(job.key, span.worker, span.name, job.identity) for span in spans
+              for job in [jobs[(span.worker, span.name)]] if job.key in keys]
+    workers = {w: i for i, w in enumerate(sorted({c[1] for c in chosen}))}
+    if chosen:
+        rank_kernels.tables_for(store, run.name, chosen, [workers[c[1]] for c in chosen], present, datasheet)
 
 
 __all__ = ["index_logdir", "heatmap_page", "HEATMAP_ORDERS", "report_for", "to_json", "from_json", "digest", "latest_spans", "Chosen"]

@@ -180,7 +180,7 @@ def merge(parts: Parts, spans: Sequence[int], span_rank: np.ndarray, keys: Tuple
     g = len(uniq)
 
     def add(values: np.ndarray) -> np.ndarray:
-        return np.bincount(inverse, weights=values, minlength=g)
+        return np.bincount(inverse, weights=values, minlength=g).astype(np.float64)  # float even when empty
 
     out: Dict[str, np.ndarray] = {c: uniq[:, i].astype(np.int32) for i, c in enumerate(keys)}
     count = add(col["count"]).astype(np.int64)
@@ -215,7 +215,7 @@ def merge(parts: Parts, spans: Sequence[int], span_rank: np.ndarray, keys: Tuple
     ranks = np.asarray(span_rank, dtype=np.int64)[pos] if len(pos) else np.zeros(0, dtype=np.int64)
     n = max(int(np.max(span_rank)) + 1, 1) if len(span_rank) else 1
     flat = inverse * n + ranks
-    time = np.bincount(flat, weights=col["total"], minlength=g * n).reshape(g, n)
+    time = np.bincount(flat, weights=col["total"], minlength=g * n).astype(np.float64).reshape(g, n)
     ran = np.bincount(flat, weights=col["count"], minlength=g * n).reshape(g, n) > 0
     strings = {c: merged[c][1] for c in keys}
     strings.update({c: parts.strings[c] for c in ("dtype", "rate_dtype", "grid", "block", "flops_reason",
