@@ -9,8 +9,9 @@ distributedInfo rank / world size set to i / N (what summarising the copy gives,
 files). The store is filled like `summarize --store` leaves it (rank index included, timed as "index build");
 each (N, path) is then served by a fresh process: TensorBoard's WSGI app over the plugin with `--gpuinsight_store`,
 asked over HTTP for /ranks (as the tab asks: no instance list), then heatmap pages (rank order, top stragglers, a rank search), then /ranks_compare of
-the last rank. `--stores s3` does the same from an S3-compatible
-server on 127.0.0.1 (moto, as the tests use). Old and new answers are compared (they must be identical).
+the last rank, then the Kernel tab's All-ranks table (by name, then by op). `--stores s3` does the same from an S3-compatible
+server on 127.0.0.1 (moto, as the tests use). Old and new answers are compared (they must be identical, floats to
+12 significant digits).
 """
 from __future__ import annotations
 
@@ -69,11 +70,14 @@ def child(logdir: str, store: str, n: int, old: bool) -> None:
     from werkzeug.serving import make_server
 
     from tb_gpuinsight.plugin import GpuInsightPlugin
+    from tb_gpuinsight.routes import kernels as kernels_route
     from tb_gpuinsight.routes import ranks as ranks_route
     from tb_gpuinsight.service import LogdirService
 
-    if old:  # today's path: every rank's sections read from its summary on the request
+    if old:  # the path before the index: every rank's summary read (and, for kernels, analysed) on the request
         ranks_route.index_report = ranks_route.per_rank_report
+        kernels_route.kernels_route = lambda plugin, req: kernels_route.kernels(
+            plugin.analysis(req), req, ranks_route.span_ranks(plugin, req))
     service = LogdirService(logdir, store=store, workers=1, scan_interval=3600)
     t0 = time.perf_counter()
     service.scan()
@@ -99,11 +103,26 @@ def child(logdir: str, store: str, n: int, old: bool) -> None:
     times["  top stragglers page"], answers["top"] = get("ranks_heatmap", order="straggler", size=64)
     times["  rank search"], answers["search"] = get("ranks_heatmap", q=str(n // 2))
     times["/ranks_compare"], answers["compare"] = get("ranks_compare", rank=n - 1)
+    # The Kernel tab's "All ranks" table, as the tab asks for its first page.
+    times["/kernels All ranks"], answers["kernels"] = get("kernels", worker="*", sort="total_us", limit=200)
+    times["  by op, by rank max"], answers["by_op"] = get("kernels", worker="*", group="op", sort="rank_max_us")
     with open("/proc/self/status", encoding="ascii") as f:
         hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-    digest = __import__("hashlib").sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:16]
+    digest = __import__("hashlib").sha256(json.dumps(_rounded(answers), sort_keys=True).encode()).hexdigest()[:16]
     server.shutdown()
     print(json.dumps({"times": times, "rss_mb": hwm / 1024, "answer": digest}))
+
+
+def _rounded(value):
+    """Floats to 12 significant digits: the kernel table's sums are added per rank on one path and per call on
+    the other, which may differ in the last bits."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
 
 
 def main() -> None:

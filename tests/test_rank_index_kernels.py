@@ -220,3 +220,30 @@ def test_s3_store_serves_the_table_from_one_object(dlrm, monkeypatch):
         indexed = kernel_routes.kernels_route(plugin, request)
         assert reads[0] == 0  # one GET of the stored table
         _same(_combined(_plugin(str(dlrm / "logdir"), str(dlrm / "store")), request), indexed)
+
+
+def test_the_plugin_writes_the_index_once_its_ranks_are_analysed(dlrm, tmp_path, monkeypatch):
+    """A rank the plugin analyses itself: its scan writes the run's index (report and kernel table) once every
+    rank is in the store, so the next request reads no summary."""
+    from tb_gpuinsight.store import rank_index as ri
+
+    store_dir = tmp_path / "store"
+    shutil.copytree(dlrm / "store", store_dir, ignore=shutil.ignore_patterns("ranks"))
+    plugin = _plugin(str(dlrm / "logdir"), str(store_dir))
+    worker3 = next(s for s in plugin.service.ready_states("dlrm", "*", "all") if s.worker.startswith("worker3"))
+    os.unlink(store_dir / worker3.key)
+    plugin = _plugin(str(dlrm / "logdir"), str(store_dir))  # analyses worker3 in this scan (workers=0)
+    assert not (store_dir / "ranks").exists()  # the scan listed the store before worker3 was in it
+    plugin.service.scan()  # the next scan finds every rank analysed: the index is written now
+    assert sorted(os.listdir(store_dir / "ranks")) == sorted(
+        os.path.basename(n) for n in (ri.index_name("dlrm"), rkn.inputs_name("dlrm"), rkn.answers_name("dlrm")))
+    reads = _reads(monkeypatch)
+    ranks_routes._REPORTS._items.clear()
+    request = _request(run="dlrm", worker="*", limit=5000)
+    indexed = kernel_routes.kernels_route(plugin, request)
+    ranks_routes.ranks_route(plugin, _request(run="dlrm"))
+    assert reads[0] == 0
+    _same(_combined(plugin, request), indexed)
+    mtime = os.stat(store_dir / rkn.answers_name("dlrm")).st_mtime_ns
+    plugin.service.scan()  # nothing changed: not written again
+    assert os.stat(store_dir / rkn.answers_name("dlrm")).st_mtime_ns == mtime

@@ -113,12 +113,27 @@ def _store_reader(store, identities: Dict[str, Dict[str, Any]], datasheet: Any) 
     def read(key: str, worker: str, span: str) -> Optional[Table]:
         try:
             data = store.get(key) if store else None
-            if data is None:
-                return None
-            return cache_mod.load_summary(data, identities.get(key) or None).eff.rerate(datasheet=datasheet).activities
+            return None if data is None else summary_activities(data, identities.get(key) or None, datasheet)
         except cache_mod.CorruptSummary:
             return None
     return read
+
+
+def summary_activities(payload: bytes, identity: Optional[Dict[str, Any]], datasheet: Any) -> Table:
+    """The rated activities of one summary payload, reading only its activity columns and header (not the views'
+    sections). Raises CorruptSummary as `envelope.load_summary` does."""
+    from ..analysis.kernels.efficiency import AUTO, Efficiency
+
+    with _reading("summary"):
+        with np.load(io.BytesIO(payload), allow_pickle=False) as archive:
+            header = json.loads(archive["header"].tobytes().decode("utf-8"))
+            if header.get("engine") != ENGINE_VERSION:
+                raise cache_mod.CorruptSummary("summary written by another engine version")
+            if identity is not None and header.get("identity") != identity:
+                raise cache_mod.CorruptSummary("the summary belongs to another trace or version")
+            columns = {col: archive[f"c_{col}"] for col in cache_mod.STORED_COLUMNS}
+        acts = Table("activities", columns, header["strings"])
+        return Efficiency(None, acts, {}, AUTO, {}, header["device_props"], {}).rerate(AUTO, datasheet).activities
 
 
 # ------------------------------------------------------------------------------------------------ encoding

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..analysis.ranks import report as rk
@@ -164,6 +165,36 @@ def index_logdir(store, root: str, runs: Sequence[Any], extra_args: Sequence[str
     return skipped
 
 
+_REFRESHED: "weakref.WeakKeyDictionary[Any, Dict[str, Tuple]]" = weakref.WeakKeyDictionary()
+
+
+def refresh_indexes(service, runs: Sequence[Any], keys: set) -> None:
+    """The plugin's write path (its scan thread): the rank index of each run of several workers whose spans are
+    all analysed, written when they changed, so that requests find it up to date. `runs`: the runs the scan
+    discovered; `keys`: the summaries its store listing found (a span analysed since waits for the next scan)."""
+    if not service.store:
+        return
+    done = _REFRESHED.setdefault(service, {})
+    settled = []
+    for run in runs:
+        state = service.runs.get(run.name)
+        if state is None or len(run.workers) < 2:
+            continue
+        spans = list(state.spans.values())
+        first = run.name not in done
+        if any(s.status not in ("ready", "error") or (s.status == "ready" and s.key not in keys) for s in spans):
+            done.setdefault(run.name, None)  # still being analysed: indexed once every rank is
+            continue
+        signature = tuple(sorted((s.key, s.status) for s in spans))
+        if first:  # all analysed before this server found it: indexed by summarize (else on first request)
+            done[run.name] = signature
+        elif done[run.name] != signature:
+            done[run.name] = signature
+            settled.append(run)
+    if settled:
+        index_logdir(service.store, service.logdir, settled, service.extra_args, service.datasheet(), keys)
+
+
 def _index_kernels(store, run, jobs: Dict[Tuple[str, str], Any], keys: set, present: Sequence[str],
                    datasheet: Any) -> None:
     """The All-ranks kernel table of every summarised span of `run`, as the plugin's "All ranks" selection
@@ -179,4 +210,4 @@ def _index_kernels(store, run, jobs: Dict[Tuple[str, str], Any], keys: set, pres
         rank_kernels.tables_for(store, run.name, chosen, [workers[c[1]] for c in chosen], present, datasheet)
 
 
-__all__ = ["index_logdir", "heatmap_page", "HEATMAP_ORDERS", "report_for", "to_json", "from_json", "digest", "latest_spans", "Chosen"]
+__all__ = ["index_logdir", "refresh_indexes", "heatmap_page", "HEATMAP_ORDERS", "report_for", "to_json", "from_json", "digest", "latest_spans", "Chosen"]
