@@ -13,7 +13,8 @@
 
 `cycle` picks the n-th span (profiling cycle) of every worker, -1 = the latest. The answers come from the run's rank
 index (store/rank_index.py: one read, no per-rank summary unless a rank changed); ranks whose span is still being
-analysed are counted in `pending` and left out until ready; nothing here reads a trace.
+analysed are counted in `pending` and left out until ready; nothing here reads a trace. The Kernel tab's All-ranks
+table (`/kernels?worker=*`, routes/kernels.py) comes from the same index through `all_ranks_table`.
 """
 from __future__ import annotations
 
