@@ -1,29 +1,33 @@
-"""The Distributed tab at thousands of ranks: first-answer times of its routes through real TensorBoard, old (every
-rank's summary read and analysed on the request) against new (the run's rank index), and the server's RSS.
+"""The Distributed tab and the All-ranks kernel table at thousands of ranks: first-answer times of their routes
+through real TensorBoard, old (every rank's summary read, and for kernels analysed, on the request) against new
+(the run's rank index), and the server's RSS.
 
-    python benchmarks/ranks_scale.py [--ranks 64 1024 10000] [--old-max 1024] [--stores local s3]
+    python benchmarks/ranks_scale.py [--ranks 64 1024 10000] [--old-max 1024] [--old-max-s3 64]
+                                     [--stores local s3]
 
 A run of N ranks is N copies of the 8 real DLRM ranks (corpus `param/dlrm_8ranks`, `tests/rank_copies.py`): each
 rank file a link to real rank i % 8 named `rank{i}`, its summary the real rank's summary with its identity and its
 distributedInfo rank / world size set to i / N (what summarising the copy gives, without summarising 10,000
 files). The store is filled like `summarize --store` leaves it (rank index included, timed as "index build");
-each (N, path) is then served by a fresh process: TensorBoard's WSGI app over the plugin with `--gpuinsight_store`,
-asked over HTTP for /ranks (as the tab asks: no instance list), then heatmap pages (rank order, top stragglers, a rank search), then /ranks_compare of
-the last rank. `--stores s3` does the same from an S3-compatible
-server on 127.0.0.1 (moto, as the tests use). Old and new answers are compared (they must be identical).
+each (N, store, path) is then served by a fresh process: TensorBoard's WSGI app over the plugin with
+`--gpuinsight_store`, asked over HTTP for /ranks (as the tab asks: no instance list), heatmap pages (rank order,
+top stragglers, a rank search), /ranks_compare of the last rank, then the Kernel tab's All-ranks table (by name,
+then by op). `--stores s3` serves the same store, uploaded as it is, from an S3-compatible server on 127.0.0.1
+(moto, as the tests use). Old and new answers are compared: identical, floats to 1e-9 relative.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict
+from typing import Dict, List
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -48,7 +52,7 @@ def build_store(work: str, real, n: int, store_url: str) -> Dict[str, float]:
 
 
 def serve_and_time(logdir: str, store: str, n: int, old: bool, env: Dict[str, str]) -> Dict:
-    """One fresh server process: its timings and peak RSS (JSON on its last stdout line)."""
+    """One fresh server process: its timings, peak RSS and answers (JSON on its last stdout line)."""
     cmd = [sys.executable, __file__, "--child", logdir, store, str(n)] + (["--old"] if old else [])
     out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env}, check=False)
     if out.returncode:
@@ -69,11 +73,14 @@ def child(logdir: str, store: str, n: int, old: bool) -> None:
     from werkzeug.serving import make_server
 
     from tb_gpuinsight.plugin import GpuInsightPlugin
+    from tb_gpuinsight.routes import kernels as kernels_route
     from tb_gpuinsight.routes import ranks as ranks_route
     from tb_gpuinsight.service import LogdirService
 
-    if old:  # today's path: every rank's sections read from its summary on the request
+    if old:  # the path before the index: every rank's summary read (and, for kernels, analysed) on the request
         ranks_route.index_report = ranks_route.per_rank_report
+        kernels_route.kernels_route = lambda plugin, req: kernels_route.kernels(
+            plugin.analysis(req), req, ranks_route.span_ranks(plugin, req))
     service = LogdirService(logdir, store=store, workers=1, scan_interval=3600)
     t0 = time.perf_counter()
     service.scan()
@@ -99,17 +106,36 @@ def child(logdir: str, store: str, n: int, old: bool) -> None:
     times["  top stragglers page"], answers["top"] = get("ranks_heatmap", order="straggler", size=64)
     times["  rank search"], answers["search"] = get("ranks_heatmap", q=str(n // 2))
     times["/ranks_compare"], answers["compare"] = get("ranks_compare", rank=n - 1)
+    # The Kernel tab's "All ranks" table, as the tab asks for its first page.
+    times["/kernels All ranks"], answers["kernels"] = get("kernels", worker="*", sort="total_us", limit=200)
+    times["  by op, by rank max"], answers["by_op"] = get("kernels", worker="*", group="op", sort="rank_max_us")
     with open("/proc/self/status", encoding="ascii") as f:
         hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-    digest = __import__("hashlib").sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:16]
     server.shutdown()
-    print(json.dumps({"times": times, "rss_mb": hwm / 1024, "answer": digest}))
+    print(json.dumps({"times": times, "rss_mb": hwm / 1024, "answers": answers}))
+
+
+def differences(a, b, where: str = "") -> List[str]:
+    """Where two answers differ: anything but a float exactly, floats beyond 1e-9 relative (the kernel table's
+    sums are added per rank on one path and per call on the other, which may differ in the last bits)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return [] if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) else [f"{where}: {a!r} != {b!r}"]
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return [f"{where}: keys differ"]
+        return [d for k in a for d in differences(a[k], b[k], f"{where}.{k}")]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{where}: {len(a)} != {len(b)} items"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{where}[{i}]")]
+    return [] if a == b else [f"{where}: {a!r} != {b!r}"]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[64, 1024, 10000])
-    ap.add_argument("--old-max", type=int, default=1024, help="time the old path up to this many ranks")
+    ap.add_argument("--old-max", type=int, default=1024, help="time the old path up to this many ranks (local)")
+    ap.add_argument("--old-max-s3", type=int, default=64, help="the same from the S3-compatible server")
     ap.add_argument("--stores", nargs="+", choices=("local", "s3"), default=["local"],
                     help="local directory, and/or an S3-compatible server on 127.0.0.1 (moto)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
@@ -122,20 +148,29 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         stack.callback(shutil.rmtree, work, True)
         real = real_summaries(DLRM, work)
-        stores = [("local", lambda n: os.path.join(work, f"store{n}"), {})] if "local" in args.stores else []
-        if "s3" in args.stores:
-            stores.append(_s3_store(stack))
-        for where, url_of, env in stores:
-            for n in args.ranks:
-                _one(work, real, n, where, url_of(n), env, n <= args.old_max)
+        s3 = _s3_store(stack) if "s3" in args.stores else None
+        for n in args.ranks:
+            local = os.path.join(work, f"store{n}")
+            built = build_store(os.path.join(work, f"run{n}"), real, n, local)
+            print(f"\n{n} ranks: copies stored in {built['copy_s']:.1f} s, rank index built in "
+                  f"{built['index_s']:.1f} s (as `summarize` does once)")
+            if "local" in args.stores:
+                _serve("local", built["logdir"], local, n, {}, n <= args.old_max)
+            if s3 is not None:
+                url, env, upload = s3
+                t0 = time.perf_counter()
+                upload(local, url(n))
+                print(f"  (the store uploaded to the S3-compatible server in {time.perf_counter() - t0:.1f} s)")
+                _serve("s3", built["logdir"], url(n), n, env, n <= args.old_max_s3)
+            shutil.rmtree(os.path.join(work, f"run{n}"), True)
+            shutil.rmtree(local, True)
 
 
-def _one(work: str, real: list, n: int, where: str, url: str, env: Dict[str, str], old: bool) -> None:
-    built = build_store(os.path.join(work, f"{where}{n}"), real, n, url)
-    new = serve_and_time(built["logdir"], url, n, False, env)
-    was = serve_and_time(built["logdir"], url, n, True, env) if old else None
-    print(f"\n{where} store, {n} ranks: copies stored in {built['copy_s']:.1f} s, rank index built in "
-          f"{built['index_s']:.1f} s (as `summarize` does once)")
+def _serve(where: str, logdir: str, url: str, n: int, env: Dict[str, str], old: bool) -> None:
+    """Time the new path (and the old one) from one store and print them side by side."""
+    new = serve_and_time(logdir, url, n, False, env)
+    was = serve_and_time(logdir, url, n, True, env) if old else None
+    print(f"{where} store, {n} ranks")
     print(f"  {'first answer':24s} {'old (per rank)':>15s} {'new (index)':>12s} {'old/new':>8s}")
     for route, t in new["times"].items():
         o = was["times"][route] if was else None
@@ -144,18 +179,33 @@ def _one(work: str, real: list, n: int, where: str, url: str, env: Dict[str, str
     old_rss = f"{was['rss_mb']:.0f} MB" if was else "-"
     print(f"  {'server peak RSS':24s} {old_rss:>15s} {new['rss_mb']:>9.0f} MB")
     if was:
-        print(f"  answers identical: {was['answer'] == new['answer']}")
+        diff = differences(was["answers"], new["answers"])
+        print(f"  answers identical (floats to 1e-9 relative): {not diff}" + "".join(f"\n    {d}" for d in diff[:5]))
 
 
 def _s3_store(stack: contextlib.ExitStack):
-    """A moto S3 server on 127.0.0.1 kept until `stack` closes; (name, url of a store per N, env for children)."""
+    """A moto S3 server on 127.0.0.1 kept until `stack` closes: (url of a store per N, env for children, upload
+    (a local store's files, summaries and rank index, put as they are))."""
     from tests.s3server import s3_server
 
     server = stack.enter_context(s3_server())
     import s3fs
 
-    s3fs.S3FileSystem(endpoint_url=server["endpoint"], key="testing", secret="testing").mkdir("bench")
-    return "s3", lambda n: f"s3://bench/store{n}", server["env"]
+    fs = s3fs.S3FileSystem(endpoint_url=server["endpoint"], key="testing", secret="testing")
+    fs.mkdir("bench")
+
+    def upload(local: str, url: str) -> None:
+        from tb_gpuinsight.store import open_store
+
+        store = open_store(url)
+        for folder, _, files in os.walk(local):
+            for name in files:
+                rel = os.path.relpath(os.path.join(folder, name), local).replace(os.sep, "/")
+                with open(os.path.join(folder, name), "rb") as f:
+                    if not store._write(rel, f.read()):
+                        raise RuntimeError(f"cannot write {rel} to {url}")
+
+    return lambda n: f"s3://bench/store{n}", server["env"], upload
 
 
 if __name__ == "__main__":

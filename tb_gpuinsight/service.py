@@ -29,7 +29,7 @@ from .estimate.devices import DeviceSpec, load_datasheet
 from .logdir import FileEntry, Run, discover, logdir_problem
 from .sections import Section
 from .store import envelope as cache_mod
-from .store import open_store
+from .store import open_store, rank_table
 from .store import verified
 from .store.jobs import span_job
 from .store.worker import augment_file, summarize_file, supervised_job  # the jobs a worker process runs
@@ -159,6 +159,7 @@ class LogdirService:
             return  # discovered and listed, analysed once the server answers requests
         for span in todo:
             self._submit(span)
+        rank_table.refresh_indexes(self, found, stored[0])  # runs whose ranks are all analysed: their rank index
 
     def _update_run(self, run: Run, stored: set, failed: set) -> None:
         state = self.runs.setdefault(run.name, RunState(run.name))

@@ -71,7 +71,7 @@ def dlrm(tmp_path_factory):
 
 def test_index_answers_equal_the_per_rank_computation_on_dlrm(dlrm, monkeypatch):
     plugin = _plugin(str(dlrm / "logdir"), str(dlrm / "store"))
-    assert os.listdir(dlrm / "store" / "ranks") == [os.path.basename(ri.index_name("dlrm"))]
+    assert os.path.basename(ri.index_name("dlrm")) in os.listdir(dlrm / "store" / "ranks")
     reads = _reads(monkeypatch)
     indexed = _from_index(plugin, "dlrm")
     assert reads[0] == 0  # one read of the index, no summary

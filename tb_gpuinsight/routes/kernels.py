@@ -11,9 +11,9 @@ from ..analysis.kernels.names import display_name
 from ..analysis.kernels.rows import SORTABLE, group_rows, name_filter, sort_order
 from ..estimate.devices import DTYPES, DeviceSpec, device_hint
 from ..estimate.flops import torch_available
-from ..service import NotReady
+from ..service import ALL_WORKERS, NotReady
 from . import params
-from .ranks import span_ranks
+from .ranks import all_ranks_table, span_ranks
 
 MAX_LIMIT = 5000
 
@@ -21,7 +21,7 @@ MAX_LIMIT = 5000
 def routes(plugin) -> Dict[str, Callable]:
     return {
         "/devices": lambda req: devices(plugin.analysis(req), plugin.service.datasheet()),
-        "/kernels": lambda req: kernels(plugin.analysis(req), req, span_ranks(plugin, req)),
+        "/kernels": lambda req: kernels_route(plugin, req),
         "/roofline": lambda req: roofline(plugin.analysis(req), params.device(req)),
         "/kernel_ops": lambda req: kernel_ops(plugin.analysis(req), req),
     }
@@ -53,6 +53,19 @@ def _kinds_of_names(eff: Efficiency) -> List[bool]:
     return out.tolist()
 
 
+def kernels_route(plugin, request) -> Dict[str, Any]:
+    """/kernels: an "All ranks" selection rated as the datasheet says, over the whole trace, comes from the run's
+    rank index (`all_ranks_table`: no span's analysis loaded); any other from the selection's analysis."""
+    group = params.choice(request, "group", ("name", "op"), "name")
+    indexed = params.selection(request)[1] == ALL_WORKERS and time_window(request) is None and \
+        params.choice(request, "dtype", (AUTO,) + tuple(DTYPES), AUTO) == AUTO and \
+        params.device_name(request, plugin.service.datasheet()) is None
+    if indexed:
+        table, ranks = all_ranks_table(plugin, request, group)
+        return table_page(table, request, AUTO, group, ranks)
+    return kernels(plugin.analysis(request), request, span_ranks(plugin, request))
+
+
 def kernels(eff: Efficiency, request, span_rank: Optional[np.ndarray] = None) -> Dict[str, Any]:
     """A page of the grouped kernel table, filtered and sorted on the server. `span_rank` (an "All ranks"
     selection): one row per kernel over every rank's GPU, with its spread over the ranks (`SPREAD_COLUMNS`)."""
@@ -75,6 +88,13 @@ def kernels(eff: Efficiency, request, span_rank: Optional[np.ndarray] = None) ->
             mask &= acts["device"] == device
         table = aggregate(acts.take(mask), ("device", "kind", "name") if group == "name" else
                           ("device", "op_name", "kind", "name"))
+    ranks = int(span_rank.max()) + 1 if span_rank is not None else None
+    return table_page(table, request, eff.dtype, group, ranks)
+
+
+def table_page(table, request, dtype: str, group: str, rank_count: Optional[int] = None) -> Dict[str, Any]:
+    """One page of a grouped kernel table, filtered and sorted as the request asks; `rank_count` for an
+    All-ranks table (its rows carry their spread over the ranks)."""
     mask = name_filter(table, params.text(request, "filter", default=""))
     key = params.key(request, "name_key")  # one kernel by its key: names can be any length
     if key:
@@ -83,7 +103,7 @@ def kernels(eff: Efficiency, request, span_rank: Optional[np.ndarray] = None) ->
     op = params.text(request, "op", default="")
     if op and "op_name" in table:
         mask &= name_filter(table, op, column="op_name")
-    spread = rk.SPREAD_COLUMNS if span_rank is not None else ()
+    spread = rk.SPREAD_COLUMNS if rank_count is not None else ()
     sort = params.choice(request, "sort", sorted(SORTABLE) + list(spread), "total_us")
     descending = params.choice(request, "order", ("desc", "asc"), "desc") == "desc"
     order = sort_order(table, sort, descending)
@@ -94,8 +114,7 @@ def kernels(eff: Efficiency, request, span_rank: Optional[np.ndarray] = None) ->
     rows = rk.kernel_rows(table, page) if spread else group_rows(table, page)
     for row in rows:  # what /kernel_ops takes back: names can be any length, the key is 16 characters
         row["name_key"] = params.name_key(row["name"])
-    return {"total": int(len(order)), "dtype": eff.dtype, "group": group, "rows": rows,
-            "rank_count": int(span_rank.max()) + 1 if spread else None}
+    return {"total": int(len(order)), "dtype": dtype, "group": group, "rows": rows, "rank_count": rank_count}
 
 
 def time_window(request) -> Optional[tuple]:

@@ -13,7 +13,8 @@
 
 `cycle` picks the n-th span (profiling cycle) of every worker, -1 = the latest. The answers come from the run's rank
 index (store/rank_index.py: one read, no per-rank summary unless a rank changed); ranks whose span is still being
-analysed are counted in `pending` and left out until ready; nothing here reads a trace.
+analysed are counted in `pending` and left out until ready; nothing here reads a trace. The Kernel tab's All-ranks
+table (`/kernels?worker=*`, routes/kernels.py) comes from the same index through `all_ranks_table`.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import numpy as np
 from ..analysis.diff.compare import diff
 from ..analysis.ranks import report as rk
 from ..service import ALL_SPANS, ALL_WORKERS, NotFound, NotReady, SpanFailed
-from ..store import rank_table
+from ..store import rank_kernels, rank_table
 from . import params
 from .lru import Lru
 
@@ -93,6 +94,28 @@ def span_ranks(plugin, request) -> Optional[np.ndarray]:
     states = plugin.service.ready_states(run, worker, span)
     workers = {w: i for i, w in enumerate(sorted({s.worker for s in states}))}
     return np.array([workers[s.worker] for s in states], dtype=np.int64)
+
+
+def all_ranks_table(plugin, request, group: str) -> Tuple[Any, int]:
+    """The All-ranks kernel table (`group` "name" or "op") of an "All ranks" selection and its rank count, from the
+    run's rank index (store/rank_kernels.py): one small read when the ranks' summaries are those it was made for,
+    else merged from the index's per-span rows, reading only the summaries of spans it does not hold yet."""
+    run, worker, span = params.selection(request)
+    service = plugin.service
+    states = service.ready_states(run, worker, span)  # in the order `service.analysis` combines them
+    workers = {w: i for i, w in enumerate(sorted({s.worker for s in states}))}
+    ranks = [workers[s.worker] for s in states]
+    chosen = [(s.key, s.worker, s.span, s.identity) for s in states]
+
+    def build() -> Dict[str, Any]:
+        def fallback(key: str, worker: str, name: str):
+            return service.analysis(run, worker, name).activities
+
+        present = [s.key for s in service.span_states(run, ALL_WORKERS, ALL_SPANS)]
+        return rank_kernels.tables_for(service.store, run, chosen, ranks, present, service.datasheet(), fallback)[0]
+
+    key = ("kernels", run, tuple(c[0] for c in chosen), tuple(ranks))
+    return _REPORTS.get(key, build)[group], len(workers)
 
 
 def rank_report(plugin, request) -> Tuple[rk.Report, int, List[str]]:

@@ -34,6 +34,9 @@ _STORED = ("kind", "name", "device", "stream", "ts", "dur", "op", "op_name", "li
            "op_shape", "graph", "role", "source", "gap", "comm_bytes", "comm_factor")
 
 
+STORED_COLUMNS = _STORED  # the activity columns every summary holds
+
+
 class CorruptSummary(ValueError):
     """A stored summary that fails its checksum, does not load, or belongs to another trace or engine."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..analysis.ranks import report as rk
@@ -155,11 +156,58 @@ def index_logdir(store, root: str, runs: Sequence[Any], extra_args: Sequence[str
                   for job in [jobs[(worker, span.name)]] if job.key in keys]
         if not chosen:
             continue
+        present = [j.key for j in jobs.values()]
         try:
-            report_for(store, run.name, chosen, [j.key for j in jobs.values()], datasheet)
+            report_for(store, run.name, chosen, present, datasheet)
+            _index_kernels(store, run, jobs, keys, present, datasheet)
         except Exception as exc:  # noqa: BLE001 - the index only saves time: no run's summaries are lost for it
             skipped[run.name] = f"{type(exc).__name__}: {exc}"[:300]
     return skipped
 
 
-__all__ = ["index_logdir", "heatmap_page", "HEATMAP_ORDERS", "report_for", "to_json", "from_json", "digest", "latest_spans", "Chosen"]
+_REFRESHED: "weakref.WeakKeyDictionary[Any, Dict[str, Tuple]]" = weakref.WeakKeyDictionary()
+
+
+def refresh_indexes(service, runs: Sequence[Any], keys: set) -> None:
+    """The plugin's write path (its scan thread): the rank index of each run of several workers whose spans are
+    all analysed, written when they changed, so that requests find it up to date. `runs`: the runs the scan
+    discovered; `keys`: the summaries its store listing found (a span analysed since waits for the next scan)."""
+    if not service.store:
+        return
+    done = _REFRESHED.setdefault(service, {})
+    settled = []
+    for run in runs:
+        state = service.runs.get(run.name)
+        if state is None or len(run.workers) < 2:
+            continue
+        spans = list(state.spans.values())
+        first = run.name not in done
+        if any(s.status not in ("ready", "error") or (s.status == "ready" and s.key not in keys) for s in spans):
+            done.setdefault(run.name, None)  # still being analysed: indexed once every rank is
+            continue
+        signature = tuple(sorted((s.key, s.status) for s in spans))
+        if first:  # all analysed before this server found it: indexed by summarize (else on first request)
+            done[run.name] = signature
+        elif done[run.name] != signature:
+            done[run.name] = signature
+            settled.append(run)
+    if settled:
+        index_logdir(service.store, service.logdir, settled, service.extra_args, service.datasheet(), keys)
+
+
+def _index_kernels(store, run, jobs: Dict[Tuple[str, str], Any], keys: set, present: Sequence[str],
+                   datasheet: Any) -> None:
+    """The All-ranks kernel table of every summarised span of `run`, as the plugin's "All ranks" selection
+    combines them (by stamp, else mtime, then name), and the per-span rows it is merged from."""
+    from . import rank_kernels
+
+    every = [s for spans in run.workers.values() for s in spans]  # ties keep this order, as in the service
+    spans = sorted(every, key=lambda s: (s.stamp if s.stamp is not None else s.trace.mtime_ns, s.name))
+    chosen = [(job.key, span.worker, span.name, job.identity) for span in spans
+              for job in [jobs[(span.worker, span.name)]] if job.key in keys]
+    workers = {w: i for i, w in enumerate(sorted({c[1] for c in chosen}))}
+    if chosen:
+        rank_kernels.tables_for(store, run.name, chosen, [workers[c[1]] for c in chosen], present, datasheet)
+
+
+__all__ = ["index_logdir", "refresh_indexes", "heatmap_page", "HEATMAP_ORDERS", "report_for", "to_json", "from_json", "digest", "latest_spans", "Chosen"]

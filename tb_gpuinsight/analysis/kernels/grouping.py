@@ -145,6 +145,15 @@ def _basis(acts: Table, inverse: np.ndarray, g: int) -> Tuple[np.ndarray, np.nda
     """The calls a group's figures are computed over, and whether those are over the roof. The first non-empty
     of: calls with both estimates; with FLOPs only; with bytes only, all under the roof; else the same over the
     roof (shown, marked). So TFLOP/s, GB/s, FLOP/byte, % of peak and efficiency of a row describe the same calls."""
+    basis, chosen = basis_of(acts, inverse, g)
+    return basis, marked_level(chosen)
+
+
+BASIS_TIERS = 6  # the level of a group without any call in a tier (`basis_of`)
+
+
+def basis_of(acts: Table, inverse: np.ndarray, g: int) -> Tuple[np.ndarray, np.ndarray]:
+    """The basis calls (`_basis`) and each group's tier level (0..5, BASIS_TIERS when none)."""
     has_f, has_b, over = ~np.isnan(acts["flops"]), ~np.isnan(acts["bytes"]), acts["over_roof"]
     tiers = [has_f & has_b & ~over, has_f & ~over, has_b & ~over, has_f & has_b, has_f, has_b]
     chosen = np.full(g, len(tiers), dtype=np.int64)
@@ -152,52 +161,79 @@ def _basis(acts: Table, inverse: np.ndarray, g: int) -> Tuple[np.ndarray, np.nda
         present = np.bincount(inverse, weights=tiers[level], minlength=g) > 0
         chosen[present] = level
     stacked = np.stack(tiers + [np.zeros(len(inverse), dtype=bool)])
-    basis = stacked[chosen[inverse], np.arange(len(inverse))]
-    return basis, (chosen >= 3) & (chosen < len(tiers))
+    return stacked[chosen[inverse], np.arange(len(inverse))], chosen
+
+
+def marked_level(chosen: np.ndarray) -> np.ndarray:
+    """Groups whose basis calls are over the roof (tier levels 3..5)."""
+    return (chosen >= 3) & (chosen < BASIS_TIERS)
 
 
 def _group_rates(acts: Table, inverse: np.ndarray, g: int, total: np.ndarray) -> Dict[str, np.ndarray]:
-    dur = acts["dur"]
     basis, marked = _basis(acts, inverse, g)
-    out: Dict[str, np.ndarray] = {}
+    sums = group_sums(acts, inverse, g, basis)
+    first = _representative_rows(acts, inverse, g)
+    out = rates_from_sums(sums, total, acts["peak_tflops"][first], acts["dram_gbps"][first],
+                          is_copy_event(acts)[first])
+    mark_communication_groups(acts, inverse, first, out["bound"], out)
+    out["over_roof"] = marked
+    return out
+
+
+SUMS = ("flops", "flops_time", "bytes", "bytes_time", "traffic", "traffic_time", "eff_time", "eff_sum", "both_time",
+        "over_time")
+
+
+def group_sums(acts: Table, inverse: np.ndarray, g: int, basis: np.ndarray) -> Dict[str, np.ndarray]:
+    """Per group, what its rates are computed from (`SUMS`, see `rates_from_sums`) over its `basis` calls."""
+    dur = acts["dur"]
+    sums: Dict[str, np.ndarray] = {}
     for col in ("flops", "bytes"):
         use = basis & ~np.isnan(acts[col])
-        out[col] = np.where(np.bincount(inverse, weights=use, minlength=g) > 0,
-                            np.bincount(inverse, weights=np.where(use, acts[col], 0), minlength=g), np.nan)
-        out[col + "_time"] = np.bincount(inverse, weights=np.where(use, dur, 0), minlength=g)
+        sums[col] = np.where(np.bincount(inverse, weights=use, minlength=g) > 0,
+                             np.bincount(inverse, weights=np.where(use, acts[col], 0), minlength=g), np.nan)
+        sums[col + "_time"] = np.bincount(inverse, weights=np.where(use, dur, 0), minlength=g)
     traffic = _dram_traffic(acts)
     has_traffic = basis & ~np.isnan(traffic)
-    traffic_sum = np.bincount(inverse, weights=np.where(has_traffic, traffic, 0), minlength=g)
-    traffic_time = np.bincount(inverse, weights=np.where(has_traffic, dur, 0), minlength=g)
+    sums["traffic"] = np.bincount(inverse, weights=np.where(has_traffic, traffic, 0), minlength=g)
+    sums["traffic_time"] = np.bincount(inverse, weights=np.where(has_traffic, dur, 0), minlength=g)
     rated = basis & np.isfinite(acts["efficiency"])
-    eff_time = np.bincount(inverse, weights=np.where(rated, dur, 0), minlength=g)
-    eff_sum = np.bincount(inverse, weights=np.where(rated, acts["efficiency"] * dur, 0), minlength=g)
+    sums["eff_time"] = np.bincount(inverse, weights=np.where(rated, dur, 0), minlength=g)
+    sums["eff_sum"] = np.bincount(inverse, weights=np.where(rated, acts["efficiency"] * dur, 0), minlength=g)
     both = ~np.isnan(acts["flops"]) & ~np.isnan(acts["bytes"]) & ~acts["over_roof"]
-    over_time = np.bincount(inverse, weights=np.where(acts["over_roof"], dur, 0), minlength=g)
-    first = _representative_rows(acts, inverse, g)
-    peak, dram = acts["peak_tflops"][first], acts["dram_gbps"][first]
+    sums["both_time"] = np.bincount(inverse, weights=np.where(both, dur, 0), minlength=g)
+    sums["over_time"] = np.bincount(inverse, weights=np.where(acts["over_roof"], dur, 0), minlength=g)
+    return sums
+
+
+def rates_from_sums(sums: Dict[str, np.ndarray], total: np.ndarray, peak: np.ndarray, dram: np.ndarray,
+                    copy: np.ndarray) -> Dict[str, np.ndarray]:
+    """A grouped table's rates and bound from its groups' sums over their basis calls (`_basis`): `flops`,
+    `bytes` (NaN where no basis call has one), their `*_time`, `traffic` / `traffic_time` (DRAM traffic),
+    `eff_sum` / `eff_time`, `both_time`, `over_time`; `peak`, `dram` and `copy` of each group's representative
+    call. Also what merges per-rank sums into the All-ranks table (`analysis/ranks/kernel_parts.py`)."""
+    out = {k: sums[k] for k in ("flops", "flops_time", "bytes", "bytes_time")}
     with np.errstate(invalid="ignore", divide="ignore"):
         # a group whose calls all took no measurable time has no rate (not an infinite one)
         out["tflops"] = np.where(out["flops_time"] > 0, out["flops"] / (out["flops_time"] * _US) / 1e12, np.nan)
         out["gbps"] = np.where(out["bytes_time"] > 0, out["bytes"] / (out["bytes_time"] * _US) / 1e9, np.nan)
         out["intensity"] = out["flops"] / out["bytes"]
         out["pct_peak"] = out["tflops"] / peak
-        out["pct_dram"] = np.where(traffic_time > 0, traffic_sum / (traffic_time * _US) / 1e9 / dram, np.nan)
-        out["efficiency"] = np.where(eff_time > 0, eff_sum / eff_time, np.nan)
-        out["covered_share"] = np.bincount(inverse, weights=np.where(both, dur, 0), minlength=g) / total
-        out["over_roof_share"] = over_time / total
+        out["pct_dram"] = np.where(sums["traffic_time"] > 0,
+                                   sums["traffic"] / (sums["traffic_time"] * _US) / 1e9 / dram, np.nan)
+        out["efficiency"] = np.where(sums["eff_time"] > 0, sums["eff_sum"] / sums["eff_time"], np.nan)
+        out["covered_share"] = sums["both_time"] / total
+        out["over_roof_share"] = sums["over_time"] / total
         ridge = peak * 1e3 / dram
+    g = len(total)
     bound = np.full(g, 2, dtype=np.int32)
     known = ~np.isnan(out["intensity"]) & ~np.isnan(ridge)
     bound[known] = np.where(out["intensity"][known] >= ridge[known], 0, 1)
-    copy = is_copy_event(acts)[first]
     bound[copy] = 1
     no_arith = copy | (out["flops"] == 0)
     for col in ("tflops", "pct_peak", "intensity"):
         out[col][no_arith] = np.nan
-    mark_communication_groups(acts, inverse, first, bound, out)
     out["bound"] = bound
-    out["over_roof"] = marked
     return out
 
 

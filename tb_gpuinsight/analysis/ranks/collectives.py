@@ -398,15 +398,25 @@ def mark_communication_groups(acts: Table, inverse: np.ndarray, first: np.ndarra
     kernel time, summed), no DRAM share."""
     if COMMUNICATION not in acts.strings.get("bound", []) or not len(first):
         return
-    comm = is_communication(acts)
-    groups = comm[first]
-    bound[groups] = acts.strings["bound"].index(COMMUNICATION)
+    moved, busy = communication_sums(acts, inverse, len(first))
+    mark_communication_rows(is_communication(acts)[first], acts.strings["bound"].index(COMMUNICATION), moved, busy,
+                            bound, out)
+
+
+def communication_sums(acts: Table, inverse: np.ndarray, g: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Per group, the busbw bytes its communication kernels moved and their time (those of a known size)."""
     size = acts.columns.get("comm_bytes", np.full(len(acts), np.nan)) * \
         acts.columns.get("comm_factor", np.full(len(acts), np.nan))
-    known = comm & np.isfinite(size)
-    g = len(first)
+    known = is_communication(acts) & np.isfinite(size)
     moved = np.bincount(inverse, weights=np.where(known, size, 0), minlength=g)
     busy = np.bincount(inverse, weights=np.where(known, acts["dur"], 0), minlength=g)
+    return moved, busy
+
+
+def mark_communication_rows(groups: np.ndarray, code: int, moved: np.ndarray, busy: np.ndarray, bound: np.ndarray,
+                            out: Dict[str, np.ndarray]) -> None:
+    """Mark the `groups` (a mask) of a grouped table as communication (`code` in its bound strings)."""
+    bound[groups] = code
     with np.errstate(invalid="ignore", divide="ignore"):
         out["gbps"][groups] = np.where(busy > 0, moved / (busy * 1e-6) / 1e9, np.nan)[groups]
     out["pct_dram"][groups] = np.nan

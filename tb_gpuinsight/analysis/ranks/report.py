@@ -323,10 +323,14 @@ def across_ranks(acts: Table, span_rank: np.ndarray, keys: Tuple[str, ...]) -> T
         ran = np.bincount(flat, minlength=g * n).reshape(g, n) > 0
     else:
         time, ran = np.zeros((0, n)), np.zeros((0, n), dtype=bool)
-    spread = {"ranks": ran.sum(axis=1), "rank_min_us": time.min(axis=1, initial=np.inf),
-              "rank_median_us": np.median(time, axis=1) if g else np.zeros(0),
-              "rank_max_us": time.max(axis=1, initial=-np.inf)}
-    return Table(table.name, {**table.columns, **spread}, table.strings)
+    return Table(table.name, {**table.columns, **rank_spread(time, ran)}, table.strings)
+
+
+def rank_spread(time: np.ndarray, ran: np.ndarray) -> Dict[str, np.ndarray]:
+    """The spread columns (`SPREAD_COLUMNS`) of groups x ranks matrices: time per rank, whether it ran there."""
+    return {"ranks": ran.sum(axis=1), "rank_min_us": time.min(axis=1, initial=np.inf),
+            "rank_median_us": np.median(time, axis=1) if len(time) else np.zeros(0),
+            "rank_max_us": time.max(axis=1, initial=-np.inf)}
 
 
 def median_rank(report: Report) -> Optional[Dict[str, Any]]:

@@ -1,0 +1,249 @@
+"""The All-ranks kernel table from the run's rank index (store/rank_kernels.py, analysis/ranks/kernel_parts.py):
+the same rows, order, labels and figures as the table of every span's analysis combined, on the real 8-rank DLRM
+step and on a gloo DDP run recorded here by real torch; written by `summarize`, read with no summary on a request,
+updated for a changed rank only, refused and rebuilt when damaged, and the same from an S3-compatible server."""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import types
+
+import numpy as np
+import pytest
+
+from tb_gpuinsight.analysis.ranks import kernel_parts as kp
+from tb_gpuinsight.analysis.ranks import report as rk
+from tb_gpuinsight.routes import kernels as kernel_routes
+from tb_gpuinsight.routes import ranks as ranks_routes
+from tb_gpuinsight.service import LogdirService
+from tb_gpuinsight.store import envelope as cache
+from tb_gpuinsight.store import open_store
+from tb_gpuinsight.store import rank_kernels as rkn
+from tb_gpuinsight.store.batch import summarize
+
+from .corpus import corpus_path
+
+SORTS = ("total_us", "rank_max_us", "rank_median_us", "count", "name", "tflops", "efficiency")
+
+
+def _request(**args):
+    return types.SimpleNamespace(args={k: str(v) for k, v in args.items()})
+
+
+def _plugin(logdir: str, store: str):
+    service = LogdirService(logdir, store=store, workers=0, scan_interval=3600)
+    service.scan()
+    ranks_routes._REPORTS._items.clear()  # as a fresh server: no answer kept in memory
+    return types.SimpleNamespace(service=service, analysis=lambda req: service.analysis(
+        req.args["run"], req.args["worker"], req.args.get("span", "all"), req.args.get("dtype", "auto")))
+
+
+def _reads(monkeypatch):
+    """Count the summaries read from any store from now on."""
+    from tb_gpuinsight.store.summaries import SummaryStore
+
+    count = [0]
+    original = SummaryStore.get
+
+    def get(self, key):
+        count[0] += 1
+        return original(self, key)
+    monkeypatch.setattr(SummaryStore, "get", get)
+    return count
+
+
+def _combined(plugin, request) -> dict:
+    """The table as every span's analysis combined gives it (the path the index replaces)."""
+    return kernel_routes.kernels(plugin.analysis(request), request, ranks_routes.span_ranks(plugin, request))
+
+
+def _same(old: dict, new: dict) -> None:
+    """Identical answers: keys, rows, their order and labels exactly; floats to the last bits (per-span sums are
+    added in another order than per-call ones)."""
+    assert old.keys() == new.keys() and len(old["rows"]) == len(new["rows"])
+    assert {k: v for k, v in old.items() if k != "rows"} == {k: v for k, v in new.items() if k != "rows"}
+    for a, b in zip(old["rows"], new["rows"]):
+        assert a.keys() == b.keys()
+        for key, value in a.items():
+            if isinstance(value, float) and isinstance(b[key], float):
+                assert math.isclose(value, b[key], rel_tol=1e-12, abs_tol=1e-12), (a["name"], key, value, b[key])
+            else:
+                assert value == b[key], (a["name"], key, value, b[key])
+
+
+def _every_view(plugin, run: str):
+    """(combined, indexed) answers of the All-ranks table: both groupings, several sorts, a filter, a page."""
+    for group in ("name", "op"):
+        for sort in SORTS:
+            for order in ("desc", "asc"):
+                yield _request(run=run, worker="*", group=group, sort=sort, order=order, limit=5000)
+    yield _request(run=run, worker="*", filter="nccl", sort="rank_min_us")
+    yield _request(run=run, worker="*", group="op", offset=5, limit=7)
+
+
+@pytest.fixture(scope="module")
+def dlrm(tmp_path_factory):
+    """The real DLRM run summarised into a store by `summarize` (which writes the rank index)."""
+    root = tmp_path_factory.mktemp("dlrm")
+    (root / "logdir").mkdir()
+    shutil.copytree(corpus_path("param/dlrm_8ranks"), root / "logdir" / "dlrm")
+    report = summarize(str(root / "logdir"), str(root / "store"), workers=0)
+    assert not report.failed and report.indexed == 1
+    return root
+
+
+def test_all_ranks_table_from_the_index_equals_the_combined_analysis_on_dlrm(dlrm, monkeypatch):
+    names = sorted(os.listdir(dlrm / "store" / "ranks"))
+    assert [n.split(".", 1)[1] for n in names] == ["kernel-table.npz", "kernels.npz", "npz"]
+    plugin = _plugin(str(dlrm / "logdir"), str(dlrm / "store"))
+    reads = _reads(monkeypatch)
+    first = kernel_routes.kernels_route(plugin, _request(run="dlrm", worker="*", limit=5000))
+    assert reads[0] == 0  # the table summarize stored: one small read, no summary
+    assert first["rank_count"] == 8 and first["rows"][0]["name"].startswith("ncclKernel")
+    for request in _every_view(plugin, "dlrm"):
+        _same(_combined(plugin, request), kernel_routes.kernels_route(plugin, request))
+    nccl = [r for r in first["rows"] if r["name"].startswith("ncclKernel")]
+    assert sum(r["count"] for r in nccl) == 64 and all(r["ranks"] == 8 for r in nccl)
+
+
+def test_merge_equals_across_ranks_column_by_column(dlrm):
+    """Below the routes: every column of the merged table, including the ones no row shows."""
+    plugin = _plugin(str(dlrm / "logdir"), str(dlrm / "store"))
+    service = plugin.service
+    states = service.ready_states("dlrm", "*", "all")
+    span_rank = ranks_routes.span_ranks(plugin, _request(run="dlrm", worker="*"))
+    parts = kp.joined([kp.span_parts(service.analysis("dlrm", s.worker, s.span).activities) for s in states])
+    every = service.analysis("dlrm", "*", "all").activities
+    for group, keys in rk.KERNEL_KEYS.items():
+        old = rk.across_ranks(every, span_rank, keys)
+        new = kp.merge(parts, range(len(states)), span_rank, keys)
+        assert set(old.columns) == set(new.columns) and len(old) == len(new)
+        for col, values in old.columns.items():
+            labels = old.strings.get(col)
+            if labels is not None:  # labels compared as text: the merged table may number them otherwise
+                assert [labels[c] if c >= 0 else None for c in values.tolist()] == \
+                    [new.strings[col][c] if c >= 0 else None for c in new[col].tolist()], col
+            elif values.dtype.kind == "f":
+                np.testing.assert_allclose(new[col], values, rtol=1e-12, atol=1e-12, err_msg=col)
+            else:
+                assert new[col].tolist() == values.tolist(), col
+        # Spans in another order (ranks unchanged): the rows follow the label order of that combination.
+        backwards = list(range(len(states)))[::-1]
+        flipped = kp.merge(parts, backwards, span_rank[backwards], keys)
+        assert sorted(flipped.strings["name"]) == sorted(new.strings["name"])
+        assert flipped["total_us"].sum() == pytest.approx(new["total_us"].sum())
+
+
+def test_gloo_run_table_from_the_index_equals_the_combined_analysis(tmp_path):
+    pytest.importorskip("torch")
+    from .gloo_ddp import record
+
+    run = record(str(tmp_path / "logdir" / "ddp"), world=3, slow_rank=1)
+    plugin = _plugin(os.path.dirname(run), str(tmp_path / "store"))  # analysed by the plugin (no summarize)
+    for request in (_request(run="ddp", worker="*"), _request(run="ddp", worker="*", group="op", sort="name")):
+        indexed = kernel_routes.kernels_route(plugin, request)
+        _same(_combined(plugin, request), indexed)
+        assert indexed["rank_count"] == 3
+    assert rkn.load_answers(open_store(str(tmp_path / "store")), "ddp")  # written on that request
+
+
+def test_a_changed_rank_reads_only_its_own_summary(dlrm, tmp_path, monkeypatch):
+    logdir, store = tmp_path / "logdir", tmp_path / "store"
+    shutil.copytree(dlrm / "logdir", logdir)
+    shutil.copytree(dlrm / "store", store)
+    summarize(str(logdir), str(store), workers=0)  # the copies' summaries (the paths' mtimes are new)
+    changed = next((logdir / "dlrm").glob("worker3_*.pt.trace.json.gz"))
+    os.utime(changed, ns=(changed.stat().st_atime_ns, changed.stat().st_mtime_ns + 10 ** 9))
+    reads = _reads(monkeypatch)
+    assert summarize(str(logdir), str(store), workers=0).done == 1
+    assert reads[0] == 2  # summarize: the changed rank's summary, once for the rank report, once for its kernels
+    plugin = _plugin(str(logdir), str(store))
+    keys, _ = rkn.load_inputs(open_store(str(store)), "dlrm", plugin.service.datasheet())
+    assert sorted(keys) == sorted(s.key for s in plugin.service.ready_states("dlrm", "*", "all"))
+    request = _request(run="dlrm", worker="*", limit=5000)
+    indexed = kernel_routes.kernels_route(plugin, request)
+    assert reads[0] == 2  # the request: the stored table
+    rkn._save(open_store(str(store)), rkn.answers_name("dlrm"), {}, {})  # no answer: merged from the inputs
+    ranks_routes._REPORTS._items.clear()
+    assert kernel_routes.kernels_route(plugin, request) == indexed and reads[0] == 2
+    _same(_combined(plugin, request), indexed)
+
+
+def test_damaged_or_foreign_kernel_index_is_refused_deleted_and_rebuilt(dlrm, tmp_path):
+    store_dir = tmp_path / "store"
+    shutil.copytree(dlrm / "store", store_dir)
+    store = open_store(str(store_dir))
+    for name in (rkn.inputs_name("dlrm"), rkn.answers_name("dlrm")):
+        path = store_dir / name
+        data = bytearray(path.read_bytes())
+        data[-100] ^= 0xFF  # one flipped byte: the checksum fails
+        path.write_bytes(bytes(data))
+    plugin = _plugin(str(dlrm / "logdir"), str(store_dir))
+    assert rkn.load_answers(store, "dlrm") == {} and not (store_dir / rkn.answers_name("dlrm")).exists()
+    assert rkn.load_inputs(store, "dlrm", plugin.service.datasheet()) is None
+    assert not (store_dir / rkn.inputs_name("dlrm")).exists()
+    request = _request(run="dlrm", worker="*", group="op", limit=5000)
+    _same(_combined(plugin, request), kernel_routes.kernels_route(plugin, request))
+    assert rkn.load_answers(store, "dlrm") and rkn.load_inputs(store, "dlrm", plugin.service.datasheet())
+    # Another run's objects under this run's name are refused too; another datasheet's inputs are not used.
+    shutil.copy(store_dir / rkn.answers_name("dlrm"), store_dir / rkn.answers_name("other"))
+    assert rkn.load_answers(store, "other") == {} and not (store_dir / rkn.answers_name("other")).exists()
+    assert rkn.load_inputs(store, "dlrm", plugin.service.datasheet()[:1]) is None
+
+
+def test_other_ratings_and_step_windows_use_the_combined_analysis(dlrm, monkeypatch):
+    plugin = _plugin(str(dlrm / "logdir"), str(dlrm / "store"))
+    calls = []
+    monkeypatch.setattr(ranks_routes, "all_ranks_table", lambda *a: calls.append(a) or (_ for _ in ()).throw(
+        AssertionError("the index does not hold this rating")))
+    forced = kernel_routes.kernels_route(plugin, _request(run="dlrm", worker="*", dtype="fp16"))
+    assert forced["dtype"] == "fp16" and forced["rank_count"] == 8 and not calls
+    window = kernel_routes.kernels_route(plugin, _request(run="dlrm", worker="*", t0=0, t1=1e18))
+    assert window["rank_count"] == 8 and not calls
+
+
+def test_s3_store_serves_the_table_from_one_object(dlrm, monkeypatch):
+    from .s3server import s3_server
+
+    with s3_server() as server:
+        import s3fs
+
+        s3fs.S3FileSystem(endpoint_url=server["endpoint"], key="testing", secret="testing").mkdir("kernels-test")
+        url = "s3://kernels-test/store"
+        assert summarize(str(dlrm / "logdir"), url, workers=0).indexed == 1
+        store = open_store(url)
+        assert store._fs.exists(store._path(rkn.answers_name("dlrm")))
+        plugin = _plugin(str(dlrm / "logdir"), url)
+        reads = _reads(monkeypatch)
+        request = _request(run="dlrm", worker="*", sort="rank_max_us", limit=5000)
+        indexed = kernel_routes.kernels_route(plugin, request)
+        assert reads[0] == 0  # one GET of the stored table
+        _same(_combined(_plugin(str(dlrm / "logdir"), str(dlrm / "store")), request), indexed)
+
+
+def test_the_plugin_writes_the_index_once_its_ranks_are_analysed(dlrm, tmp_path, monkeypatch):
+    """A rank the plugin analyses itself: its scan writes the run's index (report and kernel table) once every
+    rank is in the store, so the next request reads no summary."""
+    from tb_gpuinsight.store import rank_index as ri
+
+    store_dir = tmp_path / "store"
+    shutil.copytree(dlrm / "store", store_dir, ignore=shutil.ignore_patterns("ranks"))
+    plugin = _plugin(str(dlrm / "logdir"), str(store_dir))
+    worker3 = next(s for s in plugin.service.ready_states("dlrm", "*", "all") if s.worker.startswith("worker3"))
+    os.unlink(store_dir / worker3.key)
+    plugin = _plugin(str(dlrm / "logdir"), str(store_dir))  # analyses worker3 in this scan (workers=0)
+    assert not (store_dir / "ranks").exists()  # the scan listed the store before worker3 was in it
+    plugin.service.scan()  # the next scan finds every rank analysed: the index is written now
+    assert sorted(os.listdir(store_dir / "ranks")) == sorted(
+        os.path.basename(n) for n in (ri.index_name("dlrm"), rkn.inputs_name("dlrm"), rkn.answers_name("dlrm")))
+    reads = _reads(monkeypatch)
+    ranks_routes._REPORTS._items.clear()
+    request = _request(run="dlrm", worker="*", limit=5000)
+    indexed = kernel_routes.kernels_route(plugin, request)
+    ranks_routes.ranks_route(plugin, _request(run="dlrm"))
+    assert reads[0] == 0
+    _same(_combined(plugin, request), indexed)
+    mtime = os.stat(store_dir / rkn.answers_name("dlrm")).st_mtime_ns
+    plugin.service.scan()  # nothing changed: not written again
+    assert os.stat(store_dir / rkn.answers_name("dlrm")).st_mtime_ns == mtime
