@@ -213,11 +213,8 @@ def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, 
     _add_comm(cols, args, n, comms)
 
 
-def _add_comm(cols: _Columns, args: List, n: int, comms: Optional[Interner]) -> None:
-    """Each event's collective-args code; `comms` None: the chunk holds none (see reader._mentions_comm)."""
-    if comms is None:
-        cols.add("comm", np.full(n, _NO_ID, dtype=np.int32))
-        return
+def _add_comm(cols: _Columns, args: List, n: int, comms: Interner) -> None:
+    """Each event's collective-args code (-1: none); the 16 args of all events are gathered and tested in C."""
     sets = list(map(_comm_values, args))
     codes = np.full(n, _NO_ID, dtype=np.int32)
     for i in np.flatnonzero(np.fromiter(map(any, sets), dtype=bool, count=n)).tolist():

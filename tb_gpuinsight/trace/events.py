@@ -117,6 +117,10 @@ TABLE_ARGS: Dict[str, Tuple[str, ...]] = {
 }
 
 
+# An event without args reads as one with empty args: a chunk's args then join without a check per event.
+_NO_ARGS = msgspec.Raw(b"{}")
+
+
 def _make_schema(extra_args: Tuple[str, ...]) -> Tuple[type, Dict[str, type]]:
     """Typed structs for one load: the event (its args left raw) and, per table, the args that table reads plus
     the caller's extra args (those the schema does not name stay raw JSON)."""
@@ -144,6 +148,6 @@ def _make_schema(extra_args: Tuple[str, ...]) -> Tuple[type, Dict[str, type]]:
         ("tid", Union[int, str, None], None),
         ("ts", Optional[float], None),
         ("dur", float, 0.0),
-        ("args", msgspec.Raw, msgspec.field(default_factory=msgspec.Raw)),
+        ("args", msgspec.Raw, msgspec.field(default=_NO_ARGS)),
     ], gc=False)
     return event_type, args_types

@@ -12,7 +12,7 @@ import msgspec
 import numpy as np
 
 from .columns import _BUILDERS, _ORDER, _TS_LIMIT, _Columns, _extra_value, _of
-from .events import CATEGORIES, COMM_ARGS, MEMORY_EVENT, MODULE_PREFIX, TABLE_OF, TABLES, _ARG_NAMES, _make_schema
+from .events import CATEGORIES, MEMORY_EVENT, MODULE_PREFIX, TABLE_OF, TABLES, _ARG_NAMES, _make_schema
 from .repair import FieldLog, StructRepairer, _kind
 from .stages import stage
 from .table import Interner, Table
@@ -62,16 +62,8 @@ class _Routes:
         return [i for i, (t, _) in enumerate(self.dests) if t == table]
 
     def kinds(self, codes: np.ndarray) -> List[str]:
-        return [self.dests[c][1] for c in codes.tolist()]
-
-
-# A chunk whose text names none of the collective args (as JSON keys, quoted, and with no \\u escape that could
-# spell one) has none: its comm codes are all -1 without looking at each event's 16 fields.
-_COMM_KEYS = tuple(b'"' + name.encode() + b'"' for name in COMM_ARGS) + (b"\\u",)
-
-
-def _mentions_comm(text: bytes) -> bool:
-    return any(key in text for key in _COMM_KEYS)
+        names = [kind for _, kind in self.dests]
+        return list(map(names.__getitem__, codes.tolist()))
 
 
 class _ArgsDecoder:
@@ -84,14 +76,12 @@ class _ArgsDecoder:
         self.empty = args_type()
         self.log = log
 
-    def decode(self, raws: List[msgspec.Raw]) -> Tuple[List, bool]:
-        """The args structs, and whether any of them may hold collective args (their keys appear in the text)."""
-        text = b"[" + b",".join([r or b"{}" for r in raws]) + b"]"
+    def decode(self, raws: List[msgspec.Raw]) -> List:
+        """The args structs of one chunk's events (absent args are `{}`: see events.py)."""
         try:
-            args = self.decoder.decode(text)
+            return self.decoder.decode(b"[" + b",".join(raws) + b"]")
         except (msgspec.ValidationError, UnicodeDecodeError):
-            args = [self._one(bytes(r)) for r in raws]
-        return args, _mentions_comm(text)
+            return [self._one(bytes(r)) for r in raws]
 
     def _one(self, raw: bytes) -> Any:
         if not raw or raw == b"null":
@@ -186,9 +176,9 @@ class _Reader:
     def _add(self, table: str, evs: List, kinds: List[str]) -> None:
         n = len(evs)
         with stage("decode"):
-            args, comm = self.args[table].decode(_of(evs, "args"))
+            args = self.args[table].decode(_of(evs, "args"))
         cols = self.columns[table]
-        _BUILDERS[table](cols, evs, args, n, self.shapes, kinds, self.comms if comm else None)
+        _BUILDERS[table](cols, evs, args, n, self.shapes, kinds, self.comms)
         if self.extra_args:
             self._add_extras(table, args, n)
         if table in ("memory", "modules"):  # the trace's time range stays that of its activities
