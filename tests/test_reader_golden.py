@@ -70,7 +70,8 @@ def digests(trace) -> Dict[str, str]:
     m = trace.meta
     for key in ("event_count", "malformed_events", "malformed_args", "coerced_fields", "dropped_fields",
                 "category_counts", "start_us", "end_us", "era", "vendor", "record_shapes", "has_external_ids"):
-        out[f"meta.{key}"] = _digest(getattr(m, key))
+        value = getattr(m, key)
+        out[f"meta.{key}"] = _digest(sorted(value.items()) if isinstance(value, dict) else value)
     return out
 
 

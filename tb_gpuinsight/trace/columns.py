@@ -139,7 +139,7 @@ class _Columns:
         for col in order:
             # Pop each column's chunks as it is joined so that parts and whole never all coexist.
             parts = self.chunks.pop(col, None)
-            columns[col] = (np.concatenate(parts[::-1]) if parts else
+            columns[col] = (np.concatenate(parts) if parts else
                             np.empty(0, dtype=_EMPTY_DTYPE.get(col, np.float64)))
             del parts
         for col, interner in self.interners.items():

@@ -101,6 +101,7 @@ class _Reader:
         self.extra_args = extra_args
         self.event_type, self.args_types = _make_schema(extra_args)
         self.decoder = msgspec.json.Decoder(List[self.event_type])
+        self.raw_list = msgspec.json.Decoder(List[msgspec.Raw])
         self.log = FieldLog()
         self.repairer = StructRepairer(self.event_type, self.log, "event")
         self.args = {t: _ArgsDecoder(typ, self.log) for t, typ in self.args_types.items()}
@@ -118,6 +119,19 @@ class _Reader:
         """Decode events `first_index ...` of traceEvents into the tables."""
         with stage("decode"):
             evs = self._decode(raws)
+        self.feed_events(evs, first_index)
+
+    def decode_block(self, text: bytes) -> List:
+        """The events of a JSON array's text (None for entries that are no object); msgspec.DecodeError when
+        the text is not a JSON array (stream.py then knows it did not cut at an event boundary)."""
+        with stage("decode"):
+            try:
+                return self.decoder.decode(text)
+            except (msgspec.ValidationError, UnicodeDecodeError):
+                return self._decode_one_by_one(self.raw_list.decode(text))
+
+    def feed_events(self, evs: List, first_index: int) -> None:
+        """Decoded events `first_index ...` of traceEvents (None for entries that were no object) into the tables."""
         index = np.arange(first_index, first_index + len(evs))
         if None in evs:  # entries that were no JSON object
             keep = [i for i, e in enumerate(evs) if e is not None]
@@ -204,9 +218,35 @@ class _Reader:
             extras = self.extras.pop(name)
             for arg in list(extras):
                 parts = extras.pop(arg)
-                table.columns[arg] = np.concatenate(parts[::-1]) if parts else np.empty(0, dtype=object)
+                table.columns[arg] = np.concatenate(parts) if parts else np.empty(0, dtype=object)
             if self.extra_args and not len(table):
                 for arg in self.extra_args:
                     table.columns.setdefault(arg, np.empty(0, dtype=object))
             tables[name] = table
         return tables
+
+
+# Codes shared by several tables (shape signatures: ops and annotations; collective args: ops, kernels and
+# annotations) are renumbered in the order of the events that first use them, so that they do not depend on how
+# the events were cut into chunks (by bytes when streaming, by count on several cores).
+SHARED_CODES = {"shape": ("ops", "annotations"), "comm": ("ops", "kernels", "annotations")}
+
+
+def renumber_by_first_use(tables: Dict[str, Table], col: str, items: List) -> List:
+    """Rewrite column `col` of its tables so that codes follow first use in traceEvents; the reordered items."""
+    names = [t for t in SHARED_CODES[col] if col in tables[t].columns and len(tables[t])]
+    if not names or not items:
+        return items
+    events = np.concatenate([tables[t]["event"] for t in names])
+    codes = np.concatenate([tables[t][col] for t in names]).astype(np.int64)
+    used = codes >= 0
+    codes = codes[used][np.argsort(events[used], kind="stable")]
+    uniq, first = np.unique(codes, return_index=True)
+    order = uniq[np.argsort(first)].tolist()
+    order += sorted(set(range(len(items))) - set(order))  # never the case today: kept for safety
+    remap = np.empty(len(items), dtype=np.int64)
+    remap[order] = np.arange(len(items))
+    for t in names:
+        arr = tables[t].columns[col]
+        tables[t].columns[col] = np.where(arr >= 0, remap[np.maximum(arr, 0)], arr).astype(arr.dtype)
+    return [items[i] for i in order]
