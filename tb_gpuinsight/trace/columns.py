@@ -127,12 +127,8 @@ class _Columns:
         if not FAST:
             self.add(col, np.fromiter(interner.encode(values), dtype=np.int32, count=n))
             return
-        values = values if isinstance(values, list) else list(values)
-        codes = interner.codes
-        for v in dict.fromkeys(values):  # distinct values in first-seen order: the codes the one-by-one path gives
-            if v not in codes:
-                interner.code(v)
-        self.add(col, np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=n))
+        # A new value gets the next code on lookup (table._Codes): first-seen order, as the one-by-one path gives.
+        self.add(col, np.fromiter(map(interner.codes.__getitem__, values), dtype=np.int32, count=n))
 
     def finish(self, name: str, order: Sequence[str]) -> Table:
         columns, strings = {}, {}

@@ -27,7 +27,7 @@ BLOCK = 1 << 20  # bytes of event text decoded at a time (~4,000 events of a mod
 _TRIES = 32  # candidate boundaries tried in one block before waiting for more text (or giving up)
 _EVENTS_KEY = re.compile(rb'(?<!\\)"traceEvents"\s*:\s*\[')
 _SEPARATOR = re.compile(rb"\s*([,\]])\s*")
-_BLANK = b" \t\r\n"
+_LEADING = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")  # blanks (and a byte order mark) before a value
 
 
 class NotStreamable(Exception):
@@ -93,7 +93,7 @@ class EventStream:
 
     def _find_events(self) -> None:
         text = self._pending
-        start = len(text) - len(text.lstrip(_BLANK + b"\xef\xbb\xbf"))
+        start = _LEADING.match(text).end()
         if start < len(text) and text[start] == ord("["):  # the document is the bare event array
             end = start + 1
         else:
@@ -111,7 +111,7 @@ class EventStream:
     def _next_block(self, final: bool) -> bool:
         """Decode and feed one block; False when more text is needed first."""
         text = self._pending
-        lead = len(text) - len(text.lstrip(_BLANK))
+        lead = _LEADING.match(text).end()
         if lead < len(text) and text[lead] == ord("]"):  # the array ends (or was empty)
             self._drop(lead + 1)
             self._state = "tail"
@@ -143,7 +143,9 @@ class EventStream:
             if sep is None:
                 continue  # not followed by a separator (or not yet)
             try:
-                events = self.reader.decode_block(b"[" + bytes(text[:at + 1]) + b"]")
+                with memoryview(text) as view:
+                    block = b"".join((b"[", view[:at + 1], b"]"))  # one copy of the text
+                events = self.reader.decode_block(block)
             except msgspec.DecodeError:
                 continue
             return sep.end(), sep.group(1) == b"]", events
