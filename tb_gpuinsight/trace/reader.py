@@ -20,6 +20,7 @@ from .table import Interner, Table
 _CAT_PH = operator.attrgetter("cat", "ph")
 _TS = operator.attrgetter("ts")
 _NAME = operator.attrgetter("name")
+_IS_MODULE = operator.methodcaller("startswith", MODULE_PREFIX)
 
 
 class _Routes:
@@ -112,6 +113,7 @@ class _Reader:
         self.route = _Routes()
         self.counts: Counter = Counter()
         self.malformed = 0
+        self._holes = False  # the last decoded chunk holds None for entries that were no object
         self.t_min = np.inf
         self.t_max = -np.inf
 
@@ -133,12 +135,15 @@ class _Reader:
     def feed_events(self, evs: List, first_index: int) -> None:
         """Decoded events `first_index ...` of traceEvents (None for entries that were no object) into the tables."""
         index = np.arange(first_index, first_index + len(evs))
-        if None in evs:  # entries that were no JSON object
+        if self._holes:  # entries that were no JSON object (only the one-by-one decode makes them)
+            self._holes = False
             keep = [i for i, e in enumerate(evs) if e is not None]
             evs, index = [evs[i] for i in keep], index[keep]
         keys = list(map(_CAT_PH, evs))
-        self.counts.update(map(operator.itemgetter(0), keys))
-        dest = self._destinations(evs, keys)
+        by_key = Counter(keys)  # one pass: the category counts and the routes of the distinct keys
+        for (cat, _), count in by_key.items():
+            self.counts[cat] += count
+        dest = self._destinations(evs, keys, by_key)
         for table in TABLES:
             codes = self.route.codes_of(table)
             rows = np.flatnonzero(np.isin(dest, codes) if len(codes) > 1 else dest == codes[0]) if codes else ()
@@ -147,7 +152,7 @@ class _Reader:
                 self._add(table, chunk, self.route.kinds(dest[rows]))
                 self.columns[table].add("event", index[rows])
 
-    def _destinations(self, evs: List, keys: List[Tuple[str, str]]) -> np.ndarray:
+    def _destinations(self, evs: List, keys: List[Tuple[str, str]], distinct: Iterable) -> np.ndarray:
         """Each event's destination code (see _Routes); untimed events go nowhere, times out of range are dropped."""
         ts = np.array(list(map(_TS, evs)), dtype=np.float64).reshape(len(evs))  # None: NaN
         with np.errstate(invalid="ignore"):
@@ -156,15 +161,15 @@ class _Reader:
             self.log.drop("event 'ts'", f"outside {-_TS_LIMIT:g}..{_TS_LIMIT:g} us: the event is left untimed")
             evs[i].ts = None
         route = self.route
-        dest = np.fromiter(map(route.codes(set(keys)).__getitem__, keys), dtype=np.int16, count=len(keys))
+        dest = np.fromiter(map(route.codes(distinct).__getitem__, keys), dtype=np.int16, count=len(keys))
         dest[np.isnan(ts) | wild] = _Routes.NOWHERE
         by_name = np.flatnonzero(dest <= _Routes.MEMORY_BY_NAME)
         if len(by_name):  # memory instants and module calls are told by their names
             rows = by_name.tolist()
             names = list(map(_NAME, map(evs.__getitem__, rows)))
             memory = dest[by_name] == _Routes.MEMORY_BY_NAME
-            keep = [name == MEMORY_EVENT if m else name.startswith(MODULE_PREFIX)
-                    for name, m in zip(names, memory.tolist())]
+            keep = np.where(memory, np.fromiter(map(MEMORY_EVENT.__eq__, names), bool, len(rows)),
+                            np.fromiter(map(_IS_MODULE, names), bool, len(rows)))
             dest[by_name] = np.where(keep, np.where(memory, route.add(("memory", "")), route.add(("modules", ""))),
                                      _Routes.NOWHERE)
         return dest
@@ -184,6 +189,7 @@ class _Reader:
             event = self.repairer.decode(raw)
             if event is None:
                 self.malformed += 1
+                self._holes = True
             out.append(event)  # None keeps positions aligned with traceEvents
         return out
 
