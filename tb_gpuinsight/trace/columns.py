@@ -45,11 +45,26 @@ FAST = True
 _EXACT = float(2 ** 53)  # integers up to this size pass through float64 unchanged
 
 
+_NAN_FOR_NONE = {None: float("nan")}
+
+
+def as_float64(values: List) -> np.ndarray:
+    """Numbers (None as NaN) as float64, in C loops. numpy converts None slowly, so a list whose first value is
+    absent (most likely an arg that is mostly absent) is checked first: all absent costs no conversion, some
+    absent are mapped to NaN. Raises what np.array raises (an integer beyond any float)."""
+    n = len(values)
+    if n and values[0] is None:
+        if values.count(None) == n:
+            return np.full(n, np.nan)
+        values = list(map(_NAN_FOR_NONE.get, values, values))
+    return np.array(values, dtype=np.float64).reshape(n)
+
+
 def _exact_ints(values: List[Optional[int]], dtype) -> Optional[np.ndarray]:
     """Integers (None as -1) converted in C through float64, or None when a value could lose precision there or
     does not fit `dtype` (then the one-by-one path decides, and counts)."""
     try:
-        as_float = np.array(values, dtype=np.float64).reshape(len(values))
+        as_float = as_float64(values)
     except (OverflowError, TypeError, ValueError):
         return None
     missing = np.isnan(as_float)
@@ -109,7 +124,7 @@ class _Columns:
         try:
             if not FAST:
                 raise OverflowError
-            arr = np.array(values, dtype=np.float64).reshape(n)  # None becomes NaN, in C
+            arr = as_float64(values)
         except (OverflowError, TypeError, ValueError):  # an integer beyond any float
             arr = np.fromiter((np.nan if v is None else _float_or_nan(v) for v in values), dtype=np.float64, count=n)
         lo, hi = _FLOAT_LIMITS.get(col, (-np.inf, np.inf))

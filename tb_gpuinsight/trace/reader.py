@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterable, List, Sequence, Tuple
 import msgspec
 import numpy as np
 
-from .columns import _BUILDERS, _ORDER, _TS_LIMIT, _Columns, _extra_value, _of
+from .columns import _BUILDERS, _ORDER, _TS_LIMIT, _Columns, _extra_value, _of, as_float64
 from .events import CATEGORIES, MEMORY_EVENT, MODULE_PREFIX, TABLE_OF, TABLES, _ARG_NAMES, _make_schema
 from .repair import FieldLog, StructRepairer, _kind
 from .stages import stage
@@ -154,7 +154,7 @@ class _Reader:
 
     def _destinations(self, evs: List, keys: List[Tuple[str, str]], distinct: Iterable) -> np.ndarray:
         """Each event's destination code (see _Routes); untimed events go nowhere, times out of range are dropped."""
-        ts = np.array(list(map(_TS, evs)), dtype=np.float64).reshape(len(evs))  # None: NaN
+        ts = as_float64(list(map(_TS, evs)))  # None: NaN
         with np.errstate(invalid="ignore"):
             wild = np.abs(ts) > _TS_LIMIT
         for i in np.flatnonzero(wild).tolist():
