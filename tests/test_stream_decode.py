@@ -83,6 +83,9 @@ def test_broken_documents_keep_their_one_line_reasons(tmp_path):
     none = _write(tmp_path / "none.pt.trace.json", None, json.dumps({"traceEvents": []}))
     with pytest.raises(TraceError, match="no events"):
         tb_gpuinsight.load(none)
+    trailing = _write(tmp_path / "trailing.pt.trace.json", None, json.dumps({"traceEvents": _events()})[:-2] + ",]}")
+    with pytest.raises(TraceError, match="invalid JSON"):
+        tb_gpuinsight.load(trailing)
     other = _write(tmp_path / "other.pt.trace.json", None, json.dumps({"events": _events()}))
     with pytest.raises(TraceError, match="no 'traceEvents' key"):
         tb_gpuinsight.load(other)

@@ -2,7 +2,8 @@
 
 The content lands in an anonymous memory map sized up front (from the file size, or the gzip trailer), so peak
 memory is the uncompressed size once, not the twice that `gzip.open(...).read()` needs while it joins chunks; and
-a reader that is done with the tail of the buffer can hand those pages back to the OS (`release_from`).
+a reader that is done with part of the buffer can hand those pages back to the OS (`release_before`). A caller
+may pass a sink instead, which consumes the content as it is read (the Kineto reader's `stream.EventStream`).
 
 Reading is bounded: only regular files are opened (a FIFO or a device is refused before any read, so nothing
 blocks or grows forever), and the uncompressed content may not pass a cap (`max_trace_bytes`), checked while
@@ -240,12 +241,6 @@ class TraceBytes:
         end = (max(offset, 0) // mmap.PAGESIZE) * mmap.PAGESIZE
         if end > 0 and hasattr(self._map, "madvise"):
             self._map.madvise(mmap.MADV_DONTNEED, 0, min(end, len(self._map)))
-
-    def release_from(self, offset: int) -> None:
-        """Hand the pages after `offset` back to the OS: the caller promises never to read them again."""
-        start = -(-max(offset, 0) // mmap.PAGESIZE) * mmap.PAGESIZE
-        if start < len(self._map) and hasattr(self._map, "madvise"):
-            self._map.madvise(mmap.MADV_DONTNEED, start, len(self._map) - start)
 
     def _grow(self, capacity: int) -> None:
         bigger = mmap.mmap(-1, capacity)

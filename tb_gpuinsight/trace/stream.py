@@ -70,6 +70,7 @@ class EventStream:
         self._head = b""
         self._searched = 0
         self._blocks = 0
+        self._comma = False  # the last block ended with a comma: another event must follow
 
     def __call__(self, _size_hint: int) -> "EventStream":
         return self  # read_all's sink factory
@@ -136,6 +137,8 @@ class EventStream:
         text = self._pending
         lead = _LEADING.match(text).end()
         if lead < len(text) and text[lead] == ord("]"):  # the array ends (or was empty)
+            if self._comma:
+                raise NotStreamable("a comma before the end of the event array")  # invalid JSON: say so
             self._drop(lead + 1)
             self._state = "tail"
             return True
@@ -150,6 +153,7 @@ class EventStream:
         self.events += len(events)
         del events
         self._drop(end)
+        self._comma = not closes
         self._blocks += 1
         if self._blocks % _TRIM_EVERY == 0:
             trim_heap()
