@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import msgspec
 import numpy as np
 
-from .events import MODULE_PREFIX, _NO_ID, _comm_values
+from .events import COMM_ARGS, MODULE_PREFIX, NO_RAW, _NO_ID, _comm_values
 from .repair import FieldLog
 from .table import Interner, Table
 
@@ -224,10 +224,16 @@ def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, 
     _add_comm(cols, args, n, comms)
 
 
+_NO_COMM = (NO_RAW,) * len(COMM_ARGS)
+
+
 def _add_comm(cols: _Columns, args: List, n: int, comms: Interner) -> None:
     """Each event's collective-args code (-1: none); the 16 args of all events are gathered and tested in C."""
     sets = list(map(_comm_values, args))
     codes = np.full(n, _NO_ID, dtype=np.int32)
+    if sets.count(_NO_COMM) == n:  # the usual chunk: no event has any of them (absent args are one object)
+        cols.add("comm", codes)
+        return
     for i in np.flatnonzero(np.fromiter(map(any, sets), dtype=bool, count=n)).tolist():
         codes[i] = comms.code(tuple(bytes(r) for r in sets[i]))  # most events carry none of these args
     cols.add("comm", codes)

@@ -117,6 +117,8 @@ TABLE_ARGS: Dict[str, Tuple[str, ...]] = {
 }
 
 
+# An absent raw arg: one object shared by every struct, so that "none of these args" is an identity test in C.
+NO_RAW = msgspec.Raw()
 # An event without args reads as one with empty args: a chunk's args then join without a check per event.
 _NO_ARGS = msgspec.Raw(b"{}")
 
@@ -137,7 +139,7 @@ def _make_schema(extra_args: Tuple[str, ...]) -> Tuple[type, Dict[str, type]]:
         fields = []
         for attr in dict.fromkeys(attrs + tuple(extra)):
             name, typ = specs[attr]
-            default = msgspec.Raw() if typ is msgspec.Raw else None
+            default = NO_RAW if typ is msgspec.Raw else None
             fields.append((attr, typ, msgspec.field(default=default, name=name)))
         args_types[table] = msgspec.defstruct(f"{table.capitalize()}Args", fields, gc=False)
     event_type = msgspec.defstruct("Event", [
