@@ -39,17 +39,42 @@ def measure(setup: str, step: str, repeat: int = 1, env: Optional[Dict[str, str]
     return best
 
 
+def json_size(path: str) -> int:
+    """The uncompressed size of a (gzipped) JSON file, inflated block by block: a benchmark's parent process must
+    not hold the trace, since a child's peak RSS (os.wait4) counts the parent's memory at the fork."""
+    import zlib
+
+    size = 0
+    with open(path, "rb") as f:
+        if f.read(2) != b"\x1f\x8b":
+            return os.path.getsize(path)
+        f.seek(0)
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        for block in iter(lambda: f.read(1 << 20), b""):
+            data = block
+            while data:
+                size += len(inflater.decompress(data, 1 << 24))
+                data = inflater.unconsumed_tail
+                if inflater.eof and inflater.unused_data:  # a further gzip member
+                    data = inflater.unused_data
+                    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    return size
+
+
 def has_module(name: str) -> bool:
     return subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True).returncode == 0
 
 
 def print_table(title: str, rows: List[Tuple[str, Dict[str, float]]], size_bytes: int,
                 reference: str) -> None:
-    """Rows of (method, measurement), with ratios against the `reference` row and the JSON size."""
+    """Rows of (method, measurement), with ratios against the `reference` row and the JSON size. Rows that carry
+    `cpu_s` (user + system CPU seconds of the whole process) also get its ratio: on a machine shared with other
+    work it drifts less than wall time."""
     ref = dict(rows).get(reference, {})
+    cpu = any("cpu_s" in m for _, m in rows)
     print(title)
     print(f"{'method':<34}{'wall s':>9}{'peak RSS MB':>13}{'RSS/JSON':>10} {'time/' + reference:>18}"
-          f"{'RSS/' + reference:>17}")
+          f"{'RSS/' + reference:>17}" + (f"{'cpu s':>9}{'cpu/' + reference:>17}" if cpu else ""))
     for name, m in rows:
         if "error" in m:
             print(f"{name:<34}  failed: {m['error']}")
@@ -57,5 +82,11 @@ def print_table(title: str, rows: List[Tuple[str, Dict[str, float]]], size_bytes
         rss = m["peak_rss_kb"] * 1024
         t_ratio = m["wall_s"] / ref["wall_s"] if ref.get("wall_s") else float("nan")
         r_ratio = m["peak_rss_kb"] / ref["peak_rss_kb"] if ref.get("peak_rss_kb") else float("nan")
-        print(f"{name:<34}{m['wall_s']:>9.3f}{rss / 1e6:>13.1f}{rss / size_bytes:>10.2f}{t_ratio:>18.2f}"
-              f"{r_ratio:>17.2f}")
+        line = (f"{name:<34}{m['wall_s']:>9.3f}{rss / 1e6:>13.1f}{rss / size_bytes:>10.2f}{t_ratio:>18.2f}"
+                f"{r_ratio:>17.2f}")
+        if cpu and "cpu_s" in m:
+            c_ratio = m["cpu_s"] / ref["cpu_s"] if ref.get("cpu_s") else float("nan")
+            line += f"{m['cpu_s']:>9.3f}{c_ratio:>17.2f}"
+        elif cpu:
+            line += f"{'-':>9}{'-':>17}"
+        print(line)

@@ -4,8 +4,8 @@ when installed, HTA's load + kernel breakdown and inductor's profile_analysis --
     python benchmarks/analyze.py TRACE [--repeat N] [--baseline CHECKOUT] [--dtype bfloat16]
 
 Every figure is a whole process (interpreter start, imports, reading, analysis, output), the median of --repeat
-runs, with its peak RSS; ratios are against orjson.loads measured in the same run, since a shared machine's speed
-drifts between runs. "memo warm" reuses the estimates memoised by an earlier run; "first time" runs with an empty
+runs, with its peak RSS; ratios are against orjson.loads measured in the same run, and the runs go in rounds (each
+method once per round), since a shared machine's speed drifts between runs. "memo warm" reuses the estimates memoised by an earlier run; "first time" runs with an empty
 cache directory ($XDG_CACHE_HOME), as on a new machine, where estimates are computed (and torch imported only for
 ops whose formula needs it). --baseline runs another checkout's code (say the main branch's) in the same run.
 
@@ -28,8 +28,8 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _measure import has_module, measure, print_table  # noqa: E402
-from read import _READ, _json_size  # noqa: E402
+from _measure import has_module, json_size, measure, print_table  # noqa: E402
+from read import _READ  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _ORJSON = _READ + "import orjson, sys\nd = orjson.loads(read_all(sys.argv[1]))\n"
@@ -78,26 +78,53 @@ print(json.dumps({"total": t3 - t0, "split": {"imports": t1 - t0, "inflate": t2 
 
 def run_whole(argv: Sequence[str], repeat: int, env: Optional[Dict[str, str]] = None, cwd: str = ROOT,
               fresh_cache: bool = False) -> Dict[str, float]:
-    """Median wall time and peak RSS of `repeat` runs of a whole process (os.wait4 gives each child's own peak).
-    `fresh_cache`: each run gets an empty $XDG_CACHE_HOME."""
-    walls, peaks = [], []
-    for _ in range(repeat):
-        cache = tempfile.mkdtemp(prefix="tbgi-bench-cache-") if fresh_cache else None
-        run_env = {**os.environ, **(env or {}), **({"XDG_CACHE_HOME": cache} if cache else {})}
+    """Median wall time and peak RSS of `repeat` runs of a whole process (see run_rounds)."""
+    return run_rounds([Method("", argv, env, cwd, fresh_cache)], repeat)[0][1]
+
+
+class Method:
+    """One whole-process command of the comparison."""
+
+    def __init__(self, label: str, argv: Sequence[str], env: Optional[Dict[str, str]] = None, cwd: str = ROOT,
+                 fresh_cache: bool = False) -> None:
+        self.label, self.argv, self.env, self.cwd, self.fresh_cache = label, list(argv), env, cwd, fresh_cache
+
+    def run_once(self) -> Tuple[float, float, int, str]:
+        """(wall seconds, CPU seconds, peak RSS bytes, error or ""). os.wait4 gives the child's own peak; it also
+        counts the parent's memory at the fork, which is why this process never holds a trace."""
+        cache = tempfile.mkdtemp(prefix="tbgi-bench-cache-") if self.fresh_cache else None
+        run_env = {**os.environ, **(self.env or {}), **({"XDG_CACHE_HOME": cache} if cache else {})}
         t0 = time.perf_counter()
-        proc = subprocess.Popen(list(argv), env=run_env, cwd=cwd, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(self.argv, env=run_env, cwd=self.cwd, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE)
         _, status, usage = os.wait4(proc.pid, 0)
-        walls.append(time.perf_counter() - t0)
-        peaks.append(usage.ru_maxrss * 1024)
+        wall = time.perf_counter() - t0
         err = proc.stderr.read().decode("utf-8", "replace").strip()
         proc.stderr.close()
-        proc.returncode = os.waitstatus_to_exitcode(status)
         if cache:
             shutil.rmtree(cache, ignore_errors=True)
-        if proc.returncode != 0:
-            return {"error": err.splitlines()[-1] if err else f"exit {proc.returncode}"}
-    return {"wall_s": statistics.median(walls), "peak_rss": statistics.median(peaks)}
+        if os.waitstatus_to_exitcode(status) != 0:
+            return wall, 0.0, 0, err.splitlines()[-1] if err else f"exit {os.waitstatus_to_exitcode(status)}"
+        return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, ""
+
+
+def run_rounds(methods: List[Method], repeat: int) -> List[Tuple[str, Dict[str, float]]]:
+    """Each method's median wall time and peak RSS over `repeat` rounds; a round runs every method once, in turn,
+    so that a shared machine's load, which drifts, weighs on all of them alike."""
+    results: Dict[str, List[Tuple[float, float, int]]] = {m.label: [] for m in methods}
+    errors: Dict[str, str] = {}
+    for _ in range(repeat):
+        for m in methods:
+            if m.label in errors:
+                continue
+            wall, cpu, peak, err = m.run_once()
+            if err:
+                errors[m.label] = err
+            else:
+                results[m.label].append((wall, cpu, peak))
+    return [(m.label, {"error": errors[m.label]} if m.label in errors else
+             {key: statistics.median(r[i] for r in results[m.label])
+              for i, key in enumerate(("wall_s", "cpu_s", "peak_rss"))}) for m in methods]
 
 
 def run_split(code: str, path: str, repeat: int, env: Optional[Dict[str, str]] = None,
@@ -135,18 +162,16 @@ def main() -> None:
     ap.add_argument("--no-peers", action="store_true", help="skip HTA and inductor")
     args = ap.parse_args()
     path = os.path.abspath(args.trace)
-    size = _json_size(path)
+    size = json_size(path)
     command = ["analyze", "--format", "csv", "--top", "0", path]
-    rows: List[Tuple[str, Dict[str, float]]] = []
-    if has_module("orjson"):
-        rows.append(("orjson.loads", run_whole([sys.executable, "-c", _ORJSON, path], args.repeat)))
+    methods = [Method("orjson.loads", [sys.executable, "-c", _ORJSON, path])] if has_module("orjson") else []
     checkouts = [("", ROOT)] + ([(" [baseline]", os.path.abspath(args.baseline))] if args.baseline else [])
     for label, checkout in checkouts:
         argv, env, cwd = _cli(checkout)
-        run_whole(argv + command, 1, env, cwd)  # fills the estimates memo: the next runs find it warm
-        rows.append((f"analyze, memo warm{label}", run_whole(argv + command, args.repeat, env, cwd)))
-        rows.append((f"analyze, first time{label}", run_whole(argv + command, args.repeat, env, cwd,
-                                                              fresh_cache=True)))
+        Method("fill", argv + command, env, cwd).run_once()  # fills the estimates memo: later runs find it warm
+        methods.append(Method(f"analyze, memo warm{label}", argv + command, env, cwd))
+        methods.append(Method(f"analyze, first time{label}", argv + command, env, cwd, fresh_cache=True))
+    rows = run_rounds(methods, args.repeat)
     if not args.no_peers:
         where = f"path = {path!r}\ndtype = {args.dtype!r}\n"
         if has_module("hta"):
@@ -166,7 +191,7 @@ def _step(m: Dict[str, float]) -> Dict[str, float]:
 
 
 def _print_whole(rows: List[Tuple[str, Dict[str, float]]], size: int) -> None:
-    kb = [(name, m if "error" in m else {"wall_s": m["wall_s"], "peak_rss_kb": m["peak_rss"] / 1024}) for name, m in rows]
+    kb = [(name, m if "error" in m else {**m, "peak_rss_kb": m["peak_rss"] / 1024}) for name, m in rows]
     print_table("whole processes, median of runs", kb, size, "orjson.loads")
 
 

@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import msgspec
 import numpy as np
 
-from .events import MODULE_PREFIX, _NO_ID, _comm_values
+from .events import COMM_ARGS, MODULE_PREFIX, NO_RAW, _NO_ID, _comm_values
 from .repair import FieldLog
 from .strides import ZERO_STRIDE
 from .table import Interner, Table
@@ -46,11 +46,26 @@ FAST = True
 _EXACT = float(2 ** 53)  # integers up to this size pass through float64 unchanged
 
 
+_NAN_FOR_NONE = {None: float("nan")}
+
+
+def as_float64(values: List) -> np.ndarray:
+    """Numbers (None as NaN) as float64, in C loops. numpy converts None slowly, so a list whose first value is
+    absent (most likely an arg that is mostly absent) is checked first: all absent costs no conversion, some
+    absent are mapped to NaN. Raises what np.array raises (an integer beyond any float)."""
+    n = len(values)
+    if n and values[0] is None:
+        if values.count(None) == n:
+            return np.full(n, np.nan)
+        values = list(map(_NAN_FOR_NONE.get, values, values))
+    return np.array(values, dtype=np.float64).reshape(n)
+
+
 def _exact_ints(values: List[Optional[int]], dtype) -> Optional[np.ndarray]:
     """Integers (None as -1) converted in C through float64, or None when a value could lose precision there or
     does not fit `dtype` (then the one-by-one path decides, and counts)."""
     try:
-        as_float = np.array(values, dtype=np.float64).reshape(len(values))
+        as_float = as_float64(values)
     except (OverflowError, TypeError, ValueError):
         return None
     missing = np.isnan(as_float)
@@ -110,7 +125,7 @@ class _Columns:
         try:
             if not FAST:
                 raise OverflowError
-            arr = np.array(values, dtype=np.float64).reshape(n)  # None becomes NaN, in C
+            arr = as_float64(values)
         except (OverflowError, TypeError, ValueError):  # an integer beyond any float
             arr = np.fromiter((np.nan if v is None else _float_or_nan(v) for v in values), dtype=np.float64, count=n)
         lo, hi = _FLOAT_LIMITS.get(col, (-np.inf, np.inf))
@@ -128,19 +143,15 @@ class _Columns:
         if not FAST:
             self.add(col, np.fromiter(interner.encode(values), dtype=np.int32, count=n))
             return
-        values = values if isinstance(values, list) else list(values)
-        codes = interner.codes
-        for v in dict.fromkeys(values):  # distinct values in first-seen order: the codes the one-by-one path gives
-            if v not in codes:
-                interner.code(v)
-        self.add(col, np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=n))
+        # A new value gets the next code on lookup (table._Codes): first-seen order, as the one-by-one path gives.
+        self.add(col, np.fromiter(map(interner.codes.__getitem__, values), dtype=np.int32, count=n))
 
     def finish(self, name: str, order: Sequence[str]) -> Table:
         columns, strings = {}, {}
         for col in order:
             # Pop each column's chunks as it is joined so that parts and whole never all coexist.
             parts = self.chunks.pop(col, None)
-            columns[col] = (np.concatenate(parts[::-1]) if parts else
+            columns[col] = (np.concatenate(parts) if parts else
                             np.empty(0, dtype=_EMPTY_DTYPE.get(col, np.float64)))
             del parts
         for col, interner in self.interners.items():
@@ -214,13 +225,16 @@ def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, 
     _add_comm(cols, args, n, comms)
 
 
-def _add_comm(cols: _Columns, args: List, n: int, comms: Optional[Interner]) -> None:
-    """Each event's collective-args code; `comms` None: the chunk holds none (see reader._mentions_comm)."""
-    if comms is None:
-        cols.add("comm", np.full(n, _NO_ID, dtype=np.int32))
-        return
+_NO_COMM = (NO_RAW,) * len(COMM_ARGS)
+
+
+def _add_comm(cols: _Columns, args: List, n: int, comms: Interner) -> None:
+    """Each event's collective-args code (-1: none); the 16 args of all events are gathered and tested in C."""
     sets = list(map(_comm_values, args))
     codes = np.full(n, _NO_ID, dtype=np.int32)
+    if sets.count(_NO_COMM) == n:  # the usual chunk: no event has any of them (absent args are one object)
+        cols.add("comm", codes)
+        return
     for i in np.flatnonzero(np.fromiter(map(any, sets), dtype=bool, count=n)).tolist():
         codes[i] = comms.code(tuple(bytes(r) for r in sets[i]))  # most events carry none of these args
     cols.add("comm", codes)

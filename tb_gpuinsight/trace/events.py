@@ -118,6 +118,12 @@ TABLE_ARGS: Dict[str, Tuple[str, ...]] = {
 }
 
 
+# An absent raw arg: one object shared by every struct, so that "none of these args" is an identity test in C.
+NO_RAW = msgspec.Raw()
+# An event without args reads as one with empty args: a chunk's args then join without a check per event.
+_NO_ARGS = msgspec.Raw(b"{}")
+
+
 def _make_schema(extra_args: Tuple[str, ...]) -> Tuple[type, Dict[str, type]]:
     """Typed structs for one load: the event (its args left raw) and, per table, the args that table reads plus
     the caller's extra args (those the schema does not name stay raw JSON)."""
@@ -134,7 +140,7 @@ def _make_schema(extra_args: Tuple[str, ...]) -> Tuple[type, Dict[str, type]]:
         fields = []
         for attr in dict.fromkeys(attrs + tuple(extra)):
             name, typ = specs[attr]
-            default = msgspec.Raw() if typ is msgspec.Raw else None
+            default = NO_RAW if typ is msgspec.Raw else None
             fields.append((attr, typ, msgspec.field(default=default, name=name)))
         args_types[table] = msgspec.defstruct(f"{table.capitalize()}Args", fields, gc=False)
     event_type = msgspec.defstruct("Event", [
@@ -145,6 +151,6 @@ def _make_schema(extra_args: Tuple[str, ...]) -> Tuple[type, Dict[str, type]]:
         ("tid", Union[int, str, None], None),
         ("ts", Optional[float], None),
         ("dur", float, 0.0),
-        ("args", msgspec.Raw, msgspec.field(default_factory=msgspec.Raw)),
+        ("args", msgspec.Raw, msgspec.field(default=_NO_ARGS)),
     ], gc=False)
     return event_type, args_types

@@ -1,12 +1,12 @@
 """Kineto (Chrome trace JSON) reader for every PyTorch era, producing compact columnar tables.
 
 How it stays fast and lean on gigabyte traces:
-1. The file is read once into one buffer (gzip inflated in place, see `source.py`).
-2. One msgspec pass splits `traceEvents` into `msgspec.Raw` slices: a validating scan that builds no objects per
-   field, only one small slice object per event.
-3. Slices are decoded in chunks into typed structs that name only the fields the tables need (plus the extra args a
-   caller asks for); msgspec skips every other key in C. Each chunk is turned into numpy columns and dropped, so
-   at most one chunk of Python objects is alive at a time.
+1. The file is inflated block by block and the event array's text is decoded as it comes, in blocks cut at event
+   boundaries (`stream.py`): neither the whole JSON text nor more than one block of events is held at once.
+2. Blocks are decoded into typed structs that name only the fields the tables need (plus the extra args a caller
+   asks for); msgspec skips every other key in C. Each block is turned into numpy columns and dropped.
+3. A file whose text is not laid out for that (and a decode on several cores) is read into one buffer instead,
+   split into `msgspec.Raw` slices per event and decoded in chunks of them, first chunk first.
 A chunk that does not fit the typed schema (a string where an id should be, say) is decoded again event by event,
 and an event that still does not fit field by field (repair.py): a bad value spoils only its own field, numbers
 written as strings are read as numbers; `meta.coerced_fields` / `meta.dropped_fields` count both. Numbers outside
@@ -33,10 +33,11 @@ from ..errors import TraceError
 from .columns import _ORDER, _Columns
 from .events import COMM_ARGS, LEGACY_CATEGORIES, TABLES
 from .header import decode_header_value, sane_base_time, sane_devices, sane_distributed
-from .reader import _Reader
+from .reader import _Reader, renumber_by_first_use
 from .repair import FieldLog
 from .source import TraceBytes, file_size, os_error_reason, read_all
 from .stages import stage
+from .stream import EventStream, NotStreamable, trim_heap
 from .table import Table
 
 _CHUNK_EVENTS = 4096
@@ -152,7 +153,8 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
 
     `extra_args` names event args to keep besides the standard ones (for example "Input Strides",
     "Module Hierarchy", "Collective name"); each becomes an object column in every table, None where absent.
-    `progress(stage, done, total)` is called while reading ("read", bytes) and decoding ("decode", events).
+    `progress(stage, done, total)` is called while reading ("read", bytes; events are decoded as they are read)
+    and once the events are decoded ("decode", events).
     `max_bytes` caps the uncompressed size (default: `source.max_trace_bytes()`).
     `workers`: processes decoding parts of a big trace at once (default $TB_GPUINSIGHT_DECODE_WORKERS, else 1);
     the tables are those of one process (see parallel.py).
@@ -161,8 +163,64 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
     path = os.fspath(path)
     extra = tuple(dict.fromkeys(str(a) for a in extra_args))
     file_bytes = _file_size(path)
+    read_progress = (lambda d, t: progress("read", d, t)) if progress else None
+    loaded = None
+    if parallel.decode_workers(workers) == 1:
+        loaded = _read_streaming(path, extra, read_progress, max_bytes)
+    if loaded is None:
+        loaded = _read_whole(path, extra, read_progress, max_bytes, workers)
+    top, reader, tables, json_bytes, total = loaded
+    trim_heap()  # what decoding freed goes back to the OS before the analysis allocates
+    reader.shapes.items[:] = renumber_by_first_use(tables, "shape", reader.shapes.items)
+    reader.comms.items[:] = renumber_by_first_use(tables, "comm", reader.comms.items)
+    _header_values(top, reader)
+    if progress:
+        progress("decode", total, total)
+    devices = _devices(top, reader.log)
+    meta = _meta(path, top, reader, tables, devices, file_bytes, json_bytes, total)
+    return KinetoTrace(meta=meta, devices=devices, shapes=reader.shapes.items, comms=reader.comms.items, **tables)
+
+
+_Loaded = Tuple[Any, _Reader, Dict[str, Table], int, int]  # header, reader, tables, JSON bytes, event count
+
+
+def _read_streaming(path: str, extra: Tuple[str, ...], read_progress, max_bytes: Optional[int]) -> Optional[_Loaded]:
+    """The tables decoded while the file is inflated (stream.py); None when the text is not laid out for it."""
+    reader = _Reader(path, extra)
+    events = EventStream(reader)
+    try:
+        with stage("inflate"):
+            read_all(path, read_progress, max_bytes, sink=events)
+            header = events.finish()
+    except (NotStreamable, RecursionError, msgspec.DecodeError):
+        return None
+    with stage("decode"):
+        top = _decode_header(header)
+    if top is None:
+        return None
+    with stage("columns"):
+        tables = reader.finish()
+    return top, reader, tables, events.size, events.events
+
+
+def _decode_header(text: bytes) -> Any:
+    """The document around the streamed event array (that array left empty); None when it does not decode as
+    a Kineto header with one event array (the whole-file read then says why)."""
+    try:
+        if _first_byte(text) == ord("["):
+            msgspec.json.decode(text, type=List[msgspec.Raw])
+            return _Top()
+        top = msgspec.json.decode(text, type=_Top)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    return None if top.traceEvents else top
+
+
+def _read_whole(path: str, extra: Tuple[str, ...], read_progress, max_bytes: Optional[int],
+                workers: Optional[int]) -> _Loaded:
+    """The whole text in one buffer, split into events, decoded in one process or several (parallel.py)."""
     with stage("inflate"):
-        buf = read_all(path, (lambda d, t: progress("read", d, t)) if progress else None, max_bytes)
+        buf = read_all(path, read_progress, max_bytes)
     with stage("decode"):
         top = _decode_top(path, buf)
     events = top.traceEvents
@@ -170,52 +228,51 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
         raise TraceError(path, "the trace has no events")
     top.traceEvents = None
     reader = _Reader(path, extra)
-    for key in _HEADER_KEYS:
-        setattr(top, key, decode_header_value(getattr(top, key), key, reader.log))
     total = len(events)
+    json_bytes = len(buf)
     ranges = parallel.split(total, parallel.decode_workers(workers), _CHUNK_EVENTS)
     if len(ranges) > 1:
-        done = [0]
-
-        def step(n: int) -> None:
-            done[0] += n
-            if progress:
-                progress("decode", done[0], total)
-
         with stage("columns"):
-            parts = parallel.decode_parallel(lambda: _Reader(path, extra), events, ranges, _feed_range, step)
+            parts = parallel.decode_parallel(lambda: _Reader(path, extra), events, ranges, _feed_range)
             tables = parallel.merge_into(reader, parts)
-        json_bytes = len(buf)
         del buf, events, parts
     else:
-        json_bytes = len(buf)
-        _decode_serially(reader, buf, events, progress)
+        _decode_serially(reader, buf, events)
         del buf, events
         with stage("columns"):
             tables = reader.finish()
-    devices = _devices(top, reader.log)
-    meta = _meta(path, top, reader, tables, devices, file_bytes, json_bytes, total)
-    return KinetoTrace(meta=meta, devices=devices, shapes=reader.shapes.items, comms=reader.comms.items, **tables)
+    return top, reader, tables, json_bytes, total
 
 
-def _decode_serially(reader: _Reader, buf: TraceBytes, events: List[msgspec.Raw],
-                     progress: Optional[Progress]) -> None:
-    """Last chunk first, truncating the slice list as we go: its memory shrinks while the tables grow. The
-    buffer's pages behind a decoded chunk go back to the OS, so memory stays near one copy of the JSON."""
+def _header_values(top: Any, reader: _Reader) -> None:
+    """Decode the header's values; what they log is counted before what the events logged, as they come first."""
+    log = FieldLog()
+    for key in _HEADER_KEYS:
+        setattr(top, key, decode_header_value(getattr(top, key), key, log))
+    log.coerced.update(reader.log.coerced)
+    log.dropped.update(reader.log.dropped)
+    reader.log = log
+
+
+def _decode_serially(reader: _Reader, buf: TraceBytes, events: List[msgspec.Raw]) -> None:
+    """First chunk first (the order of a streamed read), taking chunks off the end of the reversed slice list:
+    its memory shrinks while the tables grow, and the buffer's pages before the next chunk go back to the OS."""
     total = len(events)
-    for start in reversed(range(0, total, _CHUNK_EVENTS)):
-        first = buf.offset_of(events[start])
+    events.reverse()
+    for start in range(0, total, _CHUNK_EVENTS):
+        cut = max(len(events) - _CHUNK_EVENTS, 0)
+        chunk = events[cut:]
+        del events[cut:]
+        chunk.reverse()
         with stage("columns"):
-            reader.feed(events[start:], start)
-        del events[start:]
-        buf.release_from(first)
-        if progress:
-            progress("decode", total - start, total)
+            reader.feed(chunk, start)
+        del chunk
+        buf.release_before(buf.offset_of(events[-1]) if events else len(buf))
 
 
 def _feed_range(reader: _Reader, events: Sequence[msgspec.Raw], start: int, end: int) -> None:
     """Events [start, end) into `reader`, in the chunks and the order of a serial decode (start is a chunk's)."""
-    for first in reversed(range(start, end, _CHUNK_EVENTS)):
+    for first in range(start, end, _CHUNK_EVENTS):
         reader.feed(events[first:min(first + _CHUNK_EVENTS, end)], first)
 
 

@@ -2,8 +2,9 @@
 part is decoded into tables in a forked worker process, and the parts are merged into the tables one process
 would have built (the same rows, string categories, shape and collective codes, counts; a test compares them).
 
-Codes are handed out in the order the serial reader meets values, which is last chunk first; so the merge walks
-the parts last first to build each code list, and lays rows out first part first. Workers are forked, so they
+Codes are handed out in the order the serial reader meets values, first chunk first; so the merge walks the parts
+first to last to build each code list (shape and collective codes, shared by tables, are renumbered afterwards by
+first use, see reader.renumber_by_first_use), and lays rows out first part first. Workers are forked, so they
 read the parent's buffer of the JSON without copying it through a pipe; only tables travel back.
 """
 from __future__ import annotations
@@ -62,7 +63,7 @@ def decode_parallel(new_reader: Callable[[], Any], events: Sequence[Any], ranges
                     feed: Callable[[Any, Sequence[Any], int, int], None],
                     progress: Optional[Callable[[int], None]] = None) -> List[Part]:
     """Decode each range of `events` in a forked worker (`feed(reader, events, start, end)` fills a fresh reader);
-    the parts in the order a serial decode meets them (last first)."""
+    the parts in the order a serial decode meets them (first first)."""
     import multiprocessing  # here: one process decoding never pays for importing the pool
     from concurrent.futures import ProcessPoolExecutor
 
@@ -71,9 +72,9 @@ def decode_parallel(new_reader: Callable[[], Any], events: Sequence[Any], ranges
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=len(ranges), mp_context=context) as pool:
-            futures = [pool.submit(_decode_range, start, end) for start, end in reversed(ranges)]
+            futures = [pool.submit(_decode_range, start, end) for start, end in ranges]
             parts = []
-            for (start, end), future in zip(reversed(ranges), futures):
+            for (start, end), future in zip(ranges, futures):
                 parts.append(future.result())
                 if progress:
                     progress(end - start)
@@ -92,7 +93,7 @@ def _decode_range(start: int, end: int) -> Part:
 
 
 def merge_into(reader: Any, parts: List[Part]) -> Dict[str, Table]:
-    """The tables of `parts` (in serial order: last part first) as one reader would have built them; the
+    """The tables of `parts` (in serial order: first part first) as one reader would have built them; the
     reader's counters, codes and time range take the parts' in the same order."""
     shapes, comms = Interner(), Interner()
     shape_maps = [_remap(shapes, p.shapes) for p in parts]
@@ -116,7 +117,7 @@ def _remap(interner: Interner, items: List[Any]) -> np.ndarray:
 
 
 def _merge_table(name: str, tables: List[Table], code_maps: Dict[str, List[np.ndarray]]) -> Table:
-    """One table from its parts (in serial order: last part first); rows come out first part first."""
+    """One table from its parts (in serial order: first part first); rows come out in that order."""
     kept = [i for i, t in enumerate(tables) if len(t)]
     if not kept:
         return tables[0]
@@ -128,7 +129,7 @@ def _merge_table(name: str, tables: List[Table], code_maps: Dict[str, List[np.nd
             maps = [_remap(merged, tables[i].strings.get(col, [])) for i in range(len(tables))]
             strings[col] = merged.items
         pieces = []
-        for i in reversed(kept):  # first part first
+        for i in kept:
             arr = tables[i].columns[col]
             pieces.append(_apply(arr, maps[i]) if maps is not None else arr)
         columns[col] = np.concatenate(pieces)

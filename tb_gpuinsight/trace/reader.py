@@ -11,8 +11,8 @@ from typing import Any, Dict, Iterable, List, Sequence, Tuple
 import msgspec
 import numpy as np
 
-from .columns import _BUILDERS, _ORDER, _TS_LIMIT, _Columns, _extra_value, _of
-from .events import CATEGORIES, COMM_ARGS, MEMORY_EVENT, MODULE_PREFIX, TABLE_OF, TABLES, _ARG_NAMES, _make_schema
+from .columns import _BUILDERS, _ORDER, _TS_LIMIT, _Columns, _extra_value, _of, as_float64
+from .events import CATEGORIES, MEMORY_EVENT, MODULE_PREFIX, TABLE_OF, TABLES, _ARG_NAMES, _make_schema
 from .repair import FieldLog, StructRepairer, _kind
 from .stages import stage
 from .table import Interner, Table
@@ -20,6 +20,7 @@ from .table import Interner, Table
 _CAT_PH = operator.attrgetter("cat", "ph")
 _TS = operator.attrgetter("ts")
 _NAME = operator.attrgetter("name")
+_IS_MODULE = operator.methodcaller("startswith", MODULE_PREFIX)
 
 
 class _Routes:
@@ -62,16 +63,8 @@ class _Routes:
         return [i for i, (t, _) in enumerate(self.dests) if t == table]
 
     def kinds(self, codes: np.ndarray) -> List[str]:
-        return [self.dests[c][1] for c in codes.tolist()]
-
-
-# A chunk whose text names none of the collective args (as JSON keys, quoted, and with no \\u escape that could
-# spell one) has none: its comm codes are all -1 without looking at each event's 16 fields.
-_COMM_KEYS = tuple(b'"' + name.encode() + b'"' for name in COMM_ARGS) + (b"\\u",)
-
-
-def _mentions_comm(text: bytes) -> bool:
-    return any(key in text for key in _COMM_KEYS)
+        names = [kind for _, kind in self.dests]
+        return list(map(names.__getitem__, codes.tolist()))
 
 
 class _ArgsDecoder:
@@ -84,14 +77,12 @@ class _ArgsDecoder:
         self.empty = args_type()
         self.log = log
 
-    def decode(self, raws: List[msgspec.Raw]) -> Tuple[List, bool]:
-        """The args structs, and whether any of them may hold collective args (their keys appear in the text)."""
-        text = b"[" + b",".join([r or b"{}" for r in raws]) + b"]"
+    def decode(self, raws: List[msgspec.Raw]) -> List:
+        """The args structs of one chunk's events (absent args are `{}`: see events.py)."""
         try:
-            args = self.decoder.decode(text)
+            return self.decoder.decode(b"[" + b",".join(raws) + b"]")
         except (msgspec.ValidationError, UnicodeDecodeError):
-            args = [self._one(bytes(r)) for r in raws]
-        return args, _mentions_comm(text)
+            return [self._one(bytes(r)) for r in raws]
 
     def _one(self, raw: bytes) -> Any:
         if not raw or raw == b"null":
@@ -111,6 +102,7 @@ class _Reader:
         self.extra_args = extra_args
         self.event_type, self.args_types = _make_schema(extra_args)
         self.decoder = msgspec.json.Decoder(List[self.event_type])
+        self.raw_list = msgspec.json.Decoder(List[msgspec.Raw])
         self.log = FieldLog()
         self.repairer = StructRepairer(self.event_type, self.log, "event")
         self.args = {t: _ArgsDecoder(typ, self.log) for t, typ in self.args_types.items()}
@@ -121,6 +113,7 @@ class _Reader:
         self.route = _Routes()
         self.counts: Counter = Counter()
         self.malformed = 0
+        self._holes = False  # the last decoded chunk holds None for entries that were no object
         self.t_min = np.inf
         self.t_max = -np.inf
 
@@ -128,13 +121,29 @@ class _Reader:
         """Decode events `first_index ...` of traceEvents into the tables."""
         with stage("decode"):
             evs = self._decode(raws)
+        self.feed_events(evs, first_index)
+
+    def decode_block(self, text: bytes) -> List:
+        """The events of a JSON array's text (None for entries that are no object); msgspec.DecodeError when
+        the text is not a JSON array (stream.py then knows it did not cut at an event boundary)."""
+        with stage("decode"):
+            try:
+                return self.decoder.decode(text)
+            except (msgspec.ValidationError, UnicodeDecodeError):
+                return self._decode_one_by_one(self.raw_list.decode(text))
+
+    def feed_events(self, evs: List, first_index: int) -> None:
+        """Decoded events `first_index ...` of traceEvents (None for entries that were no object) into the tables."""
         index = np.arange(first_index, first_index + len(evs))
-        if None in evs:  # entries that were no JSON object
+        if self._holes:  # entries that were no JSON object (only the one-by-one decode makes them)
+            self._holes = False
             keep = [i for i, e in enumerate(evs) if e is not None]
             evs, index = [evs[i] for i in keep], index[keep]
         keys = list(map(_CAT_PH, evs))
-        self.counts.update(map(operator.itemgetter(0), keys))
-        dest = self._destinations(evs, keys)
+        by_key = Counter(keys)  # one pass: the category counts and the routes of the distinct keys
+        for (cat, _), count in by_key.items():
+            self.counts[cat] += count
+        dest = self._destinations(evs, keys, by_key)
         for table in TABLES:
             codes = self.route.codes_of(table)
             rows = np.flatnonzero(np.isin(dest, codes) if len(codes) > 1 else dest == codes[0]) if codes else ()
@@ -143,24 +152,24 @@ class _Reader:
                 self._add(table, chunk, self.route.kinds(dest[rows]))
                 self.columns[table].add("event", index[rows])
 
-    def _destinations(self, evs: List, keys: List[Tuple[str, str]]) -> np.ndarray:
+    def _destinations(self, evs: List, keys: List[Tuple[str, str]], distinct: Iterable) -> np.ndarray:
         """Each event's destination code (see _Routes); untimed events go nowhere, times out of range are dropped."""
-        ts = np.array(list(map(_TS, evs)), dtype=np.float64).reshape(len(evs))  # None: NaN
+        ts = as_float64(list(map(_TS, evs)))  # None: NaN
         with np.errstate(invalid="ignore"):
             wild = np.abs(ts) > _TS_LIMIT
         for i in np.flatnonzero(wild).tolist():
             self.log.drop("event 'ts'", f"outside {-_TS_LIMIT:g}..{_TS_LIMIT:g} us: the event is left untimed")
             evs[i].ts = None
         route = self.route
-        dest = np.fromiter(map(route.codes(set(keys)).__getitem__, keys), dtype=np.int16, count=len(keys))
+        dest = np.fromiter(map(route.codes(distinct).__getitem__, keys), dtype=np.int16, count=len(keys))
         dest[np.isnan(ts) | wild] = _Routes.NOWHERE
         by_name = np.flatnonzero(dest <= _Routes.MEMORY_BY_NAME)
         if len(by_name):  # memory instants and module calls are told by their names
             rows = by_name.tolist()
             names = list(map(_NAME, map(evs.__getitem__, rows)))
             memory = dest[by_name] == _Routes.MEMORY_BY_NAME
-            keep = [name == MEMORY_EVENT if m else name.startswith(MODULE_PREFIX)
-                    for name, m in zip(names, memory.tolist())]
+            keep = np.where(memory, np.fromiter(map(MEMORY_EVENT.__eq__, names), bool, len(rows)),
+                            np.fromiter(map(_IS_MODULE, names), bool, len(rows)))
             dest[by_name] = np.where(keep, np.where(memory, route.add(("memory", "")), route.add(("modules", ""))),
                                      _Routes.NOWHERE)
         return dest
@@ -180,15 +189,16 @@ class _Reader:
             event = self.repairer.decode(raw)
             if event is None:
                 self.malformed += 1
+                self._holes = True
             out.append(event)  # None keeps positions aligned with traceEvents
         return out
 
     def _add(self, table: str, evs: List, kinds: List[str]) -> None:
         n = len(evs)
         with stage("decode"):
-            args, comm = self.args[table].decode(_of(evs, "args"))
+            args = self.args[table].decode(_of(evs, "args"))
         cols = self.columns[table]
-        _BUILDERS[table](cols, evs, args, n, self.shapes, kinds, self.comms if comm else None)
+        _BUILDERS[table](cols, evs, args, n, self.shapes, kinds, self.comms)
         if self.extra_args:
             self._add_extras(table, args, n)
         if table in ("memory", "modules"):  # the trace's time range stays that of its activities
@@ -214,9 +224,35 @@ class _Reader:
             extras = self.extras.pop(name)
             for arg in list(extras):
                 parts = extras.pop(arg)
-                table.columns[arg] = np.concatenate(parts[::-1]) if parts else np.empty(0, dtype=object)
+                table.columns[arg] = np.concatenate(parts) if parts else np.empty(0, dtype=object)
             if self.extra_args and not len(table):
                 for arg in self.extra_args:
                     table.columns.setdefault(arg, np.empty(0, dtype=object))
             tables[name] = table
         return tables
+
+
+# Codes shared by several tables (shape signatures: ops and annotations; collective args: ops, kernels and
+# annotations) are renumbered in the order of the events that first use them, so that they do not depend on how
+# the events were cut into chunks (by bytes when streaming, by count on several cores).
+SHARED_CODES = {"shape": ("ops", "annotations"), "comm": ("ops", "kernels", "annotations")}
+
+
+def renumber_by_first_use(tables: Dict[str, Table], col: str, items: List) -> List:
+    """Rewrite column `col` of its tables so that codes follow first use in traceEvents; the reordered items."""
+    names = [t for t in SHARED_CODES[col] if col in tables[t].columns and len(tables[t])]
+    if not names or not items:
+        return items
+    events = np.concatenate([tables[t]["event"] for t in names])
+    codes = np.concatenate([tables[t][col] for t in names]).astype(np.int64)
+    used = codes >= 0
+    codes = codes[used][np.argsort(events[used], kind="stable")]
+    uniq, first = np.unique(codes, return_index=True)
+    order = uniq[np.argsort(first)].tolist()
+    order += sorted(set(range(len(items))) - set(order))  # never the case today: kept for safety
+    remap = np.empty(len(items), dtype=np.int64)
+    remap[order] = np.arange(len(items))
+    for t in names:
+        arr = tables[t].columns[col]
+        tables[t].columns[col] = np.where(arr >= 0, remap[np.maximum(arr, 0)], arr).astype(arr.dtype)
+    return [items[i] for i in order]

@@ -2,7 +2,8 @@
 
 The content lands in an anonymous memory map sized up front (from the file size, or the gzip trailer), so peak
 memory is the uncompressed size once, not the twice that `gzip.open(...).read()` needs while it joins chunks; and
-a reader that is done with the tail of the buffer can hand those pages back to the OS (`release_from`).
+a reader that is done with part of the buffer can hand those pages back to the OS (`release_before`). A caller
+may pass a sink instead, which consumes the content as it is read (the Kineto reader's `stream.EventStream`).
 
 Reading is bounded: only regular files are opened (a FIFO or a device is refused before any read, so nothing
 blocks or grows forever), and the uncompressed content may not pass a cap (`max_trace_bytes`), checked while
@@ -23,7 +24,7 @@ import re
 import stat
 import struct
 import zlib
-from typing import BinaryIO, Callable, Optional, Tuple
+from typing import Any, BinaryIO, Callable, Optional, Tuple
 
 from ..errors import TraceError
 
@@ -235,11 +236,11 @@ class TraceBytes:
 
         return np.frombuffer(part, np.uint8).ctypes.data - np.frombuffer(self._map, np.uint8).ctypes.data
 
-    def release_from(self, offset: int) -> None:
-        """Hand the pages after `offset` back to the OS: the caller promises never to read them again."""
-        start = -(-max(offset, 0) // mmap.PAGESIZE) * mmap.PAGESIZE
-        if start < len(self._map) and hasattr(self._map, "madvise"):
-            self._map.madvise(mmap.MADV_DONTNEED, start, len(self._map) - start)
+    def release_before(self, offset: int) -> None:
+        """Hand the whole pages before `offset` back to the OS: the caller promises never to read them again."""
+        end = (max(offset, 0) // mmap.PAGESIZE) * mmap.PAGESIZE
+        if end > 0 and hasattr(self._map, "madvise"):
+            self._map.madvise(mmap.MADV_DONTNEED, 0, min(end, len(self._map)))
 
     def _grow(self, capacity: int) -> None:
         bigger = mmap.mmap(-1, capacity)
@@ -313,9 +314,10 @@ class _Padding:
 
 
 def read_all(path: "os.PathLike[str] | str", progress: Optional[Progress] = None,
-             max_bytes: Optional[int] = None) -> TraceBytes:
+             max_bytes: Optional[int] = None, sink: Optional[Callable[[int], Any]] = None) -> Any:
     """The whole uncompressed content of `path`, at most `max_bytes` (default `max_trace_bytes()`); raises
-    TraceError with a one-line reason."""
+    TraceError with a one-line reason. `sink(size_hint)` makes what the content is written to instead of a
+    TraceBytes (one that consumes it as it comes: see stream.py); it is returned."""
     limit = max_bytes if max_bytes is not None else max_trace_bytes()
     try:
         f, size = _open_sized(path)
@@ -325,8 +327,8 @@ def read_all(path: "os.PathLike[str] | str", progress: Optional[Progress] = None
             head = _inflated_head(first, HEAD_BYTES)
             check_json_head(path, head, whole=len(head) < HEAD_BYTES)
             if not first.startswith(GZIP_MAGIC):
-                return _read_plain(f, size, path, progress, limit)
-            return _inflate(f, size, path, progress, limit)
+                return _read_plain(f, size, path, progress, limit, sink or TraceBytes)
+            return _inflate(f, size, path, progress, limit, sink or TraceBytes)
     except MemoryError:
         raise TraceError(path, "out of memory while reading the trace; free memory or lower --max-trace-gb") from None
     except OSError as exc:
@@ -360,10 +362,10 @@ def os_error_reason(exc: OSError) -> str:
     return f"cannot read: {exc.strerror or exc}"
 
 
-def _read_plain(f, size: int, path, progress: Optional[Progress], limit: int) -> TraceBytes:
+def _read_plain(f, size: int, path, progress: Optional[Progress], limit: int, sink: Callable[[int], Any]) -> Any:
     """Read into one buffer of the file's size (it may still grow or shrink while we read)."""
     _check_size(path, size, limit, inflated=False)
-    out = TraceBytes(size)
+    out = sink(size)
     padding = _Padding(path)
     start = 0
     while out.readinto_from(f, _CHUNK):
@@ -385,8 +387,8 @@ def _gzip_size_hint(f, size: int) -> int:
     return hint
 
 
-def _inflate(f, size: int, path, progress: Optional[Progress], limit: int) -> TraceBytes:
-    out = TraceBytes(min(_gzip_size_hint(f, size), limit))
+def _inflate(f, size: int, path, progress: Optional[Progress], limit: int, sink: Callable[[int], Any]) -> Any:
+    out = sink(min(_gzip_size_hint(f, size), limit))
     inflater = _inflate_lib.decompressobj(16 + zlib.MAX_WBITS)
     padding = _Padding(path)
     read = 0

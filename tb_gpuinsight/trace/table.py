@@ -68,14 +68,33 @@ def _unique(cats: Sequence[str]) -> List[str]:
     raise ValueError("string categories must be unique")
 
 
+class _Codes(dict):
+    """value -> code; looking up a new value gives it the next code (so one C-level lookup per value codes a list:
+    `map(codes.__getitem__, values)`)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: List) -> None:
+        super().__init__()
+        self.items = items
+
+    def __missing__(self, value) -> int:
+        code = self[value] = len(self.items)
+        self.items.append(value)
+        return code
+
+    def __reduce__(self):  # pickled (to a worker's parent) as a plain dict
+        return dict, (dict(self),)
+
+
 class Interner:
     """Maps strings (or bytes) to stable int codes; `items` lists them in code order."""
 
     __slots__ = ("codes", "items")
 
     def __init__(self) -> None:
-        self.codes: Dict = {}
         self.items: List = []
+        self.codes: Dict = _Codes(self.items)
 
     def code(self, value) -> int:
         c = self.codes.get(value)
