@@ -14,7 +14,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _measure import has_module, measure, print_table  # noqa: E402
+from _measure import has_module, json_size, measure, print_table  # noqa: E402
 
 # Baselines read the file the plain way a user would: whole bytes, inflated with gzip when compressed.
 _READ = ("import gzip\n"
@@ -31,7 +31,7 @@ def main() -> None:
     args = ap.parse_args()
     path = os.path.abspath(args.trace)
     setup_read = _READ + f"path = {path!r}\n"
-    json_bytes = _json_size(path)
+    json_bytes = json_size(path)  # block by block: the parent must not hold the trace (children's RSS)
     rows = [("json.loads (stdlib)", measure("import json\n" + setup_read, "d = json.loads(read_all(path))",
                                             args.repeat))]
     if has_module("orjson"):
@@ -45,12 +45,6 @@ def main() -> None:
                              env={"TB_GPUINSIGHT_DECODE_WORKERS": str(n)})))
     print(f"trace: {path}\nJSON size: {json_bytes / 1e6:.1f} MB (file {os.path.getsize(path) / 1e6:.1f} MB)\n")
     print_table("read", rows, json_bytes, "orjson.loads" if "orjson.loads" in dict(rows) else "json.loads (stdlib)")
-
-
-def _json_size(path: str) -> int:
-    env = {}
-    exec(_READ, env)
-    return len(env["read_all"](path))
 
 
 if __name__ == "__main__":
