@@ -1,6 +1,6 @@
-"""The All-ranks kernel table, device cards and roofline from the run's rank index (store/rank_kernels.py, analysis/ranks/kernel_parts.py):
-the same rows, order, labels and figures as the table of every span's analysis combined, on the real 8-rank DLRM
-step and on a gloo DDP run recorded here by real torch; written by `summarize`, read with no summary on a request,
+"""The All-ranks kernel table, device cards and roofline from the run's rank index (store/rank_kernels.py,
+analysis/ranks/kernel_parts.py, device_parts.py): the same rows, order, labels and figures as every span's analysis
+combined gives, on the real 8-rank DLRM step and on a gloo DDP run recorded here by real torch; written by `summarize`, read with no summary on a request,
 updated for a changed rank only, refused and rebuilt when damaged, and the same from an S3-compatible server."""
 from __future__ import annotations
 

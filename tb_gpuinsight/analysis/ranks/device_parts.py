@@ -10,7 +10,7 @@ of their calls). Sums are added per row rather than per call, so a float may dif
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
@@ -40,12 +40,16 @@ def cards(parts: Parts, spans: Sequence[int]) -> Dict[str, Any]:
     kinds = labels["kind"][1]
     copy = np.array([k in COPIES for k in kinds] + [False], dtype=bool)[code["kind"]]
     ids = sorted(set(col["device"].tolist()))
+    # as `rating._device_reports`: the listed devices when no GPU ran anything (their cards then say so)
+    shown = [d for d in ids if d >= 0] if ids else sorted({int(d.get("id", i)) for i, d in enumerate(props)})
+    busy = {c: np.concatenate([parts.per_span[c][s] for s in spans]) if spans else np.zeros(0)
+            for c in ("busy_device", "busy_start", "busy_end")}
     summaries = {}
-    for dev in (d for d in ids if d >= 0):
+    for dev in shown:
         mine = col["device"] == dev
         summaries[str(dev)] = _summary(parts, rows[mine], {c: v[mine] for c, v in col.items()},
                                        {c: v[mine] for c, v in code.items()}, labels, copy[mine],
-                                       _busy(parts, spans, dev))
+                                       _busy(busy, dev))
     names = labels["name"][1]
     ran = np.zeros(len(names) + 1, dtype=bool)
     ran[code["name"][np.array([k == "kernel" for k in kinds] + [False])[code["kind"]]]] = True
@@ -64,14 +68,10 @@ def device_reports(card: Dict[str, Any], datasheet: Optional[Sequence[DeviceSpec
     return reports
 
 
-def _busy(parts: Parts, spans: Sequence[int], dev: int) -> float:
-    """GPU `dev`'s busy time over `spans`: the union of their busy segments (`grouping.busy_time`)."""
-    starts, ends = [], []
-    for s in spans:
-        mine = parts.per_span["busy_device"][s] == dev
-        starts.append(parts.per_span["busy_start"][s][mine])
-        ends.append(parts.per_span["busy_end"][s][mine])
-    start, end = merged_segments(np.concatenate(starts), np.concatenate(ends)) if starts else (np.zeros(0),) * 2
+def _busy(busy: Dict[str, np.ndarray], dev: int) -> float:
+    """GPU `dev`'s busy time: the union of the spans' busy segments (`grouping.busy_time`)."""
+    mine = busy["busy_device"] == dev
+    start, end = merged_segments(busy["busy_start"][mine], busy["busy_end"][mine])
     return float((end - start).sum()) if len(start) else 0.0
 
 
