@@ -58,7 +58,7 @@ def sheet_digest(datasheet: Any) -> str:
 
 
 def tables_for(store, run: str, chosen: Sequence[Chosen], ranks: Sequence[int], present: Sequence[str],
-               datasheet: Any, fallback: Optional[Reader] = None) -> Tuple[Dict[str, Table], Dict[str, int]]:
+               datasheet: Any, fallback: Optional[Reader] = None) -> Tuple[Dict[str, Any], Dict[str, int]]:
     """The All-ranks tables {"name": ..., "op": ..., "device": ...} and device cards (`device_parts.cards`,
     under "cards") of `chosen` spans of `run` (`ranks[i]` the rank of the i-th)
     through the index in `store` (updated and written back when it changed), and what it cost:
@@ -116,7 +116,7 @@ def _updated(store, keys: List[str], parts: Optional[kp.Parts], chosen: Sequence
 
 def _store_reader(store, identities: Dict[str, Dict[str, Any]], datasheet: Any) -> Reader:
     """A span's rated analysis from its summary in `store` (None when missing, damaged or another trace's)."""
-    def read(key: str, worker: str, span: str) -> Optional[Table]:
+    def read(key: str, worker: str, span: str) -> Optional[Any]:
         try:
             data = store.get(key) if store else None
             return None if data is None else summary_activities(data, identities.get(key) or None, datasheet)
@@ -210,8 +210,8 @@ def load_inputs(store, run: str, datasheet: Any) -> Optional[Tuple[List[str], kp
     return _load(store, inputs_name(run), run, INPUTS_FORMAT, decode)
 
 
-def save_answers(store, run: str, answers: Dict[str, Dict[str, Table]]) -> bool:
-    """Write the kept All-ranks tables of `run` whole (the oldest first)."""
+def save_answers(store, run: str, answers: Dict[str, Dict[str, Any]]) -> bool:
+    """Write the kept All-ranks tables and device cards of `run` whole (the oldest first)."""
     arrays, meta = {}, []
     for i, (key, answer) in enumerate(answers.items()):
         tables = {g: t for g, t in answer.items() if g != "cards"}
@@ -222,9 +222,9 @@ def save_answers(store, run: str, answers: Dict[str, Dict[str, Table]]) -> bool:
                                             "answers": meta}, arrays)
 
 
-def load_answers(store, run: str) -> Dict[str, Dict[str, Table]]:
-    """The kept All-ranks tables of `run` by digest ({} when none, or damaged)."""
-    def decode(header: Dict[str, Any], archive) -> Dict[str, Dict[str, Table]]:
+def load_answers(store, run: str) -> Dict[str, Dict[str, Any]]:
+    """The kept All-ranks tables and device cards of `run` by digest ({} when none, or damaged)."""
+    def decode(header: Dict[str, Any], archive) -> Dict[str, Dict[str, Any]]:
         return {a["digest"]: {**{g: Table("groups", {c: archive[f"a{i}_{g}__{c}"] for c in cols}, a["strings"][g])
                                  for g, cols in a["columns"].items()}, "cards": a["cards"]}
                 for i, a in enumerate(header["answers"])}
