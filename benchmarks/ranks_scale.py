@@ -12,7 +12,10 @@ files). The store is filled like `summarize --store` leaves it (rank index inclu
 each (N, store, path) is then served by a fresh process: TensorBoard's WSGI app over the plugin with
 `--gpuinsight_store`, asked over HTTP for /ranks (as the tab asks: no instance list), heatmap pages (rank order,
 top stragglers, a rank search), /ranks_compare of the last rank, then the Kernel tab's All-ranks table (by name,
-then by op). `--stores s3` serves the same store, uploaded as it is, from an S3-compatible server on 127.0.0.1
+then by op), its device cards (/devices) and roofline (/roofline), each of those two as the first request of a
+fresh server would find it (the analyses and answers the earlier requests kept in memory dropped before it; torch
+imported before any timing, as /devices says whether its FLOP formulas are there). `--stores s3` serves the same
+store, uploaded as it is, from an S3-compatible server on 127.0.0.1
 (moto, as the tests use). Old and new answers are compared: identical, floats to 1e-9 relative.
 """
 from __future__ import annotations
@@ -81,6 +84,12 @@ def child(logdir: str, store: str, n: int, old: bool) -> None:
         ranks_route.index_report = ranks_route.per_rank_report
         kernels_route.kernels_route = lambda plugin, req: kernels_route.kernels(
             plugin.analysis(req), req, ranks_route.span_ranks(plugin, req))
+        kernels_route.devices_route = lambda plugin, req: kernels_route.devices(
+            plugin.analysis(req), plugin.service.datasheet())
+        kernels_route.roofline_route = lambda plugin, req: kernels_route.roofline(plugin.analysis(req), None)
+    from tb_gpuinsight.estimate.flops import torch_available
+
+    torch_available()  # torch's import (seconds, once per process, on either path) is not what is timed here
     service = LogdirService(logdir, store=store, workers=1, scan_interval=3600)
     t0 = time.perf_counter()
     service.scan()
@@ -109,6 +118,11 @@ def child(logdir: str, store: str, n: int, old: bool) -> None:
     # The Kernel tab's "All ranks" table, as the tab asks for its first page.
     times["/kernels All ranks"], answers["kernels"] = get("kernels", worker="*", sort="total_us", limit=200)
     times["  by op, by rank max"], answers["by_op"] = get("kernels", worker="*", group="op", sort="rank_max_us")
+    for route in ("devices", "roofline"):  # the Kernel tab's cards and roofline, from nothing kept in memory
+        with service._lock:
+            service._loaded.clear()
+        ranks_route._REPORTS._items.clear()
+        times[f"/{route} All ranks"], answers[route] = get(route, worker="*")
     with open("/proc/self/status", encoding="ascii") as f:
         hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
     server.shutdown()

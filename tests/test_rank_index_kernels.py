@@ -1,6 +1,6 @@
-"""The All-ranks kernel table from the run's rank index (store/rank_kernels.py, analysis/ranks/kernel_parts.py):
-the same rows, order, labels and figures as the table of every span's analysis combined, on the real 8-rank DLRM
-step and on a gloo DDP run recorded here by real torch; written by `summarize`, read with no summary on a request,
+"""The All-ranks kernel table, device cards and roofline from the run's rank index (store/rank_kernels.py,
+analysis/ranks/kernel_parts.py, device_parts.py): the same rows, order, labels and figures as every span's analysis
+combined gives, on the real 8-rank DLRM step and on a gloo DDP run recorded here by real torch; written by `summarize`, read with no summary on a request,
 updated for a changed rank only, refused and rebuilt when damaged, and the same from an S3-compatible server."""
 from __future__ import annotations
 
@@ -72,6 +72,32 @@ def _same(old: dict, new: dict) -> None:
                 assert value == b[key], (a["name"], key, value, b[key])
 
 
+def _alike(old, new, where: str = "") -> None:
+    """The same JSON answer: keys, lists and labels exactly, floats to the last bits."""
+    if isinstance(old, float) and isinstance(new, float):
+        assert math.isclose(old, new, rel_tol=1e-12, abs_tol=1e-12), (where, old, new)
+    elif isinstance(old, dict):
+        assert isinstance(new, dict) and old.keys() == new.keys(), (where, old, new)
+        for key in old:
+            _alike(old[key], new[key], f"{where}.{key}")
+    elif isinstance(old, list):
+        assert isinstance(new, list) and len(old) == len(new), (where, old, new)
+        for i, (a, b) in enumerate(zip(old, new)):
+            _alike(a, b, f"{where}[{i}]")
+    else:
+        assert old == new, (where, old, new)
+
+
+def _cards_and_roofline_alike(plugin, run: str, devices=(None,)) -> None:
+    """/devices and /roofline of "All ranks" from the index equal those of the combined analysis."""
+    request = _request(run=run, worker="*")
+    eff = plugin.analysis(request)
+    _alike(kernel_routes.devices(eff, plugin.service.datasheet()), kernel_routes.devices_route(plugin, request))
+    for device in devices:
+        request = _request(run=run, worker="*", **({} if device is None else {"device": device}))
+        _alike(kernel_routes.roofline(eff, device), kernel_routes.roofline_route(plugin, request))
+
+
 def _every_view(plugin, run: str):
     """(combined, indexed) answers of the All-ranks table: both groupings, several sorts, a filter, a page."""
     for group in ("name", "op"):
@@ -105,6 +131,18 @@ def test_all_ranks_table_from_the_index_equals_the_combined_analysis_on_dlrm(dlr
         _same(_combined(plugin, request), kernel_routes.kernels_route(plugin, request))
     nccl = [r for r in first["rows"] if r["name"].startswith("ncclKernel")]
     assert sum(r["count"] for r in nccl) == 64 and all(r["ranks"] == 8 for r in nccl)
+
+
+def test_all_ranks_device_cards_and_roofline_from_the_index_equal_the_combined_analysis(dlrm, monkeypatch):
+    plugin = _plugin(str(dlrm / "logdir"), str(dlrm / "store"))
+    reads = _reads(monkeypatch)
+    cards = kernel_routes.devices_route(plugin, _request(run="dlrm", worker="*"))
+    points = kernel_routes.roofline_route(plugin, _request(run="dlrm", worker="*"))
+    assert reads[0] == 0  # what summarize stored: no summary read
+    assert [d["id"] for d in cards["devices"]] == list(range(8)) and cards["hint"]
+    assert all(d["summary"]["gpu_busy_us"] > 0 and d["summary"]["unrated_families"] for d in cards["devices"])
+    assert points["points"] and points["dtype"]
+    _cards_and_roofline_alike(plugin, "dlrm", (None, 0, 5, 9))
 
 
 def test_merge_equals_across_ranks_column_by_column(dlrm):
@@ -145,6 +183,7 @@ def test_gloo_run_table_from_the_index_equals_the_combined_analysis(tmp_path):
         indexed = kernel_routes.kernels_route(plugin, request)
         _same(_combined(plugin, request), indexed)
         assert indexed["rank_count"] == 3
+    _cards_and_roofline_alike(plugin, "ddp", (None, 0))
     assert rkn.load_answers(open_store(str(tmp_path / "store")), "ddp")  # written on that request
 
 
@@ -201,6 +240,12 @@ def test_other_ratings_and_step_windows_use_the_combined_analysis(dlrm, monkeypa
     assert forced["dtype"] == "fp16" and forced["rank_count"] == 8 and not calls
     window = kernel_routes.kernels_route(plugin, _request(run="dlrm", worker="*", t0=0, t1=1e18))
     assert window["rank_count"] == 8 and not calls
+    for args in ({"dtype": "fp16"}, {"device_name": plugin.service.datasheet()[0].name}):
+        request = _request(run="dlrm", worker="*", **args)
+        assert kernel_routes.devices_route(plugin, request) == kernel_routes.devices(
+            plugin.analysis(request), plugin.service.datasheet())
+        assert kernel_routes.roofline_route(plugin, request)["dtype"] == args.get("dtype", "fp32")
+    assert not calls
 
 
 def test_s3_store_serves_the_table_from_one_object(dlrm, monkeypatch):

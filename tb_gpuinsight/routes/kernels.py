@@ -6,7 +6,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..analysis.ranks import report as rk
-from ..analysis.kernels.efficiency import AUTO, Efficiency, aggregate
+from ..analysis.kernels.efficiency import AUTO, DeviceReport, Efficiency, aggregate
+from ..analysis.ranks.device_parts import device_reports
 from ..analysis.kernels.names import display_name
 from ..analysis.kernels.rows import SORTABLE, group_rows, name_filter, sort_order
 from ..estimate.devices import DTYPES, DeviceSpec, device_hint
@@ -20,25 +21,47 @@ MAX_LIMIT = 5000
 
 def routes(plugin) -> Dict[str, Callable]:
     return {
-        "/devices": lambda req: devices(plugin.analysis(req), plugin.service.datasheet()),
+        "/devices": lambda req: devices_route(plugin, req),
         "/kernels": lambda req: kernels_route(plugin, req),
-        "/roofline": lambda req: roofline(plugin.analysis(req), params.device(req)),
+        "/roofline": lambda req: roofline_route(plugin, req),
         "/kernel_ops": lambda req: kernel_ops(plugin.analysis(req), req),
     }
 
 
+def indexed(plugin, request) -> bool:
+    """Whether the run's rank index answers this request: an "All ranks" selection rated as the datasheet says
+    (no forced dtype or device), over the whole trace; any other comes from the selection's analysis."""
+    return params.selection(request)[1] == ALL_WORKERS and time_window(request) is None and \
+        params.choice(request, "dtype", (AUTO,) + tuple(DTYPES), AUTO) == AUTO and \
+        params.device_name(request, plugin.service.datasheet()) is None
+
+
+def devices_route(plugin, request) -> Dict[str, Any]:
+    """/devices: for an indexed "All ranks" selection, the cards from the rank index (no span's analysis loaded)."""
+    datasheet = plugin.service.datasheet()
+    if indexed(plugin, request):
+        card = all_ranks_table(plugin, request, "cards")[0]
+        return device_answer(device_reports(card, datasheet), card["kernels"], datasheet)
+    return devices(plugin.analysis(request), datasheet)
+
+
 def devices(eff: Efficiency, datasheet: Sequence[DeviceSpec] = ()) -> Dict[str, Any]:
+    """Device reports of an analysis, plus what the device picker needs (`device_answer`)."""
+    kernels = [n for n, k in zip(eff.activities.strings["name"], _kinds_of_names(eff)) if k]
+    return device_answer(eff.devices, kernels, datasheet)
+
+
+def device_answer(reports: Dict[int, DeviceReport], kernels: List[str],
+                  datasheet: Sequence[DeviceSpec] = ()) -> Dict[str, Any]:
     """Device reports, plus what the device picker needs: the datasheet's rows, whether a device is unknown or
     only matched from its properties, the name being generic or absent (`needs_pick`), the row the kernel names
-    point to (`hint`), and whether FLOP formulas are available (`torch`: without torch every FLOP count is
-    unknown)."""
-    reports = eff.summary()
-    kernels = [n for n, k in zip(eff.activities.strings["name"], _kinds_of_names(eff)) if k]
-    return {"devices": reports, "dtypes": list(DTYPES),
+    (`kernels`, the names kernels carry) point to (`hint`), and whether FLOP formulas are available (`torch`:
+    without torch every FLOP count is unknown)."""
+    return {"devices": [d.to_dict() for d in reports.values()], "dtypes": list(DTYPES),
             "datasheet": [spec.name for spec in datasheet],
-            "needs_pick": any(d.match.method != "name" for d in eff.devices.values()),
+            "needs_pick": any(d.match.method != "name" for d in reports.values()),
             "hint": device_hint(kernels, datasheet, display_name,
-                                matched=[d.match.spec.name for d in eff.devices.values() if d.match.spec is not None])
+                                matched=[d.match.spec.name for d in reports.values() if d.match.spec is not None])
             if datasheet else None,
             "torch": torch_available()}
 
@@ -57,10 +80,7 @@ def kernels_route(plugin, request) -> Dict[str, Any]:
     """/kernels: an "All ranks" selection rated as the datasheet says, over the whole trace, comes from the run's
     rank index (`all_ranks_table`: no span's analysis loaded); any other from the selection's analysis."""
     group = params.choice(request, "group", ("name", "op"), "name")
-    indexed = params.selection(request)[1] == ALL_WORKERS and time_window(request) is None and \
-        params.choice(request, "dtype", (AUTO,) + tuple(DTYPES), AUTO) == AUTO and \
-        params.device_name(request, plugin.service.datasheet()) is None
-    if indexed:
+    if indexed(plugin, request):
         table, ranks = all_ranks_table(plugin, request, group)
         return table_page(table, request, AUTO, group, ranks)
     return kernels(plugin.analysis(request), request, span_ranks(plugin, request))
@@ -131,12 +151,29 @@ def time_window(request) -> Optional[tuple]:
     return lo, hi
 
 
+def roofline_route(plugin, request) -> Dict[str, Any]:
+    """/roofline: for an indexed "All ranks" selection, the points and roofs from the rank index."""
+    device = params.device(request)
+    if not indexed(plugin, request):
+        return roofline(plugin.analysis(request), device)
+    table = all_ranks_table(plugin, request, "device")[0]
+    reports = device_reports(all_ranks_table(plugin, request, "cards")[0], plugin.service.datasheet())
+    rows = group_rows(table, None if device is None else np.flatnonzero(table["device"] == device).tolist())
+    return roofline_points(rows, reports, AUTO, device)
+
+
 def roofline(eff: Efficiency, device: Optional[int]) -> Dict[str, Any]:
     """Roofs for the chosen dtype and one point per kernel name with both a FLOP and a byte estimate; a point whose
     figures are over the physical roof says so (`over_roof`, `roof_cause`) and is drawn as a warning."""
-    rows = [r for r in group_rows(eff.by_name(device)) if r["intensity"] and r["tflops"]]
-    report = eff.devices.get(device) if device is not None else next(iter(eff.devices.values()), None)
-    dtype = eff.dtype if eff.dtype != AUTO else _main_dtype(rows)
+    return roofline_points(group_rows(eff.by_name(device)), eff.devices, eff.dtype, device)
+
+
+def roofline_points(rows: List[Dict[str, Any]], reports: Dict[int, DeviceReport], dtype: str,
+                    device: Optional[int]) -> Dict[str, Any]:
+    """`roofline` from the rows of the by-name table (of `device`, or every GPU) and the device reports."""
+    rows = [r for r in rows if r["intensity"] and r["tflops"]]
+    report = reports.get(device) if device is not None else next(iter(reports.values()), None)
+    dtype = dtype if dtype != AUTO else _main_dtype(rows)
     match = report.match if report else None
     return {"dtype": dtype,
             "peak_tflops": match.peak_tflops(dtype) if match and dtype else None,

@@ -14,7 +14,8 @@
 `cycle` picks the n-th span (profiling cycle) of every worker, -1 = the latest. The answers come from the run's rank
 index (store/rank_index.py: one read, no per-rank summary unless a rank changed); ranks whose span is still being
 analysed are counted in `pending` and left out until ready; nothing here reads a trace. The Kernel tab's All-ranks
-table (`/kernels?worker=*`, routes/kernels.py) comes from the same index through `all_ranks_table`.
+table (`/kernels?worker=*`, routes/kernels.py), its device cards (`/devices`) and roofline (`/roofline`) come from
+the same index through `all_ranks_table`.
 """
 from __future__ import annotations
 
@@ -97,9 +98,10 @@ def span_ranks(plugin, request) -> Optional[np.ndarray]:
 
 
 def all_ranks_table(plugin, request, group: str) -> Tuple[Any, int]:
-    """The All-ranks kernel table (`group` "name" or "op") of an "All ranks" selection and its rank count, from the
-    run's rank index (store/rank_kernels.py): one small read when the ranks' summaries are those it was made for,
-    else merged from the index's per-span rows, reading only the summaries of spans it does not hold yet."""
+    """The All-ranks kernel table (`group` "name" or "op"; "device": by GPU and name, the roofline's; "cards": the
+    device cards, `device_parts.cards`) of an "All ranks" selection and its rank count, from the run's rank index
+    (store/rank_kernels.py): one small read when the ranks' summaries are those it was made for, else merged from
+    the index's per-span rows, reading only the summaries of spans it does not hold yet."""
     run, worker, span = params.selection(request)
     service = plugin.service
     states = service.ready_states(run, worker, span)  # in the order `service.analysis` combines them
@@ -109,7 +111,7 @@ def all_ranks_table(plugin, request, group: str) -> Tuple[Any, int]:
 
     def build() -> Dict[str, Any]:
         def fallback(key: str, worker: str, name: str):
-            return service.analysis(run, worker, name).activities
+            return service.analysis(run, worker, name)
 
         present = [s.key for s in service.span_states(run, ALL_WORKERS, ALL_SPANS)]
         return rank_kernels.tables_for(service.store, run, chosen, ranks, present, service.datasheet(), fallback)[0]

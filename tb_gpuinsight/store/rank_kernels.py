@@ -10,7 +10,8 @@ damaged, foreign or other-engine object is a miss: deleted and rebuilt), whole-o
 - `ranks/<run hash>.kernel-table.npz`, the answers: the All-ranks tables (by name and by op) of the most recently
   asked sets of spans, each under a digest of their summary keys, ranks, the engine and the datasheet. A request
   whose spans match reads the table as it is (a small object: one row per kernel); otherwise it is merged from the
-  inputs and written back.
+  inputs and written back. Beside them, the same selection's device cards and roofline points
+  (`analysis/ranks/device_parts.py`: one row per GPU and kernel name).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..analysis.ranks import device_parts
 from ..analysis.ranks import kernel_parts as kp
 from ..analysis.ranks.report import KERNEL_KEYS, RanksError
 from ..engine_version import ENGINE_VERSION
@@ -28,12 +30,13 @@ from ..trace.table import Table
 from . import envelope as cache_mod
 from .rank_index import FOLDER, _reading, index_name
 
-INPUTS_FORMAT = "tb-gpuinsight rank kernels 1"
-ANSWERS_FORMAT = "tb-gpuinsight rank kernel tables 1"
+INPUTS_FORMAT = "tb-gpuinsight rank kernels 2"
+ANSWERS_FORMAT = "tb-gpuinsight rank kernel tables 2"
+ROOFLINE_KEYS = ("device", "kind", "name")  # the roofline's points: `Efficiency.by_name`
 MAX_ANSWERS = 4
 # (summary key, worker, span name, identity the summary must carry) of each span, in the order they combine
 Chosen = Tuple[str, str, str, Dict[str, Any]]
-Reader = Callable[[str, str, str], Optional[Table]]  # a span's rated activities, None when it cannot be read
+Reader = Callable[[str, str, str], Optional[Any]]  # a span's rated analysis (Efficiency), None when unreadable
 
 
 def inputs_name(run: str) -> str:
@@ -55,8 +58,9 @@ def sheet_digest(datasheet: Any) -> str:
 
 
 def tables_for(store, run: str, chosen: Sequence[Chosen], ranks: Sequence[int], present: Sequence[str],
-               datasheet: Any, fallback: Optional[Reader] = None) -> Tuple[Dict[str, Table], Dict[str, int]]:
-    """The All-ranks tables {"name": ..., "op": ...} of `chosen` spans of `run` (`ranks[i]` the rank of the i-th)
+               datasheet: Any, fallback: Optional[Reader] = None) -> Tuple[Dict[str, Any], Dict[str, int]]:
+    """The All-ranks tables {"name": ..., "op": ..., "device": ...} and device cards (`device_parts.cards`,
+    under "cards") of `chosen` spans of `run` (`ranks[i]` the rank of the i-th)
     through the index in `store` (updated and written back when it changed), and what it cost:
     {"summaries_read", "from_index"}. `present`: every summary key of the run now; `fallback` reads a span the
     store does not hold (in-memory summaries)."""
@@ -71,7 +75,9 @@ def tables_for(store, run: str, chosen: Sequence[Chosen], ranks: Sequence[int], 
     if missing:
         raise RanksError(f"run {run!r}: {len(missing)} span summary(ies) could not be read")
     spans, span_rank = [where[c[0]] for c in chosen], np.asarray(ranks, dtype=np.int64)
-    tables = {group: kp.merge(parts, spans, span_rank, keys_) for group, keys_ in KERNEL_KEYS.items()}
+    tables: Dict[str, Any] = {group: kp.merge(parts, spans, span_rank, keys_) for group, keys_ in KERNEL_KEYS.items()}
+    tables["device"] = kp.merge(parts, spans, span_rank, ROOFLINE_KEYS)
+    tables["cards"] = device_parts.cards(parts, spans)
     if read:
         save_inputs(store, run, keys, parts, datasheet)
     answers[key] = tables
@@ -95,11 +101,11 @@ def _updated(store, keys: List[str], parts: Optional[kp.Parts], chosen: Sequence
         if key in have:
             continue
         read += 1
-        acts = reader(key, worker, span)
-        if acts is None and fallback is not None:
-            acts = fallback(key, worker, span)
-        if acts is not None:
-            new.append((key, kp.span_parts(acts)))
+        eff = reader(key, worker, span)
+        if eff is None and fallback is not None:
+            eff = fallback(key, worker, span)
+        if eff is not None:
+            new.append((key, kp.span_parts(eff.activities, eff.device_props)))
             have.add(key)
     if new or parts is None:
         parts = kp.joined(([parts] if parts is not None else []) + [p for _, p in new],
@@ -109,8 +115,8 @@ def _updated(store, keys: List[str], parts: Optional[kp.Parts], chosen: Sequence
 
 
 def _store_reader(store, identities: Dict[str, Dict[str, Any]], datasheet: Any) -> Reader:
-    """A span's rated activities from its summary in `store` (None when missing, damaged or another trace's)."""
-    def read(key: str, worker: str, span: str) -> Optional[Table]:
+    """A span's rated analysis from its summary in `store` (None when missing, damaged or another trace's)."""
+    def read(key: str, worker: str, span: str) -> Optional[Any]:
         try:
             data = store.get(key) if store else None
             return None if data is None else summary_activities(data, identities.get(key) or None, datasheet)
@@ -119,9 +125,9 @@ def _store_reader(store, identities: Dict[str, Dict[str, Any]], datasheet: Any) 
     return read
 
 
-def summary_activities(payload: bytes, identity: Optional[Dict[str, Any]], datasheet: Any) -> Table:
-    """The rated activities of one summary payload, reading only its activity columns and header (not the views'
-    sections). Raises CorruptSummary as `envelope.load_summary` does."""
+def summary_activities(payload: bytes, identity: Optional[Dict[str, Any]], datasheet: Any):
+    """The rated analysis (`Efficiency`: activities and device properties) of one summary payload, reading only its
+    activity columns and header (not the views' sections). Raises CorruptSummary as `envelope.load_summary` does."""
     from ..analysis.kernels.efficiency import AUTO, Efficiency
 
     with _reading("summary"):
@@ -133,7 +139,7 @@ def summary_activities(payload: bytes, identity: Optional[Dict[str, Any]], datas
                 raise cache_mod.CorruptSummary("the summary belongs to another trace or version")
             columns = {col: archive[f"c_{col}"] for col in cache_mod.STORED_COLUMNS}
         acts = Table("activities", columns, header["strings"])
-        return Efficiency(None, acts, {}, AUTO, {}, header["device_props"], {}).rerate(AUTO, datasheet).activities
+        return Efficiency(None, acts, {}, AUTO, {}, header["device_props"], {}).rerate(AUTO, datasheet)
 
 
 # ------------------------------------------------------------------------------------------------ encoding
@@ -172,6 +178,10 @@ def save_inputs(store, run: str, keys: List[str], parts: kp.Parts, datasheet: An
         arrays[f"k_{c}"] = np.concatenate(lists) if lists else np.zeros(0, dtype=np.int32)
         arrays[f"o_{c}"] = np.cumsum([0] + [len(v) for v in lists]).astype(np.int64)
     arrays.update({f"r_{k}": v for k, v in parts.reasons.items()})
+    arrays.update({f"u_{k}": v for k, v in parts.unknown.items()})
+    for c, lists in parts.per_span.items():
+        arrays[f"s_{c}"] = np.concatenate(lists) if lists else np.zeros(0)
+        arrays[f"t_{c}"] = np.cumsum([0] + [len(v) for v in lists]).astype(np.int64)
     header = {"format": INPUTS_FORMAT, "engine": ENGINE_VERSION, "run": run, "datasheet": sheet_digest(datasheet),
               "keys": keys, "strings": parts.strings}
     return _save(store, inputs_name(run), header, arrays)
@@ -188,29 +198,35 @@ def load_inputs(store, run: str, datasheet: Any) -> Optional[Tuple[List[str], kp
             flat, offsets = archive[f"k_{c}"], archive[f"o_{c}"].tolist()
             cats[c] = [flat[lo:hi] for lo, hi in zip(offsets[:-1], offsets[1:])]
         reasons = {k[2:]: archive[k] for k in archive.files if k.startswith("r_")}
-        parts = kp.Parts(columns, header["strings"], cats, reasons)
+        unknown = {k[2:]: archive[k] for k in archive.files if k.startswith("u_")}
+        per_span = {}
+        for c in (k[2:] for k in archive.files if k.startswith("s_")):
+            flat, offsets = archive[f"s_{c}"], archive[f"t_{c}"].tolist()
+            per_span[c] = [flat[lo:hi] for lo, hi in zip(offsets[:-1], offsets[1:])]
+        parts = kp.Parts(columns, header["strings"], cats, reasons, unknown, per_span)
         if parts.spans != len(header["keys"]):
             raise cache_mod.CorruptSummary("rank kernel index: spans and keys disagree")
         return list(header["keys"]), parts
     return _load(store, inputs_name(run), run, INPUTS_FORMAT, decode)
 
 
-def save_answers(store, run: str, answers: Dict[str, Dict[str, Table]]) -> bool:
-    """Write the kept All-ranks tables of `run` whole (the oldest first)."""
+def save_answers(store, run: str, answers: Dict[str, Dict[str, Any]]) -> bool:
+    """Write the kept All-ranks tables and device cards of `run` whole (the oldest first)."""
     arrays, meta = {}, []
-    for i, (key, tables) in enumerate(answers.items()):
+    for i, (key, answer) in enumerate(answers.items()):
+        tables = {g: t for g, t in answer.items() if g != "cards"}
         meta.append({"digest": key, "strings": {g: t.strings for g, t in tables.items()},
-                     "columns": {g: list(t.columns) for g, t in tables.items()}})
+                     "columns": {g: list(t.columns) for g, t in tables.items()}, "cards": answer.get("cards")})
         arrays.update({f"a{i}_{g}__{c}": v for g, t in tables.items() for c, v in t.columns.items()})
     return _save(store, answers_name(run), {"format": ANSWERS_FORMAT, "engine": ENGINE_VERSION, "run": run,
                                             "answers": meta}, arrays)
 
 
-def load_answers(store, run: str) -> Dict[str, Dict[str, Table]]:
-    """The kept All-ranks tables of `run` by digest ({} when none, or damaged)."""
-    def decode(header: Dict[str, Any], archive) -> Dict[str, Dict[str, Table]]:
-        return {a["digest"]: {g: Table("groups", {c: archive[f"a{i}_{g}__{c}"] for c in cols}, a["strings"][g])
-                              for g, cols in a["columns"].items()}
+def load_answers(store, run: str) -> Dict[str, Dict[str, Any]]:
+    """The kept All-ranks tables and device cards of `run` by digest ({} when none, or damaged)."""
+    def decode(header: Dict[str, Any], archive) -> Dict[str, Dict[str, Any]]:
+        return {a["digest"]: {**{g: Table("groups", {c: archive[f"a{i}_{g}__{c}"] for c in cols}, a["strings"][g])
+                                 for g, cols in a["columns"].items()}, "cards": a["cards"]}
                 for i, a in enumerate(header["answers"])}
     return _load(store, answers_name(run), run, ANSWERS_FORMAT, decode) or {}
 

@@ -12,6 +12,7 @@ per span rather than per call, so a float may differ from the per-call sum in it
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Dict, List, Sequence, Tuple
 
@@ -24,40 +25,48 @@ from ..kernels.reasons import CODES
 from .collectives import COMMUNICATION, communication_sums, is_communication, mark_communication_rows
 
 PART_KEYS = ("op_name", "kind", "name")  # the finest grouping; by name merges its rows further
+ROW_KEYS = ("device",) + PART_KEYS  # a row per GPU too: the device cards and the roofline are per GPU
 LABELS = ("dtype", "rate_dtype", "grid", "block", "flops_reason", "bytes_reason", "role", "roof_cause", "over_cause")
 FIXED = ("bound", "reason")  # label lists every rated span shares (codes the rating writes)
-_FLOATS = ("total", "min", "max", *SUMS, "occ_weight", "occ_sum", "moved", "busy", "peak_tflops", "dram_gbps")
-_INTS = ("count", "level", "rated", "rep_pos", "over_pos", "registers", "copy", "comm")
+_FLOATS = ("total", "min", "max", *SUMS, "occ_weight", "occ_sum", "moved", "busy", "peak_tflops", "dram_gbps",
+           "flop_time", "byte_time", "rated_time", "rated_sum", "kept_flops", "kept_bytes", "unknown_time")
+_COUNTS = ("count", "rep_pos", "over_pos", "over_count", "unknown_count")
 
 
 @dataclass
 class Parts:
-    """Per-kernel rows of one or more spans: `columns` (one value per row; `span` its span's position), `strings`
-    (the labels of the key and label columns, whose codes the columns hold), `cats` (per key column and span, the
-    codes of that span's whole label list in its order: it fixes the combined table's row order) and `reasons`
-    (sparse time per reason code: `row`, `code`, `time`)."""
+    """Per-kernel rows of one or more spans: `columns` (one value per row; `span` its span's position, `device` its
+    GPU), `strings` (the labels of the key and label columns, whose codes the columns hold), `cats` (per key column
+    and span, the codes of that span's whole label list in its order: it fixes the combined table's row order),
+    `reasons` (sparse time per reason code: `row`, `code`, `time`; `unknown` the same over calls without FLOPs) and
+    `per_span` (per span: its GPU busy segments `busy_device` / `busy_start` / `busy_end`, and `props`, the code in
+    `strings["props"]` of its device properties as JSON: what the device cards are made of, `device_parts.py`)."""
     columns: Dict[str, np.ndarray]
     strings: Dict[str, List[str]]
     cats: Dict[str, List[np.ndarray]] = field(default_factory=dict)
     reasons: Dict[str, np.ndarray] = field(default_factory=dict)
+    unknown: Dict[str, np.ndarray] = field(default_factory=dict)
+    per_span: Dict[str, List[np.ndarray]] = field(default_factory=dict)
 
     @property
     def spans(self) -> int:
         return len(next(iter(self.cats.values()))) if self.cats else 0
 
 
-def span_parts(acts: Table) -> Parts:
-    """The per-kernel rows of one span's rated activities."""
+def span_parts(acts: Table, device_props: Sequence[Dict] = ()) -> Parts:
+    """The per-kernel rows of one span's rated activities (one row per GPU, launching op, kind and kernel name);
+    `device_props`: the span's device properties (what its devices are matched to the datasheet with)."""
     from ..kernels.grouping import _first_where, _representative_rows
 
+    keys = ROW_KEYS
     if len(acts):
-        stacked = np.stack([acts[k].astype(np.int64) for k in PART_KEYS], axis=1)
+        stacked = np.stack([acts[k].astype(np.int64) for k in keys], axis=1)
         uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
     else:
-        uniq, inverse = np.zeros((0, len(PART_KEYS)), dtype=np.int64), np.zeros(0, dtype=np.int64)
+        uniq, inverse = np.zeros((0, len(keys)), dtype=np.int64), np.zeros(0, dtype=np.int64)
     g, dur = len(uniq), acts["dur"]
-    cols: Dict[str, np.ndarray] = {k: uniq[:, i].astype(np.int32) for i, k in enumerate(PART_KEYS)}
+    cols: Dict[str, np.ndarray] = {k: uniq[:, i].astype(np.int32) for i, k in enumerate(keys)}
     cols["count"] = np.bincount(inverse, minlength=g)
     cols["total"] = np.bincount(inverse, weights=dur, minlength=g)
     cols["min"], cols["max"] = np.full(g, np.inf), np.full(g, -np.inf)
@@ -80,14 +89,68 @@ def span_parts(acts: Table) -> Parts:
     cols["over_cause"] = np.where(over >= 0, acts["roof_cause"][np.clip(over, 0, None)], -1) if g else over
     k = len(CODES)
     time = np.bincount(inverse * k + acts["reason"].astype(np.int64), weights=dur, minlength=g * k)
-    row, code = np.divmod(np.flatnonzero(time), k)
+    cols.update(card_sums(acts, inverse, g))
+    unknown = np.isnan(acts["flops"])
+    cols["unknown_count"] = np.bincount(inverse, weights=unknown, minlength=g)
     cols = {c: _typed(c, v) for c, v in cols.items()}
     cols["span"] = np.zeros(g, dtype=np.int32)
     strings = {c: list(acts.strings[c]) for c in PART_KEYS + FIXED}
     strings.update({c: list(acts.strings["roof_cause" if c == "over_cause" else c]) for c in LABELS})
+    strings["props"] = [json.dumps(list(device_props), sort_keys=True)]
     cats = {c: [np.arange(len(strings[c]), dtype=np.int32)] for c in PART_KEYS}
-    return Parts(cols, strings, cats, {"row": row.astype(np.int32), "code": code.astype(np.int8),
-                                       "time": time[time != 0]})
+    return Parts(cols, strings, cats, _sparse(time, k),
+                 _sparse(np.bincount(inverse * k + acts["reason"].astype(np.int64), weights=np.where(unknown, dur, 0),
+                                     minlength=g * k), k),
+                 {**busy_segments(acts), "props": [np.zeros(1, dtype=np.int32)]})
+
+
+def _sparse(time: np.ndarray, k: int) -> Dict[str, np.ndarray]:
+    """Rows x reason codes (flattened) as its non-zero cells."""
+    row, code = np.divmod(np.flatnonzero(time), k)
+    return {"row": row.astype(np.int32), "code": code.astype(np.int8), "time": time[time != 0]}
+
+
+def card_sums(acts: Table, inverse: np.ndarray, g: int) -> Dict[str, np.ndarray]:
+    """Per row, what a device card (`grouping.device_summary`) adds up over its calls, besides their time."""
+    dur, over = acts["dur"], acts["over_roof"]
+    kept, rated = ~over, ~over & np.isfinite(acts["efficiency"])
+
+    def add(mask: np.ndarray, values: np.ndarray = None) -> np.ndarray:
+        return np.bincount(inverse, weights=np.where(mask, dur if values is None else values, 0), minlength=g)
+
+    return {"flop_time": add(~np.isnan(acts["flops"])), "byte_time": add(~np.isnan(acts["bytes"])),
+            "rated_time": add(rated), "rated_sum": add(rated, acts["efficiency"] * dur),
+            "over_count": np.bincount(inverse, weights=over, minlength=g),
+            "kept_flops": add(kept & ~np.isnan(acts["flops"]), acts["flops"]),
+            "kept_bytes": add(kept & ~np.isnan(acts["bytes"]), acts["bytes"]),
+            "unknown_time": add(np.isnan(acts["flops"]))}
+
+
+def busy_segments(acts: Table) -> Dict[str, List[np.ndarray]]:
+    """Per GPU, the union of its activities' [ts, ts + dur) as disjoint segments in time order (as
+    `grouping.busy_time` merges them: the union over spans of these is the union over their activities)."""
+    devices, starts, ends = [], [], []
+    for dev in np.unique(acts["device"]).tolist() if len(acts) else []:
+        mine = acts["device"] == dev
+        start, end = merged_segments(acts["ts"][mine], (acts["ts"] + acts["dur"])[mine])
+        devices.append(np.full(len(start), dev, dtype=np.int32))
+        starts.append(start)
+        ends.append(end)
+    return {"busy_device": [np.concatenate(devices) if devices else np.zeros(0, dtype=np.int32)],
+            "busy_start": [np.concatenate(starts) if starts else np.zeros(0)],
+            "busy_end": [np.concatenate(ends) if ends else np.zeros(0)]}
+
+
+def merged_segments(start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Intervals [start, end) merged where they overlap or touch, in start order (`grouping.busy_time`)."""
+    if not len(start):
+        return start.astype(np.float64), end.astype(np.float64)
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    new = np.ones(len(start), dtype=bool)
+    new[1:] = start[1:] > reach[:-1]
+    return start[new], reach[np.r_[np.flatnonzero(new)[1:] - 1, len(start) - 1]]
 
 
 def _typed(col: str, value: np.ndarray) -> np.ndarray:
@@ -95,7 +158,7 @@ def _typed(col: str, value: np.ndarray) -> np.ndarray:
         return np.asarray(value, dtype=np.float64)
     if col in ("rated", "copy", "comm"):
         return np.asarray(value, dtype=bool)
-    return np.asarray(value, dtype=np.int64 if col in ("count", "rep_pos", "over_pos") else np.int32)
+    return np.asarray(value, dtype=np.int64 if col in _COUNTS else np.int32)
 
 
 def joined(parts: Sequence[Parts], strings: Dict[str, List[str]] = None) -> Parts:
@@ -105,14 +168,16 @@ def joined(parts: Sequence[Parts], strings: Dict[str, List[str]] = None) -> Part
     lookup = {c: {s: i for i, s in enumerate(v)} for c, v in strings.items()}
     columns: Dict[str, List[np.ndarray]] = {}
     cats: Dict[str, List[np.ndarray]] = {c: [] for c in PART_KEYS}
-    reasons: Dict[str, List[np.ndarray]] = {"row": [], "code": [], "time": []}
+    sparse: Dict[str, Dict[str, List[np.ndarray]]] = {s: {"row": [], "code": [], "time": []}
+                                                      for s in ("reasons", "unknown")}
+    per_span: Dict[str, List[np.ndarray]] = {}
     rows = spans = 0
     for part in parts:
         for c in FIXED:
             if strings.setdefault(c, part.strings[c]) != part.strings[c]:
                 raise ValueError(f"spans rated with different {c} labels")
         codes = {c: _codes(part.strings[c], strings.setdefault(c, []), lookup.setdefault(c, {}))
-                 for c in PART_KEYS + LABELS}
+                 for c in PART_KEYS + LABELS + ("props",)}
         for c, v in part.columns.items():
             if c in codes:
                 v = np.where(v >= 0, codes[c][np.clip(v, 0, None)], -1).astype(np.int32) if len(codes[c]) else v
@@ -121,13 +186,19 @@ def joined(parts: Sequence[Parts], strings: Dict[str, List[str]] = None) -> Part
             columns.setdefault(c, []).append(v)
         for c in PART_KEYS:
             cats[c] += [codes[c][local] if len(local) else local for local in part.cats[c]]
-        reasons["row"].append(part.reasons["row"] + rows)
-        reasons["code"].append(part.reasons["code"])
-        reasons["time"].append(part.reasons["time"])
+        for c, lists in part.per_span.items():
+            per_span.setdefault(c, []).extend([codes[c][v] for v in lists] if c == "props" else lists)
+        for name, into in sparse.items():
+            mine = getattr(part, name)
+            into["row"].append(mine["row"] + rows)
+            into["code"].append(mine["code"])
+            into["time"].append(mine["time"])
         rows += len(part.columns["span"])
         spans += part.spans
     out = {c: np.concatenate(v) for c, v in columns.items()}
-    return Parts(out, strings, cats, {k: np.concatenate(v) if v else np.zeros(0) for k, v in reasons.items()})
+    reasons, unknown = ({k: np.concatenate(v) if v else np.zeros(0) for k, v in sparse[s].items()}
+                        for s in ("reasons", "unknown"))
+    return Parts(out, strings, cats, reasons, unknown, per_span)
 
 
 def kept(parts: Parts, spans: Sequence[int]) -> Parts:
@@ -141,11 +212,15 @@ def kept(parts: Parts, spans: Sequence[int]) -> Parts:
     columns["span"] = span[rows].astype(np.int32)
     where = np.full(len(parts.columns["span"]), -1, dtype=np.int64)
     where[rows] = np.arange(len(rows))
-    moved = where[parts.reasons["row"]] if len(parts.reasons["row"]) else np.zeros(0, dtype=np.int64)
-    keep = moved >= 0
-    reasons = {"row": moved[keep].astype(np.int32), "code": parts.reasons["code"][keep],
-               "time": parts.reasons["time"][keep]}
-    return Parts(columns, parts.strings, {c: [v[s] for s in spans] for c, v in parts.cats.items()}, reasons)
+
+    def moved(sparse: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        row = where[sparse["row"]] if len(sparse["row"]) else np.zeros(0, dtype=np.int64)
+        keep = row >= 0
+        return {"row": row[keep].astype(np.int32), "code": sparse["code"][keep], "time": sparse["time"][keep]}
+
+    return Parts(columns, parts.strings, {c: [v[s] for s in spans] for c, v in parts.cats.items()},
+                 moved(parts.reasons), moved(parts.unknown), {c: [v[s] for s in spans] for c, v in
+                                                              parts.per_span.items()})
 
 
 def _codes(labels: List[str], out: List[str], lookup: Dict[str, int]) -> np.ndarray:
@@ -172,9 +247,9 @@ def merge(parts: Parts, spans: Sequence[int], span_rank: np.ndarray, keys: Tuple
     rows = rows[np.argsort(pos[rows], kind="stable")]
     col = {c: v[rows] for c, v in parts.columns.items()}
     pos = pos[rows]
-    merged = {c: _combined_codes(parts, c, spans) for c in keys}
-    stacked = np.stack([np.where(col[c] >= 0, merged[c][0][np.clip(col[c], 0, None)], -1) if len(merged[c][0])
-                        else col[c] for c in keys], axis=1).astype(np.int64)
+    merged = {c: _combined_codes(parts, c, spans) for c in keys if c in parts.cats}  # `device` is no label
+    stacked = np.stack([np.where(col[c] >= 0, merged[c][0][np.clip(col[c], 0, None)], -1)
+                        if c in merged and len(merged[c][0]) else col[c] for c in keys], axis=1).astype(np.int64)
     uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     g = len(uniq)
@@ -217,7 +292,7 @@ def merge(parts: Parts, spans: Sequence[int], span_rank: np.ndarray, keys: Tuple
     flat = inverse * n + ranks
     time = np.bincount(flat, weights=col["total"], minlength=g * n).astype(np.float64).reshape(g, n)
     ran = np.bincount(flat, weights=col["count"], minlength=g * n).reshape(g, n) > 0
-    strings = {c: merged[c][1] for c in keys}
+    strings = {c: merged[c][1] for c in keys if c in merged}
     strings.update({c: parts.strings[c] for c in ("dtype", "rate_dtype", "grid", "block", "flops_reason",
                                                    "bytes_reason", "role", "roof_cause", *FIXED)})
     return Table("groups", {**out, **rank_spread(time, ran)}, strings)
@@ -266,4 +341,4 @@ def _main_reason(parts: Parts, rows: np.ndarray, inverse: np.ndarray, g: int) ->
     return time.reshape(g, k).argmax(axis=1).astype(np.int8) if g else np.zeros(0, dtype=np.int8)
 
 
-__all__ = ["Parts", "span_parts", "joined", "merge", "PART_KEYS"]
+__all__ = ["Parts", "span_parts", "joined", "merge", "PART_KEYS", "ROW_KEYS", "merged_segments"]
