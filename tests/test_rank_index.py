@@ -20,6 +20,7 @@ from tb_gpuinsight.store import rank_index as ri
 from tb_gpuinsight.store.batch import summarize
 
 from .corpus import corpus_path
+from .store_reads import count_summary_reads
 
 
 def _request(**args):
@@ -30,20 +31,6 @@ def _plugin(logdir: str, store: str):
     service = LogdirService(logdir, store=store, workers=0, scan_interval=3600)
     service.scan()
     return types.SimpleNamespace(service=service)
-
-
-def _reads(monkeypatch):
-    """Count the summaries read from any store from now on."""
-    from tb_gpuinsight.store.summaries import SummaryStore
-
-    count = [0]
-    original = SummaryStore.get
-
-    def get(self, key):
-        count[0] += 1
-        return original(self, key)
-    monkeypatch.setattr(SummaryStore, "get", get)
-    return count
 
 
 def _per_rank(plugin, run: str) -> dict:
@@ -72,7 +59,7 @@ def dlrm(tmp_path_factory):
 def test_index_answers_equal_the_per_rank_computation_on_dlrm(dlrm, monkeypatch):
     plugin = _plugin(str(dlrm / "logdir"), str(dlrm / "store"))
     assert os.path.basename(ri.index_name("dlrm")) in os.listdir(dlrm / "store" / "ranks")
-    reads = _reads(monkeypatch)
+    reads = count_summary_reads(monkeypatch)
     indexed = _from_index(plugin, "dlrm")
     assert reads[0] == 0  # one read of the index, no summary
     assert indexed == _per_rank(plugin, "dlrm")
@@ -103,7 +90,7 @@ def test_a_changed_rank_reads_only_its_own_summary(dlrm, tmp_path, monkeypatch):
     report = summarize(str(logdir), str(store), workers=0)
     assert report.done == 1
     index = ri.load(open_store(str(store)), "dlrm")
-    reads = _reads(monkeypatch)
+    reads = count_summary_reads(monkeypatch)
     plugin = _plugin(str(logdir), str(store))
     chosen = ranks_routes._chosen_spans(plugin, "dlrm", -1)[0]
     spans = [(s.key, w, s.span, s.identity) for w, s in chosen]
@@ -170,7 +157,7 @@ def test_s3_store_serves_ranks_from_one_object(dlrm, monkeypatch):
         store = open_store(url)
         assert store._fs.exists(store._path(ri.index_name("dlrm")))
         plugin = _plugin(str(dlrm / "logdir"), url)
-        reads = _reads(monkeypatch)
+        reads = count_summary_reads(monkeypatch)
         indexed = _from_index(plugin, "dlrm")
         assert reads[0] == 0  # one GET of the index
         local = _plugin(str(dlrm / "logdir"), str(dlrm / "store"))

@@ -17,12 +17,12 @@ from tb_gpuinsight.analysis.ranks import report as rk
 from tb_gpuinsight.routes import kernels as kernel_routes
 from tb_gpuinsight.routes import ranks as ranks_routes
 from tb_gpuinsight.service import LogdirService
-from tb_gpuinsight.store import envelope as cache
 from tb_gpuinsight.store import open_store
 from tb_gpuinsight.store import rank_kernels as rkn
 from tb_gpuinsight.store.batch import summarize
 
 from .corpus import corpus_path
+from .store_reads import count_summary_reads
 
 SORTS = ("total_us", "rank_max_us", "rank_median_us", "count", "name", "tflops", "efficiency")
 
@@ -37,20 +37,6 @@ def _plugin(logdir: str, store: str):
     ranks_routes._REPORTS._items.clear()  # as a fresh server: no answer kept in memory
     return types.SimpleNamespace(service=service, analysis=lambda req: service.analysis(
         req.args["run"], req.args["worker"], req.args.get("span", "all"), req.args.get("dtype", "auto")))
-
-
-def _reads(monkeypatch):
-    """Count the summaries read from any store from now on."""
-    from tb_gpuinsight.store.summaries import SummaryStore
-
-    count = [0]
-    original = SummaryStore.get
-
-    def get(self, key):
-        count[0] += 1
-        return original(self, key)
-    monkeypatch.setattr(SummaryStore, "get", get)
-    return count
 
 
 def _combined(plugin, request) -> dict:
@@ -123,7 +109,7 @@ def test_all_ranks_table_from_the_index_equals_the_combined_analysis_on_dlrm(dlr
     names = sorted(os.listdir(dlrm / "store" / "ranks"))
     assert [n.split(".", 1)[1] for n in names] == ["kernel-table.npz", "kernels.npz", "npz"]
     plugin = _plugin(str(dlrm / "logdir"), str(dlrm / "store"))
-    reads = _reads(monkeypatch)
+    reads = count_summary_reads(monkeypatch)
     first = kernel_routes.kernels_route(plugin, _request(run="dlrm", worker="*", limit=5000))
     assert reads[0] == 0  # the table summarize stored: one small read, no summary
     assert first["rank_count"] == 8 and first["rows"][0]["name"].startswith("ncclKernel")
@@ -135,7 +121,7 @@ def test_all_ranks_table_from_the_index_equals_the_combined_analysis_on_dlrm(dlr
 
 def test_all_ranks_device_cards_and_roofline_from_the_index_equal_the_combined_analysis(dlrm, monkeypatch):
     plugin = _plugin(str(dlrm / "logdir"), str(dlrm / "store"))
-    reads = _reads(monkeypatch)
+    reads = count_summary_reads(monkeypatch)
     cards = kernel_routes.devices_route(plugin, _request(run="dlrm", worker="*"))
     points = kernel_routes.roofline_route(plugin, _request(run="dlrm", worker="*"))
     assert reads[0] == 0  # what summarize stored: no summary read
@@ -194,7 +180,7 @@ def test_a_changed_rank_reads_only_its_own_summary(dlrm, tmp_path, monkeypatch):
     summarize(str(logdir), str(store), workers=0)  # the copies' summaries (the paths' mtimes are new)
     changed = next((logdir / "dlrm").glob("worker3_*.pt.trace.json.gz"))
     os.utime(changed, ns=(changed.stat().st_atime_ns, changed.stat().st_mtime_ns + 10 ** 9))
-    reads = _reads(monkeypatch)
+    reads = count_summary_reads(monkeypatch)
     assert summarize(str(logdir), str(store), workers=0).done == 1
     assert reads[0] == 2  # summarize: the changed rank's summary, once for the rank report, once for its kernels
     plugin = _plugin(str(logdir), str(store))
@@ -260,7 +246,7 @@ def test_s3_store_serves_the_table_from_one_object(dlrm, monkeypatch):
         store = open_store(url)
         assert store._fs.exists(store._path(rkn.answers_name("dlrm")))
         plugin = _plugin(str(dlrm / "logdir"), url)
-        reads = _reads(monkeypatch)
+        reads = count_summary_reads(monkeypatch)
         request = _request(run="dlrm", worker="*", sort="rank_max_us", limit=5000)
         indexed = kernel_routes.kernels_route(plugin, request)
         assert reads[0] == 0  # one GET of the stored table
@@ -282,7 +268,7 @@ def test_the_plugin_writes_the_index_once_its_ranks_are_analysed(dlrm, tmp_path,
     plugin.service.scan()  # the next scan finds every rank analysed: the index is written now
     assert sorted(os.listdir(store_dir / "ranks")) == sorted(
         os.path.basename(n) for n in (ri.index_name("dlrm"), rkn.inputs_name("dlrm"), rkn.answers_name("dlrm")))
-    reads = _reads(monkeypatch)
+    reads = count_summary_reads(monkeypatch)
     ranks_routes._REPORTS._items.clear()
     request = _request(run="dlrm", worker="*", limit=5000)
     indexed = kernel_routes.kernels_route(plugin, request)

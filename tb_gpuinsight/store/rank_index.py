@@ -220,21 +220,27 @@ def read_sections(store, identities: Dict[str, Dict[str, Any]]):
     return read
 
 
+def summary_header(archive: Any, identity: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The header of an opened summary archive, checked: written by this engine and, when `identity` is given,
+    for that trace. Raises CorruptSummary otherwise."""
+    header = json.loads(archive["header"].tobytes().decode("utf-8"))
+    if header.get("engine") != ENGINE_VERSION:
+        raise cache_mod.CorruptSummary("summary written by another engine version")
+    if identity is not None and header.get("identity") != identity:
+        raise cache_mod.CorruptSummary("the summary belongs to another trace or version")
+    return header
+
+
 def summary_sections(payload: bytes, identity: Optional[Dict[str, Any]] = None) -> Dict[str, Section]:
     """The index's sections of one summary payload, reading only their arrays (not the activity columns nor the
     other views' sections). Raises CorruptSummary as `cache.load_summary` does."""
     with _reading("summary"):
         with np.load(io.BytesIO(payload), allow_pickle=False) as archive:
-            header = json.loads(archive["header"].tobytes().decode("utf-8"))
-            if header.get("engine") != ENGINE_VERSION:
-                raise cache_mod.CorruptSummary("summary written by another engine version")
-            if identity is not None and header.get("identity") != identity:
-                raise cache_mod.CorruptSummary("the summary belongs to another trace or version")
-            stored = header.get("sections", {})
+            stored = summary_header(archive, identity).get("sections", {})
             return {name: Section(name, stored[name]["info"],
                                   {k: archive[f"s_{name}__{k}"] for k in stored[name]["arrays"]},
                                   stored[name]["error"]) for name in SECTIONS if name in stored}
 
 
-__all__ = ["RankIndex", "RankInputs", "index_name", "load", "save", "to_bytes", "from_bytes", "read_sections", "summary_sections",
+__all__ = ["RankIndex", "RankInputs", "index_name", "load", "save", "to_bytes", "from_bytes", "read_sections", "summary_header", "summary_sections",
            "trimmed"]

@@ -28,7 +28,7 @@ from ..analysis.ranks.report import KERNEL_KEYS, RanksError
 from ..engine_version import ENGINE_VERSION
 from ..trace.table import Table
 from . import envelope as cache_mod
-from .rank_index import FOLDER, _reading, index_name
+from .rank_index import FOLDER, _reading, index_name, summary_header
 
 INPUTS_FORMAT = "tb-gpuinsight rank kernels 2"
 ANSWERS_FORMAT = "tb-gpuinsight rank kernel tables 2"
@@ -132,11 +132,7 @@ def summary_activities(payload: bytes, identity: Optional[Dict[str, Any]], datas
 
     with _reading("summary"):
         with np.load(io.BytesIO(payload), allow_pickle=False) as archive:
-            header = json.loads(archive["header"].tobytes().decode("utf-8"))
-            if header.get("engine") != ENGINE_VERSION:
-                raise cache_mod.CorruptSummary("summary written by another engine version")
-            if identity is not None and header.get("identity") != identity:
-                raise cache_mod.CorruptSummary("the summary belongs to another trace or version")
+            header = summary_header(archive, identity)
             columns = {col: archive[f"c_{col}"] for col in cache_mod.STORED_COLUMNS}
         acts = Table("activities", columns, header["strings"])
         return Efficiency(None, acts, {}, AUTO, {}, header["device_props"], {}).rerate(AUTO, datasheet)
