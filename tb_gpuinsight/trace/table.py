@@ -87,6 +87,19 @@ class _Codes(dict):
         return dict, (dict(self),)
 
 
+def code_labels(labels: Sequence[str], lookup: Dict[str, int], out: List[str]) -> np.ndarray:
+    """The codes of `labels` in `out` (int32), appending to `out` (and `lookup`: text -> code) the labels it does
+    not hold yet: how tables coded against different string lists are merged onto one."""
+    codes = np.empty(len(labels), dtype=np.int32)
+    for i, text in enumerate(labels):
+        code = lookup.get(text)
+        if code is None:
+            code = lookup[text] = len(out)
+            out.append(text)
+        codes[i] = code
+    return codes
+
+
 class Interner:
     """Maps strings (or bytes) to stable int codes; `items` lists them in code order."""
 

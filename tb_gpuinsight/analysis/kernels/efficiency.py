@@ -41,7 +41,7 @@ from ...estimate.devices import DTYPES, DeviceSpec, load_datasheet
 from ...estimate.flops import OpEstimate
 from ...trace.kineto import KinetoTrace
 from ...trace.stages import stage
-from ...trace.table import Table
+from ...trace.table import Table, code_labels
 from ..correlate import NO_OP, link_activities, op_parents, under_compiled_region
 from ..ranks.collectives import activity_columns
 from .attribution import SOURCES, _activities, _attribute, _op_estimates, _OpFacts, is_copy_event
@@ -169,13 +169,7 @@ def combine(parts: List[Efficiency], datasheet: Optional[Sequence[DeviceSpec]] =
 
 
 def _recode(codes: np.ndarray, cats: List[str], merged: Dict[str, int], out: List[str]) -> np.ndarray:
-    lookup = np.empty(len(cats), dtype=np.int32)
-    for i, text in enumerate(cats):
-        code = merged.get(text)
-        if code is None:
-            code = merged[text] = len(out)
-            out.append(text)
-        lookup[i] = code
+    lookup = code_labels(cats, merged, out)
     return np.where(codes >= 0, lookup[np.clip(codes, 0, None)], -1).astype(codes.dtype) if len(cats) else codes
 
 

@@ -86,17 +86,23 @@ def _reason_shares(acts: Table, is_kernel: np.ndarray, kernel_time: float) -> Di
     return {CODES[i]: float(t) / kernel_time for i, t in enumerate(time) if i and t > 0}
 
 
+def merged_segments(start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Intervals [start, end) merged where they overlap or touch: disjoint intervals in start order."""
+    if not len(start):
+        return start.astype(np.float64), end.astype(np.float64)
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    new = np.ones(len(start), dtype=bool)
+    new[1:] = start[1:] > reach[:-1]
+    return start[new], reach[np.r_[np.flatnonzero(new)[1:] - 1, len(start) - 1]]
+
+
 def busy_time(ts: np.ndarray, dur: np.ndarray) -> float:
     """Length of the union of [ts, ts + dur) intervals."""
     if not len(ts):
         return 0.0
-    order = np.argsort(ts, kind="stable")
-    start, end = ts[order], (ts + dur)[order]
-    reach = np.maximum.accumulate(end)
-    new = np.ones(len(start), dtype=bool)
-    new[1:] = start[1:] > reach[:-1]
-    seg_start = start[new]
-    seg_end = reach[np.r_[np.flatnonzero(new)[1:] - 1, len(start) - 1]]
+    seg_start, seg_end = merged_segments(ts, ts + dur)
     return float((seg_end - seg_start).sum())
 
 

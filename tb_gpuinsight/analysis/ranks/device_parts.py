@@ -16,10 +16,11 @@ import numpy as np
 
 from ...estimate.devices import DeviceSpec
 from ...trace.table import Interner, Table
+from ..kernels.grouping import merged_segments
 from ..kernels.names import kernel_class
 from ..kernels.reasons import CODES, REASONS, reason_rows
 from ..kernels.roles import COPIES
-from .kernel_parts import Parts, _combined_codes, merged_segments
+from .kernel_parts import Parts, combined_codes
 
 TOP_FAMILIES = 5  # as `grouping._compute_coverage`
 
@@ -33,7 +34,7 @@ def cards(parts: Parts, spans: Sequence[int]) -> Dict[str, Any]:
     order_of = np.full(parts.spans, -1, dtype=np.int64)
     order_of[np.asarray(spans, dtype=np.int64)] = np.arange(len(spans))
     rows = np.flatnonzero(order_of[parts.columns["span"]] >= 0)
-    labels = {c: _combined_codes(parts, c, spans) for c in ("name", "kind", "op_name")}
+    labels = {c: combined_codes(parts, c, spans) for c in ("name", "kind", "op_name")}
     col = {c: parts.columns[c][rows] for c in parts.columns}
     code = {c: np.where(col[c] >= 0, labels[c][0][np.clip(col[c], 0, None)], -1) if len(labels[c][0]) else col[c]
             for c in labels}

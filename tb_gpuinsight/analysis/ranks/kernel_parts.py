@@ -18,9 +18,9 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from ...trace.table import Table
+from ...trace.table import Table, code_labels
 from ..kernels.attribution import is_copy_event
-from ..kernels.grouping import BASIS_TIERS, SUMS, basis_of, group_sums, marked_level, rates_from_sums
+from ..kernels.grouping import BASIS_TIERS, SUMS, basis_of, group_sums, marked_level, merged_segments, rates_from_sums
 from ..kernels.reasons import CODES
 from .collectives import COMMUNICATION, communication_sums, is_communication, mark_communication_rows
 
@@ -141,18 +141,6 @@ def busy_segments(acts: Table) -> Dict[str, List[np.ndarray]]:
             "busy_end": [np.concatenate(ends) if ends else np.zeros(0)]}
 
 
-def merged_segments(start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Intervals [start, end) merged where they overlap or touch, in start order (`grouping.busy_time`)."""
-    if not len(start):
-        return start.astype(np.float64), end.astype(np.float64)
-    order = np.argsort(start, kind="stable")
-    start, end = start[order], end[order]
-    reach = np.maximum.accumulate(end)
-    new = np.ones(len(start), dtype=bool)
-    new[1:] = start[1:] > reach[:-1]
-    return start[new], reach[np.r_[np.flatnonzero(new)[1:] - 1, len(start) - 1]]
-
-
 def _typed(col: str, value: np.ndarray) -> np.ndarray:
     if col in _FLOATS:
         return np.asarray(value, dtype=np.float64)
@@ -176,7 +164,7 @@ def joined(parts: Sequence[Parts], strings: Dict[str, List[str]] = None) -> Part
         for c in FIXED:
             if strings.setdefault(c, part.strings[c]) != part.strings[c]:
                 raise ValueError(f"spans rated with different {c} labels")
-        codes = {c: _codes(part.strings[c], strings.setdefault(c, []), lookup.setdefault(c, {}))
+        codes = {c: code_labels(part.strings[c], lookup.setdefault(c, {}), strings.setdefault(c, []))
                  for c in PART_KEYS + LABELS + ("props",)}
         for c, v in part.columns.items():
             if c in codes:
@@ -201,15 +189,22 @@ def joined(parts: Sequence[Parts], strings: Dict[str, List[str]] = None) -> Part
     return Parts(out, strings, cats, reasons, unknown, per_span)
 
 
+def _rows_in_order(parts: Parts, spans: Sequence[int]) -> Tuple[np.ndarray, np.ndarray]:
+    """The rows of `spans` (positions in `parts`), span after span in that order, each span's rows in stored order;
+    and each row's position in `spans`."""
+    order_of = np.full(parts.spans, -1, dtype=np.int64)
+    order_of[np.asarray(spans, dtype=np.int64)] = np.arange(len(spans))
+    pos = order_of[parts.columns["span"]]
+    rows = np.flatnonzero(pos >= 0)
+    rows = rows[np.argsort(pos[rows], kind="stable")]
+    return rows, pos[rows]
+
+
 def kept(parts: Parts, spans: Sequence[int]) -> Parts:
     """Only the rows of `spans` (positions in `parts`, renumbered 0.. in this order); labels stay as they are."""
-    new = np.full(parts.spans, -1, dtype=np.int64)
-    new[np.asarray(spans, dtype=np.int64)] = np.arange(len(spans))
-    span = new[parts.columns["span"]]
-    rows = np.flatnonzero(span >= 0)
-    rows = rows[np.argsort(span[rows], kind="stable")]
+    rows, pos = _rows_in_order(parts, spans)
     columns = {c: v[rows] for c, v in parts.columns.items()}
-    columns["span"] = span[rows].astype(np.int32)
+    columns["span"] = pos.astype(np.int32)
     where = np.full(len(parts.columns["span"]), -1, dtype=np.int64)
     where[rows] = np.arange(len(rows))
 
@@ -223,31 +218,14 @@ def kept(parts: Parts, spans: Sequence[int]) -> Parts:
                                                               parts.per_span.items()})
 
 
-def _codes(labels: List[str], out: List[str], lookup: Dict[str, int]) -> np.ndarray:
-    """Codes in `out` (extended with the new ones) of each label of one span."""
-    codes = np.empty(len(labels), dtype=np.int32)
-    for i, text in enumerate(labels):
-        code = lookup.get(text)
-        if code is None:
-            code = lookup[text] = len(out)
-            out.append(text)
-        codes[i] = code
-    return codes
-
-
 def merge(parts: Parts, spans: Sequence[int], span_rank: np.ndarray, keys: Tuple[str, ...]) -> Table:
     """What `across_ranks(combined activities, span_rank, keys)` gives, from the rows of `spans` (positions in
     `parts`, in the order the activities would be combined; `span_rank[i]` the rank of `spans[i]`)."""
     from .report import rank_spread
 
-    order_of = np.full(parts.spans, -1, dtype=np.int64)
-    order_of[np.asarray(spans, dtype=np.int64)] = np.arange(len(spans))
-    pos = order_of[parts.columns["span"]]
-    rows = np.flatnonzero(pos >= 0)
-    rows = rows[np.argsort(pos[rows], kind="stable")]
+    rows, pos = _rows_in_order(parts, spans)
     col = {c: v[rows] for c, v in parts.columns.items()}
-    pos = pos[rows]
-    merged = {c: _combined_codes(parts, c, spans) for c in keys if c in parts.cats}  # `device` is no label
+    merged = {c: combined_codes(parts, c, spans) for c in keys if c in parts.cats}  # `device` is no label
     stacked = np.stack([np.where(col[c] >= 0, merged[c][0][np.clip(col[c], 0, None)], -1)
                         if c in merged and len(merged[c][0]) else col[c] for c in keys], axis=1).astype(np.int64)
     uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
@@ -298,7 +276,7 @@ def merge(parts: Parts, spans: Sequence[int], span_rank: np.ndarray, keys: Tuple
     return Table("groups", {**out, **rank_spread(time, ran)}, strings)
 
 
-def _combined_codes(parts: Parts, col: str, spans: Sequence[int]) -> Tuple[np.ndarray, List[str]]:
+def combined_codes(parts: Parts, col: str, spans: Sequence[int]) -> Tuple[np.ndarray, List[str]]:
     """For a key column: the combined code of each label code of `parts`, and the combined label list, as
     `efficiency.combine` numbers labels (first seen over the spans' whole label lists, in span order)."""
     lists = [parts.cats[col][s] for s in spans]

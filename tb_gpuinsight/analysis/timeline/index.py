@@ -27,6 +27,7 @@ from ...errors import GpuInsightError
 from ...sections import Section, SectionContext
 from ...trace.table import Interner
 from ..correlate import op_parents
+from ..kernels.grouping import merged_segments
 from ..kernels.names import CLASSES as KERNEL_CLASSES, demangle, display_name, kernel_class, name_head
 from ..overview import host
 from ..overview.breakdown import CATEGORIES, IDLE, activity_categories, split_steps
@@ -221,7 +222,7 @@ def _events_and_segments(parts: List[Dict[str, np.ndarray]]) -> Dict[str, np.nda
     for part in parts:
         for cls in range(_GROUPS):
             sel = part["cls"] == cls if cls < _ALL else slice(None)
-            s, e = _merge(part["start"][sel], part["end"][sel])
+            s, e = merged_segments(part["start"][sel], part["end"][sel])
             seg_s.append(s)
             seg_e.append(e)
             seg_c.append(np.concatenate([[0.0], np.cumsum(e - s)[:-1]]) if len(s) else s)
@@ -245,18 +246,6 @@ def _events_and_segments(parts: List[Dict[str, np.ndarray]]) -> Dict[str, np.nda
     return out
 
 
-def _merge(start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Union of intervals (starts sorted) as disjoint sorted intervals."""
-    if not len(start):
-        return start.astype(np.float64), end.astype(np.float64)
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:], len(s)) - 1
-    return s[first], reach[last]
 
 
 def _running_max_per_lane(end: np.ndarray, offsets: np.ndarray) -> np.ndarray:
