@@ -19,8 +19,7 @@ from tb_gpuinsight.store import open_store
 from tb_gpuinsight.store import rank_index as ri
 from tb_gpuinsight.store.batch import summarize
 
-from .corpus import corpus_path
-from .store_reads import count_summary_reads
+from .store_reads import count_summary_reads, summarized_dlrm
 
 
 def _request(**args):
@@ -48,12 +47,7 @@ def _from_index(plugin, run: str) -> dict:
 @pytest.fixture(scope="module")
 def dlrm(tmp_path_factory):
     """The real DLRM run summarised into a store by `summarize` (which writes the rank index)."""
-    root = tmp_path_factory.mktemp("dlrm")
-    (root / "logdir").mkdir()
-    shutil.copytree(corpus_path("param/dlrm_8ranks"), root / "logdir" / "dlrm")
-    report = summarize(str(root / "logdir"), str(root / "store"), workers=0)
-    assert not report.failed and report.indexed == 1
-    return root
+    return summarized_dlrm(tmp_path_factory)
 
 
 def test_index_answers_equal_the_per_rank_computation_on_dlrm(dlrm, monkeypatch):

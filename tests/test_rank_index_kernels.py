@@ -21,8 +21,7 @@ from tb_gpuinsight.store import open_store
 from tb_gpuinsight.store import rank_kernels as rkn
 from tb_gpuinsight.store.batch import summarize
 
-from .corpus import corpus_path
-from .store_reads import count_summary_reads
+from .store_reads import count_summary_reads, summarized_dlrm
 
 SORTS = ("total_us", "rank_max_us", "rank_median_us", "count", "name", "tflops", "efficiency")
 
@@ -97,12 +96,7 @@ def _every_view(plugin, run: str):
 @pytest.fixture(scope="module")
 def dlrm(tmp_path_factory):
     """The real DLRM run summarised into a store by `summarize` (which writes the rank index)."""
-    root = tmp_path_factory.mktemp("dlrm")
-    (root / "logdir").mkdir()
-    shutil.copytree(corpus_path("param/dlrm_8ranks"), root / "logdir" / "dlrm")
-    report = summarize(str(root / "logdir"), str(root / "store"), workers=0)
-    assert not report.failed and report.indexed == 1
-    return root
+    return summarized_dlrm(tmp_path_factory)
 
 
 def test_all_ranks_table_from_the_index_equals_the_combined_analysis_on_dlrm(dlrm, monkeypatch):
