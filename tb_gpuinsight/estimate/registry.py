@@ -64,7 +64,7 @@ def register_prefix(prefix: str, family: str, **formulas: Any) -> None:
 
 
 # Modules of one library's ops across families (each entry still names its family).
-LIBRARIES = ("transformer_engine",)
+LIBRARIES = ("transformer_engine", "autograd_functions")
 
 
 @functools.lru_cache(maxsize=1)

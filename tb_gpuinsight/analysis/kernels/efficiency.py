@@ -47,6 +47,7 @@ from ..ranks.collectives import activity_columns
 from .attribution import SOURCES, _activities, _attribute, _op_estimates, _OpFacts, is_copy_event
 from .grouping import aggregate, busy_time, device_summary, link_counts
 from .rating import AUTO, DRAM_MARGIN, DeviceReport, _device_reports, _rate, kernel_name_dtype
+from .backward_sizing import size_from_forward
 from .subop_sizing import size_from_subops
 
 
@@ -112,6 +113,7 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
         estimates = _op_estimates(trace, acts["op"])
         _attribute(acts, _OpFacts(trace, estimates, under_compiled_region(trace.ops, parents)))
         size_from_subops(trace, acts)  # kernels their op cannot size, from the op's sub-ops before the launch
+        size_from_forward(trace, acts)  # an autograd Function's backward kernels, from its forward op
         acts.columns.update(activity_columns(trace, acts))  # collective sizes: comm kernels are rated on the link
     op_shape = np.full(len(acts), -1, dtype=np.int32)
     linked = acts["op"] >= 0

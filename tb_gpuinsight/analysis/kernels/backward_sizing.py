@@ -1,0 +1,136 @@
+"""Kernels of an autograd Function's backward node, sized from its forward op by sequence number.
+
+A ``torch.autograd.Function`` whose GEMMs run from Python or a C++ extension (Megatron's
+``LinearWithGradAccumulationAndAsyncCommunication``, TE's ``_Linear``, flash-attn's ``FlashAttnVarlenFunc``) records
+its forward as an op named by its class with its tensor arguments' shapes, and its backward as ``<Class>Backward``
+with grad_output at most. The profiler gives both the same "Sequence number". When the backward node's own kernels
+have no FLOPs and none of its sub-ops was sized (no double count), they take the forward's estimate times the
+factor of its family (`estimate/autograd_functions.py`: 2x for a linear, an upper bound; 2.5x for attention) and
+twice its bytes (each operand read again, its gradient written), split by kernel duration like any op's figures.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ...estimate.args import op_key
+from ...estimate.autograd_functions import BACKWARD_FACTORS, forward_name
+from ...estimate.devices import normalize_dtype
+from ...estimate.flops import OpEstimate, estimate_op
+from ...estimate.registry import lookup
+from ...trace.kineto import KinetoTrace
+from ...trace.table import Table
+from .attribution import SOURCES
+from .reasons import CODES
+from .subop_sizing import _Codes
+
+FROM_FORWARD = "from its forward op"
+
+
+def size_from_forward(trace: KinetoTrace, acts: Table) -> int:
+    """Size the eager kernels of backward nodes from their forward ops (rule in the module docstring). Returns how
+    many activities were sized."""
+    rows = _candidates(trace, acts)
+    if not len(rows):
+        return 0
+    codes, sized = _Codes(acts), 0
+    busy = _ops_with_sized_subops(trace, acts)
+    for op in np.unique(acts["op"][rows]).tolist():
+        est = None if _encloses(trace, op, busy) else backward_estimate(trace, op)
+        if est is None or est.flops is None:
+            continue
+        mine = rows[acts["op"][rows] == op]
+        dur = acts["dur"][mine].astype(float)
+        share = dur / dur.sum() if dur.sum() > 0 else np.full(len(mine), 1.0 / len(mine))
+        _write(acts, mine, est, share, codes)
+        sized += len(mine)
+    return sized
+
+
+def backward_estimate(trace: KinetoTrace, row: int) -> Optional[OpEstimate]:
+    """The estimate of backward node `row` from its forward op (None when it has none with known FLOPs of a family
+    with a backward factor)."""
+    ops = trace.ops
+    name = ops.strings["name"][ops["name"][row]]
+    forward = find_forward(trace, row)
+    base = forward_name(name)
+    model = lookup(op_key(base)) if base else None
+    if forward is None or model is None or model.family not in BACKWARD_FACTORS:
+        return None
+    code = int(ops["shape"][forward])
+    est = estimate_op(base, *(trace.shape(code) if code >= 0 else (None, None, None)))
+    if est.flops is None:
+        return None
+    factor, note = BACKWARD_FACTORS[model.family]
+    seq = int(ops["seq"][row])
+    origin = f"{FROM_FORWARD} {base} (sequence number {seq})"
+    flops_reason = f"upper bound: {note[len('upper bound: '):]}, {origin}" if note.startswith("upper bound:") \
+        else f"{origin}: {note}"
+    nbytes = None if est.bytes is None else 2 * est.bytes
+    partial = "partial: " if est.bytes_reason.startswith("partial:") else ""
+    bytes_reason = (f"{partial}{origin}: twice its bytes (each operand read again, its gradient written)"
+                    if nbytes is not None else f"{origin}: {est.bytes_reason}")
+    return OpEstimate(factor * est.flops, flops_reason, nbytes, bytes_reason, est.dtype)
+
+
+def find_forward(trace: KinetoTrace, row: int) -> Optional[int]:
+    """The forward op of backward node `row`: the latest op named as its forward with the same sequence number
+    that started before it (sequence numbers count per thread, so an earlier one may belong to another thread)."""
+    ops = trace.ops
+    names = ops.strings["name"]
+    base = forward_name(names[ops["name"][row]])
+    seq = int(ops["seq"][row])
+    if base is None or seq < 0 or base not in names:
+        return None
+    hit = np.flatnonzero((ops["name"] == names.index(base)) & (ops["seq"] == seq) & (ops["ts"] <= ops["ts"][row]))
+    return int(hit[np.argmax(ops["ts"][hit])]) if len(hit) else None
+
+
+def _candidates(trace: KinetoTrace, acts: Table) -> np.ndarray:
+    """Eager kernel rows without FLOPs whose launching op is a backward node."""
+    names = trace.ops.strings.get("name", [])
+    kinds = acts.strings.get("kind", [])
+    if not len(acts) or not names or "kernel" not in kinds:
+        return np.empty(0, np.int64)
+    backward = np.fromiter((forward_name(n) is not None for n in names), dtype=bool, count=len(names))
+    op = acts["op"]
+    linked = op >= 0
+    is_backward = np.zeros(len(acts), dtype=bool)
+    is_backward[linked] = backward[trace.ops["name"][op[linked]]]
+    mask = is_backward & (acts["kind"] == kinds.index("kernel")) & ~acts["graph"].astype(bool) & np.isnan(acts["flops"])
+    return np.flatnonzero(mask)
+
+
+def _ops_with_sized_subops(trace: KinetoTrace, acts: Table) -> Dict[Tuple[int, int], np.ndarray]:
+    """Per (pid, tid): the sorted start times of ops whose activities have FLOPs."""
+    ops = trace.ops
+    sized = np.unique(acts["op"][(acts["op"] >= 0) & (acts["flops"] > 0)])
+    out: Dict[Tuple[int, int], List[float]] = {}
+    for r in sized.tolist():
+        out.setdefault((int(ops["pid"][r]), int(ops["tid"][r])), []).append(float(ops["ts"][r]))
+    return {k: np.sort(np.array(v)) for k, v in out.items()}
+
+
+def _encloses(trace: KinetoTrace, op: int, busy: Dict[Tuple[int, int], np.ndarray]) -> bool:
+    """Whether a sized op starts inside `op` on its thread (a sub-op already carries part of its work)."""
+    ops = trace.ops
+    starts = busy.get((int(ops["pid"][op]), int(ops["tid"][op])))
+    if starts is None:
+        return False
+    lo, hi = float(ops["ts"][op]), float(ops["ts"][op] + ops["dur"][op])
+    return bool(np.searchsorted(starts, hi, side="right") > np.searchsorted(starts, lo, side="right"))
+
+
+def _write(acts: Table, rows: np.ndarray, est: OpEstimate, share: np.ndarray, codes: _Codes) -> None:
+    acts["flops"][rows] = est.flops * share
+    acts["bytes"][rows] = np.nan if est.bytes is None else est.bytes * share
+    acts["flops_reason"][rows] = codes.code("flops_reason", est.flops_reason)
+    acts["bytes_reason"][rows] = codes.code("bytes_reason", est.bytes_reason)
+    dtype = normalize_dtype(est.dtype)
+    acts["dtype"][rows] = codes.code("dtype", dtype) if dtype else -1
+    acts["source"][rows] = SOURCES.index("formula")
+    acts["gap"][rows] = CODES.index("" if est.bytes is not None else "no_bytes")
+
+
+__all__ = ["FROM_FORWARD", "backward_estimate", "find_forward", "size_from_forward"]
