@@ -141,11 +141,12 @@ def _launched(ts, corr, ext, dur, name=GEMM, tid=1):
     return [launch, kernel]
 
 
-def _trace(tmp_path, backward_seq=5, mm_under_backward=False):
+def _trace(tmp_path, backward_seq=5, mm_under_backward=False, forward=(MEGATRON, FORWARD_DIMS, FORWARD_TYPES)):
     """The forward Function launches its GEMM itself; its backward node launches dgrad (30 us) and wgrad (10 us),
     or runs them through an aten::mm that launches them when `mm_under_backward`."""
-    events = [_op(MEGATRON, 100, 50, 1, FORWARD_DIMS, FORWARD_TYPES, seq=5, fwd_tid=0)] + _launched(110, 1, 1, 20)
-    events.append(_op(MEGATRON + "Backward", 500, 100, 2, [[S, B, N]], [BF16], seq=backward_seq, fwd_tid=1))
+    name, dims, types = forward
+    events = [_op(name, 100, 50, 1, dims, types, seq=5, fwd_tid=0)] + _launched(110, 1, 1, 20)
+    events.append(_op(name + "Backward", 500, 100, 2, [[S, B, N]], [BF16], seq=backward_seq, fwd_tid=1))
     if mm_under_backward:
         events.append(_op("aten::mm", 505, 90, 3, [[M, N], [N, K]], [BF16, BF16]))
     events += _launched(510, 2, 3 if mm_under_backward else 2, 30) + _launched(550, 3, 2, 10)
@@ -163,8 +164,12 @@ def _text(eff, col, row):
     return eff.activities.strings[col][eff.activities[col][row]]
 
 
-def test_backward_kernels_take_twice_the_forward_split_by_duration(tmp_path):
-    eff = _trace(tmp_path)
+@pytest.mark.parametrize("forward", [
+    (MEGATRON, FORWARD_DIMS, FORWARD_TYPES),
+    ("_Linear", [[N, K], [S, B, K], []], [BF16, BF16, ""]),  # Transformer Engine 2.x: weight, inp, bias
+])
+def test_backward_kernels_take_twice_the_forward_split_by_duration(tmp_path, forward):
+    eff = _trace(tmp_path, forward=forward)
     acts = eff.activities
     fwd, dgrad, wgrad = _kernels(eff).tolist()
     forward_flops = 2 * M * N * K
