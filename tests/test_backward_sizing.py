@@ -202,3 +202,18 @@ def test_backward_whose_sub_op_is_sized_is_not_counted_twice(tmp_path):
     _, dgrad, wgrad = _kernels(eff).tolist()
     assert acts["flops"][dgrad] == 2 * M * N * K  # the aten::mm's own figure
     assert np.isnan(acts["flops"][wgrad])  # the node's other kernel: its dgrad is already counted below it
+
+
+def test_forward_is_the_latest_op_of_that_name_and_sequence_number_before_the_backward(tmp_path):
+    """Sequence numbers count per thread: another thread's Function may carry the same one."""
+    events = [_op(MEGATRON, 50, 10, 1, FORWARD_DIMS, FORWARD_TYPES, seq=5, tid=2),
+              _op(MEGATRON, 100, 10, 2, FORWARD_DIMS, FORWARD_TYPES, seq=5),
+              _op(MEGATRON, 120, 10, 3, FORWARD_DIMS, FORWARD_TYPES, seq=6),
+              _op(MEGATRON + "Backward", 500, 10, 4, [[S, B, N]], [BF16], seq=5, fwd_tid=1),
+              _op(MEGATRON, 700, 10, 5, FORWARD_DIMS, FORWARD_TYPES, seq=5, tid=3)]
+    path = tmp_path / "threads.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    trace = tb_gpuinsight.load(path)
+    (bwd,) = _rows(trace, MEGATRON + "Backward")
+    forward = find_forward(trace, bwd)
+    assert trace.ops["ts"][forward] == 100 and trace.ops["seq"][forward] == 5

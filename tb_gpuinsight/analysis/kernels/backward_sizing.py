@@ -36,11 +36,13 @@ def size_from_forward(trace: KinetoTrace, acts: Table) -> int:
         return 0
     codes, sized = _Codes(acts), 0
     busy = _ops_with_sized_subops(trace, acts)
-    for op in np.unique(acts["op"][rows]).tolist():
-        est = None if _encloses(trace, op, busy) else backward_estimate(trace, op)
+    backward, which = np.unique(acts["op"][rows], return_inverse=True)
+    order = np.argsort(which, kind="stable")
+    groups = np.split(rows[order], np.flatnonzero(np.diff(which[order])) + 1)  # each backward node's kernel rows
+    for op, forward, mine in zip(backward.tolist(), forward_rows(trace, backward).tolist(), groups):
+        est = None if forward < 0 or _encloses(trace, op, busy) else backward_estimate(trace, op, forward)
         if est is None or est.flops is None:
             continue
-        mine = rows[acts["op"][rows] == op]
         dur = acts["dur"][mine].astype(float)
         share = dur / dur.sum() if dur.sum() > 0 else np.full(len(mine), 1.0 / len(mine))
         _write(acts, mine, est, share, codes)
@@ -48,12 +50,12 @@ def size_from_forward(trace: KinetoTrace, acts: Table) -> int:
     return sized
 
 
-def backward_estimate(trace: KinetoTrace, row: int) -> Optional[OpEstimate]:
-    """The estimate of backward node `row` from its forward op (None when it has none with known FLOPs of a family
-    with a backward factor)."""
+def backward_estimate(trace: KinetoTrace, row: int, forward: Optional[int] = None) -> Optional[OpEstimate]:
+    """The estimate of backward node `row` from its forward op (`forward`, found by :func:`find_forward` when not
+    given); None when it has none with known FLOPs of a family with a backward factor."""
     ops = trace.ops
     name = ops.strings["name"][ops["name"][row]]
-    forward = find_forward(trace, row)
+    forward = find_forward(trace, row) if forward is None else forward
     base = forward_name(name)
     model = lookup(op_key(base)) if base else None
     if forward is None or model is None or model.family not in BACKWARD_FACTORS:
@@ -75,16 +77,30 @@ def backward_estimate(trace: KinetoTrace, row: int) -> Optional[OpEstimate]:
 
 
 def find_forward(trace: KinetoTrace, row: int) -> Optional[int]:
-    """The forward op of backward node `row`: the latest op named as its forward with the same sequence number
-    that started before it (sequence numbers count per thread, so an earlier one may belong to another thread)."""
+    """The forward op of backward node `row` (see :func:`forward_rows`), or None."""
+    found = int(forward_rows(trace, np.array([row], dtype=np.int64))[0])
+    return found if found >= 0 else None
+
+
+def forward_rows(trace: KinetoTrace, rows: np.ndarray) -> np.ndarray:
+    """Per backward node row: its forward op, the latest op named as its forward with the same sequence number
+    that started before it (sequence numbers count per thread, so an earlier one may be another thread's); -1
+    where none."""
     ops = trace.ops
-    names = ops.strings["name"]
-    base = forward_name(names[ops["name"][row]])
-    seq = int(ops["seq"][row])
-    if base is None or seq < 0 or base not in names:
-        return None
-    hit = np.flatnonzero((ops["name"] == names.index(base)) & (ops["seq"] == seq) & (ops["ts"] <= ops["ts"][row]))
-    return int(hit[np.argmax(ops["ts"][hit])]) if len(hit) else None
+    names = ops.strings.get("name", [])
+    code = {n: i for i, n in enumerate(names)}
+    wanted = {code.get(forward_name(names[ops["name"][r]]) or "", -1) for r in rows.tolist()} - {-1}
+    cand = np.flatnonzero(np.isin(ops["name"], list(wanted)) & (ops["seq"] >= 0)) if wanted else \
+        np.empty(0, np.int64)
+    index: Dict[Tuple[int, int], List[int]] = {}
+    for r in cand[np.argsort(ops["ts"][cand], kind="stable")].tolist():
+        index.setdefault((int(ops["name"][r]), int(ops["seq"][r])), []).append(r)
+    out = np.full(len(rows), -1, dtype=np.int64)
+    for i, r in enumerate(rows.tolist()):
+        key = (code.get(forward_name(names[ops["name"][r]]) or "", -1), int(ops["seq"][r]))
+        before = [f for f in index.get(key, []) if ops["ts"][f] <= ops["ts"][r]]
+        out[i] = before[-1] if before and key[1] >= 0 else -1
+    return out
 
 
 def _candidates(trace: KinetoTrace, acts: Table) -> np.ndarray:
@@ -133,4 +149,4 @@ def _write(acts: Table, rows: np.ndarray, est: OpEstimate, share: np.ndarray, co
     acts["gap"][rows] = CODES.index("" if est.bytes is not None else "no_bytes")
 
 
-__all__ = ["FROM_FORWARD", "backward_estimate", "find_forward", "size_from_forward"]
+__all__ = ["FROM_FORWARD", "backward_estimate", "find_forward", "forward_rows", "size_from_forward"]
