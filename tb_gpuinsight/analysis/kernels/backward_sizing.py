@@ -16,14 +16,11 @@ import numpy as np
 
 from ...estimate.args import op_key
 from ...estimate.autograd_functions import BACKWARD_FACTORS, forward_name
-from ...estimate.devices import normalize_dtype
 from ...estimate.flops import OpEstimate, estimate_op
 from ...estimate.registry import lookup
 from ...trace.kineto import KinetoTrace
 from ...trace.table import Table
-from .attribution import SOURCES
-from .reasons import CODES
-from .subop_sizing import _Codes
+from .subop_sizing import EstimateWriter
 
 FROM_FORWARD = "from its forward op"
 
@@ -34,7 +31,7 @@ def size_from_forward(trace: KinetoTrace, acts: Table) -> int:
     rows = _candidates(trace, acts)
     if not len(rows):
         return 0
-    codes, sized = _Codes(acts), 0
+    codes, sized = EstimateWriter(acts), 0
     busy = _ops_with_sized_subops(trace, acts)
     backward, which = np.unique(acts["op"][rows], return_inverse=True)
     order = np.argsort(which, kind="stable")
@@ -45,7 +42,7 @@ def size_from_forward(trace: KinetoTrace, acts: Table) -> int:
             continue
         dur = acts["dur"][mine].astype(float)
         share = dur / dur.sum() if dur.sum() > 0 else np.full(len(mine), 1.0 / len(mine))
-        _write(acts, mine, est, share, codes)
+        codes.write(mine, est, share)
         sized += len(mine)
     return sized
 
@@ -136,17 +133,6 @@ def _encloses(trace: KinetoTrace, op: int, busy: Dict[Tuple[int, int], np.ndarra
         return False
     lo, hi = float(ops["ts"][op]), float(ops["ts"][op] + ops["dur"][op])
     return bool(np.searchsorted(starts, hi, side="right") > np.searchsorted(starts, lo, side="right"))
-
-
-def _write(acts: Table, rows: np.ndarray, est: OpEstimate, share: np.ndarray, codes: _Codes) -> None:
-    acts["flops"][rows] = est.flops * share
-    acts["bytes"][rows] = np.nan if est.bytes is None else est.bytes * share
-    acts["flops_reason"][rows] = codes.code("flops_reason", est.flops_reason)
-    acts["bytes_reason"][rows] = codes.code("bytes_reason", est.bytes_reason)
-    dtype = normalize_dtype(est.dtype)
-    acts["dtype"][rows] = codes.code("dtype", dtype) if dtype else -1
-    acts["source"][rows] = SOURCES.index("formula")
-    acts["gap"][rows] = CODES.index("" if est.bytes is not None else "no_bytes")
 
 
 __all__ = ["FROM_FORWARD", "backward_estimate", "find_forward", "forward_rows", "size_from_forward"]

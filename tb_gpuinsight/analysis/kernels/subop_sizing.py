@@ -69,7 +69,7 @@ def size_rows(acts: Table, rows: np.ndarray, trace: KinetoTrace, launch_rows: np
     size it; rows it cannot stay as they were. Returns how many were sized."""
     names = acts.strings["name"]
     windows = sub_op_windows(trace, launch_rows)
-    codes = _Codes(acts)
+    codes = EstimateWriter(acts)
     memo: Dict[Tuple, Optional[OpEstimate]] = {}  # every layer of every step repeats the same sub-ops
     sized = 0
     for row, window in zip(rows.tolist(), windows):
@@ -82,14 +82,7 @@ def size_rows(acts: Table, rows: np.ndarray, trace: KinetoTrace, launch_rows: np
         est = memo[key]
         if est is None:
             continue
-        acts["flops"][row] = est.flops
-        acts["bytes"][row] = np.nan if est.bytes is None else est.bytes
-        acts["flops_reason"][row] = codes.code("flops_reason", est.flops_reason)
-        acts["bytes_reason"][row] = codes.code("bytes_reason", est.bytes_reason)
-        dtype = normalize_dtype(est.dtype)
-        acts["dtype"][row] = codes.code("dtype", dtype) if dtype else -1
-        acts["source"][row] = SOURCES.index("formula")
-        acts["gap"][row] = CODES.index("" if est.bytes is not None else "no_bytes")
+        codes.write(row, est)
         sized += 1
     return sized
 
@@ -101,8 +94,9 @@ def _estimate(kernel: str, window: Window) -> Optional[OpEstimate]:
         return None
 
 
-class _Codes:
-    """Codes of new texts in an activity table's string columns (lists copied before the first append)."""
+class EstimateWriter:
+    """Writes estimates into an activity table's rows, coding new texts in its string columns (lists copied before
+    the first append)."""
 
     def __init__(self, acts: Table) -> None:
         self.acts = acts
@@ -117,6 +111,18 @@ class _Codes:
             found = self.index[col][text] = len(self.acts.strings[col])
             self.acts.strings[col].append(text)
         return found
+
+    def write(self, rows, est: OpEstimate, share=1.0) -> None:
+        """`est` on `rows` (one row or an array), its FLOPs and bytes times `share` (a row's part of the op's)."""
+        acts = self.acts
+        acts["flops"][rows] = np.nan if est.flops is None else est.flops * share
+        acts["bytes"][rows] = np.nan if est.bytes is None else est.bytes * share
+        acts["flops_reason"][rows] = self.code("flops_reason", est.flops_reason)
+        acts["bytes_reason"][rows] = self.code("bytes_reason", est.bytes_reason)
+        dtype = normalize_dtype(est.dtype)
+        acts["dtype"][rows] = self.code("dtype", dtype) if dtype else -1
+        acts["source"][rows] = SOURCES.index("formula")
+        acts["gap"][rows] = CODES.index("" if est.bytes is not None else "no_bytes")
 
 
 # ---------------------------------------------------------------------------------------------- sub-op windows
