@@ -8,6 +8,8 @@ allreduce_dgrad, sequence_parallel, grad_output_buffer, wgrad_deferral_limit, tp
 ``torch.matmul(total_input, weight.t())``: x ``[..., K]`` then w ``[N, K]``. Forks keep that order (MS-AMP's
 ``FP8LinearWithGradAccumulationAndAsyncCommunication``, ``LinearWithGradAccumulationFP8`` of FP8 trainers).
 
+Attention Functions (flash-attn's ``FlashAttnVarlenFunc``...) have their entries in `estimate/attention_functions.py`.
+
 The backward node (``<Class>Backward``) records no operands: `analysis/kernels/backward_sizing.py` sizes its kernels
 from this forward by sequence number (:data:`BACKWARD_FACTORS`).
 """
@@ -54,21 +56,22 @@ def linear_operands(args: OpArgs) -> tuple[tuple[int, ...], tuple[int, ...]]:
     raise UnknownEstimate(f"no input [..., K] followed by a weight [N, K] among the recorded tensors ({shapes})")
 
 
-def _refuse_backward(op: str) -> None:
+def refuse_backward(op: str) -> None:
+    """Raise for a backward node (``<Class>Backward``): its kernels are sized from its forward op instead."""
     if forward_name(op.rsplit("::", 1)[-1]) is not None:
         raise UnknownEstimate(f"{op}: a backward node records only grad_output; its kernels are sized from the "
                               "forward op with the same sequence number")
 
 
 def _linear_flops(op: str, args: OpArgs, out_dims: Any) -> tuple[float, str]:
-    _refuse_backward(op)
+    refuse_backward(op)
     x, (n, k) = linear_operands(args)
     return 2 * (numel(x) // k) * n * k, ""
 
 
 def _linear_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> tuple[float, str]:
     """x and w (and a bias [N] when recorded) read, y = x[..., N] written in x's dtype."""
-    _refuse_backward(op)
+    refuse_backward(op)
     x, (n, k) = linear_operands(args)
     size = next((b for _, s, b in tensors if s == x and b), 2)
     operands = [t for t in tensors if t[1] in (x, (n, k), (n,))]
@@ -78,4 +81,5 @@ def _linear_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> tuple[
 register(LINEAR_FUNCTIONS, "gemm", flops=_linear_flops, bytes=_linear_bytes, source=SOURCE)
 register_prefix(LINEAR_PREFIX, "gemm", flops=_linear_flops, bytes=_linear_bytes, source=SOURCE)
 
-__all__ = ["BACKWARD_FACTORS", "LINEAR_FUNCTIONS", "LINEAR_PREFIX", "SOURCE", "forward_name", "linear_operands"]
+__all__ = ["BACKWARD_FACTORS", "LINEAR_FUNCTIONS", "LINEAR_PREFIX", "SOURCE", "forward_name", "linear_operands",
+           "refuse_backward"]

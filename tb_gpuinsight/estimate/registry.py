@@ -15,7 +15,8 @@ adding an op is adding one entry. An entry names
 
 Names: ``"mm"`` for ``aten::mm``; ``"_C::rms_norm"`` for a namespaced op; ``"*::rms_norm"`` for that base name in
 any namespace (vLLM ``_C``, SGLang ``sgl_kernel``, ``aiter``... often share schemas); :func:`register_prefix` for
-names a code generator makes up (Inductor's ``triton_poi_fused_...``).
+names a code generator makes up (Inductor's ``triton_poi_fused_...``); :func:`register_suffix` for class names forks
+decorate in front (``*FlashAttnVarlenFunc``).
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ class OpModel:
 
 _MODELS: dict[str, OpModel] = {}
 _PREFIXES: dict[str, OpModel] = {}  # name patterns: kernels named by their generator (Inductor's triton_*)
+_SUFFIXES: dict[str, OpModel] = {}  # autograd Function classes forks rename by a prefix (*FlashAttnVarlenFunc)
 
 
 def register(names: Union[str, Iterable[str]], family: str, *, flops: Optional[FlopsFn] = None,
@@ -63,8 +65,14 @@ def register_prefix(prefix: str, family: str, **formulas: Any) -> None:
     _PREFIXES[prefix] = OpModel(family, **formulas)
 
 
+def register_suffix(suffix: str, family: str, **formulas: Any) -> None:
+    """Register one model for every op whose name ends with ``suffix`` (used when no exact or prefix entry exists;
+    the longest matching suffix wins)."""
+    _SUFFIXES[suffix] = OpModel(family, **formulas)
+
+
 # Modules of one library's ops across families (each entry still names its family).
-LIBRARIES = ("transformer_engine", "autograd_functions")
+LIBRARIES = ("transformer_engine", "autograd_functions", "attention_functions")
 
 
 @functools.lru_cache(maxsize=1)
@@ -81,13 +89,17 @@ def lookup(op: str) -> Optional[OpModel]:
         model = _MODELS.get("*::" + op.rsplit("::", 1)[-1])
     if model is None:
         model = next((m for prefix, m in _PREFIXES.items() if op.startswith(prefix)), None)
+    if model is None:
+        ends = [suffix for suffix in _SUFFIXES if op.endswith(suffix)]
+        model = _SUFFIXES[max(ends, key=len)] if ends else None
     return model
 
 
 def registered(family: Optional[str] = None) -> dict[str, OpModel]:
     """Every registered name (of one family) and its entry."""
     _load()
-    every = {**_MODELS, **{prefix + "*": m for prefix, m in _PREFIXES.items()}}
+    every = {**_MODELS, **{prefix + "*": m for prefix, m in _PREFIXES.items()},
+             **{"*" + suffix: m for suffix, m in _SUFFIXES.items()}}
     return {name: m for name, m in every.items() if family is None or m.family == family}
 
 
@@ -97,4 +109,4 @@ def split_result(result: Any) -> tuple[float, str]:
     return float(value), note
 
 
-__all__ = ["OpModel", "register", "register_prefix", "lookup", "registered", "split_result", "FAMILIES", "UnknownEstimate"]
+__all__ = ["OpModel", "register", "register_prefix", "register_suffix", "lookup", "registered", "split_result", "FAMILIES", "UnknownEstimate"]

@@ -23,6 +23,7 @@ from ...trace.table import Table
 from .subop_sizing import EstimateWriter
 
 FROM_FORWARD = "from its forward op"
+UPPER = "upper bound: "
 
 
 def size_from_forward(trace: KinetoTrace, acts: Table) -> int:
@@ -64,13 +65,21 @@ def backward_estimate(trace: KinetoTrace, row: int, forward: Optional[int] = Non
     factor, note = BACKWARD_FACTORS[model.family]
     seq = int(ops["seq"][row])
     origin = f"{FROM_FORWARD} {base} (sequence number {seq})"
-    flops_reason = f"upper bound: {note[len('upper bound: '):]}, {origin}" if note.startswith("upper bound:") \
-        else f"{origin}: {note}"
+    flops_reason = _flops_reason(note, origin, est.flops_reason)
     nbytes = None if est.bytes is None else 2 * est.bytes
     partial = "partial: " if est.bytes_reason.startswith("partial:") else ""
     bytes_reason = (f"{partial}{origin}: twice its bytes (each operand read again, its gradient written)"
                     if nbytes is not None else f"{origin}: {est.bytes_reason}")
     return OpEstimate(factor * est.flops, flops_reason, nbytes, bytes_reason, est.dtype)
+
+
+def _flops_reason(note: str, origin: str, forward_reason: str) -> str:
+    """The backward figure's reason: an upper bound when the factor is one or the forward's figure is one."""
+    bound = forward_reason[len(UPPER):] if forward_reason.startswith(UPPER) else ""
+    if not note.startswith(UPPER) and not bound:
+        return f"{origin}: {note}"
+    reason = f"{UPPER}{note.removeprefix(UPPER)}, {origin}"
+    return f"{reason}, whose figure is an upper bound ({bound})" if bound else reason
 
 
 def find_forward(trace: KinetoTrace, row: int) -> Optional[int]:
