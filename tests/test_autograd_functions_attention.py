@@ -52,11 +52,11 @@ def v2_dense(causal="True", window=NONE, q=Q, k=KV, dtype=BF16):
             scalar("0."), NONE, scalar("False"), scalar("False")]
 
 
-def v3_dense(causal="False", dtype=BF16, descale=NONE, qv=NONE):
+def v3_dense(causal="False", dtype=BF16, descale=NONE, qv=NONE, chunk="0"):
     # FlashAttnFunc.forward(ctx, q, k, v, softmax_scale, causal, qv, q_descale, k_descale, v_descale, window_size,
     #                       attention_chunk, softcap, num_splits, pack_gqa, deterministic, sm_margin, return_softmax)
     return [t(Q, dtype), t(KV, dtype), t(KV, dtype), NONE, scalar(causal), qv, descale, descale, descale, NONE,
-            scalar("0"), scalar("0."), scalar("1"), NONE, scalar("False"), scalar("0"), scalar("False")]
+            scalar(chunk), scalar("0."), scalar("1"), NONE, scalar("False"), scalar("0"), scalar("False")]
 
 
 # Varlen: three sequences of 2, 5 and 3 tokens (10 in all, the longest 5), 2 heads of dim 4.
@@ -125,6 +125,12 @@ def test_flash_attn_3_dense_fp8_reads_one_byte_and_writes_bf16():
 def test_flash_attn_3_qv_adds_its_dim_to_the_scores():
     est = _est("FlashAttnFunc", v3_dense(qv=t([B, S, HQ, 16])))
     assert est.flops == B * HQ * S * S * 2 * (D + 16 + D)
+
+
+def test_flash_attn_3_attention_chunk_is_named_in_the_bound():
+    est = _est("FlashAttnFunc", v3_dense(chunk="4"))
+    assert est.flops == flops(B * HQ, S * S) and "attention_chunk 4 limits each query" in est.flops_reason
+    assert "attention_chunk" not in _est("FlashAttnFunc", v3_dense()).flops_reason
 
 
 def test_varlen_without_offsets_is_an_upper_bound_from_max_seqlen():

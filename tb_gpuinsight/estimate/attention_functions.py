@@ -40,6 +40,7 @@ PACKED_NOTE = ("inferred from the recorded token totals and max_seqlen (cu_seqle
                "sequences assumed packed at max_seqlen")
 SEQUSED_NOTE = "seqused_q/k may shorten each sequence further"
 CAUSAL_NOTE = "dense count, causal not recorded"
+CHUNK_NOTE = "attention_chunk {} limits each query to its chunk (not modelled)"
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Layout:
     qv: Optional[int] = None  # flash-attn 3's second query part (MLA): scores = q k^T + qv v^T
     seqused: Optional[int] = None  # flash-attn 3's seqused_q, seqused_k
     heads_q: Optional[int] = None  # flash-attn 3 qkv-packed [b, s, Hq + 2 Hk, D]: num_heads_q
+    chunk: Optional[int] = None  # flash-attn 3's attention_chunk (> 0: each query attends its chunk only)
 
     @property
     def tensors(self) -> tuple[int, ...]:
@@ -71,11 +73,12 @@ class Layout:
 # flash-attn 2 keeps its layout since 2.0 (softcap, alibi_slopes... were added after window_size);
 # flash-attn 3 has no kv-packed or varlen qkv-packed Function.
 LAYOUTS: dict[str, tuple[Layout, ...]] = {
-    "FlashAttnFunc": (Layout(V2, causal=5, window=6), Layout(V3, causal=4, qv=5, window=9)),
+    "FlashAttnFunc": (Layout(V2, causal=5, window=6), Layout(V3, causal=4, qv=5, window=9, chunk=10)),
     "FlashAttnVarlenFunc": (Layout(V2, causal=9, cu_seqlens=3, max_seqlen=5, window=10),
-                            Layout(V3, causal=10, cu_seqlens=3, max_seqlen=7, window=15, qv=11, seqused=5)),
+                            Layout(V3, causal=10, cu_seqlens=3, max_seqlen=7, window=15, qv=11, seqused=5,
+                                   chunk=16)),
     "FlashAttnQKVPackedFunc": (Layout(V2, causal=3, packed="qkv", window=4),
-                               Layout(V3, causal=2, packed="qkv", window=6, heads_q=10)),
+                               Layout(V3, causal=2, packed="qkv", window=6, heads_q=10, chunk=7)),
     "FlashAttnVarlenQKVPackedFunc": (Layout(V2, causal=5, packed="qkv", cu_seqlens=1, max_seqlen=2, window=6),),
     "FlashAttnKVPackedFunc": (Layout(V2, causal=4, packed="kv", window=5),),
     "FlashAttnVarlenKVPackedFunc": (Layout(V2, causal=8, packed="kv", cu_seqlens=2, max_seqlen=4, window=9),),
@@ -175,6 +178,9 @@ def _mask(layout: Layout, args: OpArgs) -> tuple[Mask, tuple[str, ...]]:
         left, right = (w if w >= 0 else None for w in window)
     else:
         notes.append(WINDOW_NOTE)
+    chunk = args.opt_value(layout.chunk) if layout.chunk is not None else None
+    if isinstance(chunk, int) and chunk > 0:
+        notes.append(CHUNK_NOTE.format(chunk))
     if causal is None:
         notes.append(CAUSAL_NOTE)
         return DENSE, tuple(notes)
