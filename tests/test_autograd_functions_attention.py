@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 import tb_gpuinsight
@@ -284,7 +283,8 @@ def test_recorded_varlen_function_is_rated_forward_and_backward(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- GPU trace built here
 
-FLASH_KERNEL = "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 64, 4, false, false, cutlass::bfloat16_t>>"
+FLASH_KERNEL = ("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 64, 4, false, false, "
+                "cutlass::bfloat16_t>>")
 FLASH_BWD = "void flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<64, 128, 128, 8>>"
 
 

@@ -1,9 +1,9 @@
-"""flash-attn's attention run as ``torch.autograd.Function`` subclasses: flash-attn < 2.6 and flash-attn 3 builds
-that call their CUDA extension directly record no sized op inside the Function, so the only shapes a trace holds
-are those the profiler records on the Function's forward, named by its class (``FlashAttnVarlenFunc``; forks that
-rename it by a prefix match too), with every argument after ``ctx``: tensors with their Input Dims and types, ints,
-floats and bools with their Concrete Inputs; a tuple (``window_size=(-1, -1)``) is recorded empty and a string is
-not recorded at all.
+"""flash-attn's attention run as ``torch.autograd.Function`` subclasses: flash-attn 2 releases before its
+``torch.library`` ops and flash-attn 3 builds that call their CUDA extension directly record no sized op inside
+the Function, so the only shapes a trace holds are those the profiler records on the Function's forward, named by
+its class (``FlashAttnVarlenFunc``; forks that rename it by a prefix match too), with every argument after
+``ctx``: tensors with their Input Dims and types, ints, floats and bools with their Concrete Inputs; a tuple
+(``window_size=(-1, -1)``) is recorded empty and a string is not recorded at all.
 
 The same class names take different arguments in flash-attn 2 (``flash_attn/flash_attn_interface.py``:
 ``FlashAttnVarlenFunc.forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,

@@ -109,4 +109,5 @@ def split_result(result: Any) -> tuple[float, str]:
     return float(value), note
 
 
-__all__ = ["OpModel", "register", "register_prefix", "register_suffix", "lookup", "registered", "split_result", "FAMILIES", "UnknownEstimate"]
+__all__ = ["OpModel", "register", "register_prefix", "register_suffix", "lookup", "registered", "split_result",
+           "FAMILIES", "UnknownEstimate"]
