@@ -134,34 +134,54 @@ def test_te_torchscript_ops(name, dims, types, concrete, flops, nbytes):
     assert lookup(name).source.startswith("Transformer Engine 1.x")
 
 
-@pytest.mark.parametrize("te2", [True, False])
-def test_linear_function_recorded_by_torch(tmp_path, te2):
-    """TE 2.x: _Linear.apply(weight, inp, bias, non_tensor_args); TE 1.x: (weight, weight_fp8, inp, bias, ...)."""
+def _te_call(torch, layout):
+    """The forward of a Function named like TE's and its apply() arguments, for one argument layout."""
+    w, b = torch.randn(OUT, IN), torch.randn(OUT)
+    if layout in ("te2", "te1"):
+        x = torch.randn(2, TOKENS // 2, IN)
+
+        def linear(*args):
+            weight, inp, bias = args[:3] if layout == "te2" else (args[0], args[2], args[3])
+            return inp @ weight.t() + bias
+
+        return linear, (w, x, b, (True, None, 3)) if layout == "te2" else (w, w.clone(), x, b, True, 1)
+    gamma, beta = torch.ones(IN), (torch.zeros(IN) if layout == "layernorm" else None)
+
+    def ln_linear(inp, ln_weight, ln_b, weight, bias, eps, non_tensor_args):
+        return torch.nn.functional.layer_norm(inp, (IN,), ln_weight, ln_b, eps) @ weight.t() + bias
+
+    return ln_linear, (torch.randn(TOKENS, IN), gamma, beta, w, b, 1e-5, (False, None))
+
+
+GEMM, X, Y, W = 2 * TOKENS * OUT * IN, TOKENS * IN, TOKENS * OUT, OUT * IN
+
+
+@pytest.mark.parametrize("name, layout, flops, nbytes", [
+    # TE 2.x: _Linear.apply(weight, inp, bias, non_tensor_args)
+    ("_Linear", "te2", GEMM, (W + X + OUT + Y) * 4),
+    # TE 1.x: _Linear.apply(weight, weight_fp8, inp, bias, ...): the weight passed twice (its FP8 copy)
+    ("_Linear", "te1", GEMM, (2 * W + X + OUT + Y) * 4),
+    # _LayerNormLinear.apply(inp, ln_weight, ln_bias, weight, bias, eps, non_tensor_args): a norm over IN, then
+    # x @ weight.T; bytes: x, the norm's parameters, weight and bias read, the normalised x written and read back
+    ("_LayerNormLinear", "layernorm", GEMM + 5 * X, (X + 2 * IN + W + OUT + 2 * X + Y) * 4),
+    ("_LayerNormLinear", "rmsnorm", GEMM + 4 * X, (X + IN + W + OUT + 2 * X + Y) * 4),  # RMSNorm: no bias
+])
+def test_functions_recorded_by_torch(tmp_path, name, layout, flops, nbytes):
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile
 
-    class _Linear(torch.autograd.Function):  # named like TE's: the profiler records the class name
-        @staticmethod
-        def forward(ctx, *args):
-            weight, inp, bias = (args[0], args[1], args[2]) if te2 else (args[0], args[2], args[3])
-            return inp @ weight.t() + bias
-
-        @staticmethod
-        def backward(ctx, grad):
-            return (None,) * 4
-
-    w, x, b = torch.randn(OUT, IN), torch.randn(2, TOKENS // 2, IN), torch.randn(OUT)
+    forward, args = _te_call(torch, layout)
+    function = type(name, (torch.autograd.Function,), {  # named like TE's: the profiler records the class name
+        "forward": staticmethod(lambda ctx, *a: forward(*a)),
+        "backward": staticmethod(lambda ctx, grad: (None,) * len(args))})
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        _Linear.apply(w, x, b, (True, None, 3)) if te2 else _Linear.apply(w, w.clone(), x, b, True, 1)
+        function.apply(*args)
     path = tmp_path / "trace.json"
     prof.export_chrome_trace(str(path))
     rec = next(e["args"] for e in json.loads(path.read_text())["traceEvents"]
-               if e.get("cat") == "cpu_op" and e["name"] == "_Linear")
-    est = estimate_op("_Linear", freeze(rec["Input Dims"]), freeze(rec["Input type"]),
-                      freeze(rec.get("Concrete Inputs")))
-    assert est.flops == 2 * TOKENS * OUT * IN
-    weights = OUT * IN * (1 if te2 else 2)  # TE 1.x passes the weight twice (its FP8 copy)
-    assert est.bytes == (weights + TOKENS * IN + OUT + TOKENS * OUT) * 4
+               if e.get("cat") == "cpu_op" and e["name"] == name)
+    est = estimate_op(name, freeze(rec["Input Dims"]), freeze(rec["Input type"]), freeze(rec.get("Concrete Inputs")))
+    assert (est.flops, est.bytes) == (flops, nbytes)
     assert est.bytes_reason.startswith("partial:")
 
 
@@ -173,39 +193,6 @@ def test_linear_with_the_input_first(dims):
     est = estimate_op("_Linear", freeze(dims), freeze(["float"] * 3), freeze([""] * 3))
     assert est.flops == 2 * 48 * 80 * 32
     assert est.bytes == (48 * 32 + 80 * 32 + 80 + 48 * 80) * 4
-
-
-@pytest.mark.parametrize("ln_bias", [True, False])
-def test_layernorm_linear_function_recorded_by_torch(tmp_path, ln_bias):
-    """_LayerNormLinear.apply(inp, ln_weight, ln_bias, weight, bias, ...): a norm over `IN` then x @ weight.T."""
-    torch = pytest.importorskip("torch")
-    from torch.profiler import ProfilerActivity, profile
-
-    class _LayerNormLinear(torch.autograd.Function):  # named like TE's: the profiler records the class name
-        @staticmethod
-        def forward(ctx, inp, ln_weight, ln_b, weight, bias, eps, non_tensor_args):
-            y = torch.nn.functional.layer_norm(inp, (inp.shape[-1],), ln_weight, ln_b, eps)
-            return y @ weight.t() + bias
-
-        @staticmethod
-        def backward(ctx, grad):
-            return (None,) * 7
-
-    x, w, b = torch.randn(TOKENS, IN), torch.randn(OUT, IN), torch.randn(OUT)
-    gamma, beta = torch.ones(IN), (torch.zeros(IN) if ln_bias else None)
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        _LayerNormLinear.apply(x, gamma, beta, w, b, 1e-5, (False, None))
-    path = tmp_path / "trace.json"
-    prof.export_chrome_trace(str(path))
-    rec = next(e["args"] for e in json.loads(path.read_text())["traceEvents"]
-               if e.get("cat") == "cpu_op" and e["name"] == "_LayerNormLinear")
-    est = estimate_op("_LayerNormLinear", freeze(rec["Input Dims"]), freeze(rec["Input type"]),
-                      freeze(rec.get("Concrete Inputs")))
-    norm = (5 if ln_bias else 4) * TOKENS * IN  # TE's RMSNorm has no bias
-    assert est.flops == 2 * TOKENS * OUT * IN + norm
-    params = IN * (2 if ln_bias else 1) + OUT * IN + OUT
-    assert est.bytes == (TOKENS * IN + params + 2 * TOKENS * IN + TOKENS * OUT) * 4
-    assert est.bytes_reason.startswith("partial:")
 
 
 @pytest.mark.parametrize("name,needle", [
