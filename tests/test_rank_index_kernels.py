@@ -259,7 +259,8 @@ def test_the_plugin_writes_the_index_once_its_ranks_are_analysed(dlrm, tmp_path,
     os.unlink(store_dir / worker3.key)
     plugin = _plugin(str(dlrm / "logdir"), str(store_dir))  # analyses worker3 in this scan (workers=0)
     assert not (store_dir / "ranks").exists()  # the scan listed the store before worker3 was in it
-    plugin.service.scan()  # the next scan finds every rank analysed: the index is written now
+    plugin.service.scan()  # the next scan finds every rank analysed: the index is written now, in the background
+    assert plugin.service.indexes.writer.wait_idle(300)
     assert sorted(os.listdir(store_dir / "ranks")) == sorted(
         os.path.basename(n) for n in (ri.index_name("dlrm"), rkn.inputs_name("dlrm"), rkn.answers_name("dlrm")))
     reads = count_summary_reads(monkeypatch)
@@ -271,4 +272,5 @@ def test_the_plugin_writes_the_index_once_its_ranks_are_analysed(dlrm, tmp_path,
     _same(_combined(plugin, request), indexed)
     mtime = os.stat(store_dir / rkn.answers_name("dlrm")).st_mtime_ns
     plugin.service.scan()  # nothing changed: not written again
+    assert plugin.service.indexes.writer.wait_idle(300)
     assert os.stat(store_dir / rkn.answers_name("dlrm")).st_mtime_ns == mtime
