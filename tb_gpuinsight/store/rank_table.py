@@ -164,13 +164,17 @@ def index_logdir(store, root: str, runs: Sequence[Any], extra_args: Sequence[str
             continue
         present = [j.key for j in jobs.values()]
         reads = _OneRead(store, {j.key: j.identity for j in jobs.values()}, {c[0] for c in chosen}, datasheet, stop)
-        try:
-            _index_kernels(store, run, jobs, keys, present, datasheet, reads.activities)  # reads every span
-            report_for(store, run.name, chosen, present, datasheet, reader=reads.sections)  # finds them read
-        except Stopped:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the index only saves time: no run's summaries are lost for it
-            skipped[run.name] = f"{type(exc).__name__}: {exc}"[:300]
+        failed = []
+        for part in (lambda: _index_kernels(store, run, jobs, keys, present, datasheet, reads.activities),
+                     lambda: report_for(store, run.name, chosen, present, datasheet, reader=reads.sections)):
+            try:  # the kernel rows first: they read every span, keeping the sections the report then needs
+                part()
+            except Stopped:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the index only saves time: no run's summaries are lost for it
+                failed.append(f"{type(exc).__name__}: {exc}")
+        if failed:
+            skipped[run.name] = "; ".join(failed)[:300]
     return skipped
 
 
@@ -228,4 +232,5 @@ def _index_kernels(store, run, jobs: Dict[Tuple[str, str], Any], keys: set, pres
                                 reader=reader)
 
 
-__all__ = ["index_logdir", "Stopped", "heatmap_page", "HEATMAP_ORDERS", "report_for", "to_json", "from_json", "digest", "latest_spans", "Chosen"]
+__all__ = ["index_logdir", "Stopped", "heatmap_page", "HEATMAP_ORDERS", "report_for", "to_json", "from_json", "digest",
+           "latest_spans", "Chosen"]

@@ -48,11 +48,13 @@ def rate_by_span(acts: Table, span_props: Sequence[Props], rows: Sequence[Device
     which the caller rates as one."""
     if "span" not in acts.columns or len({_key(p) for p in span_props}) < 2:
         return False
-    groups: Dict[str, int] = {}
+    groups: Dict[str, int] = {}  # spans listing the same devices are rated as one
     group_of = np.array([groups.setdefault(_key(p), len(groups)) for p in span_props] + [0], dtype=np.int64)
-    first = {g: span_props[s] for s, g in reversed(list(enumerate(group_of[:-1].tolist())))}
+    first: Dict[int, Props] = {}
+    for g, props in zip(group_of.tolist(), span_props):
+        first.setdefault(g, props)
     device = acts.columns["device"]
-    stride = int(device.max()) + 1 if len(device) else 1
+    stride = max(int(device.max()) + 1 if len(device) else 1, 1)  # group g's GPU d rated as id g * stride + d
     group = group_of[np.clip(acts["span"], 0, len(span_props))]
     ids = np.where(device >= 0, group * stride + device, -1)
     reports: Dict[int, DeviceReport] = {}
