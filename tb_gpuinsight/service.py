@@ -29,7 +29,8 @@ from .estimate.devices import DeviceSpec, load_datasheet
 from .logdir import FileEntry, Run, discover, logdir_problem
 from .sections import Section
 from .store import envelope as cache_mod
-from .store import open_store, rank_table
+from .store import open_store
+from .store.rank_refresh import IndexRefresher
 from .store import verified
 from .store.jobs import span_job
 from .store.worker import augment_file, summarize_file, supervised_job  # the jobs a worker process runs
@@ -91,6 +92,7 @@ class LogdirService:
         self._exit_hook = False
         self._thread: Optional[threading.Thread] = None
         self._datasheet: Optional[List[DeviceSpec]] = None
+        self.indexes = IndexRefresher(self)  # rank indexes, written in the background once a run's ranks are analysed
 
     # ------------------------------------------------------------------------------------------- lifecycle
 
@@ -110,6 +112,7 @@ class LogdirService:
         """Stop scanning and analysing now: queued analyses are dropped and running ones killed."""
         self._stop.set()
         self._wake.set()
+        self.indexes.stop()
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
@@ -159,7 +162,7 @@ class LogdirService:
             return  # discovered and listed, analysed once the server answers requests
         for span in todo:
             self._submit(span)
-        rank_table.refresh_indexes(self, found, stored[0])  # runs whose ranks are all analysed: their rank index
+        self.indexes.refresh(found, stored[0])  # runs whose ranks are all analysed: their rank index, in the background
 
     def _update_run(self, run: Run, stored: set, failed: set) -> None:
         state = self.runs.setdefault(run.name, RunState(run.name))

@@ -58,18 +58,21 @@ def sheet_digest(datasheet: Any) -> str:
 
 
 def tables_for(store, run: str, chosen: Sequence[Chosen], ranks: Sequence[int], present: Sequence[str],
-               datasheet: Any, fallback: Optional[Reader] = None) -> Tuple[Dict[str, Any], Dict[str, int]]:
+               datasheet: Any, fallback: Optional[Reader] = None,
+               reader: Optional[Reader] = None) -> Tuple[Dict[str, Any], Dict[str, int]]:
     """The All-ranks tables {"name": ..., "op": ..., "device": ...} and device cards (`device_parts.cards`,
     under "cards") of `chosen` spans of `run` (`ranks[i]` the rank of the i-th)
     through the index in `store` (updated and written back when it changed), and what it cost:
     {"summaries_read", "from_index"}. `present`: every summary key of the run now; `fallback` reads a span the
-    store does not hold (in-memory summaries)."""
+    store does not hold (in-memory summaries); `reader` reads a span instead of the store (default: its summary in
+    `store`)."""
     key = digest(chosen, ranks, datasheet)
     answers = load_answers(store, run)
     if key in answers:
         return answers[key], {"summaries_read": 0, "from_index": 1}
     keys, parts = load_inputs(store, run, datasheet) or ([], None)
-    keys, parts, read = _updated(store, keys, parts, chosen, present, datasheet, fallback)
+    reader = reader or _store_reader(store, {c[0]: c[3] for c in chosen}, datasheet)
+    keys, parts, read = _updated(keys, parts, chosen, present, reader, fallback)
     where = {k: i for i, k in enumerate(keys)}
     missing = [c for c in chosen if c[0] not in where]
     if missing:
@@ -87,15 +90,14 @@ def tables_for(store, run: str, chosen: Sequence[Chosen], ranks: Sequence[int], 
     return tables, {"summaries_read": read, "from_index": 0}
 
 
-def _updated(store, keys: List[str], parts: Optional[kp.Parts], chosen: Sequence[Chosen], present: Sequence[str],
-             datasheet: Any, fallback: Optional[Reader]) -> Tuple[List[str], kp.Parts, int]:
+def _updated(keys: List[str], parts: Optional[kp.Parts], chosen: Sequence[Chosen], present: Sequence[str],
+             reader: Reader, fallback: Optional[Reader]) -> Tuple[List[str], kp.Parts, int]:
     """The inputs without the spans no longer `present`, with the `chosen` spans they lack (read now)."""
     alive = set(present)
     kept = [i for i, k in enumerate(keys) if k in alive]
     if parts is not None and len(kept) < len(keys):
         parts, keys = kp.kept(parts, kept), [keys[i] for i in kept]
     have = set(keys)
-    reader = _store_reader(store, {c[0]: c[3] for c in chosen}, datasheet)
     new, read = [], 0
     for key, worker, span, _ in chosen:
         if key in have:

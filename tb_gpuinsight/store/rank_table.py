@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import weakref
+import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..analysis.ranks import report as rk
@@ -18,6 +18,11 @@ from ..engine_version import ENGINE_VERSION
 from ..sections import Section
 from . import rank_index as ri
 from .envelope import CorruptSummary
+
+
+class Stopped(Exception):
+    """An index build ended early (its `stop` event set) before it wrote anything more."""
+
 
 # (summary key, worker, span name, identity the summary must carry) of each rank a report is made of
 Chosen = Tuple[str, str, str, Dict[str, Any]]
@@ -43,11 +48,11 @@ def digest(chosen: Sequence[Chosen], datasheet: Any) -> str:
 
 
 def report_for(store, run: str, chosen: Sequence[Chosen], present: Sequence[str], datasheet: Any,
-               fallback: Optional[Reader] = None) -> Tuple[rk.Report, Dict[str, int]]:
+               fallback: Optional[Reader] = None, reader: Optional[Reader] = None) -> Tuple[rk.Report, Dict[str, int]]:
     """The report of `chosen` spans of `run` through its rank index in `store` (updated and written back when
     it changed), and what it cost: {"summaries_read", "from_index"}. `present`: every summary key the run has
     now (inputs of other keys are dropped); `fallback` reads a span the store does not hold (in-memory
-    summaries)."""
+    summaries); `reader` reads a span instead of the store (default: its summary in `store`)."""
     index = ri.load(store, run) or ri.RankIndex(run)
     key = digest(chosen, datasheet)
     stored = index.reports.get(key)
@@ -57,7 +62,7 @@ def report_for(store, run: str, chosen: Sequence[Chosen], present: Sequence[str]
         index.inputs  # decoded now: a damaged part found here means starting afresh
     except CorruptSummary:
         index = ri.RankIndex(run)
-    read = _first_of(ri.read_sections(store, {c[0]: c[3] for c in chosen}), fallback)
+    read = _first_of(reader or ri.read_sections(store, {c[0]: c[3] for c in chosen}), fallback)
     count = index.update([(c[0], c[1], c[2]) for c in chosen], present, read)
     traces = [rk.RankTrace(item.worker, item.span, item.sections["distributed"], item.sections["overview"])
               for item in (index.inputs.get(c[0]) for c in chosen) if item is not None]
@@ -138,10 +143,11 @@ def _grid(report: rk.Report, metric: str) -> Tuple[Dict[int, List[Any]], List[Op
 
 
 def index_logdir(store, root: str, runs: Sequence[Any], extra_args: Sequence[str] = (), datasheet: Any = None,
-                 keys: Optional[set] = None) -> Dict[str, str]:
+                 keys: Optional[set] = None, stop: Optional[threading.Event] = None) -> Dict[str, str]:
     """Write the rank index of every run of several workers of a discovered logdir (its latest span per worker,
     as the plugin shows first) from the summaries in `store`; {run: why it has none} for the runs left without
-    one."""
+    one. Each summary is read once for both parts of the index. `stop`: once set, the build ends at its next
+    summary read (raising `Stopped`), leaving what was written before."""
     from ..estimate.devices import load_datasheet
     from .jobs import span_job
 
@@ -157,46 +163,61 @@ def index_logdir(store, root: str, runs: Sequence[Any], extra_args: Sequence[str
         if not chosen:
             continue
         present = [j.key for j in jobs.values()]
-        try:
-            report_for(store, run.name, chosen, present, datasheet)
-            _index_kernels(store, run, jobs, keys, present, datasheet)
-        except Exception as exc:  # noqa: BLE001 - the index only saves time: no run's summaries are lost for it
-            skipped[run.name] = f"{type(exc).__name__}: {exc}"[:300]
+        reads = _OneRead(store, {j.key: j.identity for j in jobs.values()}, {c[0] for c in chosen}, datasheet, stop)
+        failed = []
+        for part in (lambda: _index_kernels(store, run, jobs, keys, present, datasheet, reads.activities),
+                     lambda: report_for(store, run.name, chosen, present, datasheet, reader=reads.sections)):
+            try:  # the kernel rows first: they read every span, keeping the sections the report then needs
+                part()
+            except Stopped:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the index only saves time: no run's summaries are lost for it
+                failed.append(f"{type(exc).__name__}: {exc}")
+        if failed:
+            skipped[run.name] = "; ".join(failed)[:300]
     return skipped
 
 
-_REFRESHED: "weakref.WeakKeyDictionary[Any, Dict[str, Tuple]]" = weakref.WeakKeyDictionary()
+class _OneRead:
+    """The readers of one run's index build that open each summary once: the kernel rows' reader (`activities`,
+    which reads every span it lacks) keeps the rank rows' sections of the spans the report is made of (`wanted`),
+    which `sections` then gives without reading them again (it reads the ones it was not given)."""
 
+    def __init__(self, store, identities: Dict[str, Dict[str, Any]], wanted: set, datasheet: Any,
+                 stop: Optional[threading.Event]) -> None:
+        self.store, self.identities, self.wanted, self.datasheet, self.stop = store, identities, wanted, datasheet, stop
+        self.kept: Dict[str, Dict[str, Section]] = {}
+        self._store_sections = ri.read_sections(store, identities)
 
-def refresh_indexes(service, runs: Sequence[Any], keys: set) -> None:
-    """The plugin's write path (its scan thread): the rank index of each run of several workers whose spans are
-    all analysed, written when they changed, so that requests find it up to date. `runs`: the runs the scan
-    discovered; `keys`: the summaries its store listing found (a span analysed since waits for the next scan)."""
-    if not service.store:
-        return
-    done = _REFRESHED.setdefault(service, {})
-    settled = []
-    for run in runs:
-        state = service.runs.get(run.name)
-        if state is None or len(run.workers) < 2:
-            continue
-        spans = list(state.spans.values())
-        first = run.name not in done
-        if any(s.status not in ("ready", "error") or (s.status == "ready" and s.key not in keys) for s in spans):
-            done.setdefault(run.name, None)  # still being analysed: indexed once every rank is
-            continue
-        signature = tuple(sorted((s.key, s.status) for s in spans))
-        if first:  # all analysed before this server found it: indexed by summarize (else on first request)
-            done[run.name] = signature
-        elif done[run.name] != signature:
-            done[run.name] = signature
-            settled.append(run)
-    if settled:
-        index_logdir(service.store, service.logdir, settled, service.extra_args, service.datasheet(), keys)
+    def _go_on(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise Stopped()
+
+    def activities(self, key: str, worker: str, span: str):
+        from . import rank_kernels
+
+        identity = self.identities.get(key) or None
+        try:
+            self._go_on()
+            data = self.store.get(key)
+            if data is None:
+                return None
+            if key in self.wanted:
+                self.kept[key] = ri.trimmed(key, worker, span, ri.summary_sections(data, identity)).sections
+            return rank_kernels.summary_activities(data, identity, self.datasheet)
+        except CorruptSummary:
+            return None
+
+    def sections(self, key: str, worker: str, span: str) -> Optional[Dict[str, Section]]:
+        kept = self.kept.pop(key, None)
+        if kept is not None:
+            return kept
+        self._go_on()
+        return self._store_sections(key, worker, span)
 
 
 def _index_kernels(store, run, jobs: Dict[Tuple[str, str], Any], keys: set, present: Sequence[str],
-                   datasheet: Any) -> None:
+                   datasheet: Any, reader: Optional[Callable] = None) -> None:
     """The All-ranks kernel table of every summarised span of `run`, as the plugin's "All ranks" selection
     combines them (by stamp, else mtime, then name), and the per-span rows it is merged from."""
     from . import rank_kernels
@@ -207,7 +228,9 @@ def _index_kernels(store, run, jobs: Dict[Tuple[str, str], Any], keys: set, pres
               for job in [jobs[(span.worker, span.name)]] if job.key in keys]
     workers = {w: i for i, w in enumerate(sorted({c[1] for c in chosen}))}
     if chosen:
-        rank_kernels.tables_for(store, run.name, chosen, [workers[c[1]] for c in chosen], present, datasheet)
+        rank_kernels.tables_for(store, run.name, chosen, [workers[c[1]] for c in chosen], present, datasheet,
+                                reader=reader)
 
 
-__all__ = ["index_logdir", "refresh_indexes", "heatmap_page", "HEATMAP_ORDERS", "report_for", "to_json", "from_json", "digest", "latest_spans", "Chosen"]
+__all__ = ["index_logdir", "Stopped", "heatmap_page", "HEATMAP_ORDERS", "report_for", "to_json", "from_json", "digest",
+           "latest_spans", "Chosen"]

@@ -44,6 +44,7 @@ from ...trace.stages import stage
 from ...trace.table import Table, code_labels
 from ..correlate import NO_OP, link_activities, op_parents, under_compiled_region
 from ..ranks.collectives import activity_columns
+from ..ranks.span_devices import props_by_device, rate_by_span
 from .attribution import SOURCES, _activities, _attribute, _op_estimates, _OpFacts, is_copy_event
 from .grouping import aggregate, busy_time, device_summary, link_counts
 from .rating import AUTO, DRAM_MARGIN, DeviceReport, _device_reports, _rate, kernel_name_dtype
@@ -72,6 +73,8 @@ class Efficiency:
         return rate(self, dtype, datasheet, device_name)
 
     _groups: Dict[Tuple, Table] = field(default_factory=dict, repr=False, compare=False)
+    # several spans combined: each span's device properties (its activities are rated against its own devices)
+    span_props: List[List[Dict[str, Any]]] = field(default_factory=list, repr=False, compare=False)
 
     def by_name(self, device: Optional[int] = None) -> Table:
         """One row per (device, kind, kernel name)."""
@@ -132,10 +135,12 @@ def rate(eff: Efficiency, dtype: str = AUTO, datasheet: Optional[Sequence[Device
     rows = list(datasheet) if datasheet is not None else load_datasheet()
     acts = Table(eff.activities.name, dict(eff.activities.columns), dict(eff.activities.strings))
     devices = _device_reports(eff.device_props, acts, rows, device_name)
-    _rate(acts, devices, dtype)
+    if device_name or not rate_by_span(acts, eff.span_props, rows, dtype):
+        _rate(acts, devices, dtype)
     for report in devices.values():
         report.summary = device_summary(acts.take(acts["device"] == report.id))
-    return Efficiency(eff.trace, acts, devices, dtype, eff.op_estimates, eff.device_props, eff.shapes)
+    return Efficiency(eff.trace, acts, devices, dtype, eff.op_estimates, eff.device_props, eff.shapes,
+                      span_props=eff.span_props)
 
 
 def _check_dtype(dtype: str) -> None:
@@ -146,8 +151,8 @@ def _check_dtype(dtype: str) -> None:
 # ---------------------------------------------------------------------------------------------- combining
 
 def combine(parts: List[Efficiency], datasheet: Optional[Sequence[DeviceSpec]] = None) -> Efficiency:
-    """Several spans as one analysis: activities concatenated (with a `span` column), devices merged."""
-    first = parts[0]
+    """Several spans as one analysis: activities concatenated (with a `span` column), each rated against its own
+    span's devices; the device reports those of the first span that ran on each GPU id (`ranks/span_devices.py`)."""
     strings_cols = {c for p in parts for c in p.activities.strings}
     columns: Dict[str, List[np.ndarray]] = {}
     strings: Dict[str, List[str]] = {}
@@ -166,7 +171,9 @@ def combine(parts: List[Efficiency], datasheet: Optional[Sequence[DeviceSpec]] =
         columns.setdefault("span", []).append(np.full(len(acts), i, dtype=np.int32))
         shapes.update({k + i * (1 << 20): v for k, v in part.shapes.items()})
     table = Table("activities", {c: np.concatenate(v) for c, v in columns.items()}, strings)
-    unrated = Efficiency(None, table, {}, AUTO, {}, first.device_props, shapes)
+    span_props = [list(p.device_props) for p in parts]
+    props = props_by_device(span_props, [np.unique(p.activities["device"]).tolist() for p in parts])
+    unrated = Efficiency(None, table, {}, AUTO, {}, props, shapes, span_props=span_props)
     return unrated.rerate(AUTO, datasheet)
 
 

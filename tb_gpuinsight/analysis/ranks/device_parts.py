@@ -2,7 +2,8 @@
 activities.
 
 What `efficiency.combine` gives a selection of several spans: devices are the GPU ids any span ran something on,
-matched to the datasheet with the first span's device properties, and each one's card (`grouping.device_summary`)
+matched to the datasheet with the device properties of the first span that ran on it (each call rated against its
+own span's devices), and each one's card (`grouping.device_summary`)
 sums the calls of every span on that id. The rows hold, per (span, GPU, op, kind, kernel name), the sums a card
 adds up (`kernel_parts.card_sums`); the GPU busy time is the union of the spans' busy segments (exactly the union
 of their calls). Sums are added per row rather than per call, so a float may differ in its last bits.
@@ -10,7 +11,7 @@ of their calls). Sums are added per row rather than per call, so a float may dif
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -21,21 +22,23 @@ from ..kernels.names import kernel_class
 from ..kernels.reasons import CODES, REASONS, reason_rows
 from ..kernels.roles import COPIES
 from .kernel_parts import Parts, combined_codes
+from .span_devices import props_by_device
 
 TOP_FAMILIES = 5  # as `grouping._compute_coverage`
 
 
 def cards(parts: Parts, spans: Sequence[int]) -> Dict[str, Any]:
     """What the device cards of `spans` (positions in `parts`, in the order they combine) are made of, JSON-ready:
-    `props` (the first span's device properties), `ids` (the GPUs that ran something), `summaries` (per GPU, as
-    `grouping.device_summary`) and `kernels` (kernel names, in the combined label order: the device hint)."""
+    `props` (per GPU, the device properties of the first span that ran on it, `span_devices.props_by_device`), `ids`
+    (the GPUs that ran something), `summaries` (per GPU, as `grouping.device_summary`) and `kernels` (kernel names,
+    in the combined label order: the device hint)."""
     spans = list(spans)
-    props = json.loads(parts.strings["props"][int(parts.per_span["props"][spans[0]][0])]) if spans else []
     order_of = np.full(parts.spans, -1, dtype=np.int64)
     order_of[np.asarray(spans, dtype=np.int64)] = np.arange(len(spans))
     rows = np.flatnonzero(order_of[parts.columns["span"]] >= 0)
     labels = {c: combined_codes(parts, c, spans) for c in ("name", "kind", "op_name")}
     col = {c: parts.columns[c][rows] for c in parts.columns}
+    props = _props(parts, spans, col)
     code = {c: np.where(col[c] >= 0, labels[c][0][np.clip(col[c], 0, None)], -1) if len(labels[c][0]) else col[c]
             for c in labels}
     kinds = labels["kind"][1]
@@ -56,6 +59,23 @@ def cards(parts: Parts, spans: Sequence[int]) -> Dict[str, Any]:
     ran[code["name"][np.array([k == "kernel" for k in kinds] + [False])[code["kind"]]]] = True
     return {"props": props, "ids": ids, "summaries": summaries,
             "kernels": [n for n, k in zip(names, ran[:-1].tolist()) if k]}
+
+
+def _props(parts: Parts, spans: Sequence[int], col: Dict[str, np.ndarray]) -> List[Dict[str, Any]]:
+    """The selection's device properties as `efficiency.combine` makes them: per GPU id, the first span's (in
+    `spans` order) that ran on it (`col`: the selection's rows)."""
+    decoded: Dict[int, Any] = {}
+    span_props = []
+    for s in spans:
+        code = int(parts.per_span["props"][s][0])
+        if code not in decoded:
+            decoded[code] = json.loads(parts.strings["props"][code])
+        span_props.append(decoded[code])
+    ran: Dict[int, List[int]] = {}
+    if len(col["span"]):
+        for s, dev in np.unique(np.stack([col["span"], col["device"]], axis=1), axis=0).tolist():
+            ran.setdefault(s, []).append(dev)
+    return props_by_device(span_props, [ran.get(int(s), []) for s in spans])
 
 
 def device_reports(card: Dict[str, Any], datasheet: Optional[Sequence[DeviceSpec]]):
