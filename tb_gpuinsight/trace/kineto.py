@@ -37,6 +37,7 @@ from .reader import _Reader, renumber_by_first_use
 from .repair import FieldLog
 from .source import TraceBytes, file_size, os_error_reason, read_all
 from .stages import stage
+from .fanout import FanOut
 from .stream import EventStream, NotStreamable, trim_heap
 from .table import Table
 
@@ -156,17 +157,16 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
     `progress(stage, done, total)` is called while reading ("read", bytes; events are decoded as they are read)
     and once the events are decoded ("decode", events).
     `max_bytes` caps the uncompressed size (default: `source.max_trace_bytes()`).
-    `workers`: processes decoding parts of a big trace at once (default $TB_GPUINSIGHT_DECODE_WORKERS, else 1);
-    the tables are those of one process (see parallel.py).
+    `workers`: processes decoding parts of a big trace at once (default $TB_GPUINSIGHT_DECODE_WORKERS, else
+    several for a big trace: see parallel.decode_workers); the tables are those of one process (fanout.py).
     Raises `TraceError` with a one-line reason for anything that is not a readable Kineto trace.
     """
     path = os.fspath(path)
     extra = tuple(dict.fromkeys(str(a) for a in extra_args))
     file_bytes = _file_size(path)
     read_progress = (lambda d, t: progress("read", d, t)) if progress else None
-    loaded = None
-    if parallel.decode_workers(workers) == 1:
-        loaded = _read_streaming(path, extra, read_progress, max_bytes)
+    workers = parallel.decode_workers(workers, file_bytes, path)
+    loaded = _read_streaming(path, extra, read_progress, max_bytes, workers)
     if loaded is None:
         loaded = _read_whole(path, extra, read_progress, max_bytes, workers)
     top, reader, tables, json_bytes, total = loaded
@@ -184,12 +184,14 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
 _Loaded = Tuple[Any, _Reader, Dict[str, Table], int, int]  # header, reader, tables, JSON bytes, event count
 
 
-def _read_streaming(path: str, extra: Tuple[str, ...], read_progress, max_bytes: Optional[int]) -> Optional[_Loaded]:
-    """The tables decoded while the file is inflated (stream.py); None when the text is not laid out for it."""
+def _read_streaming(path: str, extra: Tuple[str, ...], read_progress, max_bytes: Optional[int],
+                    workers: int = 1) -> Optional[_Loaded]:
+    """The tables decoded while the file is inflated (stream.py; on several processes: fanout.py); None when the
+    text is not laid out for it."""
     reader = _Reader(path, extra)
-    events = EventStream(reader)
+    events = EventStream(reader) if workers == 1 else FanOut(reader, lambda: _Reader(path, extra), workers)
     try:
-        with stage("inflate"):
+        with stage("inflate"), events:
             read_all(path, read_progress, max_bytes, sink=events)
             header = events.finish()
     except (NotStreamable, RecursionError, msgspec.DecodeError):
@@ -199,8 +201,8 @@ def _read_streaming(path: str, extra: Tuple[str, ...], read_progress, max_bytes:
     if top is None:
         return None
     with stage("columns"):
-        tables = reader.finish()
-    return top, reader, tables, events.size, events.events
+        tables = events.tables()
+    return top, events.reader, tables, events.size, events.events
 
 
 def _decode_header(text: bytes) -> Any:
