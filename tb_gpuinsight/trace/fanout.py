@@ -53,7 +53,7 @@ class FanOut(EventStream):
     def _consume(self, final: bool) -> None:
         if self._state == "head":
             self._find_events()
-        if self._state == "events" and self.pool is None and len(self._pending) > HOLD and not final:
+        if self._state == "events" and self.pool is None and len(self._pending) > HOLD:
             self.pool = _Pool(self.new_reader, self.workers, 2 * BATCH + 2)  # and at most twice
         if self._state == "events" and self.pool is not None:
             with stage("fan out"):
