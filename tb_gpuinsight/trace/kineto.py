@@ -5,8 +5,9 @@ How it stays fast and lean on gigabyte traces:
    boundaries (`stream.py`): neither the whole JSON text nor more than one block of events is held at once.
 2. Blocks are decoded into typed structs that name only the fields the tables need (plus the extra args a caller
    asks for); msgspec skips every other key in C. Each block is turned into numpy columns and dropped.
-3. A file whose text is not laid out for that (and a decode on several cores) is read into one buffer instead,
-   split into `msgspec.Raw` slices per event and decoded in chunks of them, first chunk first.
+   On several cores (`workers`), batches of whole events are decoded by forked workers instead (`fanout.py`).
+3. A file whose text is not laid out for that is read into one buffer instead, split into `msgspec.Raw` slices per
+   event and decoded in chunks of them, first chunk first.
 A chunk that does not fit the typed schema (a string where an id should be, say) is decoded again event by event,
 and an event that still does not fit field by field (repair.py): a bad value spoils only its own field, numbers
 written as strings are read as numbers; `meta.coerced_fields` / `meta.dropped_fields` count both. Numbers outside
@@ -14,7 +15,7 @@ sane ranges (here and in header.py) are made absent once, at read time. Entries 
 in `meta.malformed_events` and skipped, never fatal.
 
 The event schema and categories are in `events.py`, the chunk decoder in `reader.py`, the per-table column builders
-in `columns.py`, decoding on several cores in `parallel.py`.
+in `columns.py`, decoding on several cores in `fanout.py` and `parallel.py`.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""One big trace decoded on several cores: the event array is split at event boundaries into contiguous parts, each
-part is decoded into tables in a forked worker process, and the parts are merged into the tables one process
-would have built (the same rows, string categories, shape and collective codes, counts; a test compares them).
+"""Decoding on several processes: how many (decode_workers), and the merge of parts decoded apart into the tables
+one process would have built (the same rows, string categories, shape and collective codes, counts; tests compare
+them). fanout.py decodes a streamed trace's batches in workers; a file read whole (one not laid out for streaming)
+is split here into contiguous ranges of its events' raw slices, each decoded in a forked worker (decode_parallel).
 
 Codes are handed out in the order the serial reader meets values, first chunk first; so the merge walks the parts
 first to last to build each code list (shape and collective codes, shared by tables, are renumbered afterwards by
