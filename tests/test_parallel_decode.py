@@ -146,3 +146,16 @@ def test_the_worker_count(monkeypatch):
     monkeypatch.delenv(parallel.WORKERS_ENV)
     monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())  # a pool's worker: one each
     assert parallel.decode_workers(None, 2 ** 30, "t.json") == 1
+
+
+def test_where_no_process_can_start_one_decodes_it_all(monkeypatch, fan_out):
+    """A daemon's child (or a process at its limits) cannot fork workers: the stream decodes in this process."""
+    path = corpus_path("hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    expected = digests(kineto.load_kineto(path, workers=1))
+    fan_out(batch=2000)
+
+    def refuse(*args):
+        raise AssertionError("daemonic processes are not allowed to have children")
+
+    monkeypatch.setattr(fanout._Pool, "__init__", refuse)
+    assert digests(tb_gpuinsight.load(path)) == expected

@@ -19,6 +19,7 @@ from __future__ import annotations
 import mmap
 import multiprocessing
 import re
+import signal
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -53,15 +54,21 @@ class FanOut(EventStream):
     def _consume(self, final: bool) -> None:
         if self._state == "head":
             self._find_events()
-        if self._state == "events" and self.pool is None and len(self._pending) > HOLD:
-            self.pool = _Pool(self.new_reader, self.workers, 2 * BATCH + 2)  # and at most twice
+        if self._state == "events" and self.pool is None and self.workers > 1 and len(self._pending) > HOLD:
+            self._start()
         if self._state == "events" and self.pool is not None:
             with stage("fan out"):
                 self._hand_out()
             if final:
                 self.parts, self.events = self.pool.drain()  # the events left are counted from there
-        if final:  # what is left (and all of a small trace) is decoded here, after the workers' events
-            super()._consume(final=True)
+        if final or self.workers == 1:  # the rest (all of a small trace) is decoded here, after the workers' events
+            super()._consume(final)
+
+    def _start(self) -> None:
+        try:
+            self.pool = _Pool(self.new_reader, self.workers, 2 * BATCH + 2)  # batches are at most 2 * BATCH
+        except (OSError, AssertionError):  # no process can be started here (limits, a daemon's child): decode here
+            self.workers = 1
 
     def _hand_out(self) -> None:
         """Hand out batches while a batch of text waits: all its whole events, up to 2 * BATCH bytes."""
@@ -111,18 +118,21 @@ class _Pool:
         self.done: Dict[int, Tuple[Part, int]] = {}  # batch number -> (its part, its event count)
         self.batches = 0
         self.processes = []
-        for _ in range(workers):
-            here, there = context.Pipe()
-            process = context.Process(target=_work, args=(there, self.memory, new_reader), daemon=True)
-            process.start()
-            there.close()
-            self.busy[here] = {}
-            self.processes.append(process)
+        try:
+            for _ in range(workers):
+                here, there = context.Pipe()
+                process = context.Process(target=_work, args=(there, self.memory, new_reader), daemon=True)
+                process.start()
+                there.close()
+                self.busy[here] = {}
+                self.processes.append(process)
+        except BaseException:
+            self.close()
+            raise
 
     def submit(self, text: memoryview) -> None:
         """Copy one batch of whole events into a free slot (waiting for one) and hand it to the least busy worker."""
-        while not self.free:
-            self._collect()
+        self._collect(block=not self.free)  # parts that are ready come in now: their workers wait to send them
         slot = self.free.pop()
         start, n = slot * self.slot_bytes, len(text)
         memory = self.memory
@@ -134,10 +144,11 @@ class _Pool:
         self.busy[conn][self.batches] = slot
         self.batches += 1
 
-    def _collect(self) -> None:
-        """Wait for at least one worker's part; NotStreamable when a worker could not decode its batch."""
+    def _collect(self, block: bool = True) -> None:
+        """Take the parts that are ready (waiting for one when `block`); NotStreamable when a worker could not
+        decode its batch."""
         with stage("wait for workers"):
-            ready = wait([c for c, pending in self.busy.items() if pending])
+            ready = wait([c for c, pending in self.busy.items() if pending], timeout=None if block else 0)
         for conn in ready:
             try:
                 with stage("receive parts"):
@@ -177,21 +188,26 @@ class _Pool:
                 process.terminate()
                 process.join()
         self.processes = []
+        self.memory.close()
 
 
 def _work(conn: Connection, memory: mmap.mmap, new_reader: Callable[[], Any]) -> None:
     """A worker's loop: decode the batch a message points at, send back its part (None when it failed: the
-    parent then reads the file whole, which says why)."""
+    parent then reads the file whole, which says why). It ends quietly when the parent stops it or goes away;
+    Ctrl-C is the parent's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     view = memoryview(memory)
-    for handled, task in enumerate(iter(conn.recv, None), 1):
-        number, start, n = task
-        try:
-            done = _decode(new_reader, view[start:start + n])
-        except Exception:  # noqa: BLE001 - any failure: the parent reads the file whole, which reports it
-            done = None
-        conn.send((number, done))
-        if handled % _WORKER_TRIM_EVERY == 0:
-            trim_heap()
+    try:
+        for handled, (number, start, n) in enumerate(iter(conn.recv, None), 1):
+            try:
+                done = _decode(new_reader, view[start:start + n])
+            except Exception:  # noqa: BLE001 - any failure: the parent reads the file whole, which reports it
+                done = None
+            conn.send((number, done))
+            if handled % _WORKER_TRIM_EVERY == 0:
+                trim_heap()
+    except (EOFError, OSError):
+        pass
 
 
 def _decode(new_reader: Callable[[], Any], text: memoryview) -> Tuple[Part, int]:
