@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import threading
 
 import pytest
 
@@ -130,9 +131,10 @@ def test_the_parent_holds_a_few_batches_of_text(monkeypatch, fan_out):
 
 
 def test_the_worker_count(monkeypatch):
-    """Asked for, from the environment, else several only for a big file in a process that is no pool's worker;
-    never more than the cores."""
+    """Asked for, from the environment, else several only for a big file in a process that is no pool's worker
+    and runs no other thread; never more than the cores."""
     monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
     monkeypatch.setattr(parallel.os, "cpu_count", lambda: 8)
     assert parallel.decode_workers(3) == 3 and parallel.decode_workers(99) == 8
     assert parallel.decode_workers(None, 3_000_000, "t.json.gz") == 1  # ~50 MB of JSON: one process
@@ -144,6 +146,10 @@ def test_the_worker_count(monkeypatch):
     monkeypatch.setenv(parallel.WORKERS_ENV, "1")
     assert parallel.decode_workers(None, 2 ** 30, "t.json") == 1
     monkeypatch.delenv(parallel.WORKERS_ENV)
+    monkeypatch.setattr(threading, "active_count", lambda: 3)  # forking a threaded process could deadlock
+    assert parallel.decode_workers(None, 2 ** 30, "t.json") == 1
+    assert parallel.decode_workers(2, 2 ** 30, "t.json") == 2  # unless asked for
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
     monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())  # a pool's worker: one each
     assert parallel.decode_workers(None, 2 ** 30, "t.json") == 1
 

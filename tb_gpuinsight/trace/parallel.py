@@ -52,7 +52,7 @@ def decode_workers(workers: Optional[int], file_bytes: Optional[int] = None, pat
     """Processes to decode with: `workers`, else $TB_GPUINSIGHT_DECODE_WORKERS, else up to AUTO_WORKERS for a
     file that likely holds AUTO_JSON_BYTES of JSON text or more (its size; a gzipped one's times GZIP_RATIO) in a
     process that is no worker of a pool itself (those of `summarize`, the plugin or Dask each load traces of
-    their own), else 1. Never more than the machine's cores."""
+    their own) and runs no other thread, else 1. Never more than the machine's cores."""
     if workers is None:
         try:
             workers = int(os.environ[WORKERS_ENV])
@@ -68,11 +68,13 @@ GZIP_RATIO = 10  # Kineto traces inflate 10 to 20 times: the low end, so that on
 
 def _auto_workers(file_bytes: Optional[int], path: str) -> int:
     import multiprocessing  # here: only once a size is known
+    import threading
 
     text = (file_bytes or 0) * (GZIP_RATIO if str(path).endswith(".gz") else 1)
     if text < AUTO_JSON_BYTES or multiprocessing.parent_process() is not None:
         return 1
-    return AUTO_WORKERS
+    # Forking a process that runs other threads (TensorBoard's, a user's app) can deadlock: only when asked for.
+    return AUTO_WORKERS if threading.active_count() == 1 else 1
 
 
 def split(total: int, workers: int, align: int) -> List[Tuple[int, int]]:
