@@ -4,13 +4,13 @@ are merged into the tables one process builds (parallel.merge_into: the same row
 counts; a test compares them). Neither the whole text nor the whole object tree is ever held, here or in a worker.
 
 Costs kept off this process, which is the part that does not scale with workers:
-- Cutting does not decode. A batch ends at the last `}` followed by `,` and `{` before BATCH bytes: such a `}`
-  may be inside a string or close a nested object, but then the batch is no JSON array (the string or the event
-  stays open), so the worker's decode fails and the load is read again whole (kineto.py), which also gives broken
-  files their one-line reasons. On real traces that never happens; the test traces with such text show it.
+- Cutting does not decode. Once BATCH bytes wait, a batch ends at the last `}` followed by `,` and `{` within
+  2 * BATCH: such a `}` may be inside a string or close a nested object, but then the batch is no JSON array (the
+  string or the event stays open), so the worker's decode fails and the file is read again whole (kineto.py),
+  which also gives broken files their one-line reasons. No real trace of the corpus does that; a test shows it.
 - Batches travel through shared memory (an anonymous mapping made before the fork): one copy in, none through a
   pipe. Only each part's tables come back (numpy columns and the distinct strings, pickled), a few percent of the
-  text, and a worker counts its events from 0 (the merge shifts them), so this process never decodes them.
+  text. A worker numbers its events from 0 and the merge shifts them, so nothing here counts events either.
 - A trace whose events end within HOLD bytes is decoded here as stream.py does (no process is started), and so is
   the last stretch of the event array: it holds the array's end and the text after it, found with decoding checks.
 """
