@@ -4,10 +4,12 @@ plus kernel breakdown.
 
     python benchmarks/peers.py TRACE [--repeat N]
 
-Each figure is a fresh process (interpreter start, imports, reading, work), the median of --repeat runs with its
-peak RSS (of that process, os.wait4); the methods run in rounds, each once per round, since a shared machine's
-speed drifts. Ours runs with its estimate memo warm (an untimed run first, in a cache of its own). Ratios are against orjson.loads of the same run. A peer that is not installed says so
-(`pip install HolisticTraceAnalysis`, or the `bench` extra). The machine's load average is printed beside.
+Each figure is a fresh process (interpreter start, imports, reading, work), the median of --repeat runs of its wall
+time, CPU seconds (which a shared machine inflates less) and peak RSS (of that process, os.wait4: not of processes
+it starts); the methods run in rounds, each once per round, since a shared machine's speed drifts. Ours runs with
+its estimate memo warm (an untimed run first, in a cache of its own). Ratios are against orjson.loads of the same
+run. A peer that is not installed says so (`pip install HolisticTraceAnalysis`, or the `bench` extra). The machine's
+load average is printed beside.
 """
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ def run_once(code: str, path: str, cache: str) -> Dict[str, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         return {"error": (err.decode(errors="replace").strip().splitlines() or ["failed"])[-1][:160]}
-    return {"wall_s": wall, "rss_mb": usage.ru_maxrss / 1e3}
+    return {"wall_s": wall, "rss_mb": usage.ru_maxrss / 1e3, "cpu_s": usage.ru_utime + usage.ru_stime}
 
 
 def measure_all(path: str, repeat: int) -> List[Tuple[str, Optional[Dict[str, float]]]]:
@@ -73,8 +75,7 @@ def _median(runs: List[Dict[str, float]]) -> Dict[str, float]:
     failed = [r for r in runs if "error" in r]
     if failed:
         return failed[0]
-    ordered = sorted(runs, key=lambda r: r["wall_s"])
-    return {"wall_s": statistics.median(r["wall_s"] for r in runs), "rss_mb": ordered[len(ordered) // 2]["rss_mb"]}
+    return {key: statistics.median(r[key] for r in runs) for key in ("wall_s", "rss_mb", "cpu_s")}
 
 
 def main() -> None:
@@ -88,16 +89,16 @@ def main() -> None:
           f"median of {args.repeat}; load average {load} on {os.cpu_count()} cores\n")
     rows = measure_all(path, args.repeat)
     ref = dict(rows).get("orjson.loads") or {}
-    print(f"{'method':<38}{'wall s':>9}{'peak RSS MB':>13}{'time/orjson':>13}{'RSS/orjson':>12}")
+    print(f"{'method':<38}{'wall s':>9}{'cpu s':>8}{'peak RSS MB':>13}{'time/orjson':>13}{'cpu/orjson':>12}"
+          f"{'RSS/orjson':>12}")
     for name, m in rows:
         if m is None:
             print(f"{name:<38}  not installed")
         elif "error" in m:
             print(f"{name:<38}  failed: {m['error']}")
         else:
-            t = m["wall_s"] / ref["wall_s"] if "wall_s" in ref else float("nan")
-            r = m["rss_mb"] / ref["rss_mb"] if "rss_mb" in ref else float("nan")
-            print(f"{name:<38}{m['wall_s']:>9.2f}{m['rss_mb']:>13.0f}{t:>13.2f}{r:>12.2f}")
+            t, c, r = (m[k] / ref[k] if k in ref else float("nan") for k in ("wall_s", "cpu_s", "rss_mb"))
+            print(f"{name:<38}{m['wall_s']:>9.2f}{m['cpu_s']:>8.2f}{m['rss_mb']:>13.0f}{t:>13.2f}{c:>12.2f}{r:>12.2f}")
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
