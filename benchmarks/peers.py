@@ -5,15 +5,16 @@ plus kernel breakdown.
     python benchmarks/peers.py TRACE [--repeat N]
 
 Each figure is a fresh process (interpreter start, imports, reading, work), the median of --repeat runs of its wall
-time, CPU seconds (which a shared machine inflates less) and peak RSS (of that process, os.wait4: not of processes
-it starts); the methods run in rounds, each once per round, since a shared machine's speed drifts. Ours runs with
-its estimate memo warm (an untimed run first, in a cache of its own). Ratios are against orjson.loads of the same
-run. A peer that is not installed says so (`pip install HolisticTraceAnalysis`, or the `bench` extra). The machine's
-load average is printed beside.
+time, CPU seconds (which a shared machine inflates less; with those of the processes it starts) and peak RSS (of its
+largest process: HTA parses in a forked pool); the methods run in rounds, each once per round, since a shared
+machine's speed drifts. Ours runs with its estimate memo warm (an untimed run first, in a cache of its own). Ratios
+are against orjson.loads of the same run. A peer that is not installed says so (`pip install HolisticTraceAnalysis`,
+or the `bench` extra). The machine's load average is printed beside.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -41,19 +42,32 @@ METHODS = [("orjson.loads", "orjson", _ORJSON), ("tb-gpuinsight analyze (csv, al
            ("HTA parse + kernel breakdown", "hta", _HTA)]
 
 
+# Runs a method's code, then reports its CPU seconds and peak RSS with those of the processes it started and
+# waited for (HTA parses a trace in a forked pool; we may decode in forked workers) as the last line of stderr.
+_RUNNER = r"""
+import json, resource, sys
+code = sys.argv.pop(1)
+try:
+    exec(compile(code, "<method>", "exec"), {"__name__": "__method__"})
+finally:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    sys.stderr.write("\n" + json.dumps({"cpu_s": cpu, "rss_mb": max(me.ru_maxrss, kids.ru_maxrss) / 1e3}) + "\n")
+"""
+
+
 def run_once(code: str, path: str, cache: str) -> Dict[str, float]:
-    """Wall seconds and peak RSS (MB) of one fresh process running `code` on `path`; output is discarded."""
+    """Wall seconds, CPU seconds and peak RSS (MB, of its largest process) of one fresh process running `code` on
+    `path`; its output is discarded."""
     env = {**os.environ, "XDG_CACHE_HOME": cache}
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code, path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            cwd=ROOT, env=env)
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
+    out = subprocess.run([sys.executable, "-c", _RUNNER, code, path], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        return {"error": (err.decode(errors="replace").strip().splitlines() or ["failed"])[-1][:160]}
-    return {"wall_s": wall, "rss_mb": usage.ru_maxrss / 1e3, "cpu_s": usage.ru_utime + usage.ru_stime}
+    lines = [line for line in out.stderr.splitlines() if line.strip()] or ["{}"]
+    if out.returncode != 0:
+        return {"error": (lines[-2] if len(lines) > 1 else "failed")[:160]}
+    return {"wall_s": wall, **json.loads(lines[-1])}
 
 
 def measure_all(path: str, repeat: int) -> List[Tuple[str, Optional[Dict[str, float]]]]:
