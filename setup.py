@@ -41,7 +41,10 @@ setup(
         "parquet": ["pyarrow>=12"],
         # ISA-L's inflate: gzipped traces read about 1.5x faster (zlib otherwise).
         "fast": ["isal>=1.6"],
-        "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "orjson>=3.9", "playwright>=1.40", "torch>=2.1", "moto[server]>=5"],
+        # benchmarks/peers.py's peers (HTA brings Jupyter along: never part of the tests).
+        "bench": ["orjson>=3.9", "HolisticTraceAnalysis>=0.5"],
+        "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "orjson>=3.9", "playwright>=1.40", "torch>=2.1",
+                 "moto[server]>=5"],
     },
     entry_points={
         "console_scripts": ["tb-gpuinsight=tb_gpuinsight.cli:main"],

@@ -17,6 +17,7 @@ import threading
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from ..errors import ConfigError
+from ..trace.parallel import WORKERS_ENV
 from .jobs import Job
 from .worker import summarize_into
 
@@ -117,7 +118,8 @@ class _LocalWorker:
         if self.proc is not None:
             self.stderr.close()
         self.stderr = tempfile.TemporaryFile()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
+        # Workers load traces side by side: each decodes its own on one process unless the user asked otherwise.
+        env = {WORKERS_ENV: "1", **os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
         self.proc = subprocess.Popen([sys.executable, "-c", WORKER_CODE], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr, env=env)
         try:

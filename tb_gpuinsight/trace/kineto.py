@@ -5,8 +5,9 @@ How it stays fast and lean on gigabyte traces:
    boundaries (`stream.py`): neither the whole JSON text nor more than one block of events is held at once.
 2. Blocks are decoded into typed structs that name only the fields the tables need (plus the extra args a caller
    asks for); msgspec skips every other key in C. Each block is turned into numpy columns and dropped.
-3. A file whose text is not laid out for that (and a decode on several cores) is read into one buffer instead,
-   split into `msgspec.Raw` slices per event and decoded in chunks of them, first chunk first.
+   On several cores (`workers`), batches of whole events are decoded by forked workers instead (`fanout.py`).
+3. A file whose text is not laid out for that is read into one buffer instead, split into `msgspec.Raw` slices per
+   event and decoded in chunks of them, first chunk first.
 A chunk that does not fit the typed schema (a string where an id should be, say) is decoded again event by event,
 and an event that still does not fit field by field (repair.py): a bad value spoils only its own field, numbers
 written as strings are read as numbers; `meta.coerced_fields` / `meta.dropped_fields` count both. Numbers outside
@@ -14,7 +15,7 @@ sane ranges (here and in header.py) are made absent once, at read time. Entries 
 in `meta.malformed_events` and skipped, never fatal.
 
 The event schema and categories are in `events.py`, the chunk decoder in `reader.py`, the per-table column builders
-in `columns.py`, decoding on several cores in `parallel.py`.
+in `columns.py`, decoding on several cores in `fanout.py` and `parallel.py`.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from .reader import _Reader, renumber_by_first_use
 from .repair import FieldLog
 from .source import TraceBytes, file_size, os_error_reason, read_all
 from .stages import stage
+from .fanout import FanOut
 from .stream import EventStream, NotStreamable, trim_heap
 from .table import Table
 
@@ -156,17 +158,16 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
     `progress(stage, done, total)` is called while reading ("read", bytes; events are decoded as they are read)
     and once the events are decoded ("decode", events).
     `max_bytes` caps the uncompressed size (default: `source.max_trace_bytes()`).
-    `workers`: processes decoding parts of a big trace at once (default $TB_GPUINSIGHT_DECODE_WORKERS, else 1);
-    the tables are those of one process (see parallel.py).
+    `workers`: processes decoding parts of a big trace at once (default $TB_GPUINSIGHT_DECODE_WORKERS, else
+    several for a big trace: see parallel.decode_workers); the tables are those of one process (fanout.py).
     Raises `TraceError` with a one-line reason for anything that is not a readable Kineto trace.
     """
     path = os.fspath(path)
     extra = tuple(dict.fromkeys(str(a) for a in extra_args))
     file_bytes = _file_size(path)
     read_progress = (lambda d, t: progress("read", d, t)) if progress else None
-    loaded = None
-    if parallel.decode_workers(workers) == 1:
-        loaded = _read_streaming(path, extra, read_progress, max_bytes)
+    workers = parallel.decode_workers(workers, file_bytes, path)
+    loaded = _read_streaming(path, extra, read_progress, max_bytes, workers)
     if loaded is None:
         loaded = _read_whole(path, extra, read_progress, max_bytes, workers)
     top, reader, tables, json_bytes, total = loaded
@@ -184,12 +185,14 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
 _Loaded = Tuple[Any, _Reader, Dict[str, Table], int, int]  # header, reader, tables, JSON bytes, event count
 
 
-def _read_streaming(path: str, extra: Tuple[str, ...], read_progress, max_bytes: Optional[int]) -> Optional[_Loaded]:
-    """The tables decoded while the file is inflated (stream.py); None when the text is not laid out for it."""
+def _read_streaming(path: str, extra: Tuple[str, ...], read_progress, max_bytes: Optional[int],
+                    workers: int = 1) -> Optional[_Loaded]:
+    """The tables decoded while the file is inflated (stream.py; on several processes: fanout.py); None when the
+    text is not laid out for it."""
     reader = _Reader(path, extra)
-    events = EventStream(reader)
+    events = EventStream(reader) if workers == 1 else FanOut(reader, lambda: _Reader(path, extra), workers)
     try:
-        with stage("inflate"):
+        with stage("inflate"), events:
             read_all(path, read_progress, max_bytes, sink=events)
             header = events.finish()
     except (NotStreamable, RecursionError, msgspec.DecodeError):
@@ -199,8 +202,8 @@ def _read_streaming(path: str, extra: Tuple[str, ...], read_progress, max_bytes:
     if top is None:
         return None
     with stage("columns"):
-        tables = reader.finish()
-    return top, reader, tables, events.size, events.events
+        tables = events.tables()
+    return top, events.reader, tables, events.size, events.events
 
 
 def _decode_header(text: bytes) -> Any:

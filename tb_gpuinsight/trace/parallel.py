@@ -1,6 +1,7 @@
-"""One big trace decoded on several cores: the event array is split at event boundaries into contiguous parts, each
-part is decoded into tables in a forked worker process, and the parts are merged into the tables one process
-would have built (the same rows, string categories, shape and collective codes, counts; a test compares them).
+"""Decoding on several processes: how many (decode_workers), and the merge of parts decoded apart into the tables
+one process would have built (the same rows, string categories, shape and collective codes, counts; tests compare
+them). fanout.py decodes a streamed trace's batches in workers; a file read whole (one not laid out for streaming)
+is split here into contiguous ranges of its events' raw slices, each decoded in a forked worker (decode_parallel).
 
 Codes are handed out in the order the serial reader meets values, first chunk first; so the merge walks the parts
 first to last to build each code list (shape and collective codes, shared by tables, are renumbered afterwards by
@@ -38,16 +39,42 @@ class Part:
     malformed: int
     t_min: float
     t_max: float
+    first: int = 0  # added to the part's "event" column (a part decoded on its own counts its events from 0)
 
 
-def decode_workers(workers: Optional[int]) -> int:
-    """Processes to decode with: `workers`, else $TB_GPUINSIGHT_DECODE_WORKERS, else 1."""
+def part_of(reader: Any, tables: Dict[str, Table], first: int = 0) -> Part:
+    """A finished reader's tables and counts as a Part."""
+    return Part(tables, reader.shapes.items, reader.comms.items, reader.counts, reader.log.coerced,
+                reader.log.dropped, reader.malformed, reader.t_min, reader.t_max, first)
+
+
+def decode_workers(workers: Optional[int], file_bytes: Optional[int] = None, path: str = "") -> int:
+    """Processes to decode with: `workers`, else $TB_GPUINSIGHT_DECODE_WORKERS, else up to AUTO_WORKERS for a
+    file that likely holds AUTO_JSON_BYTES of JSON text or more (its size; a gzipped one's times GZIP_RATIO) in a
+    process that is no worker of a pool itself (those of `summarize`, the plugin or Dask each load traces of
+    their own) and runs no other thread, else 1. Never more than the machine's cores."""
     if workers is None:
         try:
-            workers = int(os.environ.get(WORKERS_ENV, "1"))
-        except ValueError:
-            workers = 1
+            workers = int(os.environ[WORKERS_ENV])
+        except (KeyError, ValueError):
+            workers = _auto_workers(file_bytes, path)
     return max(1, min(workers, os.cpu_count() or 1, 64))
+
+
+AUTO_JSON_BYTES = 256 << 20  # below this one process decodes a trace in a few seconds: not worth the workers
+AUTO_WORKERS = 4
+GZIP_RATIO = 10  # Kineto traces inflate 10 to 20 times: the low end, so that only a surely big trace fans out
+
+
+def _auto_workers(file_bytes: Optional[int], path: str) -> int:
+    import multiprocessing  # here: only once a size is known
+    import threading
+
+    text = (file_bytes or 0) * (GZIP_RATIO if str(path).endswith(".gz") else 1)
+    if text < AUTO_JSON_BYTES or multiprocessing.parent_process() is not None:
+        return 1
+    # Forking a process that runs other threads (TensorBoard's, a user's app) can deadlock: only when asked for.
+    return AUTO_WORKERS if threading.active_count() == 1 else 1
 
 
 def split(total: int, workers: int, align: int) -> List[Tuple[int, int]]:
@@ -87,9 +114,7 @@ def _decode_range(start: int, end: int) -> Part:
     new_reader, events, feed = _shared
     reader = new_reader()
     feed(reader, events, start, end)
-    tables = reader.finish()
-    return Part(tables, reader.shapes.items, reader.comms.items, reader.counts, reader.log.coerced,
-                reader.log.dropped, reader.malformed, reader.t_min, reader.t_max)
+    return part_of(reader, reader.finish())
 
 
 def merge_into(reader: Any, parts: List[Part]) -> Dict[str, Table]:
@@ -108,7 +133,8 @@ def merge_into(reader: Any, parts: List[Part]) -> Dict[str, Table]:
     reader.shapes.items[:] = shapes.items
     reader.comms.items[:] = comms.items
     codes = {"shape": shape_maps, "comm": comm_maps}
-    return {name: _merge_table(name, [p.tables[name] for p in parts], codes) for name in parts[0].tables}
+    firsts = [p.first for p in parts]
+    return {name: _merge_table(name, [p.tables[name] for p in parts], codes, firsts) for name in parts[0].tables}
 
 
 def _remap(interner: Interner, items: List[Any]) -> np.ndarray:
@@ -116,13 +142,15 @@ def _remap(interner: Interner, items: List[Any]) -> np.ndarray:
     return np.fromiter((interner.code(item) for item in items), dtype=np.int64, count=len(items))
 
 
-def _merge_table(name: str, tables: List[Table], code_maps: Dict[str, List[np.ndarray]]) -> Table:
-    """One table from its parts (in serial order: first part first); rows come out in that order."""
+def _merge_table(name: str, tables: List[Table], code_maps: Dict[str, List[np.ndarray]],
+                 firsts: List[int]) -> Table:
+    """One table from its parts (in serial order: first part first); rows come out in that order. Each column
+    is taken out of the parts as it is joined, so that parts and whole never all coexist."""
     kept = [i for i, t in enumerate(tables) if len(t)]
     if not kept:
         return tables[0]
     columns, strings = {}, {}
-    for col in tables[kept[0]].columns:
+    for col in list(tables[kept[0]].columns):
         maps = code_maps.get(col)
         if col in tables[kept[0]].strings:
             merged = Interner()
@@ -130,9 +158,14 @@ def _merge_table(name: str, tables: List[Table], code_maps: Dict[str, List[np.nd
             strings[col] = merged.items
         pieces = []
         for i in kept:
-            arr = tables[i].columns[col]
-            pieces.append(_apply(arr, maps[i]) if maps is not None else arr)
+            arr = tables[i].columns.pop(col)
+            if maps is not None:
+                arr = _apply(arr, maps[i])
+            elif col == "event" and firsts[i]:
+                arr += firsts[i]
+            pieces.append(arr)
         columns[col] = np.concatenate(pieces)
+        del pieces
     return Table(name, columns, strings)
 
 

@@ -17,7 +17,7 @@ broken files. Errors of the bytes themselves (corrupt gzip, the size cap, binary
 from __future__ import annotations
 
 import re
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import msgspec
 
@@ -74,6 +74,16 @@ class EventStream:
 
     def __call__(self, _size_hint: int) -> "EventStream":
         return self  # read_all's sink factory
+
+    def __enter__(self) -> "EventStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Nothing to release here; a stream decoding on several processes stops them (fanout.py)."""
+
+    def tables(self) -> Dict[str, Any]:
+        """The tables of the events fed so far (after `finish()`); `reader` then holds what the load counted."""
+        return self.reader.finish()
 
     # -- what source.py's readers and checks use --------------------------------------------------------------
 
