@@ -204,8 +204,8 @@ def _ext_ids(args: List) -> List[Optional[int]]:
 
 
 def _common(cols: _Columns, evs: List, args: List, n: int) -> None:
+    # "ts" comes from the reader: it read every event's time to route it (_Reader._destinations).
     cols.add_strings("name", _of(evs, "name"), n)
-    cols.add_floats("ts", _of(evs, "ts"), n)
     cols.add_floats("dur", _of(evs, "dur"), n)
     cols.add_ints("ext_id", _ext_ids(args), n)
 
@@ -331,7 +331,6 @@ def _build_annotations(cols: _Columns, evs: List, args: List, n: int, shapes: In
 
 def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str], _comms) -> None:
     """[memory] events: Bytes > 0 allocates, < 0 frees; the totals are absent before torch 1.10 (NaN)."""
-    cols.add_floats("ts", _of(evs, "ts"), n)
     cols.add("dur", np.zeros(n))
     cols.add_strings("pid", _of(evs, "pid"), n)
     cols.add_strings("tid", _of(evs, "tid"), n)
@@ -345,7 +344,6 @@ def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds
 
 def _build_modules(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str], _comms) -> None:
     cols.add_strings("name", [name[len(MODULE_PREFIX):] for name in _of(evs, "name")], n)
-    cols.add_floats("ts", _of(evs, "ts"), n)
     cols.add_floats("dur", _of(evs, "dur"), n)
     cols.add_strings("pid", _of(evs, "pid"), n)
     cols.add_strings("tid", _of(evs, "tid"), n)
