@@ -5,7 +5,9 @@ stale figure, with or without a bump."""
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from pathlib import Path
+from typing import Tuple
 
 SCHEMA = "8"
 _ROOT = Path(__file__).resolve().parent
@@ -15,15 +17,25 @@ def source_digest(*parts: str) -> str:
     """A short digest of the Python sources under these package folders (or files), in a stable order."""
     digest = hashlib.sha1()
     for part in parts:
-        base = _ROOT / part
-        files = sorted(base.rglob("*.py")) if base.is_dir() else [base]
-        for path in files:
-            try:
-                digest.update(str(path.relative_to(_ROOT)).encode() + b"\0" + path.read_bytes())
-            except OSError:
-                digest.update(str(path).encode())
+        for entry in _sources(part):
+            digest.update(entry)
     return digest.hexdigest()[:12]
+
+
+@lru_cache(maxsize=None)
+def _sources(part: str) -> Tuple[bytes, ...]:
+    """What the digest reads of a folder's (or file's) sources; each is read once however many digests use it."""
+    base = _ROOT / part
+    files = sorted(base.rglob("*.py")) if base.is_dir() else [base]
+    entries = []
+    for path in files:
+        try:
+            entries.append(str(path.relative_to(_ROOT)).encode() + b"\0" + path.read_bytes())
+        except OSError:
+            entries.append(str(path).encode())
+    return tuple(entries)
 
 
 FORMULAS_DIGEST = source_digest("estimate")
 ENGINE_VERSION = f"{SCHEMA}-{source_digest('estimate', 'trace', 'analysis', 'sections.py')}"
+_sources.cache_clear()  # the sources' text is not kept
