@@ -1,10 +1,14 @@
 """The analysis engine's version: summaries and memoised estimates written by another engine are ignored rather
 than trusted. It is the manual ``SCHEMA`` (bump it when a stored layout changes) plus a digest of the code that
 computes what is stored (the reader, the estimates, the analyses), so a changed formula or rule can never serve a
-stale figure, with or without a bump."""
+stale figure, with or without a bump.
+
+The digest is a checksum (CRC-32 and Adler-32, 64 bits), not a cryptographic hash: it tells changed sources from
+those a memo or summary was written by, and every run computes it, where importing hashlib (OpenSSL) would add
+3.5 MB to each run's memory."""
 from __future__ import annotations
 
-import hashlib
+import zlib
 from functools import lru_cache
 from pathlib import Path
 from typing import Tuple
@@ -15,11 +19,11 @@ _ROOT = Path(__file__).resolve().parent
 
 def source_digest(*parts: str) -> str:
     """A short digest of the Python sources under these package folders (or files), in a stable order."""
-    digest = hashlib.sha1()
+    crc, adler = 0, 1
     for part in parts:
         for entry in _sources(part):
-            digest.update(entry)
-    return digest.hexdigest()[:12]
+            crc, adler = zlib.crc32(entry, crc), zlib.adler32(entry, adler)
+    return f"{crc:08x}{adler:08x}"[:12]
 
 
 @lru_cache(maxsize=None)

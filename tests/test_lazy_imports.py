@@ -1,7 +1,7 @@
 """The package imports what a use needs, no more: `import tb_gpuinsight` loads no analysis (nor numpy), its dir()
 lists the public names only, each of them resolves on first use, and `tb-gpuinsight analyze` imports neither the
-report builder, the Overview, the diff nor package metadata (each costs startup time and memory on every run).
-Checked in fresh interpreters, through sys.modules."""
+report builder, the Overview, the diff, package metadata nor OpenSSL (each costs startup time and memory on
+every run). Checked in fresh interpreters, through sys.modules."""
 from __future__ import annotations
 
 import json
@@ -33,7 +33,7 @@ print(json.dumps({"code": code, "rows": out.getvalue().count("\n"), "modules": s
 
 # Modules an analysis never needs: building them into every run of the CLI cost it a fifth of its startup.
 NOT_FOR_ANALYZE = ("tb_gpuinsight.reporting.build", "tb_gpuinsight.reporting.sides", "tb_gpuinsight.analysis.overview",
-                   "tb_gpuinsight.analysis.diff.compare", "tb_gpuinsight.api", "importlib.metadata", "email",
+                   "tb_gpuinsight.analysis.diff.compare", "tb_gpuinsight.api", "importlib.metadata", "email", "_hashlib",
                    "pandas", "tensorboard")
 
 
