@@ -17,7 +17,8 @@ from .repair import FieldLog, StructRepairer, _kind
 from .stages import stage
 from .table import Interner, Table
 
-_CAT_PH = operator.attrgetter("cat", "ph")
+_CAT = operator.attrgetter("cat")
+_PH = operator.attrgetter("ph")
 _TS = operator.attrgetter("ts")
 _NAME = operator.attrgetter("name")
 _IS_MODULE = operator.methodcaller("startswith", MODULE_PREFIX)
@@ -141,8 +142,9 @@ class _Reader:
             keep = [i for i, e in enumerate(evs) if e is not None]
             evs, index = [evs[i] for i in keep], index[keep]
         # One pass over the events numbers their distinct (category, phase) keys: the category counts and the
-        # routes are then decided per key, not per event.
-        key_ids = np.fromiter(map(self.keys.codes.__getitem__, map(_CAT_PH, evs)), dtype=np.int32, count=len(evs))
+        # routes are then decided per key, not per event. (zip reuses its pair: a third faster than attrgetter's.)
+        pairs = zip(map(_CAT, evs), map(_PH, evs))
+        key_ids = np.fromiter(map(self.keys.codes.__getitem__, pairs), dtype=np.int32, count=len(evs))
         counts = np.bincount(key_ids, minlength=len(self.keys.items)).tolist()
         for (cat, _), count in zip(self.keys.items, counts):  # in first-seen order, as the categories came
             if count:
