@@ -185,10 +185,19 @@ _GETTERS: Dict[str, Callable] = {}
 
 def _of(items: List, attr: str) -> List:
     """One attribute of every event or args struct, gathered in C."""
+    return list(map(_getter(attr), items))
+
+
+def _any(items: List, attr: str) -> bool:
+    """Whether any event or args struct has a true `attr`; stops at the first, and builds no list."""
+    return any(map(_getter(attr), items))
+
+
+def _getter(attr: str) -> Callable:
     get = _GETTERS.get(attr)
     if get is None:
         get = _GETTERS[attr] = operator.attrgetter(attr)
-    return list(map(get, items))
+    return get
 
 
 def _either(args: List, attr: str, fallback: str) -> List:
@@ -242,7 +251,7 @@ def _add_comm(cols: _Columns, args: List, n: int, comms: Interner) -> None:
 
 def _shape_codes(args: List, shapes: Interner, n: int) -> np.ndarray:
     """Each event's shape signature code; traces recorded without shapes skip the per-event work."""
-    if not (any(_of(args, "dims")) or any(_of(args, "dims_legacy")) or any(_of(args, "types"))):
+    if not (_any(args, "dims") or _any(args, "dims_legacy") or _any(args, "types")):
         return np.full(n, _NO_ID, dtype=np.int32)
     return np.fromiter((_shape_code(a, shapes) for a in args), dtype=np.int32, count=n)
 
