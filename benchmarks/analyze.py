@@ -8,6 +8,8 @@ runs, with its peak RSS; ratios are against orjson.loads measured in the same ru
 method once per round), since a shared machine's speed drifts between runs. "memo warm" reuses the estimates memoised by an earlier run; "first time" runs with an empty
 cache directory ($XDG_CACHE_HOME), as on a new machine, where estimates are computed (and torch imported only for
 ops whose formula needs it). --baseline runs another checkout's code (say the main branch's) in the same run.
+Each checkout's bytecode is compiled first, as pip does at install: where PYTHONDONTWRITEBYTECODE is set, every run
+would otherwise compile every module again, and "imports" would time the compiler (--no-bytecode measures that).
 
 The split times one run's stages inside the process (medians over --repeat runs): imports (every module imported,
 also lazily, during the run), inflate, decode (JSON to event structs), columns (numpy tables), correlate (kernels
@@ -148,6 +150,13 @@ def run_split(code: str, path: str, repeat: int, env: Optional[Dict[str, str]] =
     return {"total": total, "split": split, "torch": any(r.get("torch") for r in runs)}
 
 
+def compile_bytecode(checkout: str) -> None:
+    """Write the checkout's bytecode caches (__pycache__, ignored by git), as an installed package has them."""
+    import compileall
+
+    compileall.compile_dir(os.path.join(checkout, "tb_gpuinsight"), quiet=1)
+
+
 def _cli(checkout: str) -> Tuple[List[str], Dict[str, str], str]:
     """argv, env and cwd that run a checkout's CLI on its own code (cwd first on sys.path, so it wins)."""
     return [sys.executable, "-m", "tb_gpuinsight.cli"], {"PYTHONPATH": checkout}, checkout
@@ -160,6 +169,9 @@ def main() -> None:
     ap.add_argument("--baseline", help="another checkout whose CLI runs in the same benchmark (e.g. main's)")
     ap.add_argument("--dtype", default="bfloat16", help="inductor's default dtype argument")
     ap.add_argument("--no-peers", action="store_true", help="skip HTA and inductor")
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="do not compile the checkouts' bytecode first (each run then compiles what it imports when "
+                         "PYTHONDONTWRITEBYTECODE is set)")
     args = ap.parse_args()
     path = os.path.abspath(args.trace)
     size = json_size(path)
@@ -167,6 +179,8 @@ def main() -> None:
     methods = [Method("orjson.loads", [sys.executable, "-c", _ORJSON, path])] if has_module("orjson") else []
     checkouts = [("", ROOT)] + ([(" [baseline]", os.path.abspath(args.baseline))] if args.baseline else [])
     for label, checkout in checkouts:
+        if not args.no_bytecode:
+            compile_bytecode(checkout)
         argv, env, cwd = _cli(checkout)
         Method("fill", argv + command, env, cwd).run_once()  # fills the estimates memo: later runs find it warm
         methods.append(Method(f"analyze, memo warm{label}", argv + command, env, cwd))
@@ -177,7 +191,8 @@ def main() -> None:
         if has_module("hta"):
             rows.append(("HTA load + kernel breakdown", _step(measure(where + _HTA_SETUP, _HTA_STEP, 1))))
         rows.append(("inductor profile_analysis (step)", _step(measure(where + _INDUCTOR_SETUP, _INDUCTOR_STEP, 1))))
-    print(f"trace: {path}\nJSON size: {size / 1e6:.1f} MB (file {os.path.getsize(path) / 1e6:.1f} MB)\n")
+    print(f"trace: {path}\nJSON size: {size / 1e6:.1f} MB (file {os.path.getsize(path) / 1e6:.1f} MB)")
+    print(f"bytecode: {'as found' if args.no_bytecode else 'compiled first, as installed'}\n")
     _print_whole(rows, size)
     splits = [("orjson.loads", run_split(_ORJSON_SPLIT, path, args.repeat)),
               ("ours, memo warm", run_split(_SPLIT, path, args.repeat)),

@@ -3,7 +3,6 @@ checks made before any work, and the analysis of one trace as these commands run
 from __future__ import annotations
 
 import os
-from difflib import get_close_matches
 
 from ..errors import ConfigError
 from ..progress import terminal_progress
@@ -27,6 +26,8 @@ def check_device(args) -> None:
         return
     names = [spec.name for spec in load_datasheet(args.devices)]
     if args.device not in names:
+        from difflib import get_close_matches
+
         close = get_close_matches(args.device, names, n=3, cutoff=0.4)
         raise ConfigError(f"--device {args.device!r} is not a datasheet row" +
                           (f"; did you mean {', '.join(repr(n) for n in close)}?" if close else "") +

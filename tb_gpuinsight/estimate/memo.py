@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
-from importlib import metadata
+from importlib import util
 from typing import Dict, Iterable, Optional, Tuple
 
 from ..engine_version import ENGINE_VERSION, FORMULAS_DIGEST
@@ -28,11 +29,25 @@ _DISABLE = "TB_GPUINSIGHT_NO_MEMO"
 FORMULAS_VERSION = FORMULAS_DIGEST
 
 
+_VERSION_LINE = re.compile(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", re.M)
+
+
 def _torch_version() -> str:
+    """torch's installed version without importing it: its version.py, else the package metadata (whose import,
+    with the email package behind it, costs more than the rest of a memoised analysis's startup)."""
     try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return "none"
+        spec = util.find_spec("torch")
+        if spec is None:
+            return "none"
+        with open(os.path.join(list(spec.submodule_search_locations)[0], "version.py"), encoding="utf-8") as f:
+            return _VERSION_LINE.search(f.read()).group(1)
+    except (AttributeError, IndexError, OSError, TypeError, ValueError, ImportError):
+        from importlib import metadata
+
+        try:
+            return metadata.version("torch")
+        except metadata.PackageNotFoundError:
+            return "none"
 
 
 class EstimateMemo:

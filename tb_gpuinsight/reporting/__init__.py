@@ -12,10 +12,11 @@ import os
 from typing import Any, Dict, Optional
 
 from ..errors import ConfigError, GpuInsightError
-from .build import SCHEMA_VERSION, build_report
-from .sides import Side, run_workers, side_from_path
 
 FORMATS = ("json", "md", "html")
+# Imported on first use: `tb-gpuinsight diff` reads the gate's metrics from this package without the analyses
+# that building a report needs.
+_LAZY = {"SCHEMA_VERSION": "build", "build_report": "build", "Side": "sides"}
 
 
 def render(report: Dict[str, Any], format: str) -> str:
@@ -37,6 +38,9 @@ def make_report(path: "os.PathLike[str] | str", baseline: "Optional[os.PathLike[
                 worker: Optional[str] = None, devices_file: Optional[str] = None, **options: Any) -> Dict[str, Any]:
     """The report of a trace or run directory (one worker's spans; every rank's for the Distributed part), with
     `baseline` (a trace or run directory) compared. Options are those of `tb_gpuinsight.analyze`."""
+    from .build import build_report
+    from .sides import run_workers, side_from_path
+
     options["devices_file"] = devices_file
     side = side_from_path(path, worker, **options)
     base = side_from_path(baseline, worker if worker in run_workers(baseline) else None, **options) \
@@ -50,6 +54,8 @@ def make_report(path: "os.PathLike[str] | str", baseline: "Optional[os.PathLike[
 
 def _ranks(path, devices_file: Optional[str]):
     """The Distributed view of a run of several workers (None for a trace or a one-worker run), or None and why."""
+    from .sides import run_workers
+
     if len(run_workers(path)) < 2:
         return None, ""
     from ..analysis.ranks.report import from_run_dir
@@ -59,6 +65,15 @@ def _ranks(path, devices_file: Optional[str]):
         return from_run_dir(os.fspath(path), -1, load_datasheet(devices_file)), ""
     except GpuInsightError as exc:  # several workers but no distributed data: the report goes on without it
         return None, f"no Distributed section: {exc}"
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{module}", __name__), name)
 
 
 __all__ = ["make_report", "render", "build_report", "Side", "SCHEMA_VERSION", "FORMATS"]

@@ -14,10 +14,12 @@ noise" when the change in the slower direction exceeds both the band and the thr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from ..analysis.overview import Overview
 from ..errors import ConfigError
+
+if TYPE_CHECKING:  # the CLI's parser reads METRICS: no analysis is imported for it
+    from ..analysis.overview import Overview
 
 METRICS = ("step", "kernel", "mfu")
 LABELS = {"step": "step time", "kernel": "GPU kernel time per step", "mfu": "MFU"}

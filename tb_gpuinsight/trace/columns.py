@@ -185,10 +185,19 @@ _GETTERS: Dict[str, Callable] = {}
 
 def _of(items: List, attr: str) -> List:
     """One attribute of every event or args struct, gathered in C."""
+    return list(map(_getter(attr), items))
+
+
+def _any(items: List, attr: str) -> bool:
+    """Whether any event or args struct has a true `attr`; stops at the first, and builds no list."""
+    return any(map(_getter(attr), items))
+
+
+def _getter(attr: str) -> Callable:
     get = _GETTERS.get(attr)
     if get is None:
         get = _GETTERS[attr] = operator.attrgetter(attr)
-    return list(map(get, items))
+    return get
 
 
 def _either(args: List, attr: str, fallback: str) -> List:
@@ -204,8 +213,8 @@ def _ext_ids(args: List) -> List[Optional[int]]:
 
 
 def _common(cols: _Columns, evs: List, args: List, n: int) -> None:
+    # "ts" comes from the reader: it read every event's time to route it (_Reader._destinations).
     cols.add_strings("name", _of(evs, "name"), n)
-    cols.add_floats("ts", _of(evs, "ts"), n)
     cols.add_floats("dur", _of(evs, "dur"), n)
     cols.add_ints("ext_id", _ext_ids(args), n)
 
@@ -242,7 +251,7 @@ def _add_comm(cols: _Columns, args: List, n: int, comms: Interner) -> None:
 
 def _shape_codes(args: List, shapes: Interner, n: int) -> np.ndarray:
     """Each event's shape signature code; traces recorded without shapes skip the per-event work."""
-    if not (any(_of(args, "dims")) or any(_of(args, "dims_legacy")) or any(_of(args, "types"))):
+    if not (_any(args, "dims") or _any(args, "dims_legacy") or _any(args, "types")):
         return np.full(n, _NO_ID, dtype=np.int32)
     return np.fromiter((_shape_code(a, shapes) for a in args), dtype=np.int32, count=n)
 
@@ -331,7 +340,6 @@ def _build_annotations(cols: _Columns, evs: List, args: List, n: int, shapes: In
 
 def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str], _comms) -> None:
     """[memory] events: Bytes > 0 allocates, < 0 frees; the totals are absent before torch 1.10 (NaN)."""
-    cols.add_floats("ts", _of(evs, "ts"), n)
     cols.add("dur", np.zeros(n))
     cols.add_strings("pid", _of(evs, "pid"), n)
     cols.add_strings("tid", _of(evs, "tid"), n)
@@ -345,7 +353,6 @@ def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds
 
 def _build_modules(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str], _comms) -> None:
     cols.add_strings("name", [name[len(MODULE_PREFIX):] for name in _of(evs, "name")], n)
-    cols.add_floats("ts", _of(evs, "ts"), n)
     cols.add_floats("dur", _of(evs, "dur"), n)
     cols.add_strings("pid", _of(evs, "pid"), n)
     cols.add_strings("tid", _of(evs, "tid"), n)

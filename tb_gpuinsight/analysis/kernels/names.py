@@ -8,7 +8,6 @@ the kernel name and, when known, the op that launched it.
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
 import json
 import re
@@ -370,9 +369,15 @@ def _tensile(text: str) -> str:
     return " ".join(["_".join(prefix[:6])] + kept + [f"#{short_hash(text)}"])
 
 
+try:  # hashlib's own blake2s, without importing hashlib, which loads OpenSSL (3.5 MB in every CLI run)
+    from _blake2 import blake2s as _blake2s
+except ImportError:  # pragma: no cover - a Python built without it
+    from hashlib import blake2s as _blake2s
+
+
 def short_hash(text: str) -> str:
     """4 hex digits of a name, the same in every view and run: tells apart names that fold to one display name."""
-    return hashlib.blake2s(text.encode(), digest_size=2).hexdigest()
+    return _blake2s(text.encode(), digest_size=2).hexdigest()
 
 
 def _split_call(text: str) -> Tuple[Optional[str], List[str]]:
