@@ -201,11 +201,14 @@ def _bomb(path, megabytes):
         f.write(gzip.compress(b"{}]}"))
 
 
-def test_gzip_bomb_stops_at_the_cap_with_a_one_line_reason(tmp_path):
+def test_gzip_bomb_stops_at_the_cap_with_a_one_line_reason(tmp_path, monkeypatch):
     import resource
 
     from tb_gpuinsight import TraceError, load
     from tb_gpuinsight.cli import main
+    from tb_gpuinsight.trace import source
+
+    monkeypatch.setattr(source, "_override_gb", None)  # the command's --max-trace-gb must not outlive this test
 
     bomb = tmp_path / "w.1.pt.trace.json.gz"
     _bomb(bomb, 512)  # 512 MiB inflated
