@@ -29,3 +29,14 @@ def samples_tensorboard(tmp_path_factory):
     need_browser()
     with tensorboard(SAMPLES, str(tmp_path_factory.mktemp("samples-tensorboard") / "cache")) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def dlrm_logdir(tmp_path_factory):
+    """(logdir, cache): a logdir whose one run, "dlrm", links the corpus's 8-rank DLRM step, and the summary cache
+    that the tests serving it share, so that each rank is analysed once per session rather than once per test.
+    Tests only read the logdir; a test that must see a rank analysed afresh uses its own cache."""
+    from .corpus import corpus_logdir
+
+    root = tmp_path_factory.mktemp("dlrm")
+    return corpus_logdir(root, "param/dlrm_8ranks", "dlrm"), root / "cache"

@@ -240,11 +240,17 @@ def test_summary_is_redone_when_an_et_appears(tmp_path):
 LINEAR = ("param/linear_kineto.json.gz", "param/linear_et.json.gz")  # 2023: 40 iterations, the ET covers one
 
 
-def test_et_of_one_iteration_fills_every_iteration_that_repeats_it():
+@pytest.fixture(scope="module")
+def linear():
+    """The linear pair loaded and analysed with its ET once for the tests below (they only read it)."""
+    trace = tb_gpuinsight.load(corpus_path(LINEAR[0]))
+    return trace, tb_gpuinsight.analyze(trace, execution_traces=[corpus_path(LINEAR[1])])
+
+
+def test_et_of_one_iteration_fills_every_iteration_that_repeats_it(linear):
     """The 2023 linear pair: without propagation only the ET's own iteration has shapes (about 2 % of kernel
     time); every other iteration whose op sequence repeats it takes them, marked "ET shapes, propagated"."""
-    trace = tb_gpuinsight.load(corpus_path(LINEAR[0]))
-    eff = tb_gpuinsight.analyze(trace, execution_traces=[corpus_path(LINEAR[1])])
+    trace, eff = linear
     info = shape_sources(trace, eff.activities)
     share = info["kernel_time_share"]
     assert share["ET shapes"] < 0.05
@@ -253,11 +259,10 @@ def test_et_of_one_iteration_fills_every_iteration_that_repeats_it():
     assert _flop_share(eff) > 0.75
 
 
-def test_propagated_shapes_agree_with_the_kernels_they_launched():
+def test_propagated_shapes_agree_with_the_kernels_they_launched(linear):
     """An independent check: kernels of one name and launch configuration do one problem size, so the ops that
     launched them (ET-filled or propagated) must carry one FLOP count per (kernel, grid, block)."""
-    trace = tb_gpuinsight.load(corpus_path(LINEAR[0]))
-    eff = tb_gpuinsight.analyze(trace, execution_traces=[corpus_path(LINEAR[1])])
+    trace, eff = linear
     acts = eff.activities
     source = np.array(_sources(trace), dtype=object)
     rows = np.flatnonzero((acts["op"] >= 0) & ~np.isnan(acts["flops"]))

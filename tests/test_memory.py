@@ -2,6 +2,7 @@
 a CPU run recorded here; routes, CLI and API on top of the stored section."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -28,6 +29,12 @@ BERT_RUN = os.path.join(ROOT, "samples", "bert_h100")
 WITH_TOTALS = ("hta/df_index_resolver.json.gz", "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz")
 LEGACY = "kineto/worker0.1623143089861.pt.trace.json.gz"
 DEVICE = {0: "cpu", 1: "cuda"}
+
+
+@functools.lru_cache(maxsize=None)
+def _memory_events(rel: str) -> mem.MemoryEvents:
+    """The [memory] events of a corpus trace as the reader gives them, read once per module (the tests only look)."""
+    return mem.memory_events(tb_gpuinsight.load(corpus_path(rel)))
 
 
 def _reference(path):
@@ -58,7 +65,7 @@ def _check_peak(ev: mem.MemoryEvents) -> mem.Peak:
 def test_curves_equal_the_allocator_totals_on_real_traces(rel):
     path = corpus_path(rel)
     ref = _reference(path)
-    events = mem.memory_events(tb_gpuinsight.load(path))
+    events = _memory_events(rel)
     assert sorted(events.devices) == sorted(ref) and len(events) == sum(map(len, ref.values()))
     for device, rows in ref.items():
         ev = events.on(device)
@@ -84,7 +91,7 @@ def test_curves_equal_the_allocator_totals_on_real_traces(rel):
 
 
 def test_df_index_resolver_figures():
-    events = mem.memory_events(tb_gpuinsight.load(corpus_path(WITH_TOTALS[0])))
+    events = _memory_events(WITH_TOTALS[0])
     gpu = events.on("cuda:1")
     s = mem.device_summary(gpu)
     assert s["allocations"] == s["frees"] == 13385 and s["frees_before_span"] == 0
@@ -220,16 +227,25 @@ def test_memory_routes_refuse_bad_parameters(client, params):
     assert code == 400 and body["error"]
 
 
-def test_cli_memory(tmp_path):
+def _cli(capsys, *args) -> str:
+    """What `tb-gpuinsight ARGS` prints, run in this process (it must succeed)."""
+    from tb_gpuinsight import cli
+
+    capsys.readouterr()
+    assert cli.main(list(args)) == 0
+    return capsys.readouterr().out
+
+
+def test_cli_memory(tmp_path, capsys):
     trace = os.path.join(BERT_RUN, os.listdir(BERT_RUN)[0])
     env = {**os.environ, "PYTHONPATH": ROOT}
     run = lambda *a: subprocess.run([sys.executable, "-m", "tb_gpuinsight.cli", "memory", trace, *a], env=env,
                                     capture_output=True, text=True, check=True).stdout
-    text = run("--top", "3")
+    text = run("--top", "3")  # once as a command; the other formats in this process
     assert "== cuda:0" in text and "peak allocated  96.61 MiB" in text and mem.BEFORE_SPAN in text
-    body = json.loads(run("--format", "json"))
+    body = json.loads(_cli(capsys, "memory", trace, "--format", "json"))
     assert body["summary"]["devices"][0]["peak"]["allocated"] == 101305344 and body["by_op"]
-    csv = run("--format", "csv", "--what", "live", "--device", "cuda:0").splitlines()
+    csv = _cli(capsys, "memory", trace, "--format", "csv", "--what", "live", "--device", "cuda:0").splitlines()
     assert csv[0].startswith("index,") and len(csv) == 1 + 5
 
 

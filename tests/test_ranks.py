@@ -235,12 +235,10 @@ def test_many_ranks_report_and_heatmap_pages():
     assert report.heatmap("idle_launch_bound")["values"][0][0] > 0
 
 
-def test_all_ranks_selection_combines_every_worker(tmp_path):
+def test_all_ranks_selection_combines_every_worker(dlrm_logdir):
     """The worker "*" (All ranks) analyses every rank's span together; a diff against it spreads over the ranks."""
-    logdir = tmp_path / "logdir"
-    logdir.mkdir()
-    os.symlink(corpus_path("param/dlrm_8ranks"), logdir / "dlrm")
-    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=60)
+    logdir, cache = dlrm_logdir
+    service = LogdirService(str(logdir), cache_dir=str(cache), workers=0, scan_interval=60)
     service.scan()
     one = service.analysis("dlrm", "worker0_step_12", "all")
     every = service.analysis("dlrm", "*", "all")

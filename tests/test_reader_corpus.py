@@ -34,36 +34,50 @@ def test_corpus_present_or_skipped():
     assert len(FILES) >= 30
 
 
+_REFERENCE = {}  # path -> what the stdlib's reading says of it (json.load of a big trace is slow: read once)
+
+
+def _reference(path):
+    """The independent json.load reading of one file, kept as the few facts the tests compare with."""
+    if path not in _REFERENCE:
+        doc = plain_json(path)
+        if isinstance(doc, dict) and "nodes" in doc:
+            _REFERENCE[path] = {"kind": logdir.ET}
+        else:
+            props = (doc.get("deviceProperties") or doc.get("computeProperties") or []) \
+                if isinstance(doc, dict) else []
+            events = doc["traceEvents"] if isinstance(doc, dict) else doc
+            kernels = sorted((e["name"], float(e["dur"])) for e in events
+                             if str(e.get("cat", "")).lower() == "kernel" and e.get("ph") == "X")
+            _REFERENCE[path] = {"kind": logdir.KINETO, "counts": _reference_counts(doc),
+                                "devices": [p["name"] for p in props], "kernels": kernels}
+    return _REFERENCE[path]
+
+
 @pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_every_file_is_classified(path):
-    doc = plain_json(path)
-    expected = logdir.ET if isinstance(doc, dict) and "nodes" in doc else logdir.KINETO
-    assert logdir.sniff(path).kind == expected
+    assert logdir.sniff(path).kind == _reference(path)["kind"]
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_counts_and_devices_match_plain_json(path):
-    doc = plain_json(path)
-    if isinstance(doc, dict) and "nodes" in doc:
+    ref = _reference(path)
+    if ref["kind"] == logdir.ET:
         with pytest.raises(tb_gpuinsight.TraceError, match="Execution Trace"):
             tb_gpuinsight.load(path)
         return
     trace = tb_gpuinsight.load(path)
-    ref = _reference_counts(doc)
-    assert len(trace.kernels) == ref["kernels"]
-    assert len(trace.ops) == ref["ops"]
+    counts = ref["counts"]
+    assert len(trace.kernels) == counts["kernels"]
+    assert len(trace.ops) == counts["ops"]
     kinds = trace.memops.values("kind")
-    assert kinds.count("memcpy") == ref["memcpy"]
-    assert kinds.count("memset") == ref["memset"]
-    props = (doc.get("deviceProperties") or doc.get("computeProperties") or []) if isinstance(doc, dict) else []
-    assert [d["name"] for d in trace.devices] == [p["name"] for p in props]
+    assert kinds.count("memcpy") == counts["memcpy"]
+    assert kinds.count("memset") == counts["memset"]
+    assert [d["name"] for d in trace.devices] == ref["devices"]
     assert trace.meta.malformed_events == 0
     # Kernel names and durations survive exactly.
-    events = doc["traceEvents"] if isinstance(doc, dict) else doc
-    ref_kernels = sorted((e["name"], float(e["dur"])) for e in events
-                         if str(e.get("cat", "")).lower() == "kernel" and e.get("ph") == "X")
     ours = sorted(zip(trace.kernels.values("name"), trace.kernels["dur"].tolist()))
-    assert ours == ref_kernels
+    assert ours == ref["kernels"]
 
 
 def test_external_id_spellings_and_correlation(corpus):

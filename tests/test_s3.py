@@ -3,7 +3,6 @@ an S3 store, the plugin serving an S3 logdir from it with the same answers as fo
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -46,7 +45,7 @@ def test_listing_reads_no_trace(s3, monkeypatch):
     assert len(span.execution_traces) == 1  # companions sniffed from their first block
 
 
-def test_plugin_serves_s3_logdir_from_s3_store_like_the_local_copy(s3, tmp_path):
+def test_plugin_serves_s3_logdir_from_s3_store_like_the_local_copy(s3, dlrm_logdir):
     from tensorboard.backend import application
     from tensorboard.plugins import base_plugin
     from werkzeug.test import Client
@@ -65,12 +64,10 @@ def test_plugin_serves_s3_logdir_from_s3_store_like_the_local_copy(s3, tmp_path)
         assert response.status_code == 200, response.get_data(as_text=True)
         return json.loads(response.get_data(as_text=True))
 
-    local = tmp_path / "local"
-    local.mkdir()
-    os.symlink(corpus_path("param/dlrm_8ranks"), local / "dlrm")
+    local, cache = dlrm_logdir
     remote = ranks(LOGDIR, store=STORE, summarize=never_summarize)  # served from the store: no trace read
     assert len(remote["ranks"]) == 8 and remote["stragglers"]
-    assert remote == ranks(str(local), cache_dir=str(tmp_path / "cache"))
+    assert remote == ranks(str(local), cache_dir=str(cache))
 
 
 def test_damaged_s3_summary_is_refused_and_removed(s3):
