@@ -1,4 +1,4 @@
-"""`tb-gpuinsight` command line: inspect traces and logdirs, analyse kernel efficiency, augment and diff traces.
+"""tb-gpuinsight: the plugin's analyses of PyTorch profiler traces and logdirs, at the command line.
 
 Every failure the user can cause ends with one line on stderr and a non-zero exit, never a traceback. This module
 builds the parser and runs the command; the commands live in `commands/`, one module per feature.
@@ -79,6 +79,8 @@ def _parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     if command not in sub.choices:
         for module_name in COMMAND_MODULES:
             importlib.import_module(module_name).register(sub)
+    for action in sub._choices_actions:  # `CMD --help` opens with the line `--help` lists the command by
+        sub.choices[action.dest].description = action.help
     for command in sub.choices.values():  # every command reads traces: each takes the size cap
         command.add_argument("--max-trace-gb", type=_positive_gb, default=None, metavar="GB",
                              help="refuse traces whose uncompressed size passes this many GB "

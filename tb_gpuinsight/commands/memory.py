@@ -42,7 +42,7 @@ def run(args) -> int:
         print(f"note: {report.summary['message']}", file=sys.stderr)
     if args.device and not devices:  # a mistyped or absent device is an error, as the plugin answers it
         known = ", ".join(d["device"] for d in report.summary["devices"]) or "none (no memory events)"
-        print(f"error: no memory events of device {args.device!r}; devices in this trace: {known}", file=sys.stderr)
+        print(f"tb-gpuinsight: error: no memory events of device {args.device!r}; devices in this trace: {known}", file=sys.stderr)
         return 2
     frames = {k: _frame(getattr(report, k), args.device) for k in TABLES.values()}
     if args.format == "json":

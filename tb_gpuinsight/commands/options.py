@@ -13,7 +13,7 @@ def analysis_options(p) -> None:
     p.add_argument("--dtype", default="auto",
                    help="rate against this dtype's peak: auto (each kernel's own), fp64, fp32, tf32, bf16, fp16, "
                         "fp8, int8")
-    p.add_argument("--device", metavar="NAME", help="rate every device as this datasheet row (e.g. 'H100 SXM5')")
+    p.add_argument("--device", metavar="NAME", help="rate every device as this datasheet row (e.g. 'NVIDIA H100 SXM5 80GB')")
     p.add_argument("--devices", metavar="FILE", help="JSON file adding or overriding datasheet rows "
                                                      "(also read from $TB_GPUINSIGHT_DEVICES)")
 
