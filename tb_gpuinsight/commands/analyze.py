@@ -26,7 +26,7 @@ ANALYZE_COLUMNS = (
 def register(sub) -> None:
     """Add the `analyze` and `augment` subcommands."""
     p = sub.add_parser("analyze", help="efficiency of every kernel: FLOPs, bytes, achieved vs device peak")
-    p.add_argument("path")
+    p.add_argument("path", help="a Kineto trace (.json or .json.gz)")
     analysis_options(p)
     p.add_argument("--top", type=int, help="rows to show (0 = all; default 20 in a table, all in CSV or JSON)")
     p.add_argument("--by", choices=("name", "op"), default="name",
@@ -41,7 +41,7 @@ def register(sub) -> None:
                         "capture_traces/ folder beside it, the run's other spans; --capture '' for none)")
     p.set_defaults(func=analyze)
     p = sub.add_parser("augment", help="write a copy of a trace with kernel_flop, kernel_num_gb and achieved-%% args")
-    p.add_argument("src")
+    p.add_argument("src", help="a Kineto trace (.json or .json.gz)")
     p.add_argument("dst", help="output path (.json or .json.gz); never the input")
     analysis_options(p)
     p.set_defaults(func=augment)

@@ -26,7 +26,7 @@ def register(sub) -> None:
     """Add the `diff` subcommand."""
     p = sub.add_parser("diff", help="compare two traces (or run directories: all their spans) kernel by kernel")
     p.add_argument("a", help="trace file, or a run directory (its spans are averaged)")
-    p.add_argument("b")
+    p.add_argument("b", help="trace file, or a run directory, compared with A")
     p.add_argument("--names", nargs=2, metavar=("NAME_A", "NAME_B"), help="labels for the two sides")
     p.add_argument("--match", choices=("normalized", "exact"), default="normalized",
                    help="match kernels by normalised name (default) or exact name")

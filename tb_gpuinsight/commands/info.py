@@ -21,12 +21,12 @@ _KIND_LABELS = {logdir_mod.ET: "Execution Trace", logdir_mod.TENSOR_TRACE: "tens
 def register(sub) -> None:
     """Add the `info` and `ls` subcommands."""
     p = sub.add_parser("info", help="what a trace file is: kind, era, devices, event counts, time span")
-    p.add_argument("path")
+    p.add_argument("path", help="a Kineto trace, Execution Trace or tensor.trace file")
     p.add_argument("--extra-arg", action="append", default=[], metavar="NAME",
                    help="also decode this event arg (repeatable), reported as present/absent")
     p.set_defaults(func=info)
     p = sub.add_parser("ls", help="runs, workers, spans and companion files of a logdir")
-    p.add_argument("logdir")
+    p.add_argument("logdir", help="logdir path or URL (s3://bucket/prefix, gs://...)")
     p.set_defaults(func=ls)
 
 
