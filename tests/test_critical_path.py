@@ -322,6 +322,10 @@ def test_cli_and_api_on_the_dlrm_ranks(dlrm_logdir, capsys):
     assert main(["critical-path", str(run), "--ranks"]) == 0
     ranks_text = capsys.readouterr().out
     assert "has the longest critical path" in ranks_text and ranks_text.count("_step_12 ") >= 8
+    # A step no trace holds is bad input, as the route's 404: exit 2 and the steps there are.
+    assert main(["critical-path", str(run), "--worker", "worker0_step_12", "--step", "ProfilerStep#99"]) == 2
+    err = capsys.readouterr().err
+    assert "no step 'ProfilerStep#99'" in err and "ProfilerStep#10" in err and len(err.strip().splitlines()) == 1
 
 
 def test_routes_on_the_dlrm_ranks(dlrm_logdir, tmp_path):

@@ -13,6 +13,7 @@ from typing import Any, List
 
 from ..analysis.graph.critical_path.path import CriticalPath, CriticalPathReport
 from ..analysis.graph.critical_path.deps import CAUSES
+from ..errors import GpuInsightError
 
 
 def register(sub) -> None:
@@ -41,6 +42,11 @@ def run(args) -> int:
             print("\n".join(render_ranks(frame)))
         return 0
     report = critical_path(args.path, step=args.step, worker=args.worker)
+    if args.step is not None and report.paths and all(cp.step_index(str(args.step)) is None
+                                                      for _, _, cp in report.paths):
+        known = sorted({s["step"] for _, _, cp in report.paths for s in cp.steps})
+        shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
+        raise GpuInsightError(f"no step {args.step!r} in {args.path}; its steps: {shown or 'none'}")
     if args.json:
         print(json.dumps(report.to_json(args.step, args.top or None), indent=1))
         return 0
