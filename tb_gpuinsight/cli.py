@@ -73,7 +73,7 @@ def _command_name(argv: Sequence[str]) -> Optional[str]:
 def _parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     """The parser; for a core command, the other command modules (and their analyses) are not imported."""
     parser = argparse.ArgumentParser(prog="tb-gpuinsight", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(title="commands")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")  # a core command parses with fewer registered
     for module_name in CORE_MODULES:
         importlib.import_module(module_name).register(sub)
     if command not in sub.choices:
