@@ -77,7 +77,7 @@ def _exact_ints(values: List[Optional[int]], dtype) -> Optional[np.ndarray]:
     except (OverflowError, TypeError, ValueError):
         return None
     lo, hi = _INT_RANGE[np.dtype(dtype)]
-    if hi < _INT_RANGE[np.dtype(np.int64)][1] and n and (arr.min() < lo or arr.max() > hi):
+    if np.dtype(dtype) != np.int64 and n and (arr.min() < lo or arr.max() > hi):  # int32 columns
         return None
     return arr.astype(dtype, copy=False)
 
