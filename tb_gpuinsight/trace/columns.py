@@ -3,7 +3,7 @@ their sane ranges are made absent (and counted) here, once, at read time."""
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import msgspec
 import numpy as np
@@ -43,7 +43,6 @@ _INT_LIMITS: Dict[str, Tuple[int, int]] = {"bytes": (-(2 ** 50), 2 ** 50), "regi
 # Columns are built from whole lists in C (numpy conversions, map over getters) rather than one value at a time in
 # Python; False selects the one-by-one reference path, which gives identical tables (a test compares them).
 FAST = True
-_EXACT = float(2 ** 53)  # integers up to this size pass through float64 unchanged
 
 
 _NAN_FOR_NONE = {None: float("nan")}
@@ -61,20 +60,35 @@ def as_float64(values: List) -> np.ndarray:
     return np.array(values, dtype=np.float64).reshape(n)
 
 
+_NO_ID_FOR_NONE = {None: _NO_ID}
+_INT_RANGE = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max)) for t in (np.int32, np.int64)}
+
+
 def _exact_ints(values: List[Optional[int]], dtype) -> Optional[np.ndarray]:
-    """Integers (None as -1) converted in C through float64, or None when a value could lose precision there or
-    does not fit `dtype` (then the one-by-one path decides, and counts)."""
+    """Integers (None as -1) converted in C straight to int64 (no float round trip, so every int64 is exact), or
+    None when a value does not fit `dtype` or is no integer (then the one-by-one path decides, and counts)."""
+    n = len(values)
+    if n and values[0] is None and values.count(None) == n:  # an arg this chunk never has: no conversion
+        return np.full(n, _NO_ID, dtype=dtype)
+    if None in values:
+        values = list(map(_NO_ID_FOR_NONE.get, values, values))
     try:
-        as_float = as_float64(values)
+        arr = np.array(values, dtype=np.int64).reshape(n)
     except (OverflowError, TypeError, ValueError):
         return None
-    missing = np.isnan(as_float)
-    as_float[missing] = _NO_ID
-    info = np.iinfo(dtype)
-    limit = min(_EXACT, float(info.max))
-    if len(as_float) and not (np.abs(as_float) <= limit).all():
+    lo, hi = _INT_RANGE[np.dtype(dtype)]
+    if np.dtype(dtype) != np.int64 and n and (arr.min() < lo or arr.max() > hi):  # int32 columns
         return None
-    return as_float.astype(dtype)
+    return arr.astype(dtype, copy=False)
+
+
+class Kinds(NamedTuple):
+    """The rows' kinds within their table: each row's destination code and the kind name of every code."""
+    codes: np.ndarray
+    names: List[str]
+
+    def names_of_rows(self) -> List[str]:
+        return list(map(self.names.__getitem__, self.codes.tolist()))
 
 
 class _Columns:
@@ -91,8 +105,7 @@ class _Columns:
 
     def add_ints(self, col: str, values: Iterable[Optional[int]], n: int, dtype=np.int64) -> None:
         values = values if isinstance(values, list) else list(values)
-        info = np.iinfo(dtype)
-        lo, hi = _INT_LIMITS.get(col, (int(info.min), int(info.max)))
+        lo, hi = _INT_LIMITS.get(col) or _INT_RANGE[np.dtype(dtype)]
         arr = _exact_ints(values, dtype) if FAST else None
         if arr is None:
             arr = self._ints_one_by_one(col, values, n, dtype, lo, hi)
@@ -129,14 +142,26 @@ class _Columns:
         except (OverflowError, TypeError, ValueError):  # an integer beyond any float
             arr = np.fromiter((np.nan if v is None else _float_or_nan(v) for v in values), dtype=np.float64, count=n)
         lo, hi = _FLOAT_LIMITS.get(col, (-np.inf, np.inf))
-        with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(arr) & ~np.isnan(arr)
-            bad |= (arr < lo) | (arr > hi)
+        with np.errstate(invalid="ignore"):  # NaN (absent) is never out of range; +-inf always is
+            bad = np.isinf(arr) if col not in _FLOAT_LIMITS else (arr < lo) | (arr > hi)
         if bad.any():  # infinite or absurd times, FLOPs or sizes are not measurements: absent, and counted
             taken = f", taken as {_ABSENT[col]:g}" if col in _ABSENT else ""
             self.log.drop(f"{self.table} {col}", f"not finite or outside {lo:g}..{hi:g}{taken}", int(bad.sum()))
             arr[bad] = _ABSENT.get(col, np.nan)
         self.add(col, arr)
+
+    def add_kinds(self, kinds: "Kinds", n: int) -> None:
+        """The "kind" column from each row's destination code: one lookup per distinct code, not per row; codes
+        are given in the order kinds are first met, as add_strings gives them."""
+        if not FAST:
+            self.add_strings("kind", kinds.names_of_rows(), n)
+            return
+        codes = self.interners.setdefault("kind", Interner()).codes
+        uniq, first = np.unique(kinds.codes, return_index=True)
+        lookup = np.full(int(uniq[-1]) + 1 if len(uniq) else 0, _NO_ID, dtype=np.int32)
+        for dest in uniq[np.argsort(first, kind="stable")].tolist():
+            lookup[dest] = codes[kinds.names[dest]]
+        self.add("kind", lookup[kinds.codes])
 
     def add_strings(self, col: str, values: Iterable, n: int) -> None:
         interner = self.interners.setdefault(col, Interner())
@@ -219,7 +244,7 @@ def _common(cols: _Columns, evs: List, args: List, n: int) -> None:
     cols.add_ints("ext_id", _ext_ids(args), n)
 
 
-def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, _kinds: List[str],
+def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, _kinds: Kinds,
                comms: Interner) -> None:
     _common(cols, evs, args, n)
     cols.add_strings("pid", _of(evs, "pid"), n)
@@ -288,7 +313,7 @@ def _stream_id(value: Union[int, str, None]) -> Optional[int]:
         return None
 
 
-def _build_kernels(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str],
+def _build_kernels(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: Kinds,
                    comms: Interner) -> None:
     _common(cols, evs, args, n)
     cols.add_ints("device", _devices(evs, args), n, np.int32)
@@ -304,8 +329,8 @@ def _build_kernels(cols: _Columns, evs: List, args: List, n: int, _shapes, _kind
     _add_comm(cols, args, n, comms)
 
 
-def _build_memops(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: List[str], _comms) -> None:
-    cols.add_strings("kind", kinds, n)
+def _build_memops(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: Kinds, _comms) -> None:
+    cols.add_kinds(kinds, n)
     _common(cols, evs, args, n)
     cols.add_ints("device", _devices(evs, args), n, np.int32)
     cols.add_ints("stream", _streams(args), n)
@@ -314,8 +339,8 @@ def _build_memops(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds:
     cols.add_floats("bandwidth", _of(args, "bandwidth"), n)
 
 
-def _build_launches(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: List[str], _comms) -> None:
-    cols.add_strings("kind", kinds, n)
+def _build_launches(cols: _Columns, evs: List, args: List, n: int, _shapes, kinds: Kinds, _comms) -> None:
+    cols.add_kinds(kinds, n)
     _common(cols, evs, args, n)
     cols.add_strings("pid", _of(evs, "pid"), n)
     cols.add_strings("tid", _of(evs, "tid"), n)
@@ -327,9 +352,9 @@ def _build_launches(cols: _Columns, evs: List, args: List, n: int, _shapes, kind
     cols.add_ints("wait_corr", _of(args, "wait_corr"), n)
 
 
-def _build_annotations(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, kinds: List[str],
+def _build_annotations(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, kinds: Kinds,
                        comms: Interner) -> None:
-    cols.add_strings("kind", kinds, n)
+    cols.add_kinds(kinds, n)
     _common(cols, evs, args, n)
     cols.add_strings("pid", _of(evs, "pid"), n)
     cols.add_strings("tid", _of(evs, "tid"), n)
@@ -338,7 +363,7 @@ def _build_annotations(cols: _Columns, evs: List, args: List, n: int, shapes: In
     _add_comm(cols, args, n, comms)
 
 
-def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str], _comms) -> None:
+def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: Kinds, _comms) -> None:
     """[memory] events: Bytes > 0 allocates, < 0 frees; the totals are absent before torch 1.10 (NaN)."""
     cols.add("dur", np.zeros(n))
     cols.add_strings("pid", _of(evs, "pid"), n)
@@ -351,7 +376,7 @@ def _build_memory(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds
     cols.add_floats("total_reserved", _of(args, "total_reserved"), n)
 
 
-def _build_modules(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: List[str], _comms) -> None:
+def _build_modules(cols: _Columns, evs: List, args: List, n: int, _shapes, _kinds: Kinds, _comms) -> None:
     cols.add_strings("name", [name[len(MODULE_PREFIX):] for name in _of(evs, "name")], n)
     cols.add_floats("dur", _of(evs, "dur"), n)
     cols.add_strings("pid", _of(evs, "pid"), n)

@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterable, List, Sequence, Tuple
 import msgspec
 import numpy as np
 
-from .columns import _BUILDERS, _ORDER, _TS_LIMIT, _Columns, _extra_value, _of, as_float64
+from .columns import _BUILDERS, _ORDER, _TS_LIMIT, Kinds, _Columns, _extra_value, _of, as_float64
 from .events import CATEGORIES, MEMORY_EVENT, MODULE_PREFIX, TABLE_OF, TABLES, _ARG_NAMES, _make_schema
 from .repair import FieldLog, StructRepairer, _kind
 from .stages import stage
@@ -63,9 +63,8 @@ class _Routes:
     def codes_of(self, table: str) -> List[int]:
         return [i for i, (t, _) in enumerate(self.dests) if t == table]
 
-    def kinds(self, codes: np.ndarray) -> List[str]:
-        names = [kind for _, kind in self.dests]
-        return list(map(names.__getitem__, codes.tolist()))
+    def kinds(self, codes: np.ndarray) -> Kinds:
+        return Kinds(codes, [kind for _, kind in self.dests])
 
 
 class _ArgsDecoder:
@@ -200,7 +199,7 @@ class _Reader:
             out.append(event)  # None keeps positions aligned with traceEvents
         return out
 
-    def _add(self, table: str, evs: List, kinds: List[str], ts: np.ndarray) -> None:
+    def _add(self, table: str, evs: List, kinds: Kinds, ts: np.ndarray) -> None:
         """Events of one table with their times (every one finite and in range: see _destinations)."""
         n = len(evs)
         with stage("decode"):
