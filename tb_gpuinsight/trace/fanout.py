@@ -30,7 +30,7 @@ from .stages import stage
 from .stream import EventStream, NotStreamable, trim_heap
 
 HOLD = 8 << 20  # event text held before starting workers: a smaller trace is decoded in this process
-BATCH = 4 << 20  # event text one worker decodes at a time: at least this (well above the 1 MiB pieces the source writes)
+BATCH = 4 << 20  # event text one worker decodes at a time: at least this (the source writes 1 MiB pieces)
 _IN_FLIGHT = 2  # batches per worker handed out at once: the next one is ready when a worker finishes
 _NEXT_EVENT = re.compile(rb"\s*,\s*\{")  # after an event's `}`: the separator and the next event's start
 _WORKER_TRIM_EVERY = 8  # batches between two hand-backs of a worker's freed heap memory
