@@ -95,19 +95,22 @@ def test_broken_documents_keep_their_one_line_reasons(tmp_path):
 
 
 def test_the_whole_text_is_never_held(monkeypatch):
-    """On the corpus's largest trace (54 MB of JSON) the text waiting to be decoded stays within a few blocks."""
+    """On the corpus's largest trace (54 MB of JSON) the text waiting to be decoded stays within two blocks and the
+    piece inflated last, in one buffer that is reused, not grown."""
     path = corpus_path("hta/df_index_resolver.json.gz")
-    most = [0]
+    most, buffers = [0], set()
     write = stream.EventStream.write
 
     def spy(self, data):
         write(self, data)
-        most[0] = max(most[0], len(self._pending))
+        most[0] = max(most[0], self.waiting)
+        buffers.add((id(self._pending), len(self._pending)))
 
     monkeypatch.setattr(stream.EventStream, "write", spy)
     trace = tb_gpuinsight.load(path)
     assert trace.meta.json_bytes > 50e6 and len(trace.kernels)
-    assert 0 < most[0] <= 2 * stream.BLOCK + source._CHUNK
+    assert 0 < most[0] <= 2 * stream.BLOCK + source._GZ_STEP
+    assert len(buffers) == 1 and max(size for _, size in buffers) <= 2 * stream.BLOCK + 2 * stream.PIECE
 
 
 def test_a_gzipped_copy_streams_like_the_plain_file(tmp_path):

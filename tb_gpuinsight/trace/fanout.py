@@ -30,7 +30,7 @@ from .stages import stage
 from .stream import EventStream, NotStreamable, trim_heap
 
 HOLD = 8 << 20  # event text held before starting workers: a smaller trace is decoded in this process
-BATCH = 4 << 20  # event text one worker decodes at a time: at least this (the source writes 4 MiB pieces)
+BATCH = 4 << 20  # event text one worker decodes at a time: at least this (the source writes 1 MiB pieces)
 _IN_FLIGHT = 2  # batches per worker handed out at once: the next one is ready when a worker finishes
 _NEXT_EVENT = re.compile(rb"\s*,\s*\{")  # after an event's `}`: the separator and the next event's start
 _WORKER_TRIM_EVERY = 8  # batches between two hand-backs of a worker's freed heap memory
@@ -54,7 +54,7 @@ class FanOut(EventStream):
     def _consume(self, final: bool) -> None:
         if self._state == "head":
             self._find_events()
-        if self._state == "events" and self.pool is None and self.workers > 1 and len(self._pending) > HOLD:
+        if self._state == "events" and self.pool is None and self.workers > 1 and self.waiting > HOLD:
             self._start()
         if self._state == "events" and self.pool is not None:
             with stage("fan out"):
@@ -72,27 +72,25 @@ class FanOut(EventStream):
 
     def _hand_out(self) -> None:
         """Hand out batches while a batch of text waits: all its whole events, up to 2 * BATCH bytes."""
-        while len(self._pending) >= BATCH:
-            at = self._last_boundary(min(len(self._pending), 2 * BATCH))
+        while self.waiting >= BATCH:
+            at = self._last_boundary(min(self._end, self._front + 2 * BATCH))
             if at is None:
-                if len(self._pending) > 64 * BATCH:
+                if self.waiting > 64 * BATCH:
                     raise NotStreamable("no event boundary found")
                 return
             with memoryview(self._pending) as view:
-                self.pool.submit(view[:at + 1])
-            start = _NEXT_EVENT.match(self._pending, at + 1).end() - 1  # the next batch starts at its `{`
-            # What follows is mostly a part of one event: copied out, it costs less than moving it to the front.
-            self._pending = self._pending[start:]
-            self._base += start
+                self.pool.submit(view[self._front:at + 1])
+            # the next batch starts at its `{`
+            self._front = _NEXT_EVENT.match(self._pending, at + 1, self._end).end() - 1
 
     def _last_boundary(self, end: int) -> Optional[int]:
         """The offset of the last `}` before `end` that is followed by `,` and `{`; None when there is none."""
         text, at = self._pending, end
         while True:
-            at = text.rfind(b"}", 0, at)
+            at = text.rfind(b"}", self._front, at)
             if at < 0:
                 return None
-            if _NEXT_EVENT.match(text, at + 1):
+            if _NEXT_EVENT.match(text, at + 1, self._end):
                 return at
 
     def tables(self) -> Dict[str, Any]:

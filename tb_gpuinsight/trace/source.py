@@ -35,7 +35,12 @@ except ImportError:
 _INFLATE_ERRORS = (zlib.error, _inflate_lib.error)
 
 GZIP_MAGIC = b"\x1f\x8b"
-_CHUNK = 1 << 22  # compressed bytes inflated per step (and uncompressed bytes per step); the progress granularity
+_CHUNK = 1 << 22  # bytes of a plain file read per step (a remote file's block size)
+# Gzip is read in small pieces and inflated in 1 MiB steps: what is inflated at once is handed on before the next
+# step (a streamed decode holds about a block of text, not a 4 MiB piece on top of it), and the input left over
+# after a step (zlib's `unconsumed_tail`, a copy) stays small.
+_GZ_READ = 1 << 17  # compressed bytes read per step; the progress granularity of a gzipped file
+_GZ_STEP = 1 << 20  # most uncompressed bytes inflated per step (a bomb is stopped within one step past the cap)
 MAX_TRACE_ENV = "TB_GPUINSIGHT_MAX_TRACE_GB"
 # Peak memory of reading and analysing a trace, in multiples of its uncompressed size: the default cap leaves room
 # for that within the memory available when the process starts reading.
@@ -393,7 +398,7 @@ def _inflate(f, size: int, path, progress: Optional[Progress], limit: int, sink:
     padding = _Padding(path)
     read = 0
     while True:
-        chunk = f.read(_CHUNK)
+        chunk = f.read(_GZ_READ)
         if not chunk:
             break
         read += len(chunk)
@@ -401,7 +406,7 @@ def _inflate(f, size: int, path, progress: Optional[Progress], limit: int, sink:
         while data:  # bounded output per step: a bomb is stopped at the cap, not after inflating a chunk
             start = out.size
             try:
-                out.write(inflater.decompress(data, _CHUNK))
+                out.write(inflater.decompress(data, _GZ_STEP))
             except _INFLATE_ERRORS as exc:
                 raise TraceError(path, f"corrupt gzip data: {exc}", offset=read - len(chunk)) from None
             _check_size(path, out.size, limit, inflated=True)

@@ -24,6 +24,7 @@ import msgspec
 from .stages import stage
 
 BLOCK = 1 << 20  # bytes of event text decoded at a time (~4,000 events of a modern trace)
+PIECE = 1 << 20  # bytes read from a plain file at a time (straight into the buffer)
 _TRIES = 32  # candidate boundaries tried in one block before waiting for more text (or giving up)
 _EVENTS_KEY = re.compile(rb'(?<!\\)"traceEvents"\s*:\s*\[')
 _SEPARATOR = re.compile(rb"\s*([,\]])\s*")
@@ -58,17 +59,23 @@ class NotStreamable(Exception):
 
 class EventStream:
     """Receives a trace's text in pieces (`write`) and feeds its events to `reader` in blocks; after the last
-    piece, `finish()` returns the header's text (the document with an empty event array)."""
+    piece, `finish()` returns the header's text (the document with an empty event array).
+
+    The text waits in one buffer that is reused, not reallocated: `_pending[_front:_end]` is what was received
+    and not consumed yet. Consuming moves `_front` only; the waiting text is moved to the front when a piece
+    does not fit behind it (every few blocks), and the buffer grows only when the waiting text needs it."""
 
     def __init__(self, reader: Any) -> None:
         self.reader = reader
         self.size = 0  # bytes received
         self.events = 0  # traceEvents entries fed
-        self._pending = bytearray()  # text received and not consumed; starts at stream offset `_base`
-        self._base = 0
+        self._pending = bytearray()
+        self._front = 0  # the first byte of `_pending` not consumed
+        self._end = 0  # the end of the text received in `_pending`
+        self._base = 0  # the stream offset of `_pending[0]`
         self._state = "head"  # "head": before the event array, "events": inside it, "tail": after it
         self._head = b""
-        self._searched = 0
+        self._searched = 0  # stream offset up to which the head was searched for the event array
         self._blocks = 0
         self._comma = False  # the last block ended with a comma: another event must follow
 
@@ -81,6 +88,11 @@ class EventStream:
     def __exit__(self, *exc) -> None:
         """Nothing to release here; a stream decoding on several processes stops them (fanout.py)."""
 
+    @property
+    def waiting(self) -> int:
+        """Bytes received and not consumed yet."""
+        return self._end - self._front
+
     def tables(self) -> Dict[str, Any]:
         """The tables of the events fed so far (after `finish()`); `reader` then holds what the load counted."""
         return self.reader.finish()
@@ -90,24 +102,43 @@ class EventStream:
     def write(self, data) -> None:
         # Text received earlier is consumed first: the piece just written stays whole for source.py's checks.
         self._consume(final=False)
-        self._pending += data
-        self.size += len(data)
+        n = len(data)
+        self._make_room(n)
+        self._pending[self._end:self._end + n] = data  # same length: a copy into place, no resize
+        self._end += n
+        self.size += n
 
     def readinto_from(self, f, limit: int) -> int:
-        data = f.read(limit)
-        if data:
-            self.write(data)
-        return len(data or b"")
+        self._consume(final=False)
+        limit = min(limit, PIECE)
+        self._make_room(limit)
+        with memoryview(self._pending) as view:
+            n = f.readinto(view[self._end:self._end + limit]) or 0
+        self._end += n
+        self.size += n
+        return n
 
     def find(self, sub: bytes, start: int, end: int) -> int:
-        at = self._pending.find(sub, start - self._base, end - self._base)
+        at = self._pending.find(sub, start - self._base, min(end - self._base, self._end))
         return at + self._base if at >= 0 else -1
 
     def byte(self, offset: int) -> int:
         return self._pending[offset - self._base]
 
     def slice(self, start: int, end: int) -> bytes:
-        return bytes(self._pending[start - self._base:end - self._base])
+        return bytes(self._pending[start - self._base:min(end - self._base, self._end)])
+
+    def _make_room(self, n: int) -> None:
+        """Make `n` bytes free behind the waiting text: move it to the front, or grow the buffer when it must."""
+        if self._end + n <= len(self._pending):
+            return
+        waiting, buffer = self.waiting, self._pending
+        if waiting + n > len(buffer):  # a new buffer (doubling): the old one may still be viewed
+            self._pending = bytearray(max(waiting + n, 2 * len(buffer), 2 * BLOCK + 2 * PIECE))
+        with memoryview(buffer) as old, memoryview(self._pending) as new:
+            new[:waiting] = old[self._front:self._end]  # a memmove when both are the same buffer
+        self._base += self._front
+        self._front, self._end = 0, waiting
 
     # -- consuming ------------------------------------------------------------------------------------------------
 
@@ -116,53 +147,53 @@ class EventStream:
         self._consume(final=True)
         if self._state != "tail" or not self.events:
             raise NotStreamable("no complete event array")
-        return self._head + b"]" + bytes(self._pending)
+        return self._head + b"]" + bytes(self._pending[self._front:self._end])
 
     def _consume(self, final: bool) -> None:
         if self._state == "head":
             self._find_events()
-        while self._state == "events" and (final or len(self._pending) >= 2 * BLOCK):
+        while self._state == "events" and (final or self.waiting >= 2 * BLOCK):
             if not self._next_block(final):
                 break
 
     def _find_events(self) -> None:
-        text = self._pending
-        start = _LEADING.match(text).end()
-        if start < len(text) and text[start] == ord("["):  # the document is the bare event array
-            end = start + 1
+        text, end = self._pending, self._end
+        start = _LEADING.match(text, self._front, end).end()
+        if start < end and text[start] == ord("["):  # the document is the bare event array
+            found = start + 1
         else:
-            match = _EVENTS_KEY.search(text, max(self._searched - 32, 0))
+            match = _EVENTS_KEY.search(text, max(self._searched - self._base - 32, self._front), end)
             if match is None:
-                self._searched = len(text)
-                if len(text) > 64 * BLOCK:
+                self._searched = self._base + end
+                if self.waiting > 64 * BLOCK:
                     raise NotStreamable("no event array near the start")
                 return
-            end = match.end()
-        self._head = bytes(text[:end])
-        self._drop(end)
+            found = match.end()
+        self._head = bytes(text[self._front:found])
+        self._front = found
         self._state = "events"
 
     def _next_block(self, final: bool) -> bool:
         """Decode and feed one block; False when more text is needed first."""
-        text = self._pending
-        lead = _LEADING.match(text).end()
-        if lead < len(text) and text[lead] == ord("]"):  # the array ends (or was empty)
+        text, end = self._pending, self._end
+        lead = _LEADING.match(text, self._front, end).end()
+        if lead < end and text[lead] == ord("]"):  # the array ends (or was empty)
             if self._comma:
                 raise NotStreamable("a comma before the end of the event array")  # invalid JSON: say so
-            self._drop(lead + 1)
+            self._front = lead + 1
             self._state = "tail"
             return True
-        cut = self._cut(min(len(text), BLOCK)) or self._cut(len(text))
+        cut = self._cut(min(end, self._front + BLOCK)) or self._cut(end)
         if cut is None:
-            if final or len(text) > 64 * BLOCK:
+            if final or self.waiting > 64 * BLOCK:
                 raise NotStreamable("no event boundary found")
             return False
-        end, closes, events = cut
+        after, closes, events = cut
         with stage("columns"):
             self.reader.feed_events(events, self.events)
         self.events += len(events)
         del events
-        self._drop(end)
+        self._front = after
         self._comma = not closes
         self._blocks += 1
         if self._blocks % _TRIM_EVERY == 0:
@@ -171,27 +202,22 @@ class EventStream:
             self._state = "tail"
         return True
 
-    def _cut(self, end: int) -> Optional[Tuple[int, bool, list]]:
+    def _cut(self, limit: int) -> Optional[Tuple[int, bool, list]]:
         """(offset after the separator, whether it closes the array, the decoded events) of the last event
-        boundary before `end` that decodes; None when none of the last _TRIES candidates does."""
-        text = self._pending
-        at = end
+        boundary before `limit` that decodes; None when none of the last _TRIES candidates does."""
+        text, start, at = self._pending, self._front, limit
         for _ in range(_TRIES):
-            at = text.rfind(b"}", 0, at)
+            at = text.rfind(b"}", start, at)
             if at < 0:
                 return None
-            sep = _SEPARATOR.match(text, at + 1)
+            sep = _SEPARATOR.match(text, at + 1, self._end)
             if sep is None:
                 continue  # not followed by a separator (or not yet)
             try:
-                with memoryview(text) as view:
-                    block = b"".join((b"[", view[:at + 1], b"]"))  # one copy of the text
+                with memoryview(text) as view:  # one copy of the text: the events' Raw values keep it alive
+                    block = b"".join((b"[", view[start:at + 1], b"]"))
                 events = self.reader.decode_block(block)
             except msgspec.DecodeError:
                 continue
             return sep.end(), sep.group(1) == b"]", events
         return None
-
-    def _drop(self, n: int) -> None:
-        del self._pending[:n]  # a bytearray drops its front without moving the rest
-        self._base += n
