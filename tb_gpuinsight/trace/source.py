@@ -42,6 +42,8 @@ _CHUNK = 1 << 22  # bytes of a plain file read per step (a remote file's block s
 _GZ_READ = 1 << 17  # compressed bytes read per step; the progress granularity of a gzipped file
 _GZ_STEP = 1 << 20  # most uncompressed bytes inflated per step (a bomb is stopped within one step past the cap)
 MAX_TRACE_ENV = "TB_GPUINSIGHT_MAX_TRACE_GB"
+# Where the cap is set, named wherever it stops a read: the CLI flag, the variable, or TensorBoard's flag.
+CAP_SETTINGS = f"--max-trace-gb, ${MAX_TRACE_ENV} or TensorBoard's --gpuinsight_max_trace_gb"
 # Peak memory of reading and analysing a trace, in multiples of its uncompressed size: the default cap leaves room
 # for that within the memory available when the process starts reading.
 MEMORY_FACTOR = 3
@@ -335,7 +337,7 @@ def read_all(path: "os.PathLike[str] | str", progress: Optional[Progress] = None
                 return _read_plain(f, size, path, progress, limit, sink or TraceBytes)
             return _inflate(f, size, path, progress, limit, sink or TraceBytes)
     except MemoryError:
-        raise TraceError(path, "out of memory while reading the trace; free memory or lower --max-trace-gb") from None
+        raise TraceError(path, f"out of memory while reading the trace; free memory or lower the cap ({CAP_SETTINGS})") from None
     except OSError as exc:
         raise TraceError(path, os_error_reason(exc)) from None
     except TraceError:
@@ -349,7 +351,7 @@ def read_all(path: "os.PathLike[str] | str", progress: Optional[Progress] = None
 def _check_size(path, size: int, limit: int, inflated: bool) -> None:
     if size > limit:
         what = "inflates past" if inflated else "is larger than"
-        raise TraceError(path, f"{what} {limit / 1e9:.3g} GB; raise --max-trace-gb to analyse it")
+        raise TraceError(path, f"{what} {limit / 1e9:.3g} GB; raise the cap to analyse it ({CAP_SETTINGS})")
 
 
 def os_error_reason(exc: OSError) -> str:
@@ -357,7 +359,7 @@ def os_error_reason(exc: OSError) -> str:
     if isinstance(exc, (SpecialFileError, CorruptGzip)):
         return exc.strerror
     if getattr(exc, "errno", None) == 12:  # ENOMEM from mmap
-        return "out of memory while reading the trace; free memory or lower --max-trace-gb"
+        return f"out of memory while reading the trace; free memory or lower the cap ({CAP_SETTINGS})"
     if isinstance(exc, PermissionError):
         return "permission denied"
     if isinstance(exc, IsADirectoryError):

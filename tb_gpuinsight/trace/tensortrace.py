@@ -22,7 +22,7 @@ from typing import BinaryIO, Iterable, Iterator, List, Optional, Tuple
 import numpy as np
 
 from ..errors import TraceError
-from .source import max_trace_bytes, open_regular, os_error_reason
+from .source import CAP_SETTINGS, max_trace_bytes, open_regular, os_error_reason
 from .table import Interner, Table
 
 SEP = "  "
@@ -99,7 +99,7 @@ def read_tensor_trace(path: "os.PathLike[str] | str") -> TensorTraceFile:
         with open_regular(text_path) as raw:
             limit = max_trace_bytes()
             if os.fstat(raw.fileno()).st_size > limit:
-                raise TraceError(text_path, f"is larger than {limit / 1e9:.3g} GB; raise --max-trace-gb to read it")
+                raise TraceError(text_path, f"is larger than {limit / 1e9:.3g} GB; raise the cap to read it ({CAP_SETTINGS})")
             f = io.BufferedReader(raw, _BLOCK)
             reason = _implausible(f.peek(_BLOCK)[:_BLOCK])
             if reason:
