@@ -282,7 +282,9 @@ class LogdirService:
         with self._lock:
             if self._pool is pool:
                 self._pool = None
-            culprits = self._culprits.setdefault(id(pool), self._dead_spans(pool))
+            if id(pool) not in self._culprits:  # told once per broken pool: its first future reads the markers
+                self._culprits[id(pool)] = self._dead_spans(pool)
+            culprits = self._culprits[id(pool)]
             if span.key not in culprits:
                 return "retry", None, False
             span.deaths += 1
