@@ -31,7 +31,8 @@ setup(
         "cpp-demangle>=0.1.2; platform_machine in 'x86_64 AMD64 arm64'",
     ],
     extras_require={
-        # torch supplies the FLOP formulas (torch.utils.flop_counter); without it FLOPs are "unknown".
+        # torch for recording (tb_gpuinsight.profile, TensorTrace). Reading traces needs no torch: the estimates'
+        # formulas and op schemas ship with the package; torch is asked only about ops another torch added.
         "torch": ["torch>=2.1"],
         # Object-store logdirs and summary stores (s3://, gs://), and batch summarising on a Dask cluster.
         "s3": ["s3fs>=2023.1"],

@@ -1,5 +1,5 @@
-"""torch is imported lazily, once, under a lock: in a fresh process, threads that need a FLOP formula at the same
-moment all get it. (Two threads running a first `import torch` at once both fail with "partially initialized
+"""torch is imported lazily, once, under a lock: in a fresh process, threads that need torch (an op schema the shipped
+table lacks, a dtype) at the same moment all get it. (Two threads running a first `import torch` at once both fail with "partially initialized
 module", which left every FLOP unknown in a TensorBoard whose request threads raced.)"""
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ import sys
 
 import pytest
 
+from tb_gpuinsight.estimate.schemas import table
+
 pytest.importorskip("torch")
 
 RACE = r"""
 import sys, threading
 from tb_gpuinsight.estimate.dtypes import torch_dtype
-from tb_gpuinsight.estimate.flops import estimate_op, torch_available
+from tb_gpuinsight.estimate.schemas import torch_arg_limit
 assert "torch" not in sys.modules
 barrier, flops, dtypes = threading.Barrier(6), [], []
-def formula(i):  # the /devices route asks whether the formulas load: torch.utils.flop_counter first
+def formula(i):  # an op schema from torch itself: torch.ops first
     barrier.wait()
-    available = torch_available()
-    flops.append(estimate_op("aten::mm", ((64, 32 + i), (32 + i, 16)), ("float", "float"), ("", "")).flops
-                 if available else None)
+    flops.append(torch_arg_limit(("mm", "addmm", "bmm")[i // 2]))
 def dtype(i):  # a dtype lookup of a request thread at the same moment: torch itself first
     barrier.wait()
     dtypes.append(str(torch_dtype("float")))
@@ -35,4 +35,4 @@ def test_threads_racing_for_the_first_formula_all_get_it(tmp_path):
                               **{k: v for k, v in __import__("os").environ.items() if k == "PYTHONPATH"}})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == \
-        f"{sorted(2.0 * 64 * (32 + i) * 16 for i in (0, 2, 4))} {['torch.float32'] * 3}", out.stdout
+        f"{sorted(table()['aten'][op][0] for op in ('mm', 'addmm', 'bmm'))} {['torch.float32'] * 3}", out.stdout

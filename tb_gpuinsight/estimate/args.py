@@ -5,13 +5,12 @@ against the op's schema, ``out=`` overload positions, type promotion of elementw
 from __future__ import annotations
 
 import ast
-import functools
 import math
 from typing import Any, Iterator
 
 from ..trace.strides import broadcast_view, folded_strides
 from .dtypes import dtype_name, is_floating_type, is_tensor_type, itemsize, result_dtype, size_of_dtype_name
-from .lazy_torch import torch_module
+from .schemas import arg_limit, out_positions
 
 
 class UnknownEstimate(Exception):
@@ -220,26 +219,9 @@ class OpArgs:
         return itemsize(dtype) if dtype else None
 
 
-@functools.lru_cache(maxsize=4096)
-def schema_arg_limit(op: str) -> int | None:
-    """Most arguments any overload of ``aten::<op>`` takes (None: unknown or no torch).
-
-    Kineto records every schema argument, keyword-only ones included, so a longer
-    ``Input Dims`` means a corrupted record: some 2022 traces append other ops' shapes.
-    """
-    if not op or "::" in op or not op.replace("_", "").isalnum():
-        return None
-    try:
-        torch = torch_module()  # lazy: optional dependency (None: the getattr below fails)
-        packet = getattr(torch.ops.aten, op)
-        return max(len(getattr(packet, o)._schema.arguments) for o in packet.overloads())
-    except Exception:
-        return None
-
-
 def check_arg_count(op: str, args: OpArgs) -> None:
     """Raise UnknownEstimate when more arguments are recorded than the op's schema has."""
-    limit = schema_arg_limit(op)
+    limit = arg_limit(op, len(args.dims))
     if limit is not None and len(args.dims) > limit:
         raise UnknownEstimate(
             f"shapes look corrupted: {len(args.dims)} arguments recorded, aten::{op} takes at most {limit}")
@@ -296,25 +278,7 @@ COMPARISON_OPS = frozenset({
 })
 
 
-@functools.lru_cache(maxsize=4096)
 def out_arg_positions(op: str, nargs: int) -> frozenset[int]:
-    """Positions of ``out=`` tensors when the recorded argument count selects an out overload.
-
-    Kineto names ``aten::mul.out`` just ``aten::mul``; the overload is the one whose schema has
-    ``nargs`` arguments. Empty when no torch, no such overload, or the overloads of that length disagree.
-    """
-    if not op or "::" in op or not op.replace("_", "").isalnum():
-        return frozenset()
-    try:
-        torch = torch_module()  # lazy: optional dependency (None: the getattr below fails)
-        packet = getattr(torch.ops.aten, op)
-        found = set()
-        for name in packet.overloads():
-            schema = getattr(packet, name)._schema
-            if len(schema.arguments) == nargs:
-                found.add(frozenset(i for i, a in enumerate(schema.arguments)
-                                    if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write))
-        return found.pop() if len(found) == 1 else frozenset()
-    except Exception:
-        return frozenset()
-
+    """Positions of ``out=`` tensors when the recorded argument count selects an out overload of ``aten::<op>``
+    (:func:`schemas.out_positions`)."""
+    return out_positions(op, nargs)

@@ -1,5 +1,5 @@
-"""Convolution: forward FLOPs through torch's ``aten.convolution`` formula with the output shape computed from
-stride / padding / dilation; backward from first principles (each gradient costs the forward, the weight gradient
+"""Convolution: forward FLOPs as torch.utils.flop_counter's ``aten.convolution`` formula counts them (a test holds the
+two equal), with the output shape computed from stride / padding / dilation; backward from first principles (each gradient costs the forward, the weight gradient
 divided by ``groups``); bytes: input, weight (and bias) read, output written; backward per ``output_mask``.
 """
 from __future__ import annotations
@@ -10,7 +10,6 @@ from typing import Any
 
 from .args import OpArgs, UnknownEstimate, is_shape, numel, read_bytes
 from .registry import register
-from .torch_formulas import formula as _formula
 
 
 # --------------------------------------------------------------------------- conv geometry
@@ -194,8 +193,15 @@ def _conv(op: str, args: OpArgs, out_dims: Any) -> int:
             if not geo.transposed:
                 raise UnknownEstimate(f"conv output shape unknown: {exc}") from None
             out = geo.x  # the transposed formula reads only input and weight
-    return _formula("convolution")(geo.x, geo.w, None, None, None, None, geo.transposed,
-                                   out_val=out)
+    return conv_flops(geo.x, geo.w, out, geo.transposed)
+
+
+def conv_flops(x: tuple[int, ...], w: tuple[int, ...], out: tuple[int, ...], transposed: bool) -> int:
+    """2 x batch x (weight's two channel dims: c_out x c_in / groups) x kernel size x spatial points: one multiply
+    and one add per weight element at each output point, or at each input point of a transposed convolution (which
+    scatters every input point through the kernel). Bias is not counted."""
+    points = (x if transposed else out)[2:]
+    return 2 * x[0] * math.prod(w) * math.prod(points)
 
 
 def _given_output(out_dims: Any, unbatched: bool) -> tuple[int, ...] | None:

@@ -4,11 +4,10 @@ reason says "partial:". FLOPs stay unknown.
 """
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from .args import OpArgs, checked_tensors, is_shape, numel, read_bytes
-from .lazy_torch import torch_module
+from .schemas import mutated
 
 def is_custom(name: Any) -> bool:
     """A namespaced op outside aten/prim (vLLM's _C_cache_ops::..., fbgemm::..., a user's mylib::...)."""
@@ -40,7 +39,7 @@ def _mutated_args(op: str, base: str, tensors: list) -> tuple[frozenset[int], st
     (caches, embedding tables and their optimizer state: touched only where indexed). The name condition
     keeps a GEMM's weight (also far larger than its input, e.g. vllm::rocm_unquantized_gemm at decode,
     which does read all of it) counted as read."""
-    schema_mutated = _schema_mutated(op)
+    schema_mutated = mutated(op)
     if schema_mutated is not None:
         return schema_mutated, "are mutated (schema)"
     if not (base.endswith("_") or any(hint in base.lower() for hint in _SPARSE_ACCESS_HINTS)):
@@ -61,19 +60,3 @@ def _far_larger(tensors: list) -> frozenset[int]:
             gap = rank
         smaller += size
     return frozenset(i for _, i in sized[gap:])
-
-
-@functools.lru_cache(maxsize=1024)
-def _schema_mutated(op: str) -> frozenset[int] | None:
-    """Indices of arguments with a write alias in the op's schema, or None when torch does not know it."""
-    try:
-        torch = torch_module()  # lazy: optional dependency (None: the getattr below fails, unknown)
-        namespace, name = op.split("::", 1)
-        packet = getattr(getattr(torch.ops, namespace), name.split(".", 1)[0])
-        schema = getattr(packet, packet.overloads()[0])._schema
-        return frozenset(i for i, a in enumerate(schema.arguments)
-                         if a.alias_info is not None and a.alias_info.is_write)
-    except Exception:
-        return None
-
-

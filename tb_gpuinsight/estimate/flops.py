@@ -30,7 +30,6 @@ from .args import OpArgs, UnknownEstimate, check_arg_count, op_key
 from .bytes import estimate_bytes
 from .inductor import flops_from_inductor  # noqa: F401  (public: efficiency reads Inductor figures through it)
 from .registry import lookup, registered, split_result
-from .torch_formulas import torch_available  # noqa: F401
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""GEMMs: ``mm``/``addmm``/``bmm``/``baddbmm``/``_scaled_mm``/``_int_mm`` through torch's own formulas, ``linear`` and
+"""GEMMs: ``mm``/``addmm``/``bmm``/``baddbmm``/``_scaled_mm``/``_int_mm`` (2 x m x n x k, as torch.utils.flop_counter
+counts them: a test holds the two equal on every shape it tries), ``linear`` and
 ``matmul`` through the GEMM they dispatch to, grouped GEMMs (``_grouped_mm``, ``_scaled_grouped_mm``: the sum over
 groups of 2 x m x k x n) and the custom GEMM ops of vLLM, SGLang and aiter (2 x M x N x K from their operand shapes).
 Bytes: every operand (and scale) read once, the output written once in its own dtype; FP4 operands pack two values
@@ -12,7 +13,6 @@ from typing import Any, Optional
 from .args import SCALAR_TYPE_CODE_ITEMSIZE, OpArgs, UnknownEstimate, broadcast_shapes, numel, read_bytes
 from .dtypes import itemsize
 from .registry import register
-from .torch_formulas import formula as _formula
 
 
 # --------------------------------------------------------------------------- GEMM shapes
@@ -81,20 +81,28 @@ def _gemm_bytes(op: str, args: OpArgs, tensors: list, out_size: int) -> float:
     return read_bytes(reads) + numel(out_shape) * out_size
 
 
+def _mm_flops(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """a[m, k] @ b[k, n]: one multiply and one add per term of each of the m x n sums."""
+    if len(a) != 2 or len(b) != 2:
+        raise UnknownEstimate(f"matrix product of shapes {a} and {b}: both must be 2-D")
+    _check_inner(a, b)
+    return 2 * a[0] * b[1] * a[1]
+
+
+def _bmm_flops(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """a[B, m, k] @ b[B, k, n]: B matrix products."""
+    if len(a) != 3 or len(b) != 3 or a[0] != b[0]:
+        raise UnknownEstimate(f"batched matrix product of shapes {a} and {b}: both must be 3-D with one batch")
+    return a[0] * _mm_flops(a[1:], b[1:])
+
+
 def _gemm(op: str, args: OpArgs, out_dims: Any) -> int:
     """mm/addmm/bmm/baddbmm/_scaled_mm, and ops that decompose into them."""
     (ia, ib), _ = GEMM_OPERANDS[op]
     a, b = args.shape(ia, "first matrix"), args.shape(ib, "second matrix")
-    if op in ("mm", "_int_mm"):
-        return _formula("mm")(a, b)
-    if op in ("addmm", "_addmm_activation"):
-        return _formula("addmm")(args.opt_shape(0) or (), a, b)
-    if op == "bmm":
-        return _formula("bmm")(a, b)
-    if op in ("baddbmm", "addbmm"):  # addbmm = bmm then a sum over the batch
-        return _formula("baddbmm")(args.opt_shape(0) or (), a, b)
-    scales = (args.opt_shape(2) or (), args.opt_shape(3) or ())
-    return _formula("_scaled_mm")(a, b, *scales)
+    if op in ("bmm", "baddbmm", "addbmm"):  # addbmm = bmm then a sum over the batch; the added term is not counted
+        return _bmm_flops(a, b)
+    return _mm_flops(a, b)  # mm, _int_mm, addmm, _addmm_activation, _scaled_mm (its scales are not counted)
 
 
 def _linear(op: str, args: OpArgs, out_dims: Any) -> int:
@@ -103,25 +111,25 @@ def _linear(op: str, args: OpArgs, out_dims: Any) -> int:
     if len(w) != 2:
         raise UnknownEstimate("linear with a 1-D weight is a matrix-vector product (no registry formula)")
     m = math.prod(x[:-1]) if len(x) > 1 else 1
-    return _formula("mm")((m, x[-1]), (w[1], w[0]))
+    return _mm_flops((m, x[-1]), (w[1], w[0]))
 
 
 def _matmul(op: str, args: OpArgs, out_dims: Any) -> int:
     """torch.matmul's dispatch by rank: mm for <=2-D (and folded N-D @ 2-D), else bmm."""
     a, b = args.shape(0, "matmul self"), args.shape(1, "matmul other")
     if len(a) == 2 and len(b) == 2:
-        return _formula("mm")(a, b)
+        return _mm_flops(a, b)
     if len(a) == 1 and len(b) == 2:
-        return _formula("mm")((1,) + a, b)
+        return _mm_flops((1,) + a, b)
     if len(a) < 2 or len(b) < 2:
         raise UnknownEstimate("matmul with a vector operand runs mv/dot (no registry formula)")
     batch = broadcast_shapes(a[:-2], b[:-2])
     if batch is None:
         raise UnknownEstimate(f"matmul batch dims of {a} and {b} do not broadcast")
     if len(b) == 2:  # folded into one mm
-        return _formula("mm")((math.prod(a[:-1]), a[-1]), b)
+        return _mm_flops((math.prod(a[:-1]), a[-1]), b)
     n = math.prod(batch)
-    return _formula("bmm")((n,) + a[-2:], (n,) + b[-2:])
+    return _bmm_flops((n,) + a[-2:], (n,) + b[-2:])
 
 
 

@@ -1,53 +1,29 @@
 """A persistent memo of per-op estimates, keyed by (op name, Input Dims, Input type, Concrete Inputs).
 
-FLOP formulas come from torch, and importing torch costs about a second and 150 MB, more than reading a whole
-mid-size trace. Training runs repeat the same shapes in every span and every run, so estimates are kept in a
-SQLite file in the user's cache directory: a trace whose op signatures were all seen before is analysed without
-importing torch. Keys include the engine version and torch's installed version (read from package metadata, not
-by importing it). Any failure to open, read or write the memo is a miss, never an error; a file that is not a
+Training runs repeat the same shapes in every span and every run, so estimates are kept in a SQLite file in the
+user's cache directory: a trace whose op signatures were all seen before is estimated without running a formula,
+and without importing torch where an op's schema is not in the shipped table (estimate/schemas.py). Keys include
+the engine version and torch's installed version (read from its files, not by importing it). Any failure to open, read or write the memo is a miss, never an error; a file that is not a
 database or whose pages are damaged is replaced by an empty memo.
 """
 from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 import threading
-from importlib import util
 from typing import Dict, Iterable, Optional, Tuple
 
 from ..engine_version import ENGINE_VERSION, FORMULAS_DIGEST
 from ..settings import memo_path
 from .flops import OpEstimate
-from .torch_formulas import TORCH_MISSING
+from .lazy_torch import installed_torch_version
 
 Signature = Tuple[str, object, object, object]
 
 _DISABLE = "TB_GPUINSIGHT_NO_MEMO"
 # The digest of the estimate package's sources: any change to a formula keys a fresh set of estimates.
 FORMULAS_VERSION = FORMULAS_DIGEST
-
-
-_VERSION_LINE = re.compile(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", re.M)
-
-
-def _torch_version() -> str:
-    """torch's installed version without importing it: its version.py, else the package metadata (whose import,
-    with the email package behind it, costs more than the rest of a memoised analysis's startup)."""
-    try:
-        spec = util.find_spec("torch")
-        if spec is None:
-            return "none"
-        with open(os.path.join(list(spec.submodule_search_locations)[0], "version.py"), encoding="utf-8") as f:
-            return _VERSION_LINE.search(f.read()).group(1)
-    except (AttributeError, IndexError, OSError, TypeError, ValueError, ImportError):
-        from importlib import metadata
-
-        try:
-            return metadata.version("torch")
-        except metadata.PackageNotFoundError:
-            return "none"
 
 
 class EstimateMemo:
@@ -57,7 +33,7 @@ class EstimateMemo:
         self.path = None if os.environ.get(_DISABLE) else path
         self._lock = threading.Lock()
         self._conn: Optional[sqlite3.Connection] = None
-        self._prefix = f"{ENGINE_VERSION}|{FORMULAS_VERSION}|{_torch_version()}|"
+        self._prefix = f"{ENGINE_VERSION}|{FORMULAS_VERSION}|{installed_torch_version()}|"
 
     def _connection(self) -> Optional[sqlite3.Connection]:
         if self._conn is None and self.path:
@@ -136,10 +112,8 @@ class EstimateMemo:
             conn = self._connection()
             if conn is None or not items:
                 return
-            # An estimate made where torch could not be loaded is not kept: the key says which torch is
-            # installed, and its formulas would answer once torch loads.
             rows = [(self.key(s), json.dumps([e.flops, e.flops_reason, e.bytes, e.bytes_reason, e.dtype]))
-                    for s, e in items.items() if e.flops_reason != TORCH_MISSING]
+                    for s, e in items.items()]
             try:
                 with conn:
                     conn.executemany("INSERT OR REPLACE INTO estimate (key, value) VALUES (?, ?)", rows)

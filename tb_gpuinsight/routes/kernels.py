@@ -11,7 +11,6 @@ from ..analysis.ranks.device_parts import device_reports
 from ..analysis.kernels.names import display_name
 from ..analysis.kernels.rows import SORTABLE, group_rows, name_filter, sort_order
 from ..estimate.devices import DTYPES, DeviceSpec, device_hint
-from ..estimate.flops import torch_available
 from ..service import ALL_WORKERS, NotReady
 from . import params
 from .ranks import all_ranks_table, span_ranks
@@ -55,15 +54,13 @@ def device_answer(reports: Dict[int, DeviceReport], kernels: List[str],
                   datasheet: Sequence[DeviceSpec] = ()) -> Dict[str, Any]:
     """Device reports, plus what the device picker needs: the datasheet's rows, whether a device is unknown or
     only matched from its properties, the name being generic or absent (`needs_pick`), the row the kernel names
-    (`kernels`, the names kernels carry) point to (`hint`), and whether FLOP formulas are available (`torch`:
-    without torch every FLOP count is unknown)."""
+    (`kernels`, the names kernels carry) point to (`hint`)."""
     return {"devices": [d.to_dict() for d in reports.values()], "dtypes": list(DTYPES),
             "datasheet": [spec.name for spec in datasheet],
             "needs_pick": any(d.match.method != "name" for d in reports.values()),
             "hint": device_hint(kernels, datasheet, display_name,
                                 matched=[d.match.spec.name for d in reports.values() if d.match.spec is not None])
-            if datasheet else None,
-            "torch": torch_available()}
+            if datasheet else None}
 
 
 def _kinds_of_names(eff: Efficiency) -> List[bool]:

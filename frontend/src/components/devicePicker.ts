@@ -1,4 +1,4 @@
-// The device picker and the "torch is missing" banner, shown above every tab. A trace that names no device (a 2021
+// The device picker, shown above every tab. A trace that names no device (a 2021
 // trace, a down-sampled one) or one matched from its memory size alone gets a picker of datasheet rows,
 // pre-selected from what its kernel names give away (`volta_*`, `sm90_*`, Tensile `ISA90a`); the pick is kept
 // per run in localStorage and sent as `device_name` with the selection, so every route rates with it.
@@ -10,7 +10,6 @@ interface PickerFacts extends DevicesResponse {
   datasheet?: string[];
   needs_pick?: boolean;
   hint?: { name: string; why: string; example: string } | null;
-  torch?: boolean;
 }
 
 const STORAGE = "gpuinsight.deviceOverride.";
@@ -74,7 +73,6 @@ export class DeviceBanner {
   private render(sel: Selection, res: PickerFacts): void {
     const picked = deviceOverride(sel.run);
     const parts: HTMLElement[] = [];
-    if (res.torch === false) parts.push(torchBanner());
     if ((res.needs_pick || picked) && res.datasheet?.length) parts.push(this.picker(sel, res, picked));
     replace(this.el, ...parts);
   }
@@ -110,15 +108,4 @@ export class DeviceBanner {
     this.key = "";
     this.onChange();
   }
-}
-
-function torchBanner(): HTMLElement {
-  return h(
-    "div",
-    { class: "banner banner-warn torch-banner", attrs: { role: "alert" } },
-    h("strong", { text: "FLOPs are unknown: " }),
-    "torch is not installed where TensorBoard runs (FLOP formulas come from torch.utils.flop_counter). Install it with ",
-    h("code", { text: 'pip install "tb_gpuinsight[torch]"' }),
-    " and restart TensorBoard.",
-  );
 }
