@@ -105,6 +105,20 @@ def test_the_span_states_are_read_under_the_service_lock(dlrm, tmp_path):
     service.stop()
 
 
+def test_a_run_gone_from_the_logdir_is_forgotten(dlrm, tmp_path):
+    """A long-running server keeps no state for runs deleted since; one that comes back is found anew."""
+    service = _one_rank_left(dlrm, tmp_path / "store")
+    found, keys = discover(service.logdir), service.store.keys()
+    service.indexes.refresh(found, keys)
+    assert "dlrm" in service.indexes._done
+    service.indexes.refresh([], keys)  # the next scan finds no run
+    assert service.indexes._done == {}
+    service.indexes.refresh(found, keys)
+    assert "dlrm" in service.indexes._done
+    assert service.indexes.writer.wait_idle(LIVENESS_S)
+    service.stop()
+
+
 def test_each_summary_is_read_once_per_build(dlrm, tmp_path, monkeypatch):
     shutil.copytree(dlrm / "store", tmp_path / "store", ignore=shutil.ignore_patterns("ranks"))
     store = open_store(str(tmp_path / "store"))

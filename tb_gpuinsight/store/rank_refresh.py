@@ -113,6 +113,8 @@ class IndexRefresher:
         if not service.store:
             return
         several = {run.name: run for run in runs if len(run.workers) >= 2}
+        for gone in set(self._done) - set(several):  # deleted (or down to one worker): its state goes with it
+            del self._done[gone]
         with service._lock:  # the spans' states as one snapshot: analyses finish on other threads
             states = {name: [(s.key, s.status) for s in service.runs[name].spans.values()]
                       for name in several if name in service.runs}
