@@ -161,3 +161,22 @@ def test_no_lone_placeholders_on_old_and_cpu_only_traces(capsys, old, cpu_only, 
         prose = "\n".join(line for line in out.splitlines() if not re.search(r"\S {2,}-( |$)", line)
                           and not line.startswith(("---", "|")))
         assert not _placeholders(prose), (command, path, prose)
+
+
+def test_an_empty_op_table_does_not_say_no_kernels(capsys, old):
+    code, out, _ = _cli(capsys, "shapes", old)  # 2021 format: no shapes recorded, so no op groups
+    assert code == 0
+    assert "0 op groups" in out and out.rstrip().endswith("(none)") and "(no kernels)" not in out
+
+
+def test_an_empty_op_diff_does_not_say_no_kernels(capsys, cpu_only):
+    code, out, _ = _cli(capsys, "diff", cpu_only, cpu_only, "--by", "op")
+    assert code == 0
+    assert out.rstrip().endswith("(no ops)") and "(no kernels)" not in out
+
+
+def test_an_op_diff_titles_its_name_column_op(capsys, old):
+    code, out, _ = _cli(capsys, "diff", old, old, "--by", "op")
+    assert code == 0
+    [header] = [line for line in out.splitlines() if "delta ms" in line and "status" in line]
+    assert header.startswith("op ") and not header.startswith("kernel")

@@ -78,7 +78,8 @@ def _print_analysis(eff, args) -> int:
     elif args.format == "csv":
         print_csv(rows)
     else:
-        for line in _device_lines(eff) + _shape_source_lines(eff) + [""] + render_table(rows, ANALYZE_COLUMNS):
+        table = render_table(rows, ANALYZE_COLUMNS, "(no kernels)")
+        for line in _device_lines(eff) + _shape_source_lines(eff) + [""] + table:
             print(line)
     return 0
 

@@ -67,7 +67,9 @@ def _print_diff(args, result) -> None:
     elif args.format == "csv":
         print_csv(result.to_pandas().head(len(shown)).to_dict("records"))
     else:
-        for line in _summary_lines(result.summary, result.classes) + [""] + render_table(shown, DIFF_COLUMNS):
+        columns = ((args.by, "display_name", 56),) + DIFF_COLUMNS[1:]  # rows are kernels, or ops with --by op
+        table = render_table(shown, columns, f"(no {args.by}s)")
+        for line in _summary_lines(result.summary, result.classes) + [""] + table:
             print(line)
 
 
