@@ -65,6 +65,12 @@ def test_report_says_why_mfu_is_unknown(capsys, old):
     assert mfu["value"] is None and "no datasheet peak" in mfu["source"] and "?" not in text
 
 
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_report_without_recommendations_does_not_read_like_a_null(capsys, cpu_only, fmt):
+    code, out, _ = _cli(capsys, "report", cpu_only, "--format", fmt)
+    assert "No recommendation: no rule's threshold is reached." in out and "None:" not in out
+
+
 def test_report_of_a_cpu_only_trace_has_no_question_marks(capsys, cpu_only):
     code, text, _ = _cli(capsys, "report", cpu_only, "--format", "json")
     report = json.loads(text)

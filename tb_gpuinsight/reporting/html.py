@@ -78,7 +78,7 @@ def _recommendations(r: Dict[str, Any]) -> List[str]:
         return []
     if not recs:
         return _section("recommendations", "Recommendations, by recoverable time",
-                        ["<p>None: no rule's threshold is reached.</p>"])
+                        ["<p>No recommendation: no rule's threshold is reached.</p>"])
     items = []
     for rec in recs:
         kernels = "".join(f"<li><code>{escape(i['display_name'])}</code>: {escape(fmt.evidence(i['evidence']))}</li>"

@@ -68,7 +68,7 @@ def _recommendations(r: Dict[str, Any]) -> List[str]:
         return []
     out = ["## Recommendations, by recoverable time", ""]
     if not recs:
-        return out + ["None: no rule's threshold is reached.", ""]
+        return out + ["No recommendation: no rule's threshold is reached.", ""]
     for rec in recs:
         out.append(f"{rec['rank']}. **{md(rec['title'])}**: ~{fmt.figure(rec['recoverable'])} "
                    f"({fmt.figure(rec['recoverable_share'])} of the step). {md(rec['advice'])}")
