@@ -78,7 +78,8 @@ def _print_analysis(eff, args) -> int:
     elif args.format == "csv":
         print_csv(rows)
     else:
-        for line in _device_lines(eff) + _shape_source_lines(eff) + [""] + render_table(rows, ANALYZE_COLUMNS):
+        table = render_table(rows, ANALYZE_COLUMNS, "(no kernels)")
+        for line in _device_lines(eff) + _shape_source_lines(eff) + [""] + table:
             print(line)
     return 0
 
@@ -121,7 +122,7 @@ def _shape_source_lines(eff) -> List[str]:
 
     info = shape_sources(eff.trace, eff.activities)
     shares = ", ".join(f"{k} {pct(v)}" for k, v in info["kernel_time_share"].items() if v > 0)
-    lines = [f"shapes of kernel time: {shares or '-'}"]
+    lines = [f"shapes of kernel time: {shares or 'no kernel time'}"]
     for et in info["execution_traces"]:
         verdict = (f"used, {et['linked']:,} ops linked by {et['method']}" if et["used"] else
                    f"not used: {et['reason']}")

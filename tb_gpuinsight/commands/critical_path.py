@@ -12,7 +12,7 @@ import json
 from typing import Any, List
 
 from ..analysis.graph.critical_path.path import CriticalPath, CriticalPathReport
-from ..analysis.graph.critical_path.deps import CAUSES
+from ..analysis.graph.critical_path.deps import CAUSES, NO_GPU
 from ..errors import GpuInsightError
 
 
@@ -80,10 +80,17 @@ def render(report: CriticalPathReport, step: Any = None, top: int = 20) -> List[
 
 
 def _source(cp: CriticalPath) -> str:
+    """How the path was built: "Kineto only; cross-stream waits: 3 (cuda_sync events), host syncs: 2 of 5 waited
+    on GPU work"."""
     notes = cp.notes
     et = "with its Execution Trace" if cp.has_et else "Kineto only"
-    return (f"{et}; cross-stream waits: {notes.get('stream_wait_source', '?')}, host syncs: "
-            f"{notes.get('host_syncs_waiting', 0)} of {notes.get('host_syncs', 0)} waited on GPU work")
+    if notes.get("stream_wait_source", NO_GPU) == NO_GPU:  # a CPU-only trace (or a summary that predates the note)
+        return f"{et}; no GPU activity: no cross-stream waits or host syncs"
+    source = notes["stream_wait_source"]
+    waits = source if source.startswith("none") else f"{notes.get('stream_waits', 0)} ({source})"
+    syncs = notes.get("host_syncs", 0)
+    return (f"{et}; cross-stream waits: {waits}, host syncs: "
+            + (f"{notes.get('host_syncs_waiting', 0)} of {syncs} waited on GPU work" if syncs else "none"))
 
 
 def _segments(cp: CriticalPath, step: int, top: int) -> List[str]:

@@ -67,7 +67,9 @@ def _print_diff(args, result) -> None:
     elif args.format == "csv":
         print_csv(result.to_pandas().head(len(shown)).to_dict("records"))
     else:
-        for line in _summary_lines(result.summary, result.classes) + [""] + render_table(shown, DIFF_COLUMNS):
+        columns = ((args.by, "display_name", 56),) + DIFF_COLUMNS[1:]  # rows are kernels, or ops with --by op
+        table = render_table(shown, columns, f"(no {args.by}s)")
+        for line in _summary_lines(result.summary, result.classes) + [""] + table:
             print(line)
 
 
@@ -76,13 +78,22 @@ def _summary_lines(s: Dict, classes: List[Dict]) -> List[str]:
     lines = [f"A = {s['name_a']}: {ms(s['time_us_a'])} of GPU activity{per(s['spans_a'])}"
              f" on {', '.join(s['devices_a']) or 'no device'}",
              f"B = {s['name_b']}: {ms(s['time_us_b'])}{per(s['spans_b'])} on {', '.join(s['devices_b']) or 'no device'}"
-             f" ({signed_ms(s['delta_us'])}, {pct(s['delta_pct'])}); {s['added']} kernels only in B, "
+             f" ({signed_ms(s['delta_us'])}, {_relative(s)}); {s['added']} kernels only in B, "
              f"{s['removed']} only in A" + (f", {s['within_noise']} changes within span-to-span noise"
                                            if s["within_noise"] else ""),
-             "", "by class:      A ms      B ms   delta ms   share of change"]
-    for c in classes:
+             ""]
+    lines += ["by class:      A ms      B ms   delta ms   share of change"] if classes else \
+        ["by class: none (no GPU activity on either side)"]
+    for c in classes:  # no share of a total that did not change
         lines.append(f"  {c['class']:<13}{c['time_us_a'] / 1000:>8.3f}{c['time_us_b'] / 1000:>10.3f}"
-                     f"{c['delta_us'] / 1000:>+11.3f}   {pct(c['share_of_change'])}")
+                     f"{c['delta_us'] / 1000:>+11.3f}   {pct(c['share_of_change']) if s['delta_us'] else '-'}")
     if s.get("suggest"):
         lines += ["", f"note: {s['suggest']['why']} (--by {s['suggest']['by']})"]
     return lines
+
+
+def _relative(s: Dict) -> str:
+    """B's change as a share of A; said in words when A has no GPU time to be a share of."""
+    if s["delta_pct"] is not None:
+        return pct(s["delta_pct"])
+    return "no change" if not s["delta_us"] else "A has no GPU activity"

@@ -73,10 +73,9 @@ def describe_trace(trace) -> List[str]:
         f"era       {m.era}; vendor {m.vendor}",
     ]
     if m.distributed:
-        lines.append(f"rank      {m.distributed.get('rank', '?')} of {m.distributed.get('world_size', '?')}"
-                     f" ({m.distributed.get('backend', '?')})")
+        lines.append(f"rank      {_rank(m.distributed)}")
     lines.append(f"span      {_span(m)}")
-    lines += _device_lines(trace.devices)
+    lines += _device_lines(trace.devices, trace.tables())
     lines.append(f"events    {m.event_count:,}" + (f" ({m.malformed_events} malformed, skipped)"
                                                    if m.malformed_events else ""))
     for cat, count in m.category_counts.items():
@@ -92,9 +91,24 @@ def describe_trace(trace) -> List[str]:
     return lines
 
 
-def _device_lines(devices: List[Dict]) -> List[str]:
+def _rank(info: Dict) -> str:
+    """ "34 of 300 (gloo)"; what distributedInfo leaves out is said, not shown as "?" (old traces give the rank
+    alone)."""
+    text = str(info.get("rank", "unknown"))
+    text += f" of {info['world_size']}" if info.get("world_size") else ""
+    text += f" ({info['backend']})" if info.get("backend") else ""
+    missing = [what for what, key in (("world size", "world_size"), ("backend", "backend")) if not info.get(key)]
+    return text + (f" ({' and '.join(missing)} not recorded)" if missing else "")
+
+
+def _device_lines(devices: List[Dict], tables: Dict) -> List[str]:
     if not devices:
-        return ["device    none listed (CPU-only run or a trace without deviceProperties)"]
+        used = sorted({int(d) for name in ("kernels", "memops") if name in tables for d in tables[name]["device"]
+                       if d >= 0})
+        if used:  # GPU work without deviceProperties (traces before PyTorch 1.10 or so)
+            return [f"device    none listed (no deviceProperties); GPU activity on device "
+                    f"{', '.join(map(str, used))}"]
+        return ["device    none listed, and no GPU activity (a CPU-only run)"]
     lines = []
     for d in devices:
         mem = d.get("totalGlobalMem")

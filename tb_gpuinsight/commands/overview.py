@@ -58,10 +58,7 @@ def render(result: Overview) -> List[str]:
     out = [f"{h['steps']} step(s) ({'ProfilerStep annotations' if result.source == 'ProfilerStep' else result.source})"
            f"  step time mean {_ms(st['mean'])} ms  median {_ms(st['median'])}  p90 {_ms(st['p90'])}"
            f"  spread {_ms(st['spread'])}",
-           f"GPU busy {_pct(h['gpu_busy_pct'])}  achieved {_num(h['tflops'])} TFLOP/s  MFU {_pct(h['mfu'])}"
-           f" of {h['mfu_dtype'] or '?'} peak {_num(h['peak_tflops'])} (FLOPs known for {_pct(h['flops_covered'])}"
-           f" of kernel time)  Tensor Cores {_pct(h['tensor_core_share'])} of kernel time",
-           f"kernels per step {_num(h['kernels_per_step'])}  median kernel {_num(h['kernel_median_us'])} us", ""]
+           *_gpu_lines(h), ""]
     steps = result.steps[:8]
     out.append(f"{'ms per step':<28}" + "".join(f"{r['step'][-12:]:>13}" for r in steps))
     for key in CATEGORIES:
@@ -79,6 +76,18 @@ def render(result: Overview) -> List[str]:
         for item in rec["items"][:3]:
             out.append(f"   - {_item(item)}")
     return out
+
+
+def _gpu_lines(h: Dict[str, Any]) -> List[str]:
+    """GPU busy, TFLOP/s, MFU and kernel counts; one line saying why when the steps ran no GPU work."""
+    if not h["compute_us"] and not h["kernels_per_step"]:
+        return ["no GPU activity in these steps: no GPU busy, TFLOP/s or MFU figures"]
+    tflops = f"achieved {_num(h['tflops'])} TFLOP/s" if h["tflops"] is not None else "TFLOP/s unknown"
+    mfu = (f"MFU {_pct(h['mfu'])} of {h['mfu_dtype']} peak {_num(h['peak_tflops'])}" if h["peak_tflops"]
+           else "MFU unknown (no datasheet peak)")
+    return [f"GPU busy {_pct(h['gpu_busy_pct'])}  {tflops} (FLOPs known for {_pct(h['flops_covered'])} of kernel "
+            f"time)  {mfu}  Tensor Cores {_pct(h['tensor_core_share'])} of kernel time",
+            f"kernels per step {_num(h['kernels_per_step'])}  median kernel {_num(h['kernel_median_us'])} us"]
 
 
 def _num(x: Any) -> str:

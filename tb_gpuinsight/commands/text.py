@@ -12,15 +12,16 @@ Column = Tuple[str, str, int]  # (title, row key, width)
 _LEFT = ("name", "display_name", "op", "kernel", "bound", "dtype", "status", "class", "kernel_class")
 
 
-def render_table(rows: List[Dict], columns: Sequence[Column]) -> List[str]:
-    """Fixed-width text table; long names are cut in the middle so both ends stay readable."""
+def render_table(rows: List[Dict], columns: Sequence[Column], empty: str = "(none)") -> List[str]:
+    """Fixed-width text table; long names are cut in the middle so both ends stay readable. `empty`: the line
+    under the header when there is no row ("(no kernels)" for a kernel table)."""
     present = [c for c in columns if any(c[1] in r for r in rows)] or list(columns)
     head = "  ".join(_cell(title, width, title) for title, _, width in present)
     out = [head, "-" * len(head)]
     for r in rows:
         out.append("  ".join(_cell(_fmt(key, r.get(key)), width, key) for _, key, width in present))
     if not rows:
-        out.append("(no kernels)")
+        out.append(empty)
     return out
 
 

@@ -65,7 +65,8 @@ def describe(index: Union[tl.TimelineIndex, Stack], t0: float, t1: float) -> Lis
     """Human lines: the range, each GPU's busy and idle time by class, each lane's busy time."""
     found = index.breakdown(t0, t1) if isinstance(index, Stack) else tl.breakdown(index, t0, t1)
     lines = [f"range     {t0:,.1f} .. {t1:,.1f} us ({t1 - t0:,.1f} us) of {index.duration_us:,.1f} us; "
-             f"{index.event_count:,} events in {len(found['lanes'])} lanes; {len(index.steps)} profiler steps"]
+             f"{_count(index.event_count, 'event')} in {_count(len(found['lanes']), 'lane')}; "
+             f"{_count(len(index.steps), 'profiler step')}"]
     for dev in found["devices"]:
         share = dev["busy_us"] / (t1 - t0)
         lines.append(f"{dev['label']:<28} busy {dev['busy_us']:>14,.1f} us ({share:6.1%})  "
@@ -75,3 +76,7 @@ def describe(index: Union[tl.TimelineIndex, Stack], t0: float, t1: float) -> Lis
     for lane in found["lanes"]:
         lines.append(f"  lane {lane['id']:>3}  {lane['label']:<40} busy {lane['busy_us']:>14,.1f} us")
     return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

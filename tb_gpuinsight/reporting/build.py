@@ -110,12 +110,13 @@ def _step(ov) -> Dict[str, Any]:
 
 def _utilization(ov) -> Dict[str, Any]:
     h = ov.headline
-    dtype = h["mfu_dtype"] or "?"
-    cover = f"FLOPs known for {_fmt_pct(h['flops_covered'])} of kernel time: a lower bound below 100%"
+    cover = ("no kernel time to estimate FLOPs for" if h["flops_covered"] is None else
+             f"FLOPs known for {_fmt_pct(h['flops_covered'])} of kernel time: a lower bound below 100%")
+    peak = (f"datasheet {h['mfu_dtype']} peak {_num(h['peak_tflops'])} TFLOP/s (dominant dtype)" if h["peak_tflops"]
+            else "no datasheet peak for this device and dtype, so unknown")
     return {"gpu_busy": fig(_pct(h["gpu_busy_pct"]), "%", "share of step time some GPU activity ran (Overview)"),
             "tflops": fig(h["tflops"], "TFLOP/s", "estimated kernel FLOPs / step wall time; " + cover),
-            "mfu": fig(_pct(h["mfu"]), "%", f"achieved TFLOP/s / datasheet {dtype} peak "
-                       f"{_num(h['peak_tflops'])} TFLOP/s (dominant dtype); " + cover),
+            "mfu": fig(_pct(h["mfu"]), "%", f"achieved TFLOP/s / {peak}; " + cover),
             "flops_known": fig(_pct(h["flops_covered"]), "%", "share of kernel time with a FLOP estimate"),
             "tensor_cores": fig(_pct(h["tensor_core_share"]), "%", "share of kernel time on Tensor Cores "
                                 "(kernel names, matrix work in a Tensor Core dtype)")}
@@ -245,9 +246,9 @@ def _comparison(baseline: Side, side: Side) -> Dict[str, Any]:
                              "by size; 'unknown' with one span per side")}
 
 
-def _fmt_pct(x: Optional[float]) -> str:
-    return "?" if x is None else f"{100 * x:.1f}%"
+def _fmt_pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
 
 
-def _num(x: Optional[float]) -> str:
-    return "?" if x is None else f"{x:,.3g}"
+def _num(x: float) -> str:
+    return f"{x:,.3g}"

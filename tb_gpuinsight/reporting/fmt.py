@@ -42,8 +42,8 @@ def size(n: float) -> str:
 
 
 def figure(f: Optional[Dict[str, Any]]) -> str:
-    """A report figure (`{"value", "unit", "source"}`) as text."""
-    return "-" if not f else value(f["value"], f["unit"])
+    """A report figure (`{"value", "unit", "source"}`) as text, for a sentence ("unknown" when it is)."""
+    return "unknown" if not f or f["value"] is None else value(f["value"], f["unit"])
 
 
 def cell(row: Dict[str, Any], column: Dict[str, str]) -> str:
@@ -93,6 +93,17 @@ def verdict(m: Dict[str, Any]) -> str:
 
 VERDICTS = {"outside": "outside the noise band", "within": "within the noise band",
             "unknown": "one step per side: the noise is unknown"}
+
+
+def subject(r: Dict[str, Any]) -> str:
+    """The line under the title: "Worker W, 2 spans, 12 step(s) (ProfilerStep); tb-gpuinsight 0.1.0, report schema
+    1." (plain text: each rendering escapes it). A part the report does not know is left out, not shown as "-"."""
+    s = r["subject"]
+    spans = len(s["spans"])
+    parts = [f"Worker {s['worker']}"] if s["worker"] else []
+    parts += [f"{spans} span{'s' if spans != 1 else ''}",
+              f"{s['steps']} step(s)" + (f" ({s['step_source']})" if s["step_source"] else "")]
+    return f"{', '.join(parts)}; {r['generator']}, report schema {r['schema_version']}."
 
 
 def step_source(r: Dict[str, Any]) -> str:

@@ -28,9 +28,7 @@ def render(report: Dict[str, Any]) -> str:
     """The whole report as an HTML document."""
     s = report["subject"]
     body = [f"<h1>GPU Insight report: {escape(s['label'])}</h1>",
-            f"<p class=sub>Worker {escape(s['worker'] or '-')}, {len(s['spans'])} span(s), {s['steps']} step(s) "
-            f"({escape(s['step_source'] or '-')}); {escape(report['generator'])}, report schema "
-            f"{report['schema_version']}.</p>"]
+            f"<p class=sub>{escape(fmt.subject(report))}</p>"]
     for part in SECTIONS:
         body += part(report)
     return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
@@ -80,7 +78,7 @@ def _recommendations(r: Dict[str, Any]) -> List[str]:
         return []
     if not recs:
         return _section("recommendations", "Recommendations, by recoverable time",
-                        ["<p>None: no rule's threshold is reached.</p>"])
+                        ["<p>No recommendation: no rule's threshold is reached.</p>"])
     items = []
     for rec in recs:
         kernels = "".join(f"<li><code>{escape(i['display_name'])}</code>: {escape(fmt.evidence(i['evidence']))}</li>"

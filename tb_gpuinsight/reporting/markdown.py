@@ -28,11 +28,7 @@ def render(report: Dict[str, Any]) -> str:
 
 
 def _title(r: Dict[str, Any]) -> List[str]:
-    s = r["subject"]
-    spans = len(s["spans"])
-    return [f"# GPU Insight report: {md(s['label'])}", "",
-            f"Worker {md(s['worker'] or '-')}, {spans} span{'s' if spans != 1 else ''}, {s['steps']} step(s) "
-            f"({md(s['step_source'] or '-')}); {md(r['generator'])}, report schema {r['schema_version']}.", ""]
+    return [f"# GPU Insight report: {md(r['subject']['label'])}", "", md(fmt.subject(r)), ""]
 
 
 def _source(text: str) -> List[str]:
@@ -55,7 +51,8 @@ def _step(r: Dict[str, Any]) -> List[str]:
     if "step" not in r:
         return ["## Step time", "", "No steps: " + md("; ".join(r["notes"]) or "nothing to measure"), ""]
     t, u = r["step"]["time"], r["utilization"]
-    gpu = (f" GPU busy **{fmt.figure(u['gpu_busy'])}**, {fmt.figure(u['tflops'])}, MFU **{fmt.figure(u['mfu'])}** "
+    tflops = fmt.figure(u["tflops"]) if u["tflops"]["value"] is not None else "TFLOP/s unknown"
+    gpu = (f" GPU busy **{fmt.figure(u['gpu_busy'])}**, {tflops}, MFU **{fmt.figure(u['mfu'])}** "
            f"(FLOPs known for {fmt.figure(u['flops_known'])} of kernel time), Tensor Cores "
            f"{fmt.figure(u['tensor_cores'])}." if r["devices"] else " No GPU: no utilisation figures.")
     out = ["## Step time", "",
@@ -71,7 +68,7 @@ def _recommendations(r: Dict[str, Any]) -> List[str]:
         return []
     out = ["## Recommendations, by recoverable time", ""]
     if not recs:
-        return out + ["None: no rule's threshold is reached.", ""]
+        return out + ["No recommendation: no rule's threshold is reached.", ""]
     for rec in recs:
         out.append(f"{rec['rank']}. **{md(rec['title'])}**: ~{fmt.figure(rec['recoverable'])} "
                    f"({fmt.figure(rec['recoverable_share'])} of the step). {md(rec['advice'])}")

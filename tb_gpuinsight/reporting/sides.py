@@ -58,6 +58,8 @@ def side_from_path(path: "os.PathLike[str] | str", worker: Optional[str] = None,
     here. Options are those of `tb_gpuinsight.analyze`."""
     from ..pipeline import analyze, worker_traces
 
+    if worker is not None and not os.path.isdir(path):
+        raise ConfigError(f"{path}: a trace file has no workers to choose from (--worker is for a run directory)")
     parts = []
     for name, trace in worker_traces(path, worker):
         eff = analyze(trace, **options)
@@ -77,6 +79,12 @@ def run_workers(path: "os.PathLike[str] | str") -> List[str]:
 
 
 def _worker_of(path: "os.PathLike[str] | str") -> str:
+    """The first worker of a run directory; for a trace file, the worker the plugin would list it under (its name
+    without the span stamp and suffix), so a single trace is named as TensorBoard names it."""
+    from ..logdir import split_name
+
+    if not os.path.isdir(path):
+        return split_name(os.path.basename(os.fspath(path)))[0]
     workers = run_workers(path)
     return workers[0] if workers else ""
 

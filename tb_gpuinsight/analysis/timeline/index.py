@@ -163,7 +163,7 @@ def _gpu_lanes(acts, origin: float, names: Interner, lanes: List, parts: List) -
     for dev, stream in sorted(set(zip(acts["device"].tolist(), acts["stream"].tolist()))):
         on = (acts["device"] == dev) & (acts["stream"] == stream)
         lanes.append({"id": len(lanes), "kind": "gpu", "device": int(dev), "stream": int(stream),
-                      "label": f"GPU {dev} · stream {stream}"})
+                      "label": f"GPU {int(dev)} · stream {int(stream)}"})  # ids may come as floats
         parts.append(_lane_part(start[on], end[on], cls[on], name[on], rows[on]))
 
 

@@ -69,6 +69,7 @@ _STEP = re.compile(r"^ProfilerStep#\d+$")
 _CPU_COMM = re.compile(r"^record_param_comms$|^c10d::|^nccl:|^gloo:|ProcessGroup", re.I)
 _STREAM_WAIT_CALL = re.compile(r"^(?:cuda|hip)StreamWaitEvent$|^cuStreamWaitEvent$")
 NO = -1
+NO_GPU = "none (no GPU activity)"  # the notes' stream_wait_source of a CPU-only trace
 
 
 @dataclass
@@ -384,7 +385,8 @@ def _gpu_starts(g: Graph, trace, cpu: _Cpu, gpu: _Gpu, launch_event: np.ndarray,
     """Each activity's start waits for the latest of: its launch call's start, the previous activity on its stream,
     a cross-stream event wait."""
     m = len(gpu.ts)
-    if not m:
+    if not m:  # no GPU activity, so no stream to wait on: the counts are 0, as for host syncs
+        g.notes.update(stream_waits=0, stream_waits_critical=0, stream_wait_source=NO_GPU)
         return
     base = g.n_cpu
     key = _stream_keys(gpu.device, gpu.stream)
