@@ -39,6 +39,14 @@ def measure(setup: str, step: str, repeat: int = 1, env: Optional[Dict[str, str]
     return best
 
 
+def compile_bytecode(checkout: str) -> None:
+    """Write the checkout's bytecode caches (__pycache__, ignored by git), as an installed package has them: where
+    PYTHONDONTWRITEBYTECODE is set, every run would otherwise compile what it imports, and time the compiler."""
+    import compileall
+
+    compileall.compile_dir(os.path.join(checkout, "tb_gpuinsight"), quiet=1)
+
+
 def json_size(path: str) -> int:
     """The uncompressed size of a (gzipped) JSON file, inflated block by block: a benchmark's parent process must
     not hold the trace, since a child's peak RSS (os.wait4) counts the parent's memory at the fork."""

@@ -30,7 +30,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _measure import has_module, json_size, measure, print_table  # noqa: E402
+from _measure import compile_bytecode, has_module, json_size, measure, print_table  # noqa: E402
 from read import _READ  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -148,13 +148,6 @@ def run_split(code: str, path: str, repeat: int, env: Optional[Dict[str, str]] =
     total = statistics.median(r["total"] for r in runs)
     split["other"] = max(total - sum(split.values()), 0.0)
     return {"total": total, "split": split, "torch": any(r.get("torch") for r in runs)}
-
-
-def compile_bytecode(checkout: str) -> None:
-    """Write the checkout's bytecode caches (__pycache__, ignored by git), as an installed package has them."""
-    import compileall
-
-    compileall.compile_dir(os.path.join(checkout, "tb_gpuinsight"), quiet=1)
 
 
 def _cli(checkout: str) -> Tuple[List[str], Dict[str, str], str]:
