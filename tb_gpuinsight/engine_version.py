@@ -1,7 +1,8 @@
 """The analysis engine's version: summaries and memoised estimates written by another engine are ignored rather
-than trusted. It is the manual ``SCHEMA`` (bump it when a stored layout changes) plus a digest of the code that
-computes what is stored (the reader, the estimates, the analyses), so a changed formula or rule can never serve a
-stale figure, with or without a bump.
+than trusted. It is the manual ``SCHEMA`` (bump it when a stored layout changes) plus a digest of the code and the
+rule data that compute what is stored (the reader, the estimates, the analyses; the datasheet, the op schemas and
+the kernel classes are JSON files beside the code), so a changed formula or rule can never serve a stale figure,
+with or without a bump.
 
 The digest is a checksum (CRC-32 and Adler-32, 64 bits), not a cryptographic hash: it tells changed sources from
 those a memo or summary was written by, and every run computes it, where importing hashlib (OpenSSL) would add
@@ -18,7 +19,8 @@ _ROOT = Path(__file__).resolve().parent
 
 
 def source_digest(*parts: str) -> str:
-    """A short digest of the Python sources under these package folders (or files), in a stable order."""
+    """A short digest of the Python sources and JSON rule files under these package folders (or of these files), in a
+    stable order."""
     crc, adler = 0, 1
     for part in parts:
         for entry in _sources(part):
@@ -30,7 +32,7 @@ def source_digest(*parts: str) -> str:
 def _sources(part: str) -> Tuple[bytes, ...]:
     """What the digest reads of a folder's (or file's) sources; each is read once however many digests use it."""
     base = _ROOT / part
-    files = sorted(base.rglob("*.py")) if base.is_dir() else [base]
+    files = sorted([*base.rglob("*.py"), *base.rglob("*.json")]) if base.is_dir() else [base]
     entries = []
     for path in files:
         try:
