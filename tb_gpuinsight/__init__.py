@@ -7,10 +7,10 @@ Python API:
 The public names are imported on first use: `import tb_gpuinsight` (which every command line and the plugin run
 first) loads no analysis, no numpy and no torch until a name that needs them is used.
 """
-import importlib
-from typing import Any, List
+from typing import List
 
 from .errors import ConfigError, GpuInsightError, TraceError
+from .lazy import lazy_getattr
 from .version import __version__  # noqa: F401 - public
 
 __all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
@@ -29,13 +29,7 @@ _HOMES = {"load": "loading", "companion_execution_traces": "loading", "analyze":
                                       "summarize", "export_parquet", "report")}}
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value  # found directly from now on
-    return value
+__getattr__ = lazy_getattr(__name__, _HOMES, globals())
 
 
 def __dir__() -> List[str]:

@@ -46,7 +46,7 @@ def _run(code: str, *args: str, cache: str) -> dict:
 
 def test_import_is_light_and_dir_lists_the_public_names(tmp_path):
     got = _run(PACKAGE, cache=str(tmp_path))
-    assert got["light"] == ["tb_gpuinsight.errors", "tb_gpuinsight.version"]
+    assert got["light"] == ["tb_gpuinsight.errors", "tb_gpuinsight.lazy", "tb_gpuinsight.version"]
     assert got["dir"] == sorted(got["all"] + ["__version__"])
     assert got["missing"] == [] and got["capture"] == []
 

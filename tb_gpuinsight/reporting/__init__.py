@@ -12,6 +12,7 @@ import os
 from typing import Any, Dict, Optional
 
 from ..errors import ConfigError, GpuInsightError
+from ..lazy import lazy_getattr
 
 FORMATS = ("json", "md", "html")
 # Imported on first use: `tb-gpuinsight diff` reads the gate's metrics from this package without the analyses
@@ -67,13 +68,7 @@ def _ranks(path, devices_file: Optional[str]):
         return None, f"no Distributed section: {exc}"
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 __all__ = ["make_report", "render", "build_report", "Side", "SCHEMA_VERSION", "FORMATS"]
