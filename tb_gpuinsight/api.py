@@ -8,8 +8,7 @@ from typing import Dict, Iterable, Optional
 
 from .errors import ConfigError
 from .loading import companion_execution_traces, load
-from .logdir import discover
-from .pipeline import analyze, worker_traces
+from .pipeline import analyze, no_worker_choice, one_run, worker_traces
 from .trace.kineto import KinetoTrace
 
 
@@ -48,12 +47,10 @@ def _analysis_of(x, options) -> "Efficiency":
         return analyze(x, **options)
     from .analysis.kernels.efficiency import combine
 
-    runs = discover(x)
-    if len(runs) != 1:
-        raise ConfigError(f"{x}: holds {len(runs)} runs; give one run directory or a trace file")
-    spans = runs[0].spans()
+    run = one_run(x)
+    spans = run.spans()
     if not spans:  # every trace of the run is unreadable: say why
-        bad = runs[0].unreadable
+        bad = run.unreadable
         raise ConfigError(f"{x}: no readable trace" + (f" ({bad[0].reason})" if bad else ""))
     parts = [analyze(s.trace.path, **options) for s in spans]
     return parts[0] if len(parts) == 1 else combine(parts).rerate(parts[0].dtype)
@@ -228,12 +225,10 @@ def _critical_paths(path, worker: Optional[str], options: dict) -> list:
         return compute(trace, eff.activities, ets)
 
     if isinstance(path, KinetoTrace) or not os.path.isdir(path):
+        no_worker_choice(path, worker)
         label = os.path.basename(path.meta.path if isinstance(path, KinetoTrace) else os.fspath(path))
         return [("", label, one(path))]
-    runs = discover(path)
-    if len(runs) != 1:
-        raise ConfigError(f"{path}: holds {len(runs)} runs; give one run directory or a trace file")
-    workers = runs[0].workers
+    workers = one_run(path).workers
     if worker is not None and worker not in workers:
         raise ConfigError(f"{path}: no worker {worker!r} (workers: {', '.join(sorted(workers))})")
     return [(w, span.name, one(span.trace.path)) for w in sorted(workers) if worker in (None, w)

@@ -54,17 +54,29 @@ def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
 
 def worker_traces(path: "KinetoTrace | os.PathLike[str] | str", worker: Optional[str]) -> list:
     """(span label, loaded trace) pairs of a trace file or of one worker of a run directory."""
-    if isinstance(path, KinetoTrace):
-        return [(os.path.basename(path.meta.path), path)]
-    if not os.path.isdir(path):
-        return [(os.path.basename(os.fspath(path)), load(path))]
-    runs = discover(path)
-    if len(runs) != 1:
-        raise ConfigError(f"{path}: holds {len(runs)} runs; give one run directory or a trace file")
-    workers = runs[0].workers
+    if isinstance(path, KinetoTrace) or not os.path.isdir(path):
+        no_worker_choice(path, worker)
+        return [(os.path.basename(path.meta.path), path)] if isinstance(path, KinetoTrace) else \
+            [(os.path.basename(os.fspath(path)), load(path))]
+    workers = one_run(path).workers
     if not workers:
         raise ConfigError(f"{path}: no trace files")
     name = worker if worker is not None else sorted(workers)[0]
     if name not in workers:
         raise ConfigError(f"{path}: no worker {name!r} (workers: {', '.join(sorted(workers))})")
     return [(span.name, load(span.trace.path)) for span in workers[name]]
+
+
+def no_worker_choice(path: "KinetoTrace | os.PathLike[str] | str", worker: Optional[str]) -> None:
+    """A trace file has no workers: naming one (`--worker`) is refused in one line rather than ignored."""
+    if worker is not None:
+        label = path.meta.path if isinstance(path, KinetoTrace) else os.fspath(path)
+        raise ConfigError(f"{label}: a trace file has no workers to choose from (--worker is for a run directory)")
+
+
+def one_run(path: "os.PathLike[str] | str"):
+    """The one run (`logdir.Run`) a run directory holds."""
+    runs = discover(path)
+    if len(runs) != 1:
+        raise ConfigError(f"{path}: holds {len(runs)} runs; give one run directory or a trace file")
+    return runs[0]

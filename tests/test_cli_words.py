@@ -50,9 +50,14 @@ def test_report_of_a_trace_file_names_its_worker_as_tensorboard_would(capsys, cp
     assert json.loads(text)["subject"]["worker"] == "rank-34.Jul_15_10_52_41.1074"  # the same in every format
 
 
-def test_report_refuses_worker_for_a_trace_file(capsys, cpu_only):
-    code, out, err = _cli(capsys, "report", cpu_only, "--worker", "rank0")
+@pytest.mark.parametrize("command", ["report", "overview", "critical-path"])
+def test_worker_is_refused_for_a_trace_file(capsys, cpu_only, command):
+    """A trace file has no workers: --worker is a mistake said in one line, not silently ignored."""
+    code, out, err = _cli(capsys, command, cpu_only, "--worker", "rank0")
     assert code == 2 and "--worker is for a run directory" in err and "Traceback" not in err
+    with pytest.raises(tb_gpuinsight.ConfigError, match="no workers to choose from"):
+        {"report": tb_gpuinsight.report, "overview": tb_gpuinsight.overview,
+         "critical-path": tb_gpuinsight.critical_path}[command](cpu_only, worker="rank0")
 
 
 def test_report_says_why_mfu_is_unknown(capsys, old):

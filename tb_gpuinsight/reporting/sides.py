@@ -58,8 +58,6 @@ def side_from_path(path: "os.PathLike[str] | str", worker: Optional[str] = None,
     here. Options are those of `tb_gpuinsight.analyze`."""
     from ..pipeline import analyze, worker_traces
 
-    if worker is not None and not os.path.isdir(path):
-        raise ConfigError(f"{path}: a trace file has no workers to choose from (--worker is for a run directory)")
     parts = []
     for name, trace in worker_traces(path, worker):
         eff = analyze(trace, **options)
