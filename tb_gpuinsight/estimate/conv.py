@@ -266,7 +266,7 @@ def _weight_size(args: OpArgs, out_dims: Any) -> tuple[int, ...]:
 
 register(CONV_FORWARD_OPS, "conv", flops=_conv, bytes=lambda op, args, tensors, out_dims: _conv_bytes(
     op, args, tensors, args.compute_itemsize() or 4, out_dims),
-         source="torch.utils.flop_counter conv formula; output shape from stride/padding/dilation")
+         source="torch.utils.flop_counter's conv count; output shape from stride/padding/dilation")
 register(CONV_BACKWARD_OPS, "conv", flops=_conv_backward, bytes=lambda op, args, tensors, out_dims:
          _conv_backward_bytes(op, args, tensors, out_dims),
          source="first principles: each gradient in output_mask costs the forward (weight gradient / groups)")

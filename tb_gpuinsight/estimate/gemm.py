@@ -139,7 +139,7 @@ def _gemm_family_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> f
 
 
 register(GEMM_OPERANDS, "gemm", flops=_gemm, bytes=_gemm_family_bytes,
-         source="torch.utils.flop_counter (2 x M x N x K, per batch)")
+         source="2 x M x N x K per batch, as torch.utils.flop_counter counts it")
 register("linear", "gemm", flops=_linear, bytes=_gemm_family_bytes, source="mm with the weight transposed")
 register("matmul", "gemm", flops=_matmul, bytes=_gemm_family_bytes, source="mm or bmm by operand rank")
 
