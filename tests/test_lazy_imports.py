@@ -34,7 +34,8 @@ print(json.dumps({"code": code, "rows": out.getvalue().count("\n"), "modules": s
 # Modules an analysis never needs: building them into every run of the CLI cost it a fifth of its startup.
 NOT_FOR_ANALYZE = ("tb_gpuinsight.reporting.build", "tb_gpuinsight.reporting.sides", "tb_gpuinsight.analysis.overview",
                    "tb_gpuinsight.analysis.diff.compare", "tb_gpuinsight.api", "importlib.metadata", "email", "_hashlib",
-                   "pandas", "tensorboard")
+                   "pandas", "tensorboard", "torch",
+                   "multiprocessing", "tb_gpuinsight.trace.fanout")  # the decoding processes: only for a big trace
 
 
 def _run(code: str, *args: str, cache: str) -> dict:

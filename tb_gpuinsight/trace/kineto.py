@@ -38,7 +38,6 @@ from .reader import _Reader, renumber_by_first_use
 from .repair import FieldLog
 from .source import TraceBytes, file_size, os_error_reason, read_all
 from .stages import stage
-from .fanout import FanOut
 from .stream import EventStream, NotStreamable, trim_heap
 from .table import Table
 
@@ -190,7 +189,12 @@ def _read_streaming(path: str, extra: Tuple[str, ...], read_progress, max_bytes:
     """The tables decoded while the file is inflated (stream.py; on several processes: fanout.py); None when the
     text is not laid out for it."""
     reader = _Reader(path, extra)
-    events = EventStream(reader) if workers == 1 else FanOut(reader, lambda: _Reader(path, extra), workers)
+    if workers == 1:
+        events = EventStream(reader)
+    else:
+        from .fanout import FanOut  # here: one process decoding never imports the process machinery
+
+        events = FanOut(reader, lambda: _Reader(path, extra), workers)
     try:
         with stage("inflate"), events:
             read_all(path, read_progress, max_bytes, sink=events)

@@ -67,11 +67,13 @@ GZIP_RATIO = 10  # Kineto traces inflate 10 to 20 times: the low end, so that on
 
 
 def _auto_workers(file_bytes: Optional[int], path: str) -> int:
-    import multiprocessing  # here: only once a size is known
+    text = (file_bytes or 0) * (GZIP_RATIO if str(path).endswith(".gz") else 1)
+    if text < AUTO_JSON_BYTES:
+        return 1
+    import multiprocessing  # here: only for a big trace (its import costs a small one 10 ms and a MB)
     import threading
 
-    text = (file_bytes or 0) * (GZIP_RATIO if str(path).endswith(".gz") else 1)
-    if text < AUTO_JSON_BYTES or multiprocessing.parent_process() is not None:
+    if multiprocessing.parent_process() is not None:
         return 1
     # Forking a process that runs other threads (TensorBoard's, a user's app) can deadlock: only when asked for.
     return AUTO_WORKERS if threading.active_count() == 1 else 1
