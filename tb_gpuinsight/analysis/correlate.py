@@ -41,25 +41,27 @@ class Links:
 
 def op_parents(ops: Table) -> np.ndarray:
     """Row of each op's enclosing op on the same thread (-1 at top level), from time nesting."""
-    parents = np.full(len(ops), NO_OP, dtype=np.int64)
     if not len(ops):
-        return parents
+        return np.full(0, NO_OP, dtype=np.int64)
     ts, end = ops["ts"], ops["ts"] + ops["dur"]
     # Per thread, by start time; a longer op first on equal starts, so that it becomes the parent.
     order = np.lexsort((-ops["dur"], ts, ops["tid"], ops["pid"]))
     thread = ops["pid"].astype(np.int64)[order] << 32 | ops["tid"].astype(np.int64)[order]
+    # Plain lists in the loop: indexing numpy arrays one scalar at a time costs several times more.
+    start_of, end_of = ts.tolist(), end.tolist()
+    parents = [NO_OP] * len(ops)
     stack: list = []
     current = None
     for row, key in zip(order.tolist(), thread.tolist()):
         if key != current:
             stack, current = [], key
-        start = ts[row]
-        while stack and end[stack[-1]] < start:
+        start = start_of[row]
+        while stack and end_of[stack[-1]] < start:
             stack.pop()
         if stack:
             parents[row] = stack[-1]
         stack.append(row)
-    return parents
+    return np.array(parents, dtype=np.int64)
 
 
 def link_activities(activities: Table, ops: Table, launches: Table, parents: np.ndarray) -> Links:
@@ -161,7 +163,7 @@ def _enclosing_ops(ops: Table, parents: np.ndarray, launches: Table, rows: np.nd
     out = np.full(len(rows), NO_OP, dtype=np.int64)
     op_thread, launch_thread = _thread_keys(ops, launches)
     query_thread, t = launch_thread[rows], launches["ts"][rows]
-    end = ops["ts"] + ops["dur"]
+    end_of, parent_of, time_of = (ops["ts"] + ops["dur"]).tolist(), parents.tolist(), t.tolist()  # for the loop
     for key in np.unique(query_thread).tolist():
         on_thread = np.flatnonzero(op_thread == key)
         if not len(on_thread):
@@ -170,10 +172,11 @@ def _enclosing_ops(ops: Table, parents: np.ndarray, launches: Table, rows: np.nd
         on_thread = on_thread[np.lexsort((-ops["dur"][on_thread], ops["ts"][on_thread]))]
         queries = np.flatnonzero(query_thread == key)
         pos = np.searchsorted(ops["ts"][on_thread], t[queries], side="right") - 1
+        candidates = on_thread.tolist()
         for q, p in zip(queries.tolist(), pos.tolist()):
-            row = int(on_thread[p]) if p >= 0 else NO_OP
-            while row >= 0 and end[row] < t[q]:  # that op ended before the launch: try its parents
-                row = int(parents[row])
+            row = candidates[p] if p >= 0 else NO_OP
+            while row >= 0 and end_of[row] < time_of[q]:  # that op ended before the launch: try its parents
+                row = parent_of[row]
             out[q] = row
     return out
 
