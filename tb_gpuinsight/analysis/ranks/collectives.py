@@ -23,6 +23,7 @@ When only the input tensor is known (an `nccl:` annotation), all_gather's S is n
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
@@ -50,6 +51,7 @@ _KINDS = (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescat
           ("barrier", "barrier"), ("gather", "gather"), ("scatter", "scatter"), ("send", "send"), ("recv", "recv"))
 
 
+@functools.lru_cache(maxsize=4096)  # thousands of collectives share a few names
 def canonical_kind(name: str) -> str:
     """all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, send, recv, send_recv, barrier,
     gather, scatter, or '' for a name that is no collective."""
@@ -60,12 +62,14 @@ def canonical_kind(name: str) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=4096)
 def kernel_kind(kernel_name: str) -> str:
     """The collective a NCCL/RCCL kernel name spells (ncclKernel_AllReduce_RING_LL_Sum_float -> all_reduce)."""
     m = _KERNEL_KIND.search(kernel_name)
     return canonical_kind(m.group(1)) if m else ""
 
 
+@functools.lru_cache(maxsize=4096)
 def kernel_algorithm(kernel_name: str) -> str:
     """NCCL algorithm and protocol from a kernel name ("RING LL"), or ''."""
     m = _ALGO.search(kernel_name)
@@ -153,9 +157,37 @@ def _number(value: Any, default: float) -> float:
     return out if np.isfinite(out) else default
 
 
-def _markers_by_thread(trace: "KinetoTrace") -> Dict[Tuple[int, int], List[Tuple[float, float, str, int, int]]]:
-    """Per (pid, tid) code pair: collective markers (ts, end, table, row) sorted by start."""
-    out: Dict[Tuple[int, int], List] = {}
+class _Source:
+    """The trace extraction reads, each collective-args set decoded once (thousands of collectives share a few)."""
+
+    def __init__(self, trace: "KinetoTrace") -> None:
+        self.trace = trace
+        self._comms: Dict[int, Dict[str, Any]] = {}
+
+    def comm(self, code: int) -> Dict[str, Any]:
+        found = self._comms.get(code)
+        if found is None:
+            found = self._comms[code] = self.trace.comm(code)
+        return found
+
+
+# A marker on a thread: (ts, end, table, row, name, comm code, shape code), plain Python values.
+_Item = Tuple[float, float, str, int, str, int, int]
+
+
+def _items(table: Table, table_name: str, rows: np.ndarray) -> List[_Item]:
+    """The marker tuples of `rows` of `table`, read column by column (not one numpy scalar at a time)."""
+    names = table.strings["name"]
+    ts = table["ts"][rows].tolist()
+    ends = (table["ts"][rows] + table["dur"][rows]).tolist()
+    return [(t, e, table_name, r, names[n], c, sh) for t, e, r, n, c, sh in
+            zip(ts, ends, rows.tolist(), table["name"][rows].tolist(), table["comm"][rows].tolist(),
+                table["shape"][rows].tolist())]
+
+
+def _markers_by_thread(trace: "KinetoTrace") -> Dict[Tuple[str, str], List[_Item]]:
+    """Per (pid, tid) text pair: collective markers sorted by start."""
+    out: Dict[Tuple[str, str], List[_Item]] = {}
     for table_name in ("ops", "annotations"):
         table: Table = getattr(trace, table_name)
         if not len(table):
@@ -165,39 +197,35 @@ def _markers_by_thread(trace: "KinetoTrace") -> Dict[Tuple[int, int], List[Tuple
                            for n in names], dtype=bool)
         rows = np.flatnonzero(wanted[table["name"]] | (table["comm"] >= 0))
         pids, tids = table.strings["pid"], table.strings["tid"]
-        for r in rows.tolist():
-            key = (pids[table["pid"][r]], tids[table["tid"][r]])
-            ts = float(table["ts"][r])
-            out.setdefault(key, []).append((ts, ts + float(table["dur"][r]), table_name, r))
+        for item, pid, tid in zip(_items(table, table_name, rows), table["pid"][rows].tolist(),
+                                  table["tid"][rows].tolist()):
+            out.setdefault((pids[pid], tids[tid]), []).append(item)
     for items in out.values():
-        items.sort()
+        items.sort(key=lambda item: item[:4])
     return out
 
 
-def _marker_at(trace: "KinetoTrace", markers, key, start: float, stop: float) -> _Marker:
+def _marker_at(src: _Source, markers, key, start: float, stop: float) -> _Marker:
     """Combine every marker on thread `key` that overlaps [start, stop] (the launching op: a c10d:: op around a
     record_param_comms around an nccl: annotation), innermost first."""
     marker = _Marker()
     items = markers.get(key, [])
     hi = bisect.bisect_right(items, (stop, float("inf")))
-    for ts, end, table_name, row in reversed(items[max(0, hi - 16):hi]):  # markers nest a few deep at most
-        if end < start:
+    for item in reversed(items[max(0, hi - 16):hi]):  # markers nest a few deep at most
+        if item[1] < start:
             continue
-        _absorb(trace, marker, table_name, row)
+        _absorb(src, marker, item)
     return marker
 
 
-def _absorb(trace: "KinetoTrace", marker: _Marker, table_name: str, row: int) -> None:
-    table: Table = getattr(trace, table_name)
-    name = table.strings["name"][table["name"][row]]
-    comm = int(table["comm"][row])
+def _absorb(src: _Source, marker: _Marker, item: _Item) -> None:
+    _, _, table_name, _, name, comm, shape = item
     if comm >= 0:
-        marker.update_args(trace.comm(comm))
+        marker.update_args(src.comm(comm))
     if name != "record_param_comms":
         marker.kind = marker.kind or canonical_kind(name)
-    shape = int(table["shape"][row])
     if shape >= 0 and table_name == "annotations":
-        dims, types, _ = trace.shape(shape)
+        dims, types, _ = src.trace.shape(shape)
         marker.update_shape(dims, types)
 
 
@@ -211,52 +239,61 @@ def extract(trace: "KinetoTrace", kernel_ops: Optional[np.ndarray] = None) -> Tu
     is_comm_name = np.array([bool(COMM_KERNEL.search(n)) for n in names], dtype=bool)
     comm_rows = np.flatnonzero(is_comm_name[kernels["name"]]) if len(kernels) and len(names) else np.empty(0, int)
     markers = _markers_by_thread(trace)
+    src = _Source(trace)
     if len(comm_rows):
-        return _from_kernels(trace, comm_rows, kernel_ops, markers), {"source": "kernel"}
-    return _from_annotations(trace, markers), {"source": "cpu"}
+        return _from_kernels(src, comm_rows, kernel_ops, markers), {"source": "kernel"}
+    return _from_annotations(src, markers), {"source": "cpu"}
 
 
 def _new_columns() -> Dict[str, list]:
     return {k: [] for k in _RECORD}
 
 
-def _from_kernels(trace: "KinetoTrace", rows: np.ndarray, kernel_ops: Optional[np.ndarray], markers) -> Table:
-    k, ops = trace.kernels, trace.ops
+def _from_kernels(src: _Source, rows: np.ndarray, kernel_ops: Optional[np.ndarray], markers) -> Table:
+    k, ops = src.trace.kernels, src.trace.ops
     cols = _new_columns()
     kinds, pgs, algos, dtypes = Interner(), Interner(), Interner(), Interner()
     names = k.strings["name"]
-    for r in rows.tolist():
+    ops_of = (np.where(rows < len(kernel_ops), kernel_ops[np.clip(rows, 0, max(len(kernel_ops) - 1, 0))], -1)
+              if kernel_ops is not None and len(kernel_ops) else np.full(len(rows), -1)).astype(np.int64)
+    launched = ops_of[ops_of >= 0]  # the launching ops' threads and spans, read once
+    threads = dict(zip(launched.tolist(), zip((ops.strings["pid"][p] for p in ops["pid"][launched].tolist()),
+                                              (ops.strings["tid"][t] for t in ops["tid"][launched].tolist()),
+                                              ops["ts"][launched].tolist(),
+                                              (ops["ts"][launched] + ops["dur"][launched]).tolist())))
+    for r, comm, op, name, ts, dur, stream in zip(
+            rows.tolist(), k["comm"][rows].tolist(), ops_of.tolist(), k["name"][rows].tolist(),
+            k["ts"][rows].tolist(), k["dur"][rows].tolist(), k["stream"][rows].tolist()):
         marker = _Marker()
-        if int(k["comm"][r]) >= 0:
-            marker.update_args(trace.comm(int(k["comm"][r])))
-        op = int(kernel_ops[r]) if kernel_ops is not None and r < len(kernel_ops) else -1
+        if comm >= 0:
+            marker.update_args(src.comm(comm))
         if op >= 0:
-            key = (ops.strings["pid"][ops["pid"][op]], ops.strings["tid"][ops["tid"][op]])
-            start = float(ops["ts"][op])
-            around = _marker_at(trace, markers, key, start, start + float(ops["dur"][op]))
-            _merge(marker, around)
-        name = names[k["name"][r]]
+            pid, tid, start, end = threads[op]
+            _merge(marker, _marker_at(src, markers, (pid, tid), start, end))
+        name = names[name]
         marker.kind = marker.kind or kernel_kind(name)
-        _append(cols, marker, float(k["ts"][r]), float(k["dur"][r]), kinds, pgs, dtypes,
-                algo=algos.code(kernel_algorithm(name)), stream=int(k["stream"][r]), activity=r, source=1)
+        _append(cols, marker, ts, dur, kinds, pgs, dtypes, algo=algos.code(kernel_algorithm(name)), stream=stream,
+                activity=r, source=1)
     return _finish(cols, kinds, pgs, algos, dtypes)
 
 
-def _from_annotations(trace: "KinetoTrace", markers) -> Table:
+def _from_annotations(src: _Source, markers) -> Table:
     """CPU collectives: gloo:/nccl: annotations (outermost per thread and time), with the markers they enclose."""
-    ann = trace.annotations
+    ann = src.trace.annotations
     cols = _new_columns()
     kinds, pgs, algos, dtypes = Interner(), Interner(), Interner(), Interner()
     algos.code("")
     if len(ann):
         names = ann.strings["name"]
         is_marker = np.array([bool(_MARKER_PREFIX.match(n)) for n in names], dtype=bool)
-        for r in np.flatnonzero(is_marker[ann["name"]]).tolist():
+        rows = np.flatnonzero(is_marker[ann["name"]])
+        pids, tids = ann.strings["pid"], ann.strings["tid"]
+        for item, dur, pid, tid in zip(_items(ann, "annotations", rows), ann["dur"][rows].tolist(),
+                                       ann["pid"][rows].tolist(), ann["tid"][rows].tolist()):
             marker = _Marker()
-            _absorb(trace, marker, "annotations", r)
-            ts, dur = float(ann["ts"][r]), float(ann["dur"][r])
-            key = (ann.strings["pid"][ann["pid"][r]], ann.strings["tid"][ann["tid"][r]])
-            _merge(marker, _marker_at(trace, markers, key, ts, ts + dur))
+            _absorb(src, marker, item)
+            ts = item[0]
+            _merge(marker, _marker_at(src, markers, (pids[pid], tids[tid]), ts, ts + dur))
             if marker.kind:
                 _append(cols, marker, ts, dur, kinds, pgs, dtypes, algo=0, stream=-1, activity=-1, source=0)
     return _finish(cols, kinds, pgs, algos, dtypes)
@@ -318,14 +355,13 @@ def activity_columns(trace: "KinetoTrace", acts: Table) -> Dict[str, np.ndarray]
         return {"comm_bytes": size, "comm_factor": factor}
     world = _world_size(trace)
     kinds = table.strings["kind"]
-    for i in range(len(table)):
-        row = int(table["activity"][i])
+    for row, kind, group, in_bytes, out_bytes in zip(*(table[c].tolist() for c in (
+            "activity", "kind", "group_size", "in_bytes", "out_bytes"))):
         if row < 0:
             continue
-        kind = kinds[table["kind"][i]]
-        group = int(table["group_size"][i]) if table["group_size"][i] > 0 else world
-        size[row] = algbw_bytes(kind, table["in_bytes"][i], table["out_bytes"][i], group)
-        factor[row] = busbw_factor(kind, group)
+        group = group if group > 0 else world
+        size[row] = algbw_bytes(kinds[kind], in_bytes, out_bytes, group)
+        factor[row] = busbw_factor(kinds[kind], group)
     return {"comm_bytes": size, "comm_factor": factor}
 
 
