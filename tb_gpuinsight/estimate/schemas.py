@@ -3,11 +3,13 @@ positions are ``out=`` tensors for a given argument count, and which arguments a
 
 Reading a schema from torch means importing torch: about a second and 150 MB, more than analysing a mid-size trace.
 So the answers for every op torch's dispatcher registers are shipped in ``op_schemas.json``, written from torch by
-``python -m tb_gpuinsight.estimate.schemas`` (a test checks it against the installed torch). torch is asked, lazily,
-only about what the table cannot answer: an aten op it lacks, or a record longer than the table's schema (a newer
-torch may have added an argument). A namespace torch does not register (``vllm::``, ``_C::``) is unknown to torch
-too unless its library is imported, which the estimates never do, so it is answered "unknown" without torch; where torch is already imported (the
-API called from a training script), it is asked, since the caller's libraries may have registered their ops.
+``python -m tb_gpuinsight.estimate.schemas`` (a test checks it against the installed torch). Under the torch release
+the table was written from, the table is the whole answer. Under another release, torch is asked, lazily, only what
+the table may not know: an aten op it lacks (added since), or a record longer than the table's schema (an argument
+added since); without torch the table's answer stands. A namespace torch does not register (``vllm::``, ``_C::``)
+is unknown to torch too unless its library is imported, which the estimates never do: it is answered "unknown"
+without torch. Where torch is already imported (the API called from a training script), asking it costs nothing and
+the caller's libraries may have registered their ops, so it is asked.
 """
 from __future__ import annotations
 
