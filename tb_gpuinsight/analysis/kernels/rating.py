@@ -219,13 +219,18 @@ def _rating_dtypes(acts: Table, dtype: str) -> np.ndarray:
         return np.full(n, dtype, dtype=object)
     cats, names = acts.strings["dtype"], acts.strings["name"]
     from_name = [kernel_name_dtype(name) for name in names]
-    out = np.empty(n, dtype=object)
-    for i, (d, name) in enumerate(zip(acts["dtype"].tolist(), acts["name"].tolist())):
+    if not n:
+        return np.empty(0, dtype=object)
+    # decided once per distinct (op dtype, kernel name) pair: a trace has far fewer pairs than activities
+    width = len(names) + 1
+    pairs, which = np.unique((acts["dtype"].astype(np.int64) + 1) * width + acts["name"], return_inverse=True)
+    keys = np.empty(len(pairs), dtype=object)
+    for i, (d, name) in enumerate(zip((pairs // width - 1).tolist(), (pairs % width).tolist())):
         key = cats[d] if d >= 0 else from_name[name]
         if key == "fp32" and (from_name[name] == "tf32" or "tensorop_s" in names[name]):
             key = "tf32"  # TF32 tensor-core kernels (CUTLASS tensorop_s1688...): the op's dtype still says float
-        out[i] = key
-    return out
+        keys[i] = key
+    return keys[which.reshape(-1)]
 
 
 # Kernel-name hints, most specific first: used when the launching op gives no dtype (no shapes recorded, no op).
