@@ -163,7 +163,7 @@ def _enclosing_ops(ops: Table, parents: np.ndarray, launches: Table, rows: np.nd
     out = np.full(len(rows), NO_OP, dtype=np.int64)
     op_thread, launch_thread = _thread_keys(ops, launches)
     query_thread, t = launch_thread[rows], launches["ts"][rows]
-    end_of, parent_of, time_of = (ops["ts"] + ops["dur"]).tolist(), parents.tolist(), t.tolist()  # for the loop
+    end = ops["ts"] + ops["dur"]
     for key in np.unique(query_thread).tolist():
         on_thread = np.flatnonzero(op_thread == key)
         if not len(on_thread):
@@ -172,11 +172,12 @@ def _enclosing_ops(ops: Table, parents: np.ndarray, launches: Table, rows: np.nd
         on_thread = on_thread[np.lexsort((-ops["dur"][on_thread], ops["ts"][on_thread]))]
         queries = np.flatnonzero(query_thread == key)
         pos = np.searchsorted(ops["ts"][on_thread], t[queries], side="right") - 1
-        candidates = on_thread.tolist()
-        for q, p in zip(queries.tolist(), pos.tolist()):
-            row = candidates[p] if p >= 0 else NO_OP
-            while row >= 0 and end_of[row] < time_of[q]:  # that op ended before the launch: try its parents
-                row = parent_of[row]
+        found = np.where(pos >= 0, on_thread[np.clip(pos, 0, None)], NO_OP)
+        out[queries] = found  # the candidate contains the launch, the usual case: done without a loop
+        ended = np.flatnonzero((found >= 0) & (end[np.clip(found, 0, None)] < t[queries]))
+        for q, row in zip(queries[ended].tolist(), found[ended].tolist()):
+            while row >= 0 and end[row] < t[q]:  # that op ended before the launch: try its parents
+                row = int(parents[row])
             out[q] = row
     return out
 
