@@ -71,7 +71,7 @@ def _rate(acts: Table, devices: Dict[int, DeviceReport], dtype: str) -> None:
         tflops = acts["flops"] / dur_s / 1e12
         gbps = acts["bytes"] / dur_s / 1e9
         intensity = acts["flops"] / acts["bytes"]
-    rate_dtype = _rating_dtypes(acts, dtype)
+    rate_dtype, dtype_codes, dtype_names = _rating_dtypes(acts, dtype)
     peak, dram = np.full(n, np.nan), np.full(n, np.nan)
     for dev, report in devices.items():
         on = acts["device"] == dev
@@ -101,12 +101,11 @@ def _rate(acts: Table, devices: Dict[int, DeviceReport], dtype: str) -> None:
     bound[copy] = 1
     over, cause = _over_the_roof(acts, devices, pct_peak, pct_dram, rate_dtype, tflops)
     efficiency = np.where(over, efficiency, np.minimum(efficiency, 1.0))  # within the L2 margin: at the roof
-    dtype_codes = Interner()
     acts.columns.update(tflops=tflops, gbps=gbps, intensity=intensity, peak_tflops=peak, dram_gbps=dram,
                         pct_peak=pct_peak, pct_dram=pct_dram, efficiency=efficiency, bound=bound,
-                        rate_dtype=np.fromiter(dtype_codes.encode(rate_dtype.tolist()), np.int32, count=n),
-                        over_roof=over, roof_cause=cause, reason=_reasons(acts, devices, over, efficiency))
-    acts.strings.update(bound=["compute", "memory", "unknown"], rate_dtype=dtype_codes.items,
+                        rate_dtype=dtype_codes, over_roof=over, roof_cause=cause,
+                        reason=_reasons(acts, devices, over, efficiency))
+    acts.strings.update(bound=["compute", "memory", "unknown"], rate_dtype=dtype_names,
                         roof_cause=list(ROOF_CAUSES.values()), reason=list(CODES))
     _rate_links(acts, devices)
 
@@ -212,25 +211,31 @@ def _reasons(acts: Table, devices: Dict[int, DeviceReport], over: np.ndarray, ef
     return reason
 
 
-def _rating_dtypes(acts: Table, dtype: str) -> np.ndarray:
-    """The datasheet dtype each activity is rated against ('' when unknown)."""
+def _rating_dtypes(acts: Table, dtype: str) -> Tuple[np.ndarray, np.ndarray, List[str]]:
+    """The datasheet dtype each activity is rated against ('' when unknown): per activity, and as codes into the
+    dtypes in the order the activities first meet them."""
     n = len(acts)
     if dtype != AUTO:
-        return np.full(n, dtype, dtype=object)
+        return np.full(n, dtype, dtype=object), np.zeros(n, dtype=np.int32), [dtype] if n else []
+    if not n:
+        return np.empty(0, dtype=object), np.empty(0, dtype=np.int32), []
     cats, names = acts.strings["dtype"], acts.strings["name"]
     from_name = [kernel_name_dtype(name) for name in names]
-    if not n:
-        return np.empty(0, dtype=object)
     # decided once per distinct (op dtype, kernel name) pair: a trace has far fewer pairs than activities
     width = len(names) + 1
-    pairs, which = np.unique((acts["dtype"].astype(np.int64) + 1) * width + acts["name"], return_inverse=True)
+    pairs, first, which = np.unique((acts["dtype"].astype(np.int64) + 1) * width + acts["name"],
+                                    return_index=True, return_inverse=True)
     keys = np.empty(len(pairs), dtype=object)
     for i, (d, name) in enumerate(zip((pairs // width - 1).tolist(), (pairs % width).tolist())):
         key = cats[d] if d >= 0 else from_name[name]
         if key == "fp32" and (from_name[name] == "tf32" or "tensorop_s" in names[name]):
             key = "tf32"  # TF32 tensor-core kernels (CUTLASS tensorop_s1688...): the op's dtype still says float
         keys[i] = key
-    return keys[which.reshape(-1)]
+    codes, pair_code = Interner(), np.empty(len(pairs), dtype=np.int32)
+    for i in np.argsort(first, kind="stable").tolist():  # dtypes numbered as the activities first meet them
+        pair_code[i] = codes.code(keys[i])
+    which = which.reshape(-1)
+    return keys[which], pair_code[which], codes.items
 
 
 # Kernel-name hints, most specific first: used when the launching op gives no dtype (no shapes recorded, no op).
