@@ -12,6 +12,7 @@ from ..analysis.kernels.names import display_name
 from ..analysis.kernels.rows import SORTABLE, group_rows, name_filter, sort_order
 from ..estimate.devices import DTYPES, DeviceSpec, device_hint
 from ..service import ALL_WORKERS, NotReady
+from ..trace.table import unique_rows
 from . import params
 from .ranks import all_ranks_table, span_ranks
 
@@ -207,8 +208,7 @@ def launching_ops(eff: Efficiency, mask: np.ndarray) -> list:
     if not len(rows):
         return []
     keys = np.stack([acts["op_name"][rows], acts["op_shape"][rows]], axis=1).astype(np.int64)
-    groups, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    groups, inverse = unique_rows(keys)
     flops = acts["flops"][rows]
     known = ~np.isnan(flops)
     total = np.bincount(inverse, weights=acts["dur"][rows])

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ...trace.table import Interner, Table
+from ...trace.table import Interner, Table, unique_rows
 from ..kernels.efficiency import Efficiency, aggregate
 from ..kernels.names import CLASSES, kernel_class, name_fields, normalize
 from ..kernels.rows import disambiguate, group_rows
@@ -141,7 +141,7 @@ def _op_calls(acts: Table, table: Table) -> np.ndarray:
     span = acts["span"].astype(np.int64) if "span" in acts else np.zeros(len(acts), dtype=np.int64)
     op = acts["op"].astype(np.int64)
     has = op >= 0
-    calls = np.unique(np.stack([rows[has], span[has], op[has]], axis=1), axis=0) if has.any() else np.zeros((0, 3))
+    calls = unique_rows(np.stack([rows[has], span[has], op[has]], axis=1))[0] if has.any() else np.zeros((0, 3))
     return np.bincount(calls[:, 0].astype(np.int64), minlength=len(table)).astype(float)
 
 

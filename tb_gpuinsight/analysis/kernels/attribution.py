@@ -16,7 +16,7 @@ from ...estimate.devices import normalize_dtype
 from ...estimate.flops import OpEstimate, estimate_op, freeze
 from ...estimate.memo import default_memo
 from ...trace.kineto import KinetoTrace
-from ...trace.table import Interner, Table
+from ...trace.table import Interner, Table, unique_rows
 from ..correlate import COMPILED_REGIONS, NO_OP, graph_replayed
 from .helper_bytes import helper_rows_bytes
 from .reasons import CODES
@@ -102,7 +102,7 @@ def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray) -> _OpEstimates:
     used = np.unique(op_rows[op_rows >= 0])
     names = ops.strings.get("name", [])
     signature = np.stack([ops["name"][used], ops["shape"][used]], axis=1)
-    distinct, which = np.unique(signature, axis=0, return_inverse=True)
+    distinct, which = unique_rows(signature)
     table = _estimates(trace, [(names[n], s) for n, s in distinct.tolist()])
     index = which.reshape(-1).astype(np.int64)
     inductor = ~np.isnan(ops["kernel_flop"][used]) | ~np.isnan(ops["kernel_num_gb"][used])

@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from ...trace.table import Interner, Table, unique_keys
+from ...trace.table import Interner, Table, unique_keys, unique_rows
 from ..correlate import LINK_NAMES
 from ..ranks.collectives import mark_communication_groups
 from .attribution import is_copy_event
@@ -124,8 +124,7 @@ def aggregate(acts: Table, keys: Tuple[str, ...]) -> Table:
         return Table("groups", _empty_group_columns(keys),
                      {k: acts.strings[k] for k in (*keys, *_CARRY, "bound", "reason") if k in acts.strings})
     stacked = np.stack([acts[k].astype(np.int64) for k in keys], axis=1)
-    uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    uniq, inverse = unique_rows(stacked)
     g = len(uniq)
     dur = acts["dur"]
     total = np.bincount(inverse, weights=dur, minlength=g)

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from ...estimate.devices import DeviceSpec
-from ...trace.table import Interner, Table
+from ...trace.table import Interner, Table, unique_rows
 from ..kernels.grouping import merged_segments
 from ..kernels.names import kernel_class
 from ..kernels.reasons import CODES, REASONS, reason_rows
@@ -73,7 +73,7 @@ def _props(parts: Parts, spans: Sequence[int], col: Dict[str, np.ndarray]) -> Li
         span_props.append(decoded[code])
     ran: Dict[int, List[int]] = {}
     if len(col["span"]):
-        for s, dev in np.unique(np.stack([col["span"], col["device"]], axis=1), axis=0).tolist():
+        for s, dev in unique_rows(np.stack([col["span"], col["device"]], axis=1))[0].tolist():
             ran.setdefault(s, []).append(dev)
     return props_by_device(span_props, [ran.get(int(s), []) for s in spans])
 
@@ -132,7 +132,7 @@ def _coverage(parts: Parts, rows: np.ndarray, col: Dict[str, np.ndarray], code: 
     codes, so families that tie keep the combined analysis's order."""
     names, kinds, ops = (labels[c][1] for c in ("name", "kind", "op_name"))
     triples = np.stack([code["name"], code["kind"], code["op_name"]], axis=1)
-    uniq, inverse = np.unique(triples, axis=0, return_inverse=True) if len(rows) else (np.zeros((0, 3)), rows)
+    uniq, inverse = unique_rows(triples) if len(rows) else (np.zeros((0, 3)), rows)
     classes = Interner()
     distinct = np.array([classes.code(kernel_class(names[n], kinds[k], ops[o] if o >= 0 else None))
                          for n, k, o in uniq.tolist()], dtype=np.int32)

@@ -18,7 +18,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from ...trace.table import Table, code_labels
+from ...trace.table import Table, code_labels, unique_rows
 from ..kernels.attribution import is_copy_event
 from ..kernels.grouping import BASIS_TIERS, SUMS, basis_of, group_sums, marked_level, merged_segments, rates_from_sums
 from ..kernels.reasons import CODES
@@ -61,8 +61,7 @@ def span_parts(acts: Table, device_props: Sequence[Dict] = ()) -> Parts:
     keys = ROW_KEYS
     if len(acts):
         stacked = np.stack([acts[k].astype(np.int64) for k in keys], axis=1)
-        uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        uniq, inverse = unique_rows(stacked)
     else:
         uniq, inverse = np.zeros((0, len(keys)), dtype=np.int64), np.zeros(0, dtype=np.int64)
     g, dur = len(uniq), acts["dur"]
@@ -228,8 +227,7 @@ def merge(parts: Parts, spans: Sequence[int], span_rank: np.ndarray, keys: Tuple
     merged = {c: combined_codes(parts, c, spans) for c in keys if c in parts.cats}  # `device` is no label
     stacked = np.stack([np.where(col[c] >= 0, merged[c][0][np.clip(col[c], 0, None)], -1)
                         if c in merged and len(merged[c][0]) else col[c] for c in keys], axis=1).astype(np.int64)
-    uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    uniq, inverse = unique_rows(stacked)
     g = len(uniq)
 
     def add(values: np.ndarray) -> np.ndarray:

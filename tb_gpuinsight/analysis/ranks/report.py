@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...errors import GpuInsightError
-from ...trace.table import Table
+from ...trace.table import Table, unique_rows
 from . import collectives as coll
 from ..overview.breakdown import COMPUTE
 from ..overview.steps import step_windows
@@ -316,8 +316,7 @@ def across_ranks(acts: Table, span_rank: np.ndarray, keys: Tuple[str, ...]) -> T
     table = aggregate(acts, keys)
     n, g = max(int(span_rank.max()) + 1, 1) if len(span_rank) else 1, len(table)
     if len(acts):
-        _, inverse = np.unique(np.stack([acts[k].astype(np.int64) for k in keys], axis=1), axis=0,
-                               return_inverse=True)  # the same group order as `aggregate`
+        _, inverse = unique_rows(np.stack([acts[k].astype(np.int64) for k in keys], axis=1))  # `aggregate`'s order
         flat = inverse.reshape(-1) * n + (span_rank[acts["span"]] if "span" in acts else 0)
         time = np.bincount(flat, weights=acts["dur"], minlength=g * n).reshape(g, n)
         ran = np.bincount(flat, minlength=g * n).reshape(g, n) > 0

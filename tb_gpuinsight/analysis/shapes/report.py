@@ -34,7 +34,7 @@ import numpy as np
 from ...estimate.devices import normalize_dtype
 from ...estimate.flops import estimate_op, freeze
 from ...trace.kineto import KinetoTrace
-from ...trace.table import Interner, Table
+from ...trace.table import Interner, Table, unique_rows
 from ...trace.tensortrace import TensorTraceFile
 from ..correlate import op_parents
 
@@ -122,8 +122,7 @@ def op_groups(trace: KinetoTrace, activities: Optional[Table] = None) -> Dict[Tu
     if not len(ops):
         return {}
     pairs = np.stack([ops["name"].astype(np.int64), ops["shape"].astype(np.int64)], axis=1)
-    distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    distinct, inverse = unique_rows(pairs)
     calls = np.bincount(inverse, minlength=len(distinct))
     cpu = np.bincount(inverse, weights=np.nan_to_num(ops["dur"]), minlength=len(distinct))
     parents = op_parents(ops)
@@ -161,8 +160,8 @@ def _group_parents(parents: np.ndarray, group_of: np.ndarray, g: int) -> np.ndar
     parent_grp = np.where(nested, group_of[np.clip(parents, 0, None)], -1)
     best = np.full(g, -1, dtype=np.int64)
     if nested.any():
-        pairs, counts = np.unique(np.stack([group_of[nested], parent_grp[nested]], axis=1), axis=0,
-                                  return_counts=True)
+        pairs, inverse = unique_rows(np.stack([group_of[nested], parent_grp[nested]], axis=1))
+        counts = np.bincount(inverse, minlength=len(pairs))
         top = np.bincount(group_of[~nested], minlength=g)
         most = np.zeros(g, dtype=np.int64)
         for (child, parent), n in zip(pairs.tolist(), counts.tolist()):

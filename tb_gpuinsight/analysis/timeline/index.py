@@ -25,7 +25,7 @@ import numpy as np
 
 from ...errors import GpuInsightError
 from ...sections import Section, SectionContext
-from ...trace.table import Interner
+from ...trace.table import Interner, unique_rows
 from ..correlate import op_parents
 from ..kernels.grouping import merged_segments
 from ..kernels.names import CLASSES as KERNEL_CLASSES, demangle, display_name, kernel_class, name_head
@@ -151,7 +151,7 @@ def _gpu_lanes(acts, origin: float, names: Interner, lanes: List, parts: List) -
     kinds, act_names, op_names = acts.strings["kind"], acts.strings["name"], acts.strings.get("op_name", [])
     # One class per distinct (name, kind, op): the classifier runs once per distinct kernel, not per launch.
     key = np.stack([acts["name"].astype(np.int64), acts["kind"].astype(np.int64), acts["op_name"].astype(np.int64)], 1)
-    distinct, which = np.unique(key, axis=0, return_inverse=True)
+    distinct, which = unique_rows(key)
     cls_of = np.array([CLASSES.index(kernel_class(act_names[n], kinds[k], op_names[o] if o >= 0 else None))
                        for n, k, o in distinct.tolist()], dtype=np.int8)
     name_of = np.array([names.code(act_names[n]) for n in distinct[:, 0].tolist()], dtype=np.int32)

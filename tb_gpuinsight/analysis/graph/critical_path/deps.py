@@ -49,7 +49,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ....trace.table import Interner, Table
+from ....trace.table import Interner, Table, unique_rows
 from ...ranks.collectives import is_communication
 from ...correlate import op_parents
 from ...kernels.names import kernel_class
@@ -170,7 +170,7 @@ def _append_cpu(cols, table: Table, rows: np.ndarray, kind: int, names: Interner
         return
     threads, processes = interners
     pid_s, tid_s, name_s = table.strings["pid"], table.strings["tid"], table.strings["name"]
-    pairs, which = np.unique(np.stack([table["pid"][rows], table["tid"][rows]], 1), axis=0, return_inverse=True)
+    pairs, which = unique_rows(np.stack([table["pid"][rows], table["tid"][rows]], 1))
     keys = np.array([threads.code((pid_s[p], tid_s[t])) for p, t in pairs.tolist()], dtype=np.int64)
     numbers = np.array([_number(tid_s[t]) for t in pairs[:, 1].tolist()], dtype=np.int64)
     procs = np.array([processes.code(pid_s[p]) for p in pairs[:, 0].tolist()], dtype=np.int64)
