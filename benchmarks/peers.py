@@ -8,9 +8,9 @@ Each figure is a fresh process (interpreter start, imports, reading, work), the 
 time, CPU seconds (which a shared machine inflates less; with those of the processes it starts) and peak RSS (of its
 largest process: HTA parses in a forked pool); the methods run in rounds, each once per round, since a shared
 machine's speed drifts. Ours runs with its estimate memo warm (an untimed run first, in a cache of its own). Ratios
-are against orjson.loads of the same run; our bytecode is compiled first, as an installed package has it. A peer that is not installed says so (`pip install HolisticTraceAnalysis`,
-or the `bench` extra). The machine's load average is printed beside.
-"""
+are against orjson.loads of the same run; our bytecode is compiled first, as an installed package has it. A peer that
+is not installed says so (`pip install HolisticTraceAnalysis`, or the `bench` extra). The machine's load average is
+printed beside."""
 from __future__ import annotations
 
 import argparse

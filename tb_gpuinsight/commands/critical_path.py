@@ -84,7 +84,7 @@ def _source(cp: CriticalPath) -> str:
     on GPU work"."""
     notes = cp.notes
     et = "with its Execution Trace" if cp.has_et else "Kineto only"
-    if notes.get("stream_wait_source", NO_GPU) == NO_GPU:  # a CPU-only trace (or a summary that predates the note)
+    if notes.get("stream_wait_source", NO_GPU) == NO_GPU:  # a CPU-only trace: the graph has no stream
         return f"{et}; no GPU activity: no cross-stream waits or host syncs"
     source = notes["stream_wait_source"]
     waits = source if source.startswith("none") else f"{notes.get('stream_waits', 0)} ({source})"

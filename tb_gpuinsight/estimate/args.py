@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 from ..trace.strides import broadcast_view, folded_strides
 from .dtypes import dtype_name, is_floating_type, is_tensor_type, itemsize, result_dtype, size_of_dtype_name
-from .schemas import arg_limit, out_positions
+from .schemas import arg_limit, out_positions as out_arg_positions  # noqa: F401 (its callers import it here)
 
 
 class UnknownEstimate(Exception):
@@ -276,9 +276,3 @@ COMPARISON_OPS = frozenset({
     "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_not", "logical_and",
     "logical_or", "logical_xor", "isin", "signbit",
 })
-
-
-def out_arg_positions(op: str, nargs: int) -> frozenset[int]:
-    """Positions of ``out=`` tensors when the recorded argument count selects an out overload of ``aten::<op>``
-    (:func:`schemas.out_positions`)."""
-    return out_positions(op, nargs)

@@ -1,7 +1,7 @@
 """Convolution: forward FLOPs as torch.utils.flop_counter's ``aten.convolution`` formula counts them (a test holds the
-two equal), with the output shape computed from stride / padding / dilation; backward from first principles (each gradient costs the forward, the weight gradient
-divided by ``groups``); bytes: input, weight (and bias) read, output written; backward per ``output_mask``.
-"""
+two equal), with the output shape computed from stride / padding / dilation; backward from first principles (each
+gradient costs the forward, the weight gradient divided by ``groups``); bytes: input, weight (and bias) read, output
+written; backward per ``output_mask``."""
 from __future__ import annotations
 
 import math

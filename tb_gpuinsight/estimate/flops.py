@@ -4,10 +4,11 @@ and its source).
 
 GEMMs and forward convolutions count what torch's own formula registry (``torch.utils.flop_counter.flop_registry``)
 counts, as closed forms (a test holds them equal; torch is not imported to estimate), with adapters that pick the
-right arguments out of the trace's argument list and compute output shapes; where torch's formula is wrong for what the kernel does, first-principles formulas replace it (attention masks and varlen,
-convolution backward per ``output_mask`` and ``groups``). Grouped GEMMs, MoE, fused norms, activations, rotary and
-paged attention have formulas of their own. Elementwise, reduction, softmax and norm ops get a documented count per
-element; pure data movement (copies, casts, cat, views, gathers, fills) has 0 FLOPs, known.
+right arguments out of the trace's argument list and compute output shapes; where torch's formula is wrong for what
+the kernel does, first-principles formulas replace it (attention masks and varlen, convolution backward per
+``output_mask`` and ``groups``). Grouped GEMMs, MoE, fused norms, activations, rotary and paged attention have
+formulas of their own. Elementwise, reduction, softmax and norm ops get a documented count per element; pure data
+movement (copies, casts, cat, views, gathers, fills) has 0 FLOPs, known.
 
 Policy:
 

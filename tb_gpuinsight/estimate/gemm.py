@@ -1,10 +1,9 @@
 """GEMMs: ``mm``/``addmm``/``bmm``/``baddbmm``/``_scaled_mm``/``_int_mm`` (2 x m x n x k, as torch.utils.flop_counter
-counts them: a test holds the two equal on every shape it tries), ``linear`` and
-``matmul`` through the GEMM they dispatch to, grouped GEMMs (``_grouped_mm``, ``_scaled_grouped_mm``: the sum over
-groups of 2 x m x k x n) and the custom GEMM ops of vLLM, SGLang and aiter (2 x M x N x K from their operand shapes).
-Bytes: every operand (and scale) read once, the output written once in its own dtype; FP4 operands pack two values
-per byte (``K`` is twice the recorded inner dim).
-"""
+counts them: a test holds the two equal on every shape it tries), ``linear`` and ``matmul`` through the GEMM they
+dispatch to, grouped GEMMs (``_grouped_mm``, ``_scaled_grouped_mm``: the sum over groups of 2 x m x k x n) and the
+custom GEMM ops of vLLM, SGLang and aiter (2 x M x N x K from their operand shapes). Bytes: every operand (and scale)
+read once, the output written once in its own dtype; FP4 operands pack two values per byte (``K`` is twice the
+recorded inner dim)."""
 from __future__ import annotations
 
 import math

@@ -1,11 +1,11 @@
 """A persistent memo of per-op estimates, keyed by (op name, Input Dims, Input type, Concrete Inputs).
 
 Training runs repeat the same shapes in every span and every run, so estimates are kept in a SQLite file in the
-user's cache directory: a trace whose op signatures were all seen before is estimated without running a formula,
-and without importing torch where an op's schema is not in the shipped table (estimate/schemas.py). Keys include
-the engine version and torch's installed version (read from its files, not by importing it). Any failure to open, read or write the memo is a miss, never an error; a file that is not a
-database or whose pages are damaged is replaced by an empty memo.
-"""
+user's cache directory: a trace whose op signatures were all seen before is estimated without running a formula, and
+without importing torch where an op's schema is not in the shipped table (estimate/schemas.py). Keys include the
+engine version and torch's installed version (read from its files, not by importing it). Any failure to open, read or
+write the memo is a miss, never an error; a file that is not a database or whose pages are damaged is replaced by an
+empty memo."""
 from __future__ import annotations
 
 import json

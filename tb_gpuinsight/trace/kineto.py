@@ -110,6 +110,7 @@ class KinetoTrace:
     modules: Table = field(default_factory=lambda: _Columns().finish("modules", _ORDER["modules"]))
     enrichment: Any = None  # analysis/enrich.py's report once shapes were filled from companions
     _shape_cache: Dict[int, Tuple[Any, Any, Any]] = field(default_factory=dict, repr=False)
+    _comm_cache: Dict[int, Dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def tables(self) -> Dict[str, Table]:
         """All event tables by name."""
@@ -123,8 +124,13 @@ class KinetoTrace:
         return hit
 
     def comm(self, code: int) -> Dict[str, Any]:
-        """The collective args of a `comm` code (ops, kernels, annotations) by arg name; only those present."""
-        return {name: _decode_json(raw) for name, raw in zip(COMM_ARGS, self.comms[code]) if raw}
+        """The collective args of a `comm` code (ops, kernels, annotations) by arg name; only those present. Decoded
+        once per code (thousands of collectives share a few codes): read it, do not change it."""
+        hit = self._comm_cache.get(code)
+        if hit is None:
+            hit = self._comm_cache[code] = {name: _decode_json(raw) for name, raw in zip(COMM_ARGS, self.comms[code])
+                                            if raw}
+        return hit
 
 
 def _decode_shape(raw: Tuple[bytes, ...]) -> Tuple[Any, Any, Any]:

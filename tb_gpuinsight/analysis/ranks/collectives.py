@@ -157,20 +157,6 @@ def _number(value: Any, default: float) -> float:
     return out if np.isfinite(out) else default
 
 
-class _Source:
-    """The trace extraction reads, each collective-args set decoded once (thousands of collectives share a few)."""
-
-    def __init__(self, trace: "KinetoTrace") -> None:
-        self.trace = trace
-        self._comms: Dict[int, Dict[str, Any]] = {}
-
-    def comm(self, code: int) -> Dict[str, Any]:
-        found = self._comms.get(code)
-        if found is None:
-            found = self._comms[code] = self.trace.comm(code)
-        return found
-
-
 # A marker on a thread: (ts, end, table, row, name, comm code, shape code), plain Python values.
 _Item = Tuple[float, float, str, int, str, int, int]
 
@@ -205,7 +191,7 @@ def _markers_by_thread(trace: "KinetoTrace") -> Dict[Tuple[str, str], List[_Item
     return out
 
 
-def _marker_at(src: _Source, markers, key, start: float, stop: float) -> _Marker:
+def _marker_at(trace: "KinetoTrace", markers, key, start: float, stop: float) -> _Marker:
     """Combine every marker on thread `key` that overlaps [start, stop] (the launching op: a c10d:: op around a
     record_param_comms around an nccl: annotation), innermost first."""
     marker = _Marker()
@@ -214,18 +200,18 @@ def _marker_at(src: _Source, markers, key, start: float, stop: float) -> _Marker
     for item in reversed(items[max(0, hi - 16):hi]):  # markers nest a few deep at most
         if item[1] < start:
             continue
-        _absorb(src, marker, item)
+        _absorb(trace, marker, item)
     return marker
 
 
-def _absorb(src: _Source, marker: _Marker, item: _Item) -> None:
+def _absorb(trace: "KinetoTrace", marker: _Marker, item: _Item) -> None:
     _, _, table_name, _, name, comm, shape = item
     if comm >= 0:
-        marker.update_args(src.comm(comm))
+        marker.update_args(trace.comm(comm))
     if name != "record_param_comms":
         marker.kind = marker.kind or canonical_kind(name)
     if shape >= 0 and table_name == "annotations":
-        dims, types, _ = src.trace.shape(shape)
+        dims, types, _ = trace.shape(shape)
         marker.update_shape(dims, types)
 
 
@@ -239,18 +225,17 @@ def extract(trace: "KinetoTrace", kernel_ops: Optional[np.ndarray] = None) -> Tu
     is_comm_name = np.array([bool(COMM_KERNEL.search(n)) for n in names], dtype=bool)
     comm_rows = np.flatnonzero(is_comm_name[kernels["name"]]) if len(kernels) and len(names) else np.empty(0, int)
     markers = _markers_by_thread(trace)
-    src = _Source(trace)
     if len(comm_rows):
-        return _from_kernels(src, comm_rows, kernel_ops, markers), {"source": "kernel"}
-    return _from_annotations(src, markers), {"source": "cpu"}
+        return _from_kernels(trace, comm_rows, kernel_ops, markers), {"source": "kernel"}
+    return _from_annotations(trace, markers), {"source": "cpu"}
 
 
 def _new_columns() -> Dict[str, list]:
     return {k: [] for k in _RECORD}
 
 
-def _from_kernels(src: _Source, rows: np.ndarray, kernel_ops: Optional[np.ndarray], markers) -> Table:
-    k, ops = src.trace.kernels, src.trace.ops
+def _from_kernels(trace: "KinetoTrace", rows: np.ndarray, kernel_ops: Optional[np.ndarray], markers) -> Table:
+    k, ops = trace.kernels, trace.ops
     cols = _new_columns()
     kinds, pgs, algos, dtypes = Interner(), Interner(), Interner(), Interner()
     names = k.strings["name"]
@@ -266,10 +251,10 @@ def _from_kernels(src: _Source, rows: np.ndarray, kernel_ops: Optional[np.ndarra
             k["ts"][rows].tolist(), k["dur"][rows].tolist(), k["stream"][rows].tolist()):
         marker = _Marker()
         if comm >= 0:
-            marker.update_args(src.comm(comm))
+            marker.update_args(trace.comm(comm))
         if op >= 0:
             pid, tid, start, end = threads[op]
-            _merge(marker, _marker_at(src, markers, (pid, tid), start, end))
+            _merge(marker, _marker_at(trace, markers, (pid, tid), start, end))
         name = names[name]
         marker.kind = marker.kind or kernel_kind(name)
         _append(cols, marker, ts, dur, kinds, pgs, dtypes, algo=algos.code(kernel_algorithm(name)), stream=stream,
@@ -277,9 +262,9 @@ def _from_kernels(src: _Source, rows: np.ndarray, kernel_ops: Optional[np.ndarra
     return _finish(cols, kinds, pgs, algos, dtypes)
 
 
-def _from_annotations(src: _Source, markers) -> Table:
+def _from_annotations(trace: "KinetoTrace", markers) -> Table:
     """CPU collectives: gloo:/nccl: annotations (outermost per thread and time), with the markers they enclose."""
-    ann = src.trace.annotations
+    ann = trace.annotations
     cols = _new_columns()
     kinds, pgs, algos, dtypes = Interner(), Interner(), Interner(), Interner()
     algos.code("")
@@ -291,9 +276,9 @@ def _from_annotations(src: _Source, markers) -> Table:
         for item, dur, pid, tid in zip(_items(ann, "annotations", rows), ann["dur"][rows].tolist(),
                                        ann["pid"][rows].tolist(), ann["tid"][rows].tolist()):
             marker = _Marker()
-            _absorb(src, marker, item)
+            _absorb(trace, marker, item)
             ts = item[0]
-            _merge(marker, _marker_at(src, markers, (pids[pid], tids[tid]), ts, ts + dur))
+            _merge(marker, _marker_at(trace, markers, (pids[pid], tids[tid]), ts, ts + dur))
             if marker.kind:
                 _append(cols, marker, ts, dur, kinds, pgs, dtypes, algo=0, stream=-1, activity=-1, source=0)
     return _finish(cols, kinds, pgs, algos, dtypes)
