@@ -28,6 +28,7 @@ from .errors import GpuInsightError
 from .estimate.devices import DeviceSpec, load_datasheet
 from .logdir import FileEntry, Run, discover, logdir_problem
 from .sections import Section
+from .settings import default_cache_dir
 from .store import envelope as cache_mod
 from .store import open_store
 from .store.rank_refresh import IndexRefresher
@@ -62,7 +63,7 @@ class LogdirService:
         self.store_error = ""  # a store that cannot be opened (its protocol's package missing): said, not fatal
         try:
             self.store = open_store(store if store is not None else
-                                    cache_dir if cache_dir is not None else cache_mod.default_cache_dir())
+                                    cache_dir if cache_dir is not None else default_cache_dir())
         except GpuInsightError as exc:
             self.store, self.store_error = open_store(""), f"summary store: {exc}; summaries are kept in memory"
         self.devices_file = devices_file

@@ -25,11 +25,13 @@ def need_browser() -> None:
 
 
 @contextmanager
-def tensorboard(logdir: str, cache_dir: str, *extra: str) -> Iterator[str]:
-    """Start real TensorBoard on a free port; yields its base URL; drains its output so it never blocks."""
+def tensorboard(logdir: str, cache_dir: Optional[str], *extra: str) -> Iterator[str]:
+    """Start real TensorBoard on a free port; yields its base URL; drains its output so it never blocks.
+    `cache_dir` None: no cache flag, as a user starts it (the summaries go to the user's cache directory)."""
     exe = shutil.which("tensorboard") or os.path.join(os.path.dirname(sys.executable), "tensorboard")
+    cache = ["--gpuinsight_cache_dir", cache_dir] if cache_dir is not None else []
     proc = subprocess.Popen([exe, "--logdir", logdir, "--host", "127.0.0.1", "--port", "0", "--load_fast=false",
-                             "--gpuinsight_cache_dir", cache_dir, "--gpuinsight_scan_interval", "1", *extra],
+                             *cache, "--gpuinsight_scan_interval", "1", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: List[str] = []
     found = threading.Event()
