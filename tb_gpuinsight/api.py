@@ -81,6 +81,29 @@ def memory(path: "KinetoTrace | os.PathLike[str] | str") -> "MemoryReport":
     return report(memory_events(path if isinstance(path, KinetoTrace) else load(path)))
 
 
+def memory_snapshot(path: "os.PathLike[str] | str", device: Optional[int] = None) -> Dict:
+    """The view of a CUDA memory snapshot (`torch.cuda.memory._dump_snapshot`'s pickle, plain or gzip'd, read by
+    an unpickler that admits only plain data): allocated / reserved over the history, `peak_allocated_bytes`,
+    `at_peak` (alive at the peak by source line: frame, function, bytes, count, stack), `at_peak_by_size`,
+    `fragmentation` (at the peak and at the dump), `ooms`, `leak_suspects`, `curve`. `device`: default the device
+    with the highest peak. A file that is no snapshot (or a pickle naming code) raises SnapshotError."""
+    from .analysis.memory.snapshot import report
+    from .analysis.memory.snapshot_model import load_snapshot
+
+    snap = load_snapshot(path)
+    if device is not None and device not in snap.devices:
+        raise ConfigError(f"{os.fspath(path)}: no device {device} in this snapshot (devices: {snap.devices})")
+    return report(snap, device)
+
+
+def compare_memory_snapshots(a: "os.PathLike[str] | str", b: "os.PathLike[str] | str",
+                             device: Optional[int] = None) -> Dict:
+    """Two snapshots compared: peaks and, per source line, bytes alive at each peak and the change."""
+    from .analysis.memory.snapshot import compare
+
+    return compare(memory_snapshot(a, device), memory_snapshot(b, device))
+
+
 def overview(path: "KinetoTrace | os.PathLike[str] | str", worker: Optional[str] = None,
              **options) -> "Overview":
     """The Overview of one trace, or of one worker's spans in a run directory (`worker`: which one, default the

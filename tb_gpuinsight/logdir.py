@@ -4,7 +4,8 @@ A run is a directory (named by its path relative to the logdir, "." for the logd
 Kineto trace. `tensorboard_trace_handler` names each trace `{worker}.{time_ns}.pt.trace.json[.gz]` (older builds:
 `{worker}.pt.trace.json`); each file is one span of its worker, spans ordered by their stamp. Execution Trace and
 tensor.trace files in the same directory are companions; one whose name carries the same `{worker}.{stamp}` prefix
-belongs to that span, the others to the run.
+belongs to that span, the others to the run. Memory snapshots (`*.pickle[.gz]`, from
+`torch.cuda.memory._dump_snapshot`) in the directory are companions of the run, taken at their name.
 
 A logdir may be an fsspec URL (`s3://bucket/logs`, `gs://...`): it is listed in one recursive listing (sizes,
 ETags and times come with it), files named like Kineto traces are taken at their name and others are sniffed from
@@ -26,9 +27,11 @@ ET = "execution_trace"
 TENSOR_TRACE = "tensor_trace"
 OTHER = "other"
 UNREADABLE = "unreadable"
+MEMORY_SNAPSHOT = "memory_snapshot"  # torch.cuda.memory._dump_snapshot's pickle: a run companion, taken at its name
 
 _SNIFF_BYTES = 1 << 16
-_CANDIDATE = re.compile(r"\.(json|json\.gz|gz|trace)$|tensor\.trace", re.IGNORECASE)
+_CANDIDATE = re.compile(r"\.(json|json\.gz|gz|trace)$|tensor\.trace|\.pickle(\.gz)?$", re.IGNORECASE)
+_SNAPSHOT_NAME = re.compile(r"\.pickle(\.gz)?$", re.IGNORECASE)
 _SPAN_NAME = re.compile(r"^(?P<worker>.+?)\.(?P<stamp>\d{10,})\.(?P<rest>.+)$")
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".et.json.gz", ".et.json", ".tensor.trace", ".json.gz",
              ".json", ".trace", ".gz")
@@ -100,6 +103,12 @@ def companions(trace_path: "os.PathLike[str] | str", kind: str) -> List[str]:
         elif s is None:
             run_level.append(path)
     return own + run_level
+
+
+def memory_snapshots(folder: str) -> List[str]:
+    """The memory snapshot files (`*.pickle[.gz]`) directly in a local folder, in name order."""
+    return [os.path.join(folder, n) for n in sorted(os.listdir(folder))
+            if _SNAPSHOT_NAME.search(n) and os.path.isfile(os.path.join(folder, n))]
 
 
 CAPTURE_DIR = "capture_traces"
@@ -181,6 +190,7 @@ class Run:
     execution_traces: List[FileEntry] = field(default_factory=list)
     tensor_traces: List[FileEntry] = field(default_factory=list)
     unreadable: List[FileEntry] = field(default_factory=list)
+    memory_snapshots: List[FileEntry] = field(default_factory=list)
 
     def spans(self) -> List[Span]:
         """Every span of every worker, workers in name order, spans in time order."""
@@ -237,6 +247,8 @@ def _remote_entry(url: str, name: str, info: Dict) -> Optional[FileEntry]:
     size = int(info.get("size") or 0)
     if _TRACE_NAME.search(name):  # taken at its name: sniffing would cost a request per rank
         return FileEntry(url, KINETO, size, mtime_ns, etag=etag.strip('"'))
+    if _SNAPSHOT_NAME.search(name):
+        return FileEntry(url, MEMORY_SNAPSHOT, size, mtime_ns, etag=etag.strip('"'))
     sniffed = _REMOTE_SNIFFED.get((url, etag))
     if sniffed is None:  # one ranged read per companion file and version, not one per scan
         sniffed = sniff(url)
@@ -285,6 +297,7 @@ def _scan_dir(root: str, dirpath: str, found: List[Optional[FileEntry]]) -> Opti
     for entry in entries:
         if entry.kind in (ET, TENSOR_TRACE):
             _attach(run, spans, entry)
+    run.memory_snapshots = [e for e in entries if e.kind == MEMORY_SNAPSHOT]
     return run
 
 
@@ -305,6 +318,8 @@ def _entry(path: str) -> Optional[FileEntry]:
         return FileEntry(path, UNREADABLE, 0, 0, exc.strerror or str(exc))
     if not os.path.isfile(path):
         return None
+    if _SNAPSHOT_NAME.search(path):  # a pickle: never sniffed as text, read by the snapshot reader only
+        return FileEntry(path, MEMORY_SNAPSHOT, st.st_size, st.st_mtime_ns)
     sniffed = sniff(path)
     if sniffed.kind == OTHER:
         if not _TRACE_NAME.search(path):

@@ -168,6 +168,10 @@ class LogdirService:
     def _update_run(self, run: Run, stored: set, failed: set) -> None:
         state = self.runs.setdefault(run.name, RunState(run.name))
         state.unreadable = run.unreadable
+        versions = [(e.path, e.version) for e in run.memory_snapshots]
+        if [(e.path, e.version) for e in state.memory_snapshots] != versions:
+            state.memory_snapshots = run.memory_snapshots
+            self.generation += 1  # answers that named the run's snapshots are stale
         present = {(worker, span.name) for worker, spans in run.workers.items() for span in spans}
         for ident in [i for i in state.spans if i not in present]:  # its file is gone (or no longer a trace)
             state.gone.append(state.spans.pop(ident))
@@ -367,6 +371,7 @@ class LogdirService:
         errors += [{"file": os.path.basename(e.path), "reason": e.reason} for e in run.unreadable]
         return {
             "run": run.name, "status": status, "errors": errors,
+            "memory_snapshots": [os.path.basename(e.path.rsplit("/", 1)[-1]) for e in run.memory_snapshots],
             "progress": {"files_done": len(done), "files_total": len(spans),
                          "bytes_done": sum(s.entry.size for s in done),
                          "bytes_total": sum(s.entry.size for s in spans)},
@@ -388,6 +393,11 @@ class LogdirService:
         if state is None:
             raise NotFound(f"unknown run {run!r}")
         return state
+
+    def memory_snapshots(self, run: str) -> List[FileEntry]:
+        """The run's memory snapshot files (`*.pickle[.gz]` beside its traces), in name order. Raises NotFound."""
+        with self._lock:
+            return list(self._run_named(run).memory_snapshots)
 
     def span_states(self, run: str, worker: str, span: str) -> List[SpanState]:
         """The spans a (run, worker, span) selection names; span may be "all". Raises NotFound."""

@@ -56,4 +56,5 @@ class RunState:
     name: str
     spans: Dict[Tuple[str, str], SpanState] = field(default_factory=dict)
     unreadable: List[FileEntry] = field(default_factory=list)
+    memory_snapshots: List[FileEntry] = field(default_factory=list)  # *.pickle[.gz] beside the run's traces
     gone: List[SpanState] = field(default_factory=list)  # dropped by the current scan, released after it

@@ -3,6 +3,8 @@
     tb-gpuinsight memory TRACE                        # per device: peak, live at peak, top ops by bytes allocated
     tb-gpuinsight memory TRACE --format json          # everything (summary, by op, live at peak, never freed)
     tb-gpuinsight memory TRACE --format csv --what ops   # one table as CSV: ops, live, never-freed or events
+    tb-gpuinsight memory SNAPSHOT [B] [--format json]    # a CUDA memory snapshot (.pickle[.gz]) or two compared
+                                                         # (commands/memory_snapshot.py)
 """
 from __future__ import annotations
 
@@ -23,8 +25,11 @@ TABLES = {"ops": "by_op", "live": "live_at_peak", "never-freed": "never_freed", 
 
 def register(sub) -> None:
     """Add the `memory` subcommand."""
-    p = sub.add_parser("memory", help="memory per device from profile_memory=True traces: peak, live at peak, by op")
-    p.add_argument("trace", metavar="TRACE", help="a Kineto trace (.json or .json.gz)")
+    p = sub.add_parser("memory", help="memory per device from profile_memory=True traces: peak, live at peak, by op; "
+                                      "or from a CUDA memory snapshot: peak by source line, fragmentation, OOMs")
+    p.add_argument("trace", metavar="TRACE", help="a Kineto trace (.json or .json.gz), or a memory snapshot "
+                                                  "(.pickle[.gz]) or a run directory holding one")
+    p.add_argument("other", metavar="B", nargs="?", help="a second memory snapshot: compare the two")
     p.add_argument("--device", help="only this device (cuda:0, cpu, ...)")
     p.add_argument("--what", choices=tuple(TABLES), default="ops", help="the table written by --format csv")
     p.add_argument("--top", type=int, default=15, help="rows per table in the text output (0 = all)")
@@ -35,7 +40,10 @@ def register(sub) -> None:
 def run(args) -> int:
     """Entry of `tb-gpuinsight memory`."""
     from .. import memory as memory_api
+    from . import memory_snapshot
 
+    if args.other or memory_snapshot.snapshot_path(args.trace):
+        return memory_snapshot.run(args)
     report = memory_api(args.trace)
     devices = [d for d in report.summary["devices"] if not args.device or d["device"] == args.device]
     if report.summary["message"]:

@@ -9,7 +9,8 @@ from typing import Any, Dict, List, Sequence, Tuple
 Column = Tuple[str, str, int]  # (title, row key, width)
 
 # Columns written left-aligned (names and labels); every other column is a number, right-aligned.
-_LEFT = ("name", "display_name", "op", "kernel", "bound", "dtype", "status", "class", "kernel_class")
+_LEFT = ("name", "display_name", "op", "kernel", "bound", "dtype", "status", "class", "kernel_class", "frame",
+         "function")
 
 
 def render_table(rows: List[Dict], columns: Sequence[Column], empty: str = "(none)") -> List[str]:

@@ -14,7 +14,8 @@ from typing import Tuple
 ROUTE_MODULES = ("tb_gpuinsight.routes.kernels", "tb_gpuinsight.routes.diff", "tb_gpuinsight.routes.shapes", "tb_gpuinsight.routes.graph",
                  "tb_gpuinsight.routes.overview",
                  "tb_gpuinsight.routes.memory", "tb_gpuinsight.routes.timeline", "tb_gpuinsight.routes.ranks",
-                 "tb_gpuinsight.routes.critical_path", "tb_gpuinsight.routes.report")
+                 "tb_gpuinsight.routes.critical_path", "tb_gpuinsight.routes.report",
+                 "tb_gpuinsight.routes.memory_snapshot")
 
 
 @dataclass(frozen=True)

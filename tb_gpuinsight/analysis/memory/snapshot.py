@@ -203,7 +203,7 @@ def compare(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
             rows[key][f"{side}_bytes"] += row["bytes"]
             rows[key][f"{side}_count"] += row["count"]
     lines = [{**row, "change_bytes": row["b_bytes"] - row["a_bytes"]} for row in rows.values()]
-    lines.sort(key=lambda row: (-abs(row["change_bytes"]), row["frame"]))
+    lines.sort(key=lambda row: (-abs(row["change_bytes"]), -row["b_bytes"], row["frame"]))
     peaks = {k: {"a": a[k], "b": b[k], "change": _change(a[k], b[k])}
              for k in ("peak_allocated_bytes", "peak_reserved_bytes", "allocated_at_dump_bytes")}
     return {"a": os.fspath(a["path"]), "b": os.fspath(b["path"]), "a_device": a["device"], "b_device": b["device"],

@@ -84,7 +84,8 @@ def read_snapshot(path: "os.PathLike[str] | str", limit: int = 0) -> Dict[str, A
             first = capped.peek(1)[:1]
             if first != PICKLE_MAGIC:
                 what = "empty" if not first else "not a pickle (protocol 2 or later) and not gzip"
-                raise SnapshotError(path, f"{what}: a memory snapshot is the file torch.cuda.memory._dump_snapshot writes")
+                raise SnapshotError(path, f"{what}: a memory snapshot is the file that "
+                                          "torch.cuda.memory._dump_snapshot writes")
             data = _PlainUnpickler(capped).load()
         except SnapshotError:
             raise

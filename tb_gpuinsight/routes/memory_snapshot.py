@@ -1,0 +1,74 @@
+"""The route of the Memory tab's snapshot part: a run's CUDA memory snapshot (`*.pickle[.gz]` beside its traces).
+
+    /memory_snapshot  ?run[&file&device] -> {run, file, files, devices, device, peak_allocated_bytes,
+                      peak_reserved_bytes, peak_time_us, at_peak: [{frame, function, bytes, count, stack}],
+                      at_peak_by_size, fragmentation: {at_peak, at_dump}, ooms, leak_suspects, curve, ...}
+                      (`analysis.memory.snapshot.report`). `file`: one of `files` (default the first);
+                      `device`: one of `devices` (default the device with the highest peak).
+
+A snapshot is read once per file version, on a background thread (the route answers 503 "still loading" until
+then), with the reader that admits only plain data: a pickle that names code answers 422 with the reason.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any, Callable, Dict, Optional
+
+from ..analysis.memory.snapshot import report
+from ..analysis.memory.snapshot_model import Snapshot, load_snapshot
+from ..analysis.memory.snapshot_read import SnapshotError
+from ..logdir import FileEntry
+from ..span_state import NotFound, NotReady
+from ..trace.source import is_url
+from . import params
+from .lru import Lru
+
+MAX_DEVICE = 4096
+
+
+def routes(plugin) -> Dict[str, Callable]:
+    reports = SnapshotReports()
+    return {"/memory_snapshot": lambda req: snapshot_route(plugin, reports, req)}
+
+
+class SnapshotReports:
+    """Snapshots read in the background, kept as columns with their default report (a few at a time)."""
+
+    def __init__(self, size: int = 4) -> None:
+        self._loaded = Lru(size)
+        self._other_devices = Lru(16)
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpuinsight-snapshot")
+
+    def get(self, entry: FileEntry, device: Optional[int]) -> Dict[str, Any]:
+        """The report of `entry` (for `device`, else the default one). Raises NotReady while it is read,
+        SnapshotError when it is no readable snapshot."""
+        if is_url(entry.path):
+            raise SnapshotError(entry.path, "memory snapshots are read from a local logdir only")
+        key = (entry.path, entry.version)
+        future = self._loaded.get(key, lambda: self._pool.submit(_read, entry.path))
+        if not future.done():
+            raise NotReady(f"reading the memory snapshot {entry.path.rsplit('/', 1)[-1]}")
+        snap, default = future.result()
+        if device is None or device == default["device"]:
+            return default
+        if device not in default["devices"]:
+            known = ", ".join(map(str, default["devices"])) or "none"
+            raise params.BadRequest(f"parameter 'device' must be one of: {known}")
+        return self._other_devices.get((key, device), lambda: report(snap, device))
+
+
+def _read(path: str):
+    snap: Snapshot = load_snapshot(path)
+    return snap, report(snap)
+
+
+def snapshot_route(plugin, reports: SnapshotReports, request) -> Dict[str, Any]:
+    run = params.text(request, "run", required=True)
+    entries = plugin.service.memory_snapshots(run)
+    if not entries:
+        raise NotFound(f"run {run!r} holds no memory snapshot (*.pickle or *.pickle.gz beside its traces)")
+    names = [e.path.rsplit("/", 1)[-1].rsplit("\\", 1)[-1] for e in entries]
+    name = params.choice(request, "file", names, names[0])
+    device = params.integer(request, "device", -1, 0, MAX_DEVICE) if request.args.get("device") else None
+    answer = reports.get(entries[names.index(name)], device)
+    return {"run": run, "file": name, "files": names, **{k: v for k, v in answer.items() if k != "path"}}
