@@ -93,10 +93,11 @@ def read_snapshot(path: "os.PathLike[str] | str", limit: int = 0) -> Dict[str, A
             raise SnapshotError(path, f"{'inflates past' if zipped else 'is larger than'} {limit / 1e9:.3g} GB; "
                                       f"raise the cap to read it ({CAP_SETTINGS})") from None
         except pickle.UnpicklingError as exc:
-            raise SnapshotError(path, _reason(exc)) from None
+            if "truncated" not in str(exc):
+                raise SnapshotError(path, _reason(exc)) from None
+            raise SnapshotError(path, _CUT, incomplete=True) from None
         except EOFError:
-            raise SnapshotError(path, "cut short: the pickle ends before its STOP (a truncated or unfinished file)",
-                                incomplete=True) from None
+            raise SnapshotError(path, _CUT, incomplete=True) from None
         except (OSError, zlib.error) as exc:  # damaged gzip (bad CRC, bad data) or a read error
             raise SnapshotError(path, f"damaged {'gzip ' if zipped else ''}data: {exc}"[:200]) from None
         except MemoryError:
@@ -105,6 +106,9 @@ def read_snapshot(path: "os.PathLike[str] | str", limit: int = 0) -> Dict[str, A
             raise SnapshotError(path, f"damaged pickle: {type(exc).__name__}: {exc}"[:200]) from None
     check_shape(path, data)
     return data
+
+
+_CUT = "cut short: the pickle ends before its STOP (a truncated or unfinished file)"
 
 
 def _reason(exc: pickle.UnpicklingError) -> str:

@@ -1,0 +1,220 @@
+"""Memory snapshots (torch.cuda.memory._dump_snapshot): the safe reader, the replay and what holds the peak (checked
+against a plain replay of the raw events written here), fragmentation, OOMs, the CLI, the API and discovery."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tb_gpuinsight import compare_memory_snapshots, memory_snapshot
+from tb_gpuinsight.analysis.memory.snapshot_read import SnapshotError, read_snapshot
+from tb_gpuinsight.cli import main
+from tb_gpuinsight.logdir import discover
+
+from .corpus import CORPUS
+
+REAL = os.path.join(CORPUS, "memory_snapshots", "cs336_lm_memory_snapshot.pickle")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MiB = 1 << 20
+
+
+@pytest.fixture
+def real(corpus):
+    return REAL
+
+
+# ------------------------------------------------------------------------------- an independent replay
+
+def _plain_replay(snap):
+    """Peak of allocated bytes and what is alive there, from the raw dicts with nothing of the project: bytes alive
+    at the dump (requested sizes) minus what the history allocated plus what it freed is the start; then
+    +alloc / -free_completed, event by event."""
+    events = snap["device_traces"][0]
+    alive_dump = {b["address"]: b["requested_size"] for s in snap["segments"] for b in s["blocks"]
+                  if b["state"] != "inactive"}
+    level = sum(alive_dump.values())
+    level -= sum(e["size"] for e in events if e["action"] == "alloc")
+    level += sum(e["size"] for e in events if e["action"] == "free_completed")
+    peak, peak_at = level, -1
+    for i, e in enumerate(events):
+        level += {"alloc": e["size"], "free_completed": -e["size"]}.get(e["action"], 0)
+        if level > peak:
+            peak, peak_at = level, i
+    live = {}  # allocations of the history alive just after the peak event
+    for e in events[: peak_at + 1]:
+        if e["action"] == "alloc":
+            live[e["addr"]] = e
+        elif e["action"] == "free_completed":
+            live.pop(e["addr"], None)
+    lines = {}
+    for e in live.values():
+        user = next(f for f in e["frames"] if "site-packages" not in f["filename"])
+        key = f"{user['filename']}:{user['line']}"
+        lines[key] = lines.get(key, 0) + e["size"]
+    return peak, sorted(lines.items(), key=lambda kv: -kv[1])
+
+
+def test_real_snapshot_peak_and_top_lines_match_a_plain_replay(real):
+    with open(real, "rb") as f:
+        raw = pickle.load(f)  # the corpus file is trusted; the project's reader is what is under test
+    peak, lines = _plain_replay(raw)
+    rep = memory_snapshot(real)
+    assert rep["peak_allocated_bytes"] == peak == 13_923_997_700
+    ours = {r["frame"]: r["bytes"] for r in rep["at_peak"]}
+    for frame, size in lines[:5]:
+        assert ours[frame] == size
+    assert rep["at_peak"][0]["frame"].endswith("cs336_basics\\model.py:39")
+    assert rep["at_peak"][0]["stack"][0].endswith("einsum")  # the stack starts inside torch
+    assert rep["before_history"]["count"] == 229
+    assert rep["reserved_at_dump_bytes"] == sum(s["total_size"] for s in raw["segments"]) == rep["peak_reserved_bytes"]
+    assert rep["curve"]["allocated"] and max(rep["curve"]["allocated"]) == peak  # the curve keeps the peak
+    frag = rep["fragmentation"]["at_peak"]
+    assert frag["free_bytes"] == frag["reserved_bytes"] - peak and 0 < frag["largest_free_block_bytes"] < frag["free_bytes"]
+
+
+def test_gzipped_snapshot_reads_the_same(real, tmp_path):
+    gz = tmp_path / "snap.pickle.gz"
+    gz.write_bytes(gzip.compress(open(real, "rb").read()))
+    assert memory_snapshot(str(gz))["peak_allocated_bytes"] == memory_snapshot(real)["peak_allocated_bytes"]
+
+
+# ------------------------------------------------------------------------------- hostile and broken files
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _hostile(tmp_path, zipped=False):
+    marker = tmp_path / "payload-ran"
+    data = pickle.dumps({"segments": [], "device_traces": [[_Payload(str(marker))]]}, protocol=4)
+    path = tmp_path / ("evil.pickle.gz" if zipped else "evil.pickle")
+    path.write_bytes(gzip.compress(data) if zipped else data)
+    return path, marker
+
+
+@pytest.mark.parametrize("zipped", [False, True])
+def test_a_pickle_whose_payload_would_run_code_exits_2_and_never_runs(tmp_path, capsys, zipped):
+    path, marker = _hostile(tmp_path, zipped)
+    assert main(["memory", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "refused" in err and "posix.system" in err and err.count("\n") == 1
+    assert not marker.exists()
+    with pytest.raises(SnapshotError, match="refused"):
+        read_snapshot(path)
+    assert not marker.exists()
+
+
+def test_truncated_damaged_and_foreign_files_give_one_line(real, tmp_path, capsys):
+    data = open(real, "rb").read()
+    zipped = gzip.compress(data)
+    cases = {
+        "cut.pickle": (data[: len(data) // 2], "cut short"),
+        "flipped.pickle": (data[:1000] + bytes(b ^ 0x5A for b in data[1000:1400]) + data[1400:], "damaged"),
+        "badgzip.pickle.gz": (zipped[:200] + b"\0" * 50 + zipped[250:], "damaged"),
+        "cutgzip.pickle.gz": (zipped[:5000], "cut short"),
+        "list.pickle": (pickle.dumps([1, 2, 3]), "not a memory snapshot"),
+        "text.pickle": (b'{"traceEvents": []}', "not a pickle"),
+        "empty.pickle": (b"", "empty"),
+    }
+    for name, (content, reason) in cases.items():
+        (tmp_path / name).write_bytes(content)
+        assert main(["memory", str(tmp_path / name)]) == 2, name
+        err = capsys.readouterr().err
+        assert reason in err and err.count("\n") == 1 and "Traceback" not in err, (name, err)
+
+
+def test_size_cap_stops_reading(real):
+    with pytest.raises(SnapshotError, match="larger than"):
+        read_snapshot(real, limit=10_000)
+
+
+# ------------------------------------------------------------------------------- a synthetic history
+
+def _frames(line, fn="step"):
+    return [{"filename": "/site-packages/torch/nn/functional.py", "line": 9, "name": "linear"},
+            {"filename": "/home/u/train.py", "line": line, "name": fn}]
+
+
+def _synthetic(tmp_path, name="s.pickle", extra=0):
+    """Two 8 MiB segments at 0x1000000 / 0x2000000 (the second allocated in the history), one block alive since
+    before the history, an allocation never freed, an OOM."""
+    a, b = 0x1000000, 0x2000000
+    ev = [
+        {"action": "alloc", "addr": a + 2 * MiB, "size": 2 * MiB, "time_us": 10, "frames": _frames(5)},
+        {"action": "segment_alloc", "addr": b, "size": 8 * MiB, "time_us": 11, "frames": _frames(6)},
+        {"action": "alloc", "addr": b, "size": (4 + extra) * MiB, "time_us": 12, "frames": _frames(6)},
+        {"action": "free_requested", "addr": a + 2 * MiB, "size": 2 * MiB, "time_us": 13, "frames": []},
+        {"action": "free_completed", "addr": a + 2 * MiB, "size": 2 * MiB, "time_us": 14, "frames": []},
+        {"action": "oom", "device_free": 3 * MiB, "size": 64 * MiB, "time_us": 15, "frames": _frames(7)},
+    ]
+    segments = [
+        {"device": 0, "address": a, "total_size": 8 * MiB, "stream": 0, "blocks": [
+            {"address": a, "size": MiB, "requested_size": MiB, "state": "active_allocated", "frames": []},
+            {"address": a + MiB, "size": 7 * MiB, "requested_size": 0, "state": "inactive", "frames": []}]},
+        {"device": 0, "address": b, "total_size": 8 * MiB, "stream": 0, "blocks": [
+            {"address": b, "size": (4 + extra) * MiB, "requested_size": (4 + extra) * MiB,
+             "state": "active_allocated", "frames": _frames(6)},
+            {"address": b + (4 + extra) * MiB, "size": (4 - extra) * MiB, "requested_size": 0, "state": "inactive",
+             "frames": []}]},
+    ]
+    path = tmp_path / name
+    path.write_bytes(pickle.dumps({"segments": segments, "device_traces": [ev]}, protocol=4))
+    return str(path)
+
+
+def test_synthetic_history_peak_fragmentation_oom_and_leaks(tmp_path):
+    rep = memory_snapshot(_synthetic(tmp_path))
+    assert rep["before_history"] == {**rep["before_history"], "bytes": MiB, "count": 1}
+    assert rep["peak_allocated_bytes"] == 7 * MiB and rep["peak_event"] == 2  # 1 before + 2 + 4
+    assert rep["reserved_at_peak_bytes"] == 16 * MiB and rep["curve"]["reserved"][0] == 8 * MiB
+    assert {r["frame"]: r["bytes"] for r in rep["at_peak"]} == {
+        "/home/u/train.py:5": 2 * MiB, "/home/u/train.py:6": 4 * MiB, "(allocated before the recorded history)": MiB}
+    frag = rep["fragmentation"]["at_peak"]
+    # segment a: [0,1) and [2,4) MiB used -> largest hole 4 MiB at the end; segment b: 4 MiB free after the block
+    assert frag["free_bytes"] == 9 * MiB and frag["largest_free_block_bytes"] == 4 * MiB
+    assert rep["fragmentation"]["at_dump"]["largest_free_block_bytes"] == 7 * MiB
+    (oom,) = rep["ooms"]
+    assert oom["requested_bytes"] == 64 * MiB and oom["device_free_bytes"] == 3 * MiB
+    assert oom["allocated_bytes"] == 5 * MiB and {r["frame"] for r in oom["alive"]} >= {"/home/u/train.py:6"}
+    assert [r["frame"] for r in rep["leak_suspects"]] == ["/home/u/train.py:6"]
+    sizes = {r["size_class"]: r["count"] for r in rep["at_peak_by_size"]}
+    assert sizes["<= 1 MiB (small pool)"] == 1 and sizes["1-10 MiB"] == 2
+
+
+def test_compare_two_snapshots(tmp_path, capsys):
+    a, b = _synthetic(tmp_path, "a.pickle"), _synthetic(tmp_path, "b.pickle", extra=2)
+    result = compare_memory_snapshots(a, b)
+    assert result["peak_allocated_bytes"] == {"a": 7 * MiB, "b": 9 * MiB, "change": 2 * MiB}
+    assert result["at_peak"][0]["frame"] == "/home/u/train.py:6" and result["at_peak"][0]["change_bytes"] == 2 * MiB
+    assert main(["memory", a, b]) == 0
+    assert "+2.00 MiB" in capsys.readouterr().out
+
+
+def test_cli_json_on_a_run_directory_and_discovery(real, tmp_path, capsys):
+    run = tmp_path / "logdir" / "run1"
+    run.mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "samples", "cpu_mlp", "cpu-worker.1795250381957840523.pt.trace.json"), run)
+    shutil.copy(real, run / "memory_snapshot.pickle")
+    assert main(["memory", str(run), "--format", "json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["peak_allocated_bytes"] == 13_923_997_700 and body["at_peak"][0]["count"] == 25
+    (found,) = discover(str(tmp_path / "logdir"))
+    assert [os.path.basename(e.path) for e in found.memory_snapshots] == ["memory_snapshot.pickle"]
+
+
+def test_cli_in_a_fresh_process_exits_2_on_hostile_pickle(tmp_path):
+    path, marker = _hostile(tmp_path)
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    done = subprocess.run([sys.executable, "-m", "tb_gpuinsight.cli", "memory", str(path)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 2 and "refused" in done.stderr and not marker.exists()
