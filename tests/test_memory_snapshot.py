@@ -218,3 +218,47 @@ def test_cli_in_a_fresh_process_exits_2_on_hostile_pickle(tmp_path):
     done = subprocess.run([sys.executable, "-m", "tb_gpuinsight.cli", "memory", str(path)], capture_output=True,
                           text=True, env=env, timeout=120)
     assert done.returncode == 2 and "refused" in done.stderr and not marker.exists()
+
+
+# ------------------------------------------------------------------------------- the route
+
+def test_memory_snapshot_route_answers_the_cli_peak_and_422_for_a_hostile_pickle(real, tmp_path):
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from tb_gpuinsight.plugin import GpuInsightPlugin
+    from tb_gpuinsight.service import LogdirService
+
+    from .test_plugin import BASE, _wait
+
+    logdir = tmp_path / "logdir"
+    trace = os.path.join(ROOT, "samples", "cpu_mlp", "cpu-worker.1795250381957840523.pt.trace.json")
+    for run in ("good", "evil", "plain"):
+        (logdir / run).mkdir(parents=True)
+        shutil.copy(trace, logdir / run)
+    shutil.copy(real, logdir / "good" / "snapshot.pickle")
+    path, marker = _hostile(tmp_path)
+    shutil.copy(path, logdir / "evil" / "memory_snapshot.pickle")
+    service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=0.1)
+    plugin = GpuInsightPlugin(base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)
+    client = Client(application.TensorBoardWSGI([plugin]))
+
+    def get(**params):
+        response = client.get(f"{BASE}/memory_snapshot", query_string=params)
+        return response.status_code, json.loads(response.get_data(as_text=True))
+
+    assert _wait(lambda: len(service.runs_json()["runs"]) == 3)
+    runs = {r["run"]: r for r in service.runs_json()["runs"]}
+    assert runs["good"]["memory_snapshots"] == ["snapshot.pickle"] and runs["plain"]["memory_snapshots"] == []
+    assert _wait(lambda: get(run="good")[0] != 503)
+    code, body = get(run="good")
+    assert code == 200 and body["peak_allocated_bytes"] == memory_snapshot(real)["peak_allocated_bytes"]
+    assert body["at_peak"][0]["frame"].endswith("model.py:39") and body["at_peak"][0]["count"] == 25
+    assert body["file"] == "snapshot.pickle" and "path" not in body
+    assert _wait(lambda: get(run="evil")[0] != 503)
+    code, body = get(run="evil")
+    assert code == 422 and "refused" in body["error"] and not marker.exists()
+    assert get(run="plain")[0] == 404 and get(run="nope")[0] == 404
+    assert get(run="good", file="../x")[0] == 400 and get(run="good", device="x")[0] == 400
+    assert get(run="good", device="3")[0] == 400
