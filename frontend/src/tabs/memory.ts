@@ -1,6 +1,7 @@
 // Memory tab: per device, the allocated / reserved curve of the span with its steps and peak, what was live at the
 // peak (or never freed, or every allocation), and allocations by op; a click on an op shows its allocations on the
-// curve. Everything comes from the span's [memory] events (recorded with profile_memory=True).
+// curve. Everything comes from the span's [memory] events (recorded with profile_memory=True); a run's CUDA memory
+// snapshot, when it holds one, has its own panel on top (memorySnapshot.ts).
 import { isAbort, type Selection } from "../api";
 import { cellText, unknown } from "../components/kernelTable";
 import { memoryApi, type AllocationRow, type MemoryDevice, type MemorySummary, type OpMemoryRow, type Which } from "../components/memoryApi";
@@ -11,6 +12,7 @@ import { stepChip } from "../components/stepChip";
 import { field, h, replace, select } from "../dom";
 import { bytes, count, pct, time } from "../format";
 import { nav, scopeFor, type StepScope } from "../state";
+import { mountSnapshot } from "./memorySnapshot";
 import type { TabDef, TabView } from "./types";
 
 const PAGE = 100;
@@ -93,6 +95,8 @@ class MemoryView implements TabView {
   private ops: ShapesTable<OpMemoryRow> | null = null;
   private curveRequest = 0;
   private scopeChip = h("span", { class: "chips" });
+  private snapshotHost = h("div", { class: "memory-snapshot-host" });
+  private snapshotChart: { dispose(): void } | null = null;
   private unsubscribeNav: () => void;
 
   constructor(private host: HTMLElement, private sel: Selection) {
@@ -116,15 +120,18 @@ class MemoryView implements TabView {
 
   private async load(): Promise<void> {
     replace(this.host, loadingState("Loading memory events…"));
+    this.snapshotChart?.dispose();
+    replace(this.snapshotHost);
+    void mountSnapshot(this.snapshotHost, this.sel.run, this.controller.signal, (c) => (this.snapshotChart = c));
     try {
       this.summary = await memoryApi.summary(this.sel, this.controller.signal);
     } catch (err) {
       if (this.controller.signal.aborted || isAbort(err)) return;
-      replace(this.host, requestErrorState("Memory view unavailable", err, () => void this.load()));
+      replace(this.host, requestErrorState("Memory view unavailable", err, () => void this.load()), this.snapshotHost);
       return;
     }
     if (!this.summary.has_memory) {
-      replace(this.host, emptyState("No memory events in this span", this.summary.message ?? "record with profile_memory=True"));
+      replace(this.host, emptyState("No memory events in this span", this.summary.message ?? "record with profile_memory=True"), this.snapshotHost);
       return;
     }
     const devices = this.summary.devices.map((d) => d.device);
@@ -157,6 +164,7 @@ class MemoryView implements TabView {
       h(
         "div",
         { class: "memory" },
+        this.snapshotHost,
         panel("Memory over time", h("div", { class: "controls" }, field("Device", deviceSel), this.scopeChip), spanNote, deviceFacts(d, s.start_us), chartStatus, this.chart.el),
         panel("Allocations", h("div", { class: "controls" }, field("Show", whichSel)), allocStatus, allocHost),
         panel("Allocations by op", h("div", { class: "muted small", text: "Click an op to see its allocations on the curve." }), opsStatus, opsHost),
@@ -252,6 +260,7 @@ class MemoryView implements TabView {
   destroy(): void {
     this.unsubscribeNav();
     this.controller.abort();
+    this.snapshotChart?.dispose();
     this.teardownParts();
     replace(this.host);
   }
