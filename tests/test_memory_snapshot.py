@@ -262,3 +262,55 @@ def test_memory_snapshot_route_answers_the_cli_peak_and_422_for_a_hostile_pickle
     assert get(run="plain")[0] == 404 and get(run="nope")[0] == 404
     assert get(run="good", file="../x")[0] == 400 and get(run="good", device="x")[0] == 400
     assert get(run="good", device="3")[0] == 400
+
+
+# ------------------------------------------------------------------------------- capture
+
+def _steps(prof, steps=4):
+    import torch
+
+    model = torch.nn.Linear(8, 8)
+    for _ in range(steps):
+        model(torch.randn(4, 8)).sum().backward()
+        prof.step()
+
+
+def test_profile_memory_snapshot_on_cpu_says_so_in_one_line(tmp_path, capsys):
+    import torch
+
+    import tb_gpuinsight
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with tb_gpuinsight.profile(tmp_path / "run", worker_name="w", wait=0, warmup=1, active=1,
+                               memory_snapshot=True, execution_trace=False, tensor_trace=False, scalars=False) as prof:
+        _steps(prof)
+    err = capsys.readouterr().err
+    assert "memory_snapshot=True needs CUDA" in err and err.count("\n") == 1
+    assert not [n for n in os.listdir(tmp_path / "run") if n.endswith(".pickle")]
+
+
+def test_profile_memory_snapshot_dumps_the_window_beside_its_trace(tmp_path, monkeypatch):
+    """The allocator calls stubbed (no CUDA here): history is recorded from the window's start to its trace, and
+    the dump lands beside the span's trace, named for it, where discovery and the reader find it."""
+    import torch
+
+    import tb_gpuinsight
+    from torch.profiler import ProfilerActivity
+
+    calls = []
+    synthetic = _synthetic(tmp_path)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot", lambda path: shutil.copy(synthetic, path))
+    logdir = tmp_path / "logdir"
+    with tb_gpuinsight.profile(logdir / "run", worker_name="w", wait=0, warmup=1, active=1, repeat=2,
+                               activities=[ProfilerActivity.CPU], memory_snapshot=True, execution_trace=False,
+                               tensor_trace=False, scalars=False, inductor_figures=False) as prof:
+        _steps(prof, 6)
+    (run,) = discover(str(logdir))
+    names = sorted(os.path.basename(e.path) for e in run.memory_snapshots)
+    spans = [s.name[: -len(".pt.trace.json")] for s in run.workers["w"]]
+    assert names == sorted(f"{s}.memory_snapshot.pickle" for s in spans) and len(names) == 2
+    assert calls == [{"max_entries": 1_000_000}, {"enabled": None}] * 2
+    assert memory_snapshot(run.memory_snapshots[0].path)["peak_allocated_bytes"] == 7 * MiB

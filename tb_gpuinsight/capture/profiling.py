@@ -28,6 +28,7 @@ import gzip
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
 import weakref
@@ -64,7 +65,7 @@ class TraceHandler:
 
     def __init__(self, logdir: "os.PathLike[str] | str", worker_name: Optional[str] = None, use_gzip: bool = False,
                  execution_trace: bool = True, tensor_trace: bool = True, scalars: bool = True,
-                 hparams: Optional[Mapping[str, Any]] = None) -> None:
+                 hparams: Optional[Mapping[str, Any]] = None, memory_snapshot: bool = False) -> None:
         self.logdir = os.fspath(logdir)
         if hparams and not scalars:
             raise ConfigError("hparams are written with the scalars: leave scalars=True to record them")
@@ -74,6 +75,8 @@ class TraceHandler:
         self.use_gzip = use_gzip
         self.execution_trace = execution_trace
         self.tensor_trace = tensor_trace
+        self.memory_snapshot = memory_snapshot and _cuda_memory_history(logdir)
+        self._recording_memory = False
         self.spans: list = []  # base names `{worker}.{time_ns}` written so far
         self._tmp = tempfile.mkdtemp(prefix="tb-gpuinsight-capture-")
         weakref.finalize(self, shutil.rmtree, self._tmp, True)
@@ -91,6 +94,9 @@ class TraceHandler:
             self._et.start()
         if self.tensor_trace and self._recorder is None:
             self._recorder = TensorTrace(os.path.join(self._tmp, f"tensor.{time.time_ns()}.trace")).start()
+        if self.memory_snapshot and not self._recording_memory:
+            torch.cuda.memory._record_memory_history(max_entries=MEMORY_HISTORY_ENTRIES)
+            self._recording_memory = True
 
     def stop(self) -> None:
         """The window ends (just before its trace is ready)."""
@@ -103,6 +109,7 @@ class TraceHandler:
         """The profiler exits: drop what a window left unsaved."""
         self._finish_execution_trace(None)
         self._finish_tensor_trace(None)
+        self._finish_memory_snapshot(None)
         if self.scalars is not None:
             self.scalars.close()
 
@@ -123,6 +130,7 @@ class TraceHandler:
         else:
             self._finish_execution_trace(base)
             self._finish_tensor_trace(base)
+        self._finish_memory_snapshot(base)
         self.spans.append(base)
         if self.scalars is not None:
             self.scalars.write_span(path)
@@ -162,6 +170,20 @@ class TraceHandler:
             else:
                 self._place(recorder.path, base + ".tensor.trace", compress=False)
 
+    def _finish_memory_snapshot(self, base: Optional[str]) -> None:
+        """Dump the CUDA allocator's history of the window beside its trace (`{base}.memory_snapshot.pickle`, the
+        file pytorch.org/memory_viz and the Memory tab read), then stop recording it."""
+        if not self._recording_memory:
+            return
+        try:
+            if base is not None:
+                tmp = os.path.join(self._tmp, f"snapshot.{time.time_ns()}.pickle")
+                torch.cuda.memory._dump_snapshot(tmp)
+                self._place(tmp, base + ".memory_snapshot.pickle")
+        finally:
+            torch.cuda.memory._record_memory_history(enabled=None)
+            self._recording_memory = False
+
     def _place(self, src: str, name: str, move: bool = True, compress: bool = True) -> None:
         """Put a finished file into the logdir under its span's name (gzipped when asked)."""
         dst = os.path.join(self.logdir, name)
@@ -178,14 +200,17 @@ class TraceHandler:
 
 def trace_handler(logdir: "os.PathLike[str] | str", worker_name: Optional[str] = None, use_gzip: bool = False,
                   execution_trace: bool = True, tensor_trace: bool = True, scalars: bool = True,
-                  hparams: Optional[Mapping[str, Any]] = None) -> TraceHandler:
+                  hparams: Optional[Mapping[str, Any]] = None, memory_snapshot: bool = False) -> TraceHandler:
     """A handler writing, per span, the Kineto trace, an Execution Trace and a tensor.trace. Pass it to the profiler
     as both `on_trace_ready` and `execution_trace_observer` (or `**handler.profiler_args()`) so that the first span
     is complete too. `scalars`: after each span, write its per-step headline figures (step time, GPU busy, MFU,
     exposed communication) as TensorBoard scalars `gpuinsight/...` to an event file in `logdir`
     (`capture/scalars.py`); False for none. `hparams`: the run's hyperparameters ({name: str/bool/int/float}), written
-    with the scalars so TensorBoard's HParams dashboard compares runs by them."""
-    return TraceHandler(logdir, worker_name, use_gzip, execution_trace, tensor_trace, scalars, hparams)
+    with the scalars so TensorBoard's HParams dashboard compares runs by them. `memory_snapshot`: record the CUDA
+    allocator's history during each recorded window and dump it beside the span's trace
+    (`{worker}.{time_ns}.memory_snapshot.pickle`: peak by source line, fragmentation and OOMs in the Memory tab)."""
+    return TraceHandler(logdir, worker_name, use_gzip, execution_trace, tensor_trace, scalars, hparams,
+                        memory_snapshot)
 
 
 def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1, active: int = 3, repeat: int = 1,
@@ -193,7 +218,7 @@ def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1,
             profile_memory: bool = True, with_stack: bool = False, worker_name: Optional[str] = None,
             use_gzip: bool = False, execution_trace: bool = True, tensor_trace: bool = True,
             inductor_figures: bool = True, scalars: bool = True, hparams: Optional[Mapping[str, Any]] = None,
-            **profiler_kwargs: Any) -> "torch.profiler.profile":
+            memory_snapshot: bool = False, **profiler_kwargs: Any) -> "torch.profiler.profile":
     """`torch.profiler.profile` with sensible defaults (the activities this machine has, `record_shapes=True`,
     `profile_memory=True`, a `schedule(wait, warmup, active, repeat)`) and a `trace_handler` writing every span's
     files to `logdir`. Call `prof.step()` once per training step.
@@ -214,10 +239,16 @@ def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1,
     `scalars=True` (the default) writes each span's per-step step time, GPU busy %, MFU and exposed communication
     as TensorBoard scalars (`gpuinsight/...`, x = the profiler step) to an event file in `logdir`, for the Scalars
     and HParams dashboards; `scalars=False` writes none. `hparams={"batch_size": 32, "lr": 1e-3}` adds the run's
-    hyperparameters, so the HParams dashboard lists runs by them with these figures as metrics."""
+    hyperparameters, so the HParams dashboard lists runs by them with these figures as metrics.
+
+    `memory_snapshot=True` also records the CUDA caching allocator's history (every allocation with its Python
+    stack, segments, OOMs) during the recorded steps and writes `{span}.memory_snapshot.pickle` beside each span's
+    trace (`torch.cuda.memory._record_memory_history` / `_dump_snapshot`); on a machine without CUDA it writes a
+    one-line note and records nothing."""
     if inductor_figures:
         record_inductor_figures()
-    handler = trace_handler(logdir, worker_name, use_gzip, execution_trace, tensor_trace, scalars, hparams)
+    handler = trace_handler(logdir, worker_name, use_gzip, execution_trace, tensor_trace, scalars, hparams,
+                            memory_snapshot)
     prof = torch.profiler.profile(
         activities=list(activities) if activities is not None else available_activities(),
         schedule=torch.profiler.schedule(skip_first=skip_first, wait=wait, warmup=warmup, active=active,
@@ -225,6 +256,18 @@ def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1,
         record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
         **handler.profiler_args(), **profiler_kwargs)
     return prof
+
+
+MEMORY_HISTORY_ENTRIES = 1_000_000  # allocator events kept per window (torch's ring buffer; a few KB each)
+
+
+def _cuda_memory_history(logdir: "os.PathLike[str] | str") -> bool:
+    """Whether the CUDA allocator's history can be recorded here; a one-line note on stderr when not."""
+    if torch.cuda.is_available() and hasattr(torch.cuda.memory, "_record_memory_history"):
+        return True
+    print(f"tb_gpuinsight: memory_snapshot=True needs CUDA (the caching allocator's history); none here, so no "
+          f"memory snapshot is written to {os.fspath(logdir)}", file=sys.stderr)
+    return False
 
 
 def record_inductor_figures() -> None:
