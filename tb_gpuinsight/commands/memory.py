@@ -13,7 +13,7 @@ import sys
 from typing import Any, Dict, List
 
 from ..analysis.memory import events as mem
-from .text import print_csv, render_table
+from .text import binary_size as _size, print_csv, render_table
 
 OP_COLUMNS = (("op", "op", 36), ("input shapes", "shape", 30), ("module", "module", 20), ("allocs", "allocations", 7),
               ("size", "mb", 12), ("max", "max_mb", 11), ("never freed", "never_freed", 11),
@@ -110,13 +110,3 @@ def _display(r: Dict[str, Any]) -> Dict[str, Any]:
     if r.get("t_ms") is not None:
         out["t_ms"] = f"{r['t_ms']:,.3f}"
     return out
-
-
-def _size(value) -> str:
-    """Bytes in the largest binary unit that keeps the number at least 1."""
-    if value is None:
-        return "?"
-    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
-        if abs(value) >= scale:
-            return f"{value / scale:,.2f} {unit}"
-    return f"{value:,.0f} B"

@@ -16,8 +16,7 @@ from ..analysis.memory.snapshot_read import looks_like_snapshot
 from ..errors import ConfigError
 from ..logdir import memory_snapshots
 from ..trace.text import safe_text
-from .memory import _size
-from .text import print_csv, render_table
+from .text import binary_size as _size, print_csv, render_table
 
 FRAME_COLUMNS = (("source line", "frame", 50), ("function", "function", 24), ("size", "size", 12),
                  ("allocs", "count", 7), ("largest", "largest", 12))

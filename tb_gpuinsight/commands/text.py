@@ -4,7 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 Column = Tuple[str, str, int]  # (title, row key, width)
 
@@ -92,3 +92,13 @@ def size(n: int) -> str:
         if n >= scale:
             return f"{n / scale:,.1f} {unit}"
     return f"{n} B"
+
+
+def binary_size(value: Optional[int]) -> str:
+    """Bytes in the largest binary unit that keeps the number at least 1."""
+    if value is None:
+        return "?"
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if abs(value) >= scale:
+            return f"{value / scale:,.2f} {unit}"
+    return f"{value:,.0f} B"
