@@ -259,7 +259,8 @@ def test_memory_snapshot_route_answers_the_cli_peak_and_422_for_a_hostile_pickle
     assert _wait(lambda: get(run="evil")[0] != 503)
     code, body = get(run="evil")
     assert code == 422 and "refused" in body["error"] and not marker.exists()
-    assert get(run="plain")[0] == 404 and get(run="nope")[0] == 404
+    assert get(run="plain") == (200, {"run": "plain", "file": None, "files": [], "message": get(run="plain")[1]["message"]})
+    assert get(run="nope")[0] == 404
     assert get(run="good", file="../x")[0] == 400 and get(run="good", device="x")[0] == 400
     assert get(run="good", device="3")[0] == 400
 

@@ -5,6 +5,7 @@
                       at_peak_by_size, fragmentation: {at_peak, at_dump}, ooms, leak_suspects, curve, ...}
                       (`analysis.memory.snapshot.report`). `file`: one of `files` (default the first);
                       `device`: one of `devices` (default the device with the highest peak).
+                      A run without a snapshot: {run, file: null, files: [], message}.
 
 A snapshot is read once per file version, on a background thread (the route answers 503 "still loading" until
 then), with the reader that admits only plain data: a pickle that names code answers 422 with the reason.
@@ -18,7 +19,7 @@ from ..analysis.memory.snapshot import report
 from ..analysis.memory.snapshot_model import Snapshot, load_snapshot
 from ..analysis.memory.snapshot_read import SnapshotError
 from ..logdir import FileEntry
-from ..span_state import NotFound, NotReady
+from ..span_state import NotReady
 from ..trace.source import is_url
 from . import params
 from .lru import Lru
@@ -65,8 +66,9 @@ def _read(path: str):
 def snapshot_route(plugin, reports: SnapshotReports, request) -> Dict[str, Any]:
     run = params.text(request, "run", required=True)
     entries = plugin.service.memory_snapshots(run)
-    if not entries:
-        raise NotFound(f"run {run!r} holds no memory snapshot (*.pickle or *.pickle.gz beside its traces)")
+    if not entries:  # not an error: most runs hold none, and the tab asks for every run
+        return {"run": run, "file": None, "files": [],
+                "message": "no memory snapshot (*.pickle or *.pickle.gz beside the run's traces)"}
     names = [e.path.rsplit("/", 1)[-1].rsplit("\\", 1)[-1] for e in entries]
     name = params.choice(request, "file", names, names[0])
     device = params.integer(request, "device", -1, 0, MAX_DEVICE) if request.args.get("device") else None

@@ -1,7 +1,7 @@
 // The Memory tab's snapshot panel: when the run holds a CUDA memory snapshot (torch.cuda.memory._dump_snapshot,
 // *.pickle[.gz] beside its traces), the allocated / reserved timeline of its history with the peak marked, what is
 // alive at the peak by source line (a click shows the stack), size classes, fragmentation and OOMs
-// (/memory_snapshot). A run without a snapshot shows nothing; a snapshot the server refused shows the reason.
+// (/memory_snapshot). A run without a snapshot (no `files`) shows nothing; one the server refused shows the reason.
 import { LineChart, type LineSeriesOption } from "echarts/charts";
 import { GridComponent, LegendComponent, MarkPointComponent, TooltipComponent, DataZoomComponent } from "echarts/components";
 import * as echarts from "echarts/core";
@@ -45,7 +45,7 @@ interface Oom {
 }
 
 export interface SnapshotReport {
-  file: string;
+  file: string | null;
   files: string[];
   device: number | null;
   devices: number[];
@@ -82,11 +82,10 @@ export async function mountSnapshot(host: HTMLElement, run: string, signal: Abor
   for (let tries = 0; tries < MAX_TRIES && !signal.aborted; tries++) {
     try {
       const rep = await getJson<SnapshotReport>("memory_snapshot", { run }, signal);
-      if (!signal.aborted) replace(host, snapshotPanel(rep, onChart));
+      if (!signal.aborted) replace(host, ...(rep.files.length ? [snapshotPanel(rep, onChart)] : []));
       return;
     } catch (err) {
       if (signal.aborted) return;
-      if (err instanceof ApiError && err.status === 404) return replace(host);
       if (err instanceof ApiError && err.stillLoading) {
         replace(host, h("section", { class: "panel" }, h("div", { class: "muted", text: "Reading the run's memory snapshot…" })));
         await sleep(RETRY_MS, signal);
