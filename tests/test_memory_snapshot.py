@@ -125,12 +125,52 @@ def test_truncated_damaged_and_foreign_files_give_one_line(real, tmp_path, capsy
         "list.pickle": (pickle.dumps([1, 2, 3]), "not a memory snapshot"),
         "text.pickle": (b'{"traceEvents": []}', "not a pickle"),
         "empty.pickle": (b"", "empty"),
+        "persid.pickle": (b"\x80\x04P0\n.", "refused"),
     }
     for name, (content, reason) in cases.items():
         (tmp_path / name).write_bytes(content)
         assert main(["memory", str(tmp_path / name)]) == 2, name
         err = capsys.readouterr().err
         assert reason in err and err.count("\n") == 1 and "Traceback" not in err, (name, err)
+
+
+def test_an_extension_code_naming_code_is_refused(tmp_path):
+    """EXT2 names a callable through copyreg's registry: it goes through find_class, so it is refused too."""
+    import copyreg
+
+    path = tmp_path / "ext.pickle"
+    path.write_bytes(b"\x80\x04\x83\x0d\xf0(\x8c\x04trueR.")  # EXT2 0xF00D, ("true",), REDUCE
+    copyreg.add_extension("os", "system", 0xF00D)
+    try:
+        with pytest.raises(SnapshotError, match="refused: the file names the Python object os.system"):
+            read_snapshot(path)
+    finally:
+        copyreg.remove_extension("os", "system", 0xF00D)
+
+
+def test_mutated_snapshots_give_a_report_or_one_reason(tmp_path):
+    """Random byte changes to a snapshot: every outcome is a report or a SnapshotError, nothing else."""
+    import random
+
+    from tb_gpuinsight.analysis.memory.snapshot import report
+    from tb_gpuinsight.analysis.memory.snapshot_model import load_snapshot
+
+    data = bytearray(open(_synthetic(tmp_path), "rb").read())
+    rng = random.Random(7)
+    outcomes = {"report": 0, "refused": 0}
+    for i in range(150):
+        bad = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            bad[rng.randrange(2, len(bad))] = rng.randrange(256)
+        path = tmp_path / f"m{i}.pickle"
+        path.write_bytes(bytes(bad))
+        try:
+            report(load_snapshot(path))
+            outcomes["report"] += 1
+        except SnapshotError as exc:
+            assert "\n" not in str(exc)
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 0
 
 
 def test_size_cap_stops_reading(real):

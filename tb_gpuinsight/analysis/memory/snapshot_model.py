@@ -160,8 +160,9 @@ def _history(device: int, entries: List[Dict[str, Any]], stacks: _Stacks) -> His
     times = [e.get("time_us") for e in entries]
     try:
         time_us = np.array(times, dtype=np.float64)
-    except (TypeError, ValueError):
-        time_us = np.array([t if isinstance(t, (int, float)) else np.nan for t in times], dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        time_us = np.array([float(t) if isinstance(t, (int, float)) and abs(t) < 1e300 else np.nan for t in times],
+                           dtype=np.float64)
     stack = np.array([stacks.id_of(e.get("frames")) for e in entries], dtype=np.int32)
     return History(device, action, addr, size, time_us, stack)
 
