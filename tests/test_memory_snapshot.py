@@ -301,6 +301,12 @@ def test_memory_snapshot_route_answers_the_cli_peak_and_422_for_a_hostile_pickle
     assert code == 422 and "refused" in body["error"] and not marker.exists()
     assert get(run="plain") == (200, {"run": "plain", "file": None, "files": [], "message": get(run="plain")[1]["message"]})
     assert get(run="nope")[0] == 404
+    response = client.get(f"{BASE}/memory_snapshot_compare", query_string={"a_run": "good", "b_run": "good"})
+    body = json.loads(response.get_data(as_text=True))
+    assert response.status_code == 200 and body["peak_allocated_bytes"]["change"] == 0
+    assert body["a"] == "snapshot.pickle" and body["at_peak"][0]["a_bytes"] == body["at_peak"][0]["b_bytes"] > 0
+    response = client.get(f"{BASE}/memory_snapshot_compare", query_string={"a_run": "good", "b_run": "plain"})
+    assert response.status_code == 200 and "holds no memory snapshot" in json.loads(response.get_data())["message"]
     assert get(run="good", file="../x")[0] == 400 and get(run="good", device="x")[0] == 400
     assert get(run="good", device="3")[0] == 400
 

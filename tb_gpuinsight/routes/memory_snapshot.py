@@ -6,6 +6,9 @@
                       (`analysis.memory.snapshot.report`). `file`: one of `files` (default the first);
                       `device`: one of `devices` (default the device with the highest peak).
                       A run without a snapshot: {run, file: null, files: [], message}.
+    /memory_snapshot_compare ?a_run&b_run -> {a, b, peak_allocated_bytes: {a, b, change}, peak_reserved_bytes,
+                      allocated_at_dump_bytes, at_peak: [{frame, function, a_bytes, b_bytes, change_bytes, ...}]}
+                      (`snapshot.compare`, each run's first snapshot, default device); {message} when a run has none.
 
 A snapshot is read once per file version, on a background thread (the route answers 503 "still loading" until
 then), with the reader that admits only plain data: a pickle that names code answers 422 with the reason.
@@ -15,7 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any, Callable, Dict, Optional
 
-from ..analysis.memory.snapshot import report
+from ..analysis.memory.snapshot import compare, report
 from ..analysis.memory.snapshot_model import Snapshot, load_snapshot
 from ..analysis.memory.snapshot_read import SnapshotError
 from ..logdir import FileEntry
@@ -29,7 +32,8 @@ MAX_DEVICE = 4096
 
 def routes(plugin) -> Dict[str, Callable]:
     reports = SnapshotReports()
-    return {"/memory_snapshot": lambda req: snapshot_route(plugin, reports, req)}
+    return {"/memory_snapshot": lambda req: snapshot_route(plugin, reports, req),
+            "/memory_snapshot_compare": lambda req: compare_route(plugin, reports, req)}
 
 
 class SnapshotReports:
@@ -69,8 +73,24 @@ def snapshot_route(plugin, reports: SnapshotReports, request) -> Dict[str, Any]:
     if not entries:  # not an error: most runs hold none, and the tab asks for every run
         return {"run": run, "file": None, "files": [],
                 "message": "no memory snapshot (*.pickle or *.pickle.gz beside the run's traces)"}
-    names = [e.path.rsplit("/", 1)[-1].rsplit("\\", 1)[-1] for e in entries]
+    names = [_name(e) for e in entries]
     name = params.choice(request, "file", names, names[0])
     device = params.integer(request, "device", -1, 0, MAX_DEVICE) if request.args.get("device") else None
     answer = reports.get(entries[names.index(name)], device)
     return {"run": run, "file": name, "files": names, **{k: v for k, v in answer.items() if k != "path"}}
+
+
+def compare_route(plugin, reports: SnapshotReports, request) -> Dict[str, Any]:
+    runs = [params.text(request, f"{side}_run", required=True) for side in ("a", "b")]
+    entries = [plugin.service.memory_snapshots(run) for run in runs]
+    missing = [run for run, found in zip(runs, entries) if not found]
+    if missing:
+        return {"a_run": runs[0], "b_run": runs[1], "at_peak": [],
+                "message": f"run {missing[0]!r} holds no memory snapshot"}
+    result = compare(*(reports.get(found[0], None) for found in entries))
+    names = [_name(found[0]) for found in entries]
+    return {**result, "a": names[0], "b": names[1], "a_run": runs[0], "b_run": runs[1]}
+
+
+def _name(entry: FileEntry) -> str:
+    return entry.path.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]

@@ -30,6 +30,7 @@ import { emptyState, errorState, inlineError, loadingState, requestErrorState } 
 import { debounce, field, h, replace, select } from "../dom";
 import { count, time } from "../format";
 import { Store } from "../state";
+import { mountSnapshotDiff } from "./memorySnapshot";
 import type { TabDef, TabView } from "./types";
 
 const PAGE_SIZE = 100;
@@ -390,6 +391,7 @@ class DiffView implements TabView {
             `A runs on ${devicesText(sum.devices_a)}, B on ${devicesText(sum.devices_b)}: the change includes the hardware, and % of peak is rated against each side's own datasheet.`,
           ),
       this.summaryStrip(sum),
+      this.snapshots(),
       h(
         "section",
         { class: "panel" },
@@ -426,7 +428,16 @@ class DiffView implements TabView {
     });
   }
 
-  private suggestBanner(why: string): HTMLElement {
+  /** Both runs' memory snapshots compared, when each holds one (filled once the server answers). */
+  private snapshots(): HTMLElement | null {
+    const { a, b } = this.store.get();
+    const host = h("div", { class: "snapshot-diff-host" });
+    if (a.run === b.run || !this.loadController) return null;
+    void mountSnapshotDiff(host, a.run, b.run, this.loadController.signal);
+    return host;
+  }
+
+    private suggestBanner(why: string): HTMLElement {
     return h(
       "div",
       { class: "banner banner-info diff-suggest", attrs: { role: "note" } },

@@ -195,3 +195,45 @@ function drawCurve(box: HTMLElement, rep: SnapshotReport): echarts.ECharts {
   new ResizeObserver(() => chart.resize()).observe(box);
   return chart;
 }
+
+interface SnapshotChange {
+  a: string;
+  b: string;
+  message?: string;
+  peak_allocated_bytes: { a: number; b: number; change: number };
+  peak_reserved_bytes: { a: number; b: number; change: number };
+  at_peak: { frame: string; function: string; a_bytes: number; b_bytes: number; change_bytes: number }[];
+}
+
+const signed = (v: number) => (v > 0 ? "+" : v < 0 ? "−" : "") + bytes(Math.abs(v));
+
+/** The Diff tab's panel when both runs hold a memory snapshot: the peaks and the change per source line. */
+export async function mountSnapshotDiff(host: HTMLElement, aRun: string, bRun: string, signal: AbortSignal, top = 15): Promise<void> {
+  for (let tries = 0; tries < MAX_TRIES && !signal.aborted; tries++) {
+    try {
+      const res = await getJson<SnapshotChange>("memory_snapshot_compare", { a_run: aRun, b_run: bRun }, signal);
+      if (signal.aborted || res.message) return replace(host);
+      const pa = res.peak_allocated_bytes, pr = res.peak_reserved_bytes;
+      const rows = res.at_peak.slice(0, top).map((r) =>
+        h("tr", { attrs: { title: r.frame } }, h("td", { class: "cell-name", text: shortFrame(r.frame) }), h("td", { class: "cell-name", text: r.function }), h("td", { text: bytes(r.a_bytes) }), h("td", { text: bytes(r.b_bytes) }), h("td", { text: signed(r.change_bytes) })),
+      );
+      return replace(
+        host,
+        h(
+          "section",
+          { class: "panel snapshot-diff" },
+          h("div", { class: "panel-head" }, h("h2", { class: "panel-title", text: `Memory snapshots · ${res.a} → ${res.b}` })),
+          h("div", { class: "memory-facts" }, fact("Peak allocated", `${bytes(pa.a)} → ${bytes(pa.b)} (${signed(pa.change)})`), fact("Peak reserved", `${bytes(pr.a)} → ${bytes(pr.b)} (${signed(pr.change)})`)),
+          h("table", { class: "ranks-table snapshot-table" }, h("thead", null, h("tr", null, ...["Source line", "Function", "A at peak", "B at peak", "Change"].map((t) => h("th", { text: t })))), h("tbody", null, ...rows)),
+        ),
+      );
+    } catch (err) {
+      if (signal.aborted) return;
+      if (err instanceof ApiError && err.stillLoading) {
+        await sleep(RETRY_MS, signal);
+        continue;
+      }
+      return replace(host, inlineError(err instanceof Error ? err.message : String(err)));
+    }
+  }
+}
