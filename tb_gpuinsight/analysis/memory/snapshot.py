@@ -77,22 +77,34 @@ def device_report(snap: Snapshot, r: Replay) -> Dict[str, Any]:
 def by_frame(snap: Snapshot, r: Replay, mask: np.ndarray) -> List[Dict[str, Any]]:
     """Allocations of `mask` grouped by the first user frame of their stack, largest total first; each row with
     the stack of its largest allocation."""
-    groups: Dict[Tuple, List[int]] = {}
-    for k in np.nonzero(mask)[0].tolist():
-        groups.setdefault(_frame_key(snap, r, k), []).append(k)
+    idx = np.nonzero(mask)[0]
+    if not len(idx):
+        return []
+    stacks = r.stack[idx]
+    before = (r.start[idx] == BEFORE) & (stacks == NO_STACK)
+    stacks = np.where(before, -1, stacks)  # -1: no stack and alive before the history
+    uniq, inverse = np.unique(stacks, return_inverse=True)
+    keys: Dict[Tuple[str, str], int] = {}
+    group_of_stack = np.array([keys.setdefault(_frame_key(snap, int(s)), len(keys)) for s in uniq.tolist()])
+    group = group_of_stack[inverse]
+    sizes = r.size[idx]
+    total = np.zeros(len(keys), dtype=np.int64)
+    np.add.at(total, group, sizes)
+    counts = np.bincount(group, minlength=len(keys))
+    order = np.lexsort((-sizes, group))  # by group, largest first within each
+    first = order[np.r_[0, np.nonzero(np.diff(group[order]))[0] + 1]]
     rows = []
-    for (where, function), members in groups.items():
-        sizes = r.size[members]
-        largest = members[int(np.argmax(sizes))]
-        rows.append({"frame": where, "function": function, "bytes": int(sizes.sum()), "count": len(members),
-                     "largest_bytes": int(sizes.max()), "stack": stack_text(snap, int(r.stack[largest]))})
+    for (where, function), g in keys.items():
+        largest = first[g]
+        rows.append({"frame": where, "function": function, "bytes": int(total[g]), "count": int(counts[g]),
+                     "largest_bytes": int(sizes[largest]), "stack": stack_text(snap, int(r.stack[idx[largest]]))})
     rows.sort(key=lambda row: (-row["bytes"], row["frame"]))
     return rows
 
 
-def _frame_key(snap: Snapshot, r: Replay, k: int) -> Tuple[str, str]:
-    stack = int(r.stack[k])
-    if stack == NO_STACK and r.start[k] == BEFORE:
+def _frame_key(snap: Snapshot, stack: int) -> Tuple[str, str]:
+    """(path:line, function) of a stack's first user frame; stack -1: alive before the history, no stack."""
+    if stack < 0:
         return (BEFORE_HISTORY, "")
     frame = snap.user_frame(stack)
     return (f"{frame[0]}:{frame[1]}", frame[2]) if frame else (NO_FRAME, "")
