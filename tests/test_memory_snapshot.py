@@ -361,3 +361,19 @@ def test_profile_memory_snapshot_dumps_the_window_beside_its_trace(tmp_path, mon
     assert names == sorted(f"{s}.memory_snapshot.pickle" for s in spans) and len(names) == 2
     assert calls == [{"max_entries": 1_000_000}, {"enabled": None}] * 2
     assert memory_snapshot(run.memory_snapshots[0].path)["peak_allocated_bytes"] == 7 * MiB
+
+
+def test_two_devices_each_with_its_own_stacks(tmp_path):
+    def trace(line, size):
+        return [{"action": "alloc", "addr": 0x1000 + i * 4096, "size": size, "time_us": i,
+                 "frames": [{"filename": f"/home/u/dev{line}.py", "line": line, "name": "f"}]} for i in range(50)]
+
+    path = tmp_path / "two.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [trace(1, 100), trace(2, 300)]}))
+    rep = memory_snapshot(str(path))
+    assert rep["devices"] == [0, 1] and rep["device"] == 1  # the higher peak by default
+    assert [r["frame"] for r in rep["at_peak"]] == ["/home/u/dev2.py:2"] and rep["peak_allocated_bytes"] == 15000
+    zero = memory_snapshot(str(path), device=0)
+    assert [r["frame"] for r in zero["at_peak"]] == ["/home/u/dev1.py:1"] and zero["peak_allocated_bytes"] == 5000
+    with pytest.raises(Exception, match="no device 5"):
+        memory_snapshot(str(path), device=5)

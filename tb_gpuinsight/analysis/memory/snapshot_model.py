@@ -93,6 +93,18 @@ class _Stacks:
         self._by_value: Dict[Tuple[Frame, ...], int] = {(): NO_STACK}
         self._by_ids: Dict[Tuple[int, ...], int] = {}
 
+    def ids_of(self, lists: List[Any]) -> List[int]:
+        """`id_of` of each list, the quick key looked up inline (the bulk of a snapshot's entries)."""
+        get, out = self._by_ids.get, []
+        for frames in lists:
+            hit = get(tuple(map(id, frames))) if frames.__class__ is list and frames else None
+            out.append(hit if hit is not None else self.id_of(frames))
+        return out
+
+    def forget_ids(self) -> None:
+        """Drop the identity keys: once the dicts they name are freed, their ids may be reused."""
+        self._by_ids.clear()
+
     def id_of(self, frames: Any) -> int:
         if not isinstance(frames, list) or not frames:
             return NO_STACK
@@ -129,6 +141,7 @@ def from_dict(path: str, data: Dict[str, Any]) -> Snapshot:
         if entries:
             histories[device] = _history(device, entries, stacks)
         del entries
+        stacks.forget_ids()
     segs = [s for s in data.get("segments") or []]
     blocks = [(i, b) for i, s in enumerate(segs) for b in (s.get("blocks") or []) if isinstance(b, dict)]
     settings = data.get("allocator_settings")
@@ -163,7 +176,7 @@ def _history(device: int, entries: List[Dict[str, Any]], stacks: _Stacks) -> His
     except (TypeError, ValueError, OverflowError):
         time_us = np.array([float(t) if isinstance(t, (int, float)) and abs(t) < 1e300 else np.nan for t in times],
                            dtype=np.float64)
-    stack = np.array([stacks.id_of(e.get("frames")) for e in entries], dtype=np.int32)
+    stack = np.array(stacks.ids_of([e.get("frames") for e in entries]), dtype=np.int32)
     return History(device, action, addr, size, time_us, stack)
 
 
