@@ -260,6 +260,19 @@ def test_cli_in_a_fresh_process_exits_2_on_hostile_pickle(tmp_path):
     assert done.returncode == 2 and "refused" in done.stderr and not marker.exists()
 
 
+def test_steps_line_up_on_the_unix_clock():
+    from tb_gpuinsight.analysis.memory.snapshot import align_steps
+
+    t0 = 1_776_479_641_000_000.0
+    steps = [{"name": "ProfilerStep#3", "ts": 1_000.0, "dur": 500.0}, {"name": "ProfilerStep#4", "ts": 9e9, "dur": 1}]
+    out = align_steps([(steps, t0)], t0 + 800, t0 + 10_000)  # relative times + baseTimeNanoseconds
+    assert [s["name"] for s in out["steps"]] == ["ProfilerStep#3"] and out["steps"][0]["t_us"] == t0 + 1000
+    absolute = [{"name": "ProfilerStep#1", "ts": t0 + 5, "dur": 10.0}]  # 2022-2024 traces: Unix µs in ts
+    assert len(align_steps([(absolute, 0.0)], t0, t0 + 100)["steps"]) == 1
+    assert "no common clock" in align_steps([(steps, 0.0)], t0, t0 + 100)["clock"]
+    assert "no ProfilerStep" in align_steps([([], t0)], t0, t0 + 100)["clock"]
+
+
 # ------------------------------------------------------------------------------- the route
 
 def test_memory_snapshot_route_answers_the_cli_peak_and_422_for_a_hostile_pickle(real, tmp_path):
@@ -296,6 +309,8 @@ def test_memory_snapshot_route_answers_the_cli_peak_and_422_for_a_hostile_pickle
     assert code == 200 and body["peak_allocated_bytes"] == memory_snapshot(real)["peak_allocated_bytes"]
     assert body["at_peak"][0]["frame"].endswith("model.py:39") and body["at_peak"][0]["count"] == 25
     assert body["file"] == "snapshot.pickle" and "path" not in body
+    assert _wait(lambda: "not analysed" not in get(run="good")[1]["clock"], 120)
+    assert "no profiler step of the run's traces falls in" in get(run="good")[1]["clock"]  # months apart
     assert _wait(lambda: get(run="evil")[0] != 503)
     code, body = get(run="evil")
     assert code == 422 and "refused" in body["error"] and not marker.exists()

@@ -4,7 +4,9 @@
                       peak_reserved_bytes, peak_time_us, at_peak: [{frame, function, bytes, count, stack}],
                       at_peak_by_size, fragmentation: {at_peak, at_dump}, ooms, leak_suspects, curve, ...}
                       (`analysis.memory.snapshot.report`). `file`: one of `files` (default the first);
-                      `device`: one of `devices` (default the device with the highest peak).
+                      `device`: one of `devices` (default the device with the highest peak). `steps`: the
+                      run's profiler steps inside the snapshot's history ({name, t_us, dur_us}, its clock),
+                      `clock`: whether and why they line up.
                       A run without a snapshot: {run, file: null, files: [], message}.
     /memory_snapshot_compare ?a_run&b_run -> {a, b, peak_allocated_bytes: {a, b, change}, peak_reserved_bytes,
                       allocated_at_dump_bytes, at_peak: [{frame, function, a_bytes, b_bytes, change_bytes, ...}]}
@@ -18,9 +20,10 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any, Callable, Dict, Optional
 
-from ..analysis.memory.snapshot import compare, report
+from ..analysis.memory.snapshot import align_steps, compare, report
 from ..analysis.memory.snapshot_model import Snapshot, load_snapshot
 from ..analysis.memory.snapshot_read import SnapshotError
+from ..errors import GpuInsightError
 from ..logdir import FileEntry
 from ..span_state import NotReady
 from ..trace.source import is_url
@@ -77,7 +80,29 @@ def snapshot_route(plugin, reports: SnapshotReports, request) -> Dict[str, Any]:
     name = params.choice(request, "file", names, names[0])
     device = params.integer(request, "device", -1, 0, MAX_DEVICE) if request.args.get("device") else None
     answer = reports.get(entries[names.index(name)], device)
-    return {"run": run, "file": name, "files": names, **{k: v for k, v in answer.items() if k != "path"}}
+    return {"run": run, "file": name, "files": names, **{k: v for k, v in answer.items() if k != "path"},
+            **_run_steps(plugin, run, answer)}
+
+
+def _run_steps(plugin, run: str, answer: Dict[str, Any]) -> Dict[str, Any]:
+    """The run's profiler steps (its first worker's analysed spans, from their stored summaries) lined up with the
+    snapshot's clock, or why not; the snapshot is shown either way."""
+    try:
+        worker = plugin.service.run_json(run)["workers"][0]["worker"]
+        memory = plugin.service.sections(run, worker, "all", "memory")
+        timeline = dict((state.key, section) for state, section in plugin.service.sections(run, worker, "all",
+                                                                                             "timeline"))
+    except (GpuInsightError, IndexError) as exc:
+        return {"steps": [], "clock": f"the run's traces are not analysed ({exc}): steps not shown"[:200]}
+    spans = [(section.info.get("steps") or [], _base_us(timeline.get(state.key))) for state, section in memory
+             if not section.error]
+    return align_steps(spans, answer.get("start_us"), answer.get("end_us"))
+
+
+def _base_us(section) -> float:
+    if section is None or section.error:
+        return 0.0
+    return float(section.info.get("base_us") or 0.0)
 
 
 def compare_route(plugin, reports: SnapshotReports, request) -> Dict[str, Any]:

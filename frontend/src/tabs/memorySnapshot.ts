@@ -64,6 +64,8 @@ export interface SnapshotReport {
   ooms: Oom[];
   leak_suspects: FrameRow[];
   curve: { t_us: number[]; allocated: number[]; reserved: number[] };
+  steps?: { name: string; t_us: number; dur_us: number }[];
+  clock?: string;
   sources: { allocated: string; reserved: string };
 }
 
@@ -124,6 +126,7 @@ function snapshotPanel(rep: SnapshotReport, onChart: (c: echarts.ECharts) => voi
     h("div", { class: "panel-head" }, h("h2", { class: "panel-title", text: `Memory snapshot · ${rep.file}` })),
     facts,
     chartBox,
+    rep.clock ? h("div", { class: "chart-caption snapshot-clock", text: `Profiler steps: ${rep.clock}.` }) : null,
     h("h3", { class: "small", text: "Alive at the peak, by source line (the first frame of your code)" }),
     frameTable(rep.at_peak, stack, "snapshot-at-peak"),
     stack,
@@ -181,6 +184,13 @@ function drawCurve(box: HTMLElement, rep: SnapshotReport): echarts.ECharts {
   });
   const allocated = line("Allocated", rep.curve.allocated, "#3b6ea5");
   const peakX = rep.peak_time_us != null ? (rep.peak_time_us - t0) / 1000 : 0;
+  allocated.markLine = {
+    symbol: "none",
+    silent: true,
+    lineStyle: { type: "dashed", color: "#b0b7c3" },
+    label: { formatter: "{b}", position: "insideEndTop", fontSize: 10 },
+    data: (rep.steps ?? []).slice(0, 64).map((st) => ({ name: st.name.replace("ProfilerStep#", "step "), xAxis: (st.t_us - t0) / 1000 })),
+  };
   allocated.markPoint = { symbol: "pin", symbolSize: 44, label: { formatter: "peak" }, data: [{ name: "peak", coord: [peakX, rep.peak_allocated_bytes], value: bytes(rep.peak_allocated_bytes) }] };
   chart.setOption({
     animation: false,

@@ -204,6 +204,35 @@ def _time(h, event: int) -> Optional[float]:
     return t if t == t else None
 
 
+EPOCH_US = 1e15  # a time above this (2001 onward, in µs) is on the Unix clock, as the snapshot's `time_us` is
+
+
+def align_steps(spans: List[Tuple[List[Dict[str, Any]], float]], start_us: Optional[float],
+                end_us: Optional[float]) -> Dict[str, Any]:
+    """Profiler steps of a run's traces on the snapshot's clock. `spans`: per trace its steps ({name, ts, dur} in
+    the trace's µs) and its base time in µs (baseTimeNanoseconds / 1000, 0 when absent). Kineto writes Unix-clock
+    µs (with a base time since 2024); the snapshot records Unix-clock µs too, so the steps inside the snapshot's
+    history line up with it. `clock` says when they do not, and why."""
+    if start_us is None or end_us is None:
+        return {"steps": [], "clock": "the snapshot's entries carry no time: nothing to line up"}
+    steps = [{"name": st["name"], "t_us": float(st["ts"]) + base, "dur_us": float(st["dur"])}
+             for found, base in spans for st in found]
+    if not steps:
+        return {"steps": [], "clock": "the run's traces have no ProfilerStep ranges to line up"}
+    if all(st["t_us"] < EPOCH_US for st in steps):
+        return {"steps": [], "clock": "the traces' times are relative and they record no baseTimeNanoseconds: "
+                                      "no common clock with the snapshot"}
+    inside = [st for st in steps if st["t_us"] < end_us and st["t_us"] + st["dur_us"] > start_us]
+    if not inside:
+        lo, hi = min(st["t_us"] for st in steps), max(st["t_us"] + st["dur_us"] for st in steps)
+        return {"steps": [], "clock": f"no profiler step of the run's traces falls in the snapshot's history: the "
+                                      f"steps span {(hi - lo) / 1e6:.3f} s starting {(lo - start_us) / 1e6:+.3f} s "
+                                      f"from its first entry (recorded at another time)"}
+    inside.sort(key=lambda st: st["t_us"])
+    return {"steps": inside, "clock": f"{len(inside)} profiler steps of the run's traces fall in the snapshot's "
+                                      f"history (both on the Unix clock)"}
+
+
 def compare(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
     """Two reports side by side: the peaks and, per source line, bytes alive at each peak and the change."""
     rows: Dict[Tuple[str, str], Dict[str, Any]] = {}
