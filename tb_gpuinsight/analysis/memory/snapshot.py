@@ -226,11 +226,17 @@ def align_steps(spans: List[Tuple[List[Dict[str, Any]], float]], start_us: Optio
     if not inside:
         lo, hi = min(st["t_us"] for st in steps), max(st["t_us"] + st["dur_us"] for st in steps)
         return {"steps": [], "clock": f"no profiler step of the run's traces falls in the snapshot's history: the "
-                                      f"steps span {(hi - lo) / 1e6:.3f} s starting {(lo - start_us) / 1e6:+.3f} s "
-                                      f"from its first entry (recorded at another time)"}
+                                      f"steps span {(hi - lo) / 1e6:.3f} s and start {_gap(lo - start_us)} its "
+                                      f"first entry (recorded at another time)"}
     inside.sort(key=lambda st: st["t_us"])
     return {"steps": inside, "clock": f"{len(inside)} profiler steps of the run's traces fall in the snapshot's "
                                       f"history (both on the Unix clock)"}
+
+
+def _gap(us: float) -> str:
+    seconds = abs(us) / 1e6
+    amount = f"{seconds / 86400:,.1f} days" if seconds >= 86400 else f"{seconds:,.3f} s"
+    return f"{amount} {'before' if us < 0 else 'after'}"
 
 
 def compare(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
