@@ -72,6 +72,9 @@ def test_real_snapshot_peak_and_top_lines_match_a_plain_replay(real):
     assert rep["at_peak"][0]["frame"].endswith("cs336_basics\\model.py:39")
     assert rep["at_peak"][0]["stack"][0].endswith("einsum")  # the stack starts inside torch
     assert rep["before_history"]["count"] == 229
+    files = {r["frame"]: r["bytes"] for r in rep["at_peak_by_file"]}
+    assert sum(files.values()) == sum(r["bytes"] for r in rep["at_peak"]) == peak  # every live byte, once
+    assert max(files, key=files.get).endswith("cs336_basics\\model.py")
     assert rep["reserved_at_dump_bytes"] == sum(s["total_size"] for s in raw["segments"]) == rep["peak_reserved_bytes"]
     assert rep["curve"]["allocated"] and max(rep["curve"]["allocated"]) == peak  # the curve keeps the peak
     frag = rep["fragmentation"]["at_peak"]

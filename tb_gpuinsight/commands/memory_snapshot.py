@@ -101,6 +101,7 @@ def _print_report(rep: Dict[str, Any], top: int) -> None:
               f"{_size(f['reserved_bytes'])} reserved, largest free block {_size(f['largest_free_block_bytes'])}, "
               f"{f['segments']:,} segments")
     _table("alive at the peak, by source line", rep["at_peak"], top)
+    _table("alive at the peak, by source file", rep["at_peak_by_file"], top)
     print("-- alive at the peak, by size class")
     for row in rep["at_peak_by_size"]:
         print(f"  {row['size_class']:<24} {_size(row['bytes']):>12}  {row['count']:,} allocations")

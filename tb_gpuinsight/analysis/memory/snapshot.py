@@ -65,6 +65,7 @@ def device_report(snap: Snapshot, r: Replay) -> Dict[str, Any]:
                            "note": "blocks alive at the dump that the history never allocated: counted as allocated "
                                    "from the start of the history"},
         "at_peak": by_frame(snap, r, alive)[:TOP_ROWS],
+        "at_peak_by_file": by_frame(snap, r, alive, _file_key)[:TOP_ROWS],
         "at_peak_by_size": by_size(r.size[alive]),
         "fragmentation": {"at_peak": fragmentation_at(snap, r, peak_event), "at_dump": fragmentation_at_dump(snap, r)},
         "ooms": ooms(snap, r),
@@ -74,9 +75,10 @@ def device_report(snap: Snapshot, r: Replay) -> Dict[str, Any]:
     }
 
 
-def by_frame(snap: Snapshot, r: Replay, mask: np.ndarray) -> List[Dict[str, Any]]:
-    """Allocations of `mask` grouped by the first user frame of their stack, largest total first; each row with
-    the stack of its largest allocation."""
+def by_frame(snap: Snapshot, r: Replay, mask: np.ndarray, key=None) -> List[Dict[str, Any]]:
+    """Allocations of `mask` grouped by the first user frame of their stack (or by `key(snap, stack)`: the
+    source file with `_file_key`), largest total first; each row with the stack of its largest allocation."""
+    key = key or _frame_key
     idx = np.nonzero(mask)[0]
     if not len(idx):
         return []
@@ -85,7 +87,7 @@ def by_frame(snap: Snapshot, r: Replay, mask: np.ndarray) -> List[Dict[str, Any]
     stacks = np.where(before, -1, stacks)  # -1: no stack and alive before the history
     uniq, inverse = np.unique(stacks, return_inverse=True)
     keys: Dict[Tuple[str, str], int] = {}
-    group_of_stack = np.array([keys.setdefault(_frame_key(snap, int(s)), len(keys)) for s in uniq.tolist()])
+    group_of_stack = np.array([keys.setdefault(key(snap, int(s)), len(keys)) for s in uniq.tolist()])
     group = group_of_stack[inverse]
     sizes = r.size[idx]
     total = np.zeros(len(keys), dtype=np.int64)
@@ -108,6 +110,12 @@ def _frame_key(snap: Snapshot, stack: int) -> Tuple[str, str]:
         return (BEFORE_HISTORY, "")
     frame = snap.user_frame(stack)
     return (f"{frame[0]}:{frame[1]}", frame[2]) if frame else (NO_FRAME, "")
+
+
+def _file_key(snap: Snapshot, stack: int) -> Tuple[str, str]:
+    """(source file, "") of a stack's first user frame: the module of the user's code that allocated."""
+    where, function = _frame_key(snap, stack)
+    return (where.rpartition(":")[0] or where, "") if function else (where, "")
 
 
 def stack_text(snap: Snapshot, stack: int) -> List[str]:
