@@ -234,6 +234,21 @@ def test_synthetic_history_peak_fragmentation_oom_and_leaks(tmp_path):
     assert sizes["<= 1 MiB (small pool)"] == 1 and sizes["1-10 MiB"] == 2
 
 
+def test_older_layouts_segments_alone_and_block_history(tmp_path):
+    """torch.cuda.memory_snapshot() pickled (a list of segments, no history) and torch 2.0 blocks (`history`
+    instead of `frames`, no `requested_size`)."""
+    segments = [{"device": 0, "address": 0x1000000, "total_size": 4 * MiB, "stream": 0, "blocks": [
+        {"address": 0x1000000, "size": 3 * MiB, "state": "active_allocated",
+         "history": [{"addr": 0x1000000, "real_size": 3 * MiB, "frames": _frames(11)}]},
+        {"address": 0x1300000, "size": MiB, "state": "inactive"}]}]
+    path = tmp_path / "segments.pickle"
+    path.write_bytes(pickle.dumps(segments))
+    rep = memory_snapshot(str(path))
+    assert rep["peak_allocated_bytes"] == 3 * MiB and rep["events"] == 0
+    assert [r["frame"] for r in rep["at_peak"]] == ["/home/u/train.py:11"]
+    assert rep["fragmentation"]["at_dump"]["largest_free_block_bytes"] == MiB
+
+
 def test_compare_two_snapshots(tmp_path, capsys):
     a, b = _synthetic(tmp_path, "a.pickle"), _synthetic(tmp_path, "b.pickle", extra=2)
     result = compare_memory_snapshots(a, b)

@@ -154,9 +154,9 @@ def from_dict(path: str, data: Dict[str, Any]) -> Snapshot:
             segment=np.array([i for i, _ in blocks], dtype=np.int32),
             addr=np.array([_int(b.get("address")) for _, b in blocks], dtype=np.int64),
             size=np.array([_int(b.get("size")) for _, b in blocks], dtype=np.int64),
-            requested=np.array([_int(b.get("requested_size")) for _, b in blocks], dtype=np.int64),
+            requested=np.array([_int(b.get("requested_size", b.get("size"))) for _, b in blocks], dtype=np.int64),
             state=np.array([_state(b.get("state")) for _, b in blocks], dtype=np.int8),
-            stack=np.array([stacks.id_of(b.get("frames")) for _, b in blocks], dtype=np.int32)),
+            stack=np.array([stacks.id_of(_block_frames(b)) for _, b in blocks], dtype=np.int32)),
         stacks=stacks.table,
         settings=settings if isinstance(settings, dict) else {})
 
@@ -185,6 +185,15 @@ def _ints(values: List[Any]) -> np.ndarray:
         return np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):  # a None or a stray type somewhere: 0 there
         return np.array([_int(v) for v in values], dtype=np.int64)
+
+
+def _block_frames(block: Dict[str, Any]) -> Any:
+    """A block's stack: `frames` (torch 2.1+), else the last entry of its `history` (torch 2.0)."""
+    if "frames" in block:
+        return block["frames"]
+    history = block.get("history")
+    last = history[-1] if isinstance(history, list) and history else None
+    return last.get("frames") if isinstance(last, dict) else None
 
 
 def _int(value: Any) -> int:

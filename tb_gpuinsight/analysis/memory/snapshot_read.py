@@ -104,6 +104,8 @@ def read_snapshot(path: "os.PathLike[str] | str", limit: int = 0) -> Dict[str, A
             raise SnapshotError(path, f"out of memory while reading the snapshot ({CAP_SETTINGS})") from None
         except Exception as exc:  # any other malformed opcode stream: one line, never a traceback
             raise SnapshotError(path, f"damaged pickle: {type(exc).__name__}: {exc}"[:200]) from None
+    if isinstance(data, list) and data and all(isinstance(x, dict) and "blocks" in x for x in data):
+        data = {"segments": data, "device_traces": []}  # torch.cuda.memory_snapshot(): the segments alone
     check_shape(path, data)
     return data
 
