@@ -160,7 +160,8 @@ def main() -> int:
     try:
         entries = write_snapshot(path, int(args.gb * 1e9), args.frames)
         size = os.path.getsize(path)
-        print(f"snapshot: {size / 1e9:.2f} GB, {entries:,} trace entries, {args.frames} frames each, {SLOTS:,} segments")
+        print(f"snapshot: {size / 1e9:.2f} GB, {entries:,} trace entries, {args.frames} frames each, "
+              f"{SLOTS:,} segments")
         step = ("from tb_gpuinsight.analysis.memory.snapshot import report\n"
                 "from tb_gpuinsight.analysis.memory.snapshot_model import load_snapshot\n"
                 f"rep = report(load_snapshot({path!r}, limit=1 << 40))\n"
