@@ -73,6 +73,16 @@ class Desk:
                 raise ToolProblem(f"{reason}: still being analysed; call again in a few seconds")
             time.sleep(RETRY_POLL_S)
 
+    def get_settled(self, route: str, **args: Any) -> Any:
+        """`get` for a route that answers with what is ready and counts the rest in `pending` (the ranks of a
+        run): asked again until nothing is pending or `wait_s` has passed."""
+        deadline = time.monotonic() + self.wait_s
+        answer = self.get(route, **args)
+        while answer.get("pending") and time.monotonic() < deadline:
+            time.sleep(RETRY_POLL_S)
+            answer = self.get(route, **args)
+        return answer
+
     def direct(self, fn, *args: Any) -> Any:
         """`fn(*args)` over the service (for what no route answers, e.g. a report side): waits for spans still
         being analysed as `get` does; the service's errors become ToolProblem."""

@@ -11,7 +11,7 @@ import os
 from typing import Annotated, Any, Callable, Literal, Optional
 from urllib.parse import quote
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from mcp.server.mcpserver import MCPServer, ResourceSecurity
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -48,6 +48,18 @@ class GpuInsightMCP(MCPServer):
     def __init__(self, desk: Desk, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.desk = desk
+
+    async def call_tool(self, name: str, arguments: dict, context: Any = None) -> Any:
+        """As MCPServer's, with arguments that do not fit the input schema told in one line."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
+                                 for e in cause.errors()[:3])
+            raise ToolError(f"bad argument for {name}: {problems}") from cause
 
     async def list_resources(self) -> list:
         static = await super().list_resources()

@@ -5,6 +5,7 @@ ranks and renames. Numbers keep 6 significant digits.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any, Dict, List, Optional
@@ -19,7 +20,9 @@ MAX_NAME = 400  # characters of a raw kernel name kept in a row (C++ names reach
 def compact(value: Any) -> Any:
     """Floats to 6 significant digits (NaN / infinity as null), recursively."""
     if isinstance(value, float):
-        return float(f"{value:.6g}") if math.isfinite(value) else None
+        if not math.isfinite(value):
+            return None
+        return int(value) if value.is_integer() and abs(value) < 2 ** 53 else float(f"{value:.6g}")
     if isinstance(value, dict):
         return {k: compact(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -190,8 +193,8 @@ def kernel_detail(desk: Desk, run: str, kernel: str, worker: Optional[str] = Non
                           f"(worker {worker!r}, span {span!r}); top_kernels lists them")
     row = found["rows"][0]
     out = {"selection": _selection(run, worker, span), "matches": found["total"],
-           "kernel": {**kernel_row(row), "name": row["name"][:4000]}, "launch": {"grid": row.get("grid"),
-           "block": row.get("block"), "registers": row.get("registers"), "occupancy": row.get("occupancy")},
+           "kernel": {**kernel_row(row), "name": row["name"][:4000]}, "launch": {"grid": _dims(row.get("grid")),
+           "block": _dims(row.get("block")), "registers": row.get("registers"), "occupancy": row.get("occupancy")},
            "roofline": _roofline(desk, sel, row),
            "ops": desk.get("/kernel_ops", **sel, name_key=row["name_key"], device=row["device"])["ops"][:10],
            "timeline": _occurrences(desk, run, worker, desk.first_span(run, worker, span), row, occurrences),
@@ -201,6 +204,14 @@ def kernel_detail(desk: Desk, run: str, kernel: str, worker: Optional[str] = Non
         out["other_matches"] = [{"kernel": r.get("display_name"), "name_key": r["name_key"],
                                  "total_ms": _ms(r["total_us"])} for r in found["rows"][1:]]
     return out
+
+
+def _dims(text: Optional[str]) -> Any:
+    """A launch dimension the trace records as JSON text ("[40, 2, 1]") as a list; other text as is."""
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return text
 
 
 def _roofline(desk: Desk, sel: Dict[str, str], row: Dict[str, Any]) -> Dict[str, Any]:

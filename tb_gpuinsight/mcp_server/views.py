@@ -64,7 +64,7 @@ def _change(r: Dict[str, Any]) -> Dict[str, Any]:
 def ranks(desk: Desk, run: str, limit: int = 8) -> Dict[str, Any]:
     bounded("limit", limit, 1, MAX_LIMIT)
     desk.run(run)
-    out = desk.get("/ranks", run=run, instance_limit=0)
+    out = desk.get_settled("/ranks", run=run, instance_limit=0)
     by_step = sorted(out["ranks"], key=lambda r: (-(r.get("step_us") or 0), r["rank"]))
     return {"run": run, "world_size": out["world_size"], "rank_count": out["rank_count"],
             "stragglers": out["stragglers"][:limit],
@@ -72,6 +72,8 @@ def ranks(desk: Desk, run: str, limit: int = 8) -> Dict[str, Any]:
             "collectives": page(sorted(out["collectives"], key=lambda c: -(c.get("total_time_per_rank_us") or 0)),
                                 0, limit),
             "interconnect": out["interconnect"], "problems": out["problems"][:10], "pending": out["pending"],
+            **({"note": f"{out['pending']} rank(s) still being analysed: call again for every rank"}
+               if out["pending"] else {}),
             "units": {"*_ms": "ms per step", "collectives *_us": "us", "*_gbps": "GB/s",
                       "pct_link": "fraction of the interconnect"},
             "source": "Distributed view: ranks aligned on their collectives; a straggler is the rank the others "
