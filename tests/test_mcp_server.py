@@ -130,8 +130,9 @@ def test_top_kernels_first_row_is_the_api_largest_kernel(exchange):
         assert mine["total_ms"] == pytest.approx(theirs["total_us"] / 1000, rel=1e-5)
         assert mine["efficiency_pct"] == pytest.approx(100 * theirs["efficiency"], rel=1e-5)
         assert mine["bound"] == theirs["bound"]
-        assert mine["provenance"]["flops"] == ("estimated" if not theirs["flops_reason"] else
-                                               f"unknown: {theirs['flops_reason']}")
+        reason = theirs["flops_reason"]
+        assert mine["provenance"]["flops"] == (f"unknown: {reason}" if theirs["flops"] != theirs["flops"] else
+                                               f"estimated; {reason}" if reason else "estimated")
 
 
 def test_top_kernels_by_waste_agrees_with_the_report(exchange):

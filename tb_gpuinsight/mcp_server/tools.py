@@ -163,9 +163,12 @@ def kernel_row(r: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def provenance(r: Dict[str, Any]) -> Dict[str, Any]:
-    """Where a row's figures come from: estimated FLOPs / bytes or why unknown, over-roof marks."""
+    """Where a row's figures come from: estimated FLOPs / bytes (with the note the estimate carries, e.g. taken
+    from identical launches), or unknown with the reason; over-roof marks."""
     def known(value, reason):
-        return "estimated" if value is not None and not reason else f"unknown: {reason or 'not estimated'}"
+        if value is None:
+            return f"unknown: {reason or 'not estimated'}"
+        return f"estimated; {reason}" if reason else "estimated"
 
     out = {"flops": known(r.get("flops"), r.get("flops_reason")),
            "bytes": known(r.get("bytes"), r.get("bytes_reason")),
