@@ -265,3 +265,22 @@ def test_ranks_and_stragglers_of_a_real_distributed_run(tmp_path):
     api = tbg.ranks(str(tmp_path / "dlrm"))
     assert out["rank_count"] == 8
     assert [s["rank"] for s in out["stragglers"]] == [s["rank"] for s in api.stragglers[:3]]
+
+
+def test_a_summary_store_serves_runs_without_analysing_again(tmp_path):
+    """`--store`: the summaries `tb-gpuinsight summarize` wrote are read, not recomputed: every run is ready at
+    once (no span analysed by this server: its worker pool never starts) and answers as the API does."""
+    from tb_gpuinsight.mcp_server.desk import Desk
+    from tb_gpuinsight.mcp_server.tools import top_kernels
+
+    shutil.copytree(BERT, tmp_path / "logs" / "bert")
+    store = tmp_path / "store"
+    tbg.summarize(str(tmp_path / "logs"), store=str(store), workers=0)
+    desk = Desk(str(tmp_path / "logs"), store=str(store), wait_s=0)
+    try:
+        assert [(r["run"], r["status"]) for r in desk.runs()] == [("bert", "ready")]
+        rows = top_kernels(desk, run="bert", limit=1)["rows"]
+        assert rows[0]["name_key"] == name_key(tbg.kernel_table(BERT_TRACE)["name"][0])
+        assert desk.service._pool is None
+    finally:
+        desk.close()

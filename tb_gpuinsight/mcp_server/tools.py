@@ -60,8 +60,10 @@ def _short(name: Optional[str]) -> Optional[str]:
 def list_runs(desk: Desk, offset: int = 0, limit: int = 20) -> Dict[str, Any]:
     bounded("offset", offset, 0, 10 ** 7)
     bounded("limit", limit, 1, MAX_LIMIT)
-    runs = desk.runs()
-    out = page(runs, offset, limit)
+    listing = desk.get("/runs")
+    out = page(listing["runs"], offset, limit)
+    if listing.get("logdir_error"):
+        out["logdir_error"] = listing["logdir_error"]
     out["rows"] = [_run_row(desk, r) for r in out["rows"]]
     out["note"] = ("status 'loading': spans still being analysed (tools wait, then ask to call again); "
                    "devices and steps are given for ready runs (first worker, every span)")
