@@ -40,12 +40,14 @@ setup(
         "cluster": ["dask[distributed]>=2023.1"],
         # export-parquet: pandas writes Parquet through pyarrow (about 40 MB; most users never need it).
         "parquet": ["pyarrow>=12"],
+        # `tb-gpuinsight mcp`: the Model Context Protocol server for coding assistants (the official SDK, 2.x API).
+        "mcp": ["mcp>=2.3; python_version >= '3.10'"],
         # ISA-L's inflate: gzipped traces read about 1.5x faster (zlib otherwise).
         "fast": ["isal>=1.6"],
         # benchmarks/peers.py's peers (HTA brings Jupyter along: never part of the tests).
         "bench": ["orjson>=3.9", "HolisticTraceAnalysis>=0.5"],
         "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "orjson>=3.9", "playwright>=1.40", "torch>=2.1",
-                 "moto[server]>=5"],
+                 "moto[server]>=5", "mcp>=2.3; python_version >= '3.10'"],
     },
     entry_points={
         "console_scripts": ["tb-gpuinsight=tb_gpuinsight.cli:main"],

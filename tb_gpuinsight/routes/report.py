@@ -54,18 +54,18 @@ def report(plugin, request) -> Dict[str, Any]:
             raise params.BadRequest(f"run {run!r} has no worker")
         worker = workers[0]
     device_name = params.device_name(request, service.datasheet())
-    side = _side(plugin, run, worker, span, device_name)
+    subject = side(plugin, run, worker, span, device_name)
     baseline = None
     if params.text(request, "b_run"):
-        baseline = _side(plugin, *params.selection(request, "b_"), device_name)
+        baseline = side(plugin, *params.selection(request, "b_"), device_name)
     ranks, note = _ranks(plugin, request) if len(workers) > 1 else (None, "")
-    data = build_report(side, baseline, ranks)
+    data = build_report(subject, baseline, ranks)
     if note:
         data["notes"].append(note)
     return data
 
 
-def _side(plugin, run: str, worker: str, span: str, device_name: Optional[str] = None) -> Side:
+def side(plugin, run: str, worker: str, span: str, device_name: Optional[str] = None) -> Side:
     """A report side from the service's stored sections and cached analyses (rated as `device_name` if given)."""
     service = plugin.service
     memory = {state.span: section for state, section in service.sections(run, worker, span, "memory")}
