@@ -92,7 +92,8 @@ def companions(trace_path: "os.PathLike[str] | str", kind: str) -> List[str]:
     own, run_level = [], []
     for name in sorted(os.listdir(folder)):
         path = os.path.join(folder, name)
-        if not _CANDIDATE.search(name) or not os.path.isfile(path) or sniff(path).kind != kind:
+        if not _CANDIDATE.search(name) or not os.path.isfile(path) or not (_follow_symlinks or _stays_in(
+                folder, path)) or sniff(path).kind != kind:
             continue
         w, s = split_name(name)
         if s is not None and (w, s) == (worker, stamp):
@@ -187,16 +188,19 @@ class Run:
         return [s for w in sorted(self.workers) for s in self.workers[w]]
 
 
-def discover(logdir: "os.PathLike[str] | str") -> List[Run]:
-    """Every run under `logdir`, sorted by name. Unreadable files are listed on their run, never raised."""
+def discover(logdir: "os.PathLike[str] | str", follow_symlinks: Optional[bool] = None) -> List[Run]:
+    """Every run under `logdir`, sorted by name. Unreadable files are listed on their run, never raised. Symbolic
+    links (folders or files) that lead out of the logdir are skipped unless `follow_symlinks` (default: the
+    process's `set_follow_symlinks`)."""
     root = os.fspath(logdir)
     if is_url(root):
         folders = _remote_folders(root)
     else:
         if not os.path.isdir(root):
             raise TraceError(root, "not a directory")
+        follow = _follow_symlinks if follow_symlinks is None else follow_symlinks
         folders = ((dirpath, [_entry(os.path.join(dirpath, f)) for f in files if _CANDIDATE.search(f)])
-                   for dirpath, files in _walk(root))
+                   for dirpath, files in _walk(root, follow))
     runs = [r for r in (_scan_dir(root, dirpath, entries) for dirpath, entries in folders) if r is not None]
     return sorted(runs, key=lambda r: r.name)
 
@@ -248,10 +252,30 @@ def _remote_entry(url: str, name: str, info: Dict) -> Optional[FileEntry]:
     return FileEntry(url, sniffed.kind, size, mtime_ns, sniffed.reason, etag=etag.strip('"'))
 
 
-def _walk(root: str) -> Iterator[Tuple[str, List[str]]]:
-    """os.walk following symlinks, visiting each real directory once (symlink loops end here)."""
+_follow_symlinks = False
+
+
+def set_follow_symlinks(follow: bool) -> None:
+    """Let this process's discovery follow symbolic links out of the logdir (the CLI's --follow-symlinks)."""
+    global _follow_symlinks
+    _follow_symlinks = bool(follow)
+
+
+def inside(root: str, path: str) -> bool:
+    """True when `path`, its symbolic links resolved, lies inside the folder `root` (also resolved)."""
+    real_root = os.path.realpath(root)
+    return os.path.commonpath([real_root, os.path.realpath(path)]) == real_root
+
+
+def _walk(root: str, follow: bool = False) -> Iterator[Tuple[str, List[str]]]:
+    """os.walk following symlinks that stay inside `root` (all of them when `follow`), visiting each real
+    directory once (symlink loops end here)."""
     seen = set()
+    real_root = os.path.realpath(root)
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=lambda e: None):
+        if not follow:  # a link (folder or file) leading out of the logdir is not the logdir's
+            dirnames[:] = [d for d in dirnames if _stays_in(real_root, os.path.join(dirpath, d))]
+            filenames = [f for f in filenames if _stays_in(real_root, os.path.join(dirpath, f))]
         try:
             st = os.stat(dirpath)
         except OSError:
@@ -264,6 +288,10 @@ def _walk(root: str) -> Iterator[Tuple[str, List[str]]]:
         seen.add(key)
         dirnames.sort()
         yield dirpath, sorted(filenames)
+
+
+def _stays_in(real_root: str, path: str) -> bool:
+    return not os.path.islink(path) or inside(real_root, path)
 
 
 def _scan_dir(root: str, dirpath: str, found: List[Optional[FileEntry]]) -> Optional[Run]:
