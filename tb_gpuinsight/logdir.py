@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from .errors import TraceError
+from .trace.digest import content_digest
 from .trace.source import is_url, read_head, url_filesystem
 
 KINETO = "kineto"
@@ -152,11 +153,13 @@ class FileEntry:
     mtime_ns: int
     reason: str = ""
     etag: str = ""  # an object store's version of the file (then preferred to mtime_ns in summary keys)
+    digest: str = ""  # a local file's content digest (trace/digest.py): a same-name, size and mtime copy differs
 
     @property
     def version(self) -> str:
-        """What changes when the file changes: its ETag on an object store, else its mtime in ns."""
-        return self.etag or str(self.mtime_ns)
+        """What changes when the file changes: its ETag on an object store, else its content digest (its mtime in
+        ns when it could not be read)."""
+        return self.etag or self.digest or str(self.mtime_ns)
 
 
 @dataclass
@@ -343,7 +346,7 @@ def _entry(path: str) -> Optional[FileEntry]:
             sniffed = Sniffed(KINETO)
         else:  # named like a trace but not one: say so rather than hide it
             sniffed = Sniffed(UNREADABLE, f"named like a trace but is {sniffed.reason}")
-    return FileEntry(path, sniffed.kind, st.st_size, st.st_mtime_ns, sniffed.reason)
+    return FileEntry(path, sniffed.kind, st.st_size, st.st_mtime_ns, sniffed.reason, digest=content_digest(path, st))
 
 
 _PROBLEM_SCAN_LIMIT = 10_000  # entries looked at to tell an empty logdir from one of other files
