@@ -54,7 +54,7 @@ def _run(argv: Optional[Sequence[str]]) -> int:
         return EXIT_BAD_INPUT
     try:
         set_max_trace_gb(getattr(args, "max_trace_gb", None))
-        set_follow_symlinks(getattr(args, "follow_symlinks", False))
+        set_follow_symlinks(True if getattr(args, "follow_symlinks", False) else None)
         code = args.func(args) or 0
         sys.stdout.flush()  # a full disk or a closed pipe shows here for buffered output
         return code
@@ -129,7 +129,7 @@ def _parser(command: Optional[str] = None) -> argparse.ArgumentParser:
                                   "(default: available memory / 3)")
         command.add_argument("--follow-symlinks", action="store_true",
                              help="follow symbolic links that lead out of the logdir or the traces' folder "
-                                  "(default: such links are skipped)")
+                                  "(default: skipped, unless $TB_GPUINSIGHT_FOLLOW_SYMLINKS is 1)")
     return parser
 
 

@@ -93,7 +93,7 @@ def companions(trace_path: "os.PathLike[str] | str", kind: str) -> List[str]:
     own, run_level = [], []
     for name in sorted(os.listdir(folder)):
         path = os.path.join(folder, name)
-        if not _CANDIDATE.search(name) or not os.path.isfile(path) or not (_follow_symlinks or _stays_in(
+        if not _CANDIDATE.search(name) or not os.path.isfile(path) or not (following_symlinks() or _stays_in(
                 folder, path)) or sniff(path).kind != kind:
             continue
         w, s = split_name(name)
@@ -194,14 +194,14 @@ class Run:
 def discover(logdir: "os.PathLike[str] | str", follow_symlinks: Optional[bool] = None) -> List[Run]:
     """Every run under `logdir`, sorted by name. Unreadable files are listed on their run, never raised. Symbolic
     links (folders or files) that lead out of the logdir are skipped unless `follow_symlinks` (default: the
-    process's `set_follow_symlinks`)."""
+    process's `following_symlinks()`)."""
     root = os.fspath(logdir)
     if is_url(root):
         folders = _remote_folders(root)
     else:
         if not os.path.isdir(root):
             raise TraceError(root, "not a directory")
-        follow = _follow_symlinks if follow_symlinks is None else follow_symlinks
+        follow = following_symlinks() if follow_symlinks is None else follow_symlinks
         folders = ((dirpath, [_entry(os.path.join(dirpath, f)) for f in files if _CANDIDATE.search(f)])
                    for dirpath, files in _walk(root, follow))
     runs = [r for r in (_scan_dir(root, dirpath, entries) for dirpath, entries in folders) if r is not None]
@@ -255,13 +255,22 @@ def _remote_entry(url: str, name: str, info: Dict) -> Optional[FileEntry]:
     return FileEntry(url, sniffed.kind, size, mtime_ns, sniffed.reason, etag=etag.strip('"'))
 
 
-_follow_symlinks = False
+FOLLOW_SYMLINKS_ENV = "TB_GPUINSIGHT_FOLLOW_SYMLINKS"
+_follow_symlinks: Optional[bool] = None
 
 
-def set_follow_symlinks(follow: bool) -> None:
-    """Let this process's discovery follow symbolic links out of the logdir (the CLI's --follow-symlinks)."""
+def set_follow_symlinks(follow: Optional[bool]) -> None:
+    """Let this process's discovery follow symbolic links out of the logdir (the CLI's --follow-symlinks); None:
+    as $TB_GPUINSIGHT_FOLLOW_SYMLINKS says (1 / true / yes), else not."""
     global _follow_symlinks
-    _follow_symlinks = bool(follow)
+    _follow_symlinks = follow
+
+
+def following_symlinks() -> bool:
+    """Whether discovery follows symbolic links out of the logdir (see `set_follow_symlinks`)."""
+    if _follow_symlinks is not None:
+        return _follow_symlinks
+    return os.environ.get(FOLLOW_SYMLINKS_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
 def inside(root: str, path: str) -> bool:

@@ -22,6 +22,12 @@ from .test_terminal_output import _run
 NAME = "w.1700000000000000000.pt.trace.json"
 
 
+@pytest.fixture(autouse=True)
+def _default_confinement(monkeypatch):
+    """The default: links out of the logdir are not followed (the suite's other tests follow them)."""
+    monkeypatch.delenv(logdir_mod.FOLLOW_SYMLINKS_ENV, raising=False)
+
+
 def _mm_text(kernel: str) -> str:
     doc = copy.deepcopy(rocm_mm_trace(1))
     doc["baseTimeNanoseconds"] = 1700000000000000000
