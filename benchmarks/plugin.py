@@ -31,6 +31,7 @@ from read import _READ  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("TB_GPUINSIGHT_CORPUS", ROOT.parent / "shared" / "traces"))
+os.environ.setdefault("TB_GPUINSIGHT_FOLLOW_SYMLINKS", "1")  # its logdirs link the corpus traces
 
 
 def main() -> None:

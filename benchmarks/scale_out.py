@@ -30,6 +30,7 @@ from typing import Dict, List
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 CORPUS = os.environ.get("TB_GPUINSIGHT_CORPUS", os.path.join(os.path.dirname(ROOT), "shared", "traces"))
+os.environ.setdefault("TB_GPUINSIGHT_FOLLOW_SYMLINKS", "1")  # its logdirs link the corpus traces
 DEFAULT = os.path.join(CORPUS, "hta", "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
 STAMP = "1700000000000000000"
 

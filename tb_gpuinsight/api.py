@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Iterable, Optional
 
-from .errors import ConfigError
+from .errors import ConfigError, TraceError
 from .loading import companion_execution_traces, load
 from .pipeline import analyze, no_worker_choice, one_run, worker_traces
 from .trace.kineto import KinetoTrace
@@ -66,9 +66,18 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
     from .trace.tensortrace import read_tensor_trace as read_tt
 
     trace = path if isinstance(path, KinetoTrace) else load(path)
-    paths = companion_tensor_traces(trace.meta.path) if tensor_traces is None else list(tensor_traces)
-    eff = analyze(trace)
-    return shapes_report(trace, eff.activities, [read_tt(p) for p in paths])
+    given = tensor_traces is not None
+    read, damaged = [], []
+    for p in list(tensor_traces) if given else companion_tensor_traces(trace.meta.path):
+        try:
+            read.append(read_tt(p))
+        except TraceError as exc:
+            if given:  # a file the caller named must read
+                raise
+            damaged.append(f"{os.path.basename(exc.path)}: {exc.reason}")  # a companion found beside the trace
+    report = shapes_report(trace, analyze(trace).activities, read)
+    report.damaged_tensor_traces = damaged
+    return report
 
 
 def memory(path: "KinetoTrace | os.PathLike[str] | str") -> "MemoryReport":

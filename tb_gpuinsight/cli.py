@@ -6,14 +6,21 @@ builds the parser and runs the command; the commands live in `commands/`, one mo
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import io
 import importlib
+import os
 import sys
 from typing import Optional, Sequence, Tuple
 
+from . import terminal
 from .errors import GpuInsightError
+from .logdir import set_follow_symlinks
 from .trace.source import set_max_trace_gb
 
 EXIT_BAD_INPUT = 2
+EXIT_WRITE_FAILED = 1
 
 # Command modules, each with `register(subparsers)`. The core ones (`info`, `ls`, `analyze`, `augment`, `diff`) are
 # always registered; the others (and the analyses they import) only when the command line asks for none of those.
@@ -29,8 +36,18 @@ COMMAND_MODULES: Tuple[str, ...] = ("tb_gpuinsight.commands.shapes", "tb_gpuinsi
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the console script; returns the exit status."""
+    """Entry point of the console script; returns the exit status. Everything the command writes to stdout and
+    stderr goes through the terminal-safe layer (`terminal.SafeStream`)."""
     _tolerant_output()
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = terminal.SafeStream(out), terminal.SafeStream(err)
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _run(argv: Optional[Sequence[str]]) -> int:
     parser = _parser(_command_name(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -38,7 +55,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_BAD_INPUT
     try:
         set_max_trace_gb(getattr(args, "max_trace_gb", None))
-        return args.func(args) or 0
+        set_follow_symlinks(True if getattr(args, "follow_symlinks", False) else None)
+        code = args.func(args) or 0
+        sys.stdout.flush()  # a full disk or a closed pipe shows here for buffered output
+        return code
     except GpuInsightError as exc:
         print(f"tb-gpuinsight: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -48,10 +68,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except RecursionError:
         print("tb-gpuinsight: error: the input nests too deeply to process", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except BrokenPipeError:  # e.g. piped into `head`
-        return 0
+    except OSError as exc:
+        if not isinstance(exc, BrokenPipeError) and exc.errno not in _WRITE_ERRORS:
+            raise
+        _discard_stdout()
+        with contextlib.suppress(OSError):
+            print(f"tb-gpuinsight: error: {terminal.write_failure(exc)}", file=sys.stderr)
+        return EXIT_WRITE_FAILED
     except KeyboardInterrupt:
         return 130
+
+
+_WRITE_ERRORS = (errno.EPIPE, errno.ENOSPC, errno.EBADF, errno.EDQUOT, errno.EFBIG)
+
+
+def _discard_stdout() -> None:
+    """After a failed write, stdout's unwritten buffer goes nowhere: the interpreter's last flush would fail again
+    and print a traceback of its own."""
+    stream = getattr(sys.stdout, "stream", None)
+    try:
+        fd = stream.fileno() if stream is not None else -1
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return
+    if fd >= 0:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
 
 
 def _tolerant_output() -> None:
@@ -86,6 +128,9 @@ def _parser(command: Optional[str] = None) -> argparse.ArgumentParser:
         command.add_argument("--max-trace-gb", type=_positive_gb, default=None, metavar="GB",
                              help="refuse traces whose uncompressed size passes this many GB "
                                   "(default: available memory / 3)")
+        command.add_argument("--follow-symlinks", action="store_true",
+                             help="follow symbolic links that lead out of the logdir or the traces' folder "
+                                  "(default: skipped, unless $TB_GPUINSIGHT_FOLLOW_SYMLINKS is 1)")
     return parser
 
 

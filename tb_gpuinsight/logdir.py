@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from .errors import TraceError
+from .trace.digest import content_digest
 from .trace.source import is_url, read_head, url_filesystem
 
 KINETO = "kineto"
@@ -95,8 +96,11 @@ def companions(trace_path: "os.PathLike[str] | str", kind: str) -> List[str]:
     own, run_level = [], []
     for name in sorted(os.listdir(folder)):
         path = os.path.join(folder, name)
-        if not _CANDIDATE.search(name) or not os.path.isfile(path) or sniff(path).kind != kind:
+        if not _CANDIDATE.search(name) or not os.path.isfile(path) or not (following_symlinks() or _stays_in(
+                folder, path)):
             continue
+        if sniff(path).kind != kind and not (kind == TENSOR_TRACE and name.endswith(".tensor.trace")):
+            continue  # (a damaged file named as a tensor.trace is kept: its reader says what is wrong with it)
         w, s = split_name(name)
         if s is not None and (w, s) == (worker, stamp):
             own.append(path)
@@ -160,11 +164,13 @@ class FileEntry:
     mtime_ns: int
     reason: str = ""
     etag: str = ""  # an object store's version of the file (then preferred to mtime_ns in summary keys)
+    digest: str = ""  # a local file's content digest (trace/digest.py): a same-name, size and mtime copy differs
 
     @property
     def version(self) -> str:
-        """What changes when the file changes: its ETag on an object store, else its mtime in ns."""
-        return self.etag or str(self.mtime_ns)
+        """What changes when the file changes: its ETag on an object store, else its content digest (its mtime in
+        ns when it could not be read)."""
+        return self.etag or self.digest or str(self.mtime_ns)
 
 
 @dataclass
@@ -197,16 +203,19 @@ class Run:
         return [s for w in sorted(self.workers) for s in self.workers[w]]
 
 
-def discover(logdir: "os.PathLike[str] | str") -> List[Run]:
-    """Every run under `logdir`, sorted by name. Unreadable files are listed on their run, never raised."""
+def discover(logdir: "os.PathLike[str] | str", follow_symlinks: Optional[bool] = None) -> List[Run]:
+    """Every run under `logdir`, sorted by name. Unreadable files are listed on their run, never raised. Symbolic
+    links (folders or files) that lead out of the logdir are skipped unless `follow_symlinks` (default: the
+    process's `following_symlinks()`)."""
     root = os.fspath(logdir)
     if is_url(root):
         folders = _remote_folders(root)
     else:
         if not os.path.isdir(root):
             raise TraceError(root, "not a directory")
+        follow = following_symlinks() if follow_symlinks is None else follow_symlinks
         folders = ((dirpath, [_entry(os.path.join(dirpath, f)) for f in files if _CANDIDATE.search(f)])
-                   for dirpath, files in _walk(root))
+                   for dirpath, files in _walk(root, follow))
     runs = [r for r in (_scan_dir(root, dirpath, entries) for dirpath, entries in folders) if r is not None]
     return sorted(runs, key=lambda r: r.name)
 
@@ -260,10 +269,39 @@ def _remote_entry(url: str, name: str, info: Dict) -> Optional[FileEntry]:
     return FileEntry(url, sniffed.kind, size, mtime_ns, sniffed.reason, etag=etag.strip('"'))
 
 
-def _walk(root: str) -> Iterator[Tuple[str, List[str]]]:
-    """os.walk following symlinks, visiting each real directory once (symlink loops end here)."""
+FOLLOW_SYMLINKS_ENV = "TB_GPUINSIGHT_FOLLOW_SYMLINKS"
+_follow_symlinks: Optional[bool] = None
+
+
+def set_follow_symlinks(follow: Optional[bool]) -> None:
+    """Let this process's discovery follow symbolic links out of the logdir (the CLI's --follow-symlinks); None:
+    as $TB_GPUINSIGHT_FOLLOW_SYMLINKS says (1 / true / yes), else not."""
+    global _follow_symlinks
+    _follow_symlinks = follow
+
+
+def following_symlinks() -> bool:
+    """Whether discovery follows symbolic links out of the logdir (see `set_follow_symlinks`)."""
+    if _follow_symlinks is not None:
+        return _follow_symlinks
+    return os.environ.get(FOLLOW_SYMLINKS_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def inside(root: str, path: str) -> bool:
+    """True when `path`, its symbolic links resolved, lies inside the folder `root` (also resolved)."""
+    real_root = os.path.realpath(root)
+    return os.path.commonpath([real_root, os.path.realpath(path)]) == real_root
+
+
+def _walk(root: str, follow: bool = False) -> Iterator[Tuple[str, List[str]]]:
+    """os.walk following symlinks that stay inside `root` (all of them when `follow`), visiting each real
+    directory once (symlink loops end here)."""
     seen = set()
+    real_root = os.path.realpath(root)
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=lambda e: None):
+        if not follow:  # a link (folder or file) leading out of the logdir is not the logdir's
+            dirnames[:] = [d for d in dirnames if _stays_in(real_root, os.path.join(dirpath, d))]
+            filenames = [f for f in filenames if _stays_in(real_root, os.path.join(dirpath, f))]
         try:
             st = os.stat(dirpath)
         except OSError:
@@ -276,6 +314,10 @@ def _walk(root: str) -> Iterator[Tuple[str, List[str]]]:
         seen.add(key)
         dirnames.sort()
         yield dirpath, sorted(filenames)
+
+
+def _stays_in(real_root: str, path: str) -> bool:
+    return not os.path.islink(path) or inside(real_root, path)
 
 
 def _scan_dir(root: str, dirpath: str, found: List[Optional[FileEntry]]) -> Optional[Run]:
@@ -330,7 +372,7 @@ def _entry(path: str) -> Optional[FileEntry]:
             sniffed = Sniffed(KINETO)
         else:  # named like a trace but not one: say so rather than hide it
             sniffed = Sniffed(UNREADABLE, f"named like a trace but is {sniffed.reason}")
-    return FileEntry(path, sniffed.kind, st.st_size, st.st_mtime_ns, sniffed.reason)
+    return FileEntry(path, sniffed.kind, st.st_size, st.st_mtime_ns, sniffed.reason, digest=content_digest(path, st))
 
 
 _PROBLEM_SCAN_LIMIT = 10_000  # entries looked at to tell an empty logdir from one of other files

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Iterable, Optional
 
-from .errors import ConfigError
+from .errors import ConfigError, TraceError
 from .loading import companion_execution_traces, load
 from .logdir import discover
 from .trace.kineto import KinetoTrace
@@ -79,4 +79,8 @@ def one_run(path: "os.PathLike[str] | str"):
     runs = discover(path)
     if len(runs) != 1:
         raise ConfigError(f"{path}: holds {len(runs)} runs; give one run directory or a trace file")
+    if not runs[0].workers:  # only unreadable traces: a failure, not an empty answer
+        bad = runs[0].unreadable
+        more = f" (and {len(bad) - 1} more unreadable)" if len(bad) > 1 else ""
+        raise TraceError(bad[0].path, f"{bad[0].reason or 'unreadable'}{more}; the run has no readable trace")
     return runs[0]

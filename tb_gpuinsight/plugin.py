@@ -62,6 +62,7 @@ class GpuInsightPlugin(base_plugin.TBPlugin):
             scan_interval=_flag(flags, "gpuinsight_scan_interval") or 10.0,
             max_trace_gb=_flag(flags, "gpuinsight_max_trace_gb"),
             deferred=True,
+            follow_symlinks=True if _flag(flags, "gpuinsight_follow_symlinks") else None,
         )
         self.service.start()
         self._lock = threading.Lock()
@@ -267,6 +268,9 @@ class GpuInsightLoader(base_plugin.TBLoader):
         group.add_argument("--gpuinsight_max_trace_gb", type=float, default=None,
                            help="refuse traces whose uncompressed size passes this many GB "
                                 "(default: the memory available to an analysis process / 3)")
+        group.add_argument("--gpuinsight_follow_symlinks", action="store_true",
+                           help="list runs behind symbolic links that lead out of the logdir (default: skipped, "
+                                "unless $TB_GPUINSIGHT_FOLLOW_SYMLINKS is 1)")
 
     def load(self, context: base_plugin.TBContext) -> GpuInsightPlugin:
         return GpuInsightPlugin(context)

@@ -6,6 +6,8 @@ import sys
 import time
 from typing import Callable, Optional
 
+from .terminal import unescaped, visible
+
 _WIDTH = 30
 
 
@@ -29,11 +31,12 @@ class _Line:
         filled = int(_WIDTH * done / total) if total else _WIDTH
         eta = f", {elapsed / done * (total - done):.0f} s left" if 0 < done < total else ""
         count = f"{_si(done)}/{_si(total)}" if self.si else f"{done}/{total}"
-        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (_WIDTH - filled)}] {count} {self.unit} "
-                         f"in {elapsed:.0f} s{eta}  ")
+        out = unescaped(sys.stderr)  # its own carriage returns; the label made visible
+        out.write(f"\r{visible(self.label)} [{'#' * filled}{'.' * (_WIDTH - filled)}] {count} {self.unit} "
+                  f"in {elapsed:.0f} s{eta}  ")
         if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+            out.write("\n")
+        out.flush()
 
 
 def terminal_progress(label: str) -> Optional[Callable[[str, int, int], None]]:

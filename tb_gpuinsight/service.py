@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tupl
 from .analysis.kernels.efficiency import AUTO, Efficiency, combine
 from .errors import GpuInsightError
 from .estimate.devices import DeviceSpec, load_datasheet
-from .logdir import FileEntry, Run, discover, logdir_problem
+from .logdir import FileEntry, Run, discover, following_symlinks, inside, logdir_problem
 from .sections import Section
 from .settings import default_cache_dir
 from .store import envelope as cache_mod
@@ -52,13 +52,15 @@ class LogdirService:
                  extra_args: Sequence[str] = (), workers: Optional[int] = None, scan_interval: float = 10.0,
                  max_loaded: int = 32, max_trace_gb: Optional[float] = None,
                  summarize: Optional[Callable[..., Tuple[str, Any, bool]]] = None, store: Optional[str] = None,
-                 deferred: bool = False) -> None:
+                 deferred: bool = False, follow_symlinks: Optional[bool] = None) -> None:
         """`summarize`: the worker-process job that turns a trace into a summary (default `summarize_file`; a
         module-level function with its signature, so that spawned workers can import it). `store`: the summary
         store's URL or path (default `cache_dir`, else the user's cache directory; "" keeps summaries in memory).
         `deferred`: discover runs but analyse nothing until `serve()` is called (TensorBoard builds its plugins
-        before it binds its port, and may never serve)."""
+        before it binds its port, and may never serve). `follow_symlinks`: list runs behind symbolic links that
+        lead out of the logdir (default: as $TB_GPUINSIGHT_FOLLOW_SYMLINKS says, else skipped)."""
         self.logdir = logdir
+        self.follow_symlinks = following_symlinks() if follow_symlinks is None else follow_symlinks
         self.summarize = summarize or summarize_file
         self.store_error = ""  # a store that cannot be opened (its protocol's package missing): said, not fatal
         try:
@@ -141,7 +143,7 @@ class LogdirService:
     def scan(self) -> None:
         """Discover runs and spans; queue new or changed spans for analysis."""
         try:
-            found = discover(self.logdir) if self.logdir else []
+            found = discover(self.logdir, self.follow_symlinks) if self.logdir else []
             self._logdir_problem("" if found or self.runs else logdir_problem(self.logdir))
         except GpuInsightError as exc:
             self._logdir_problem(logdir_problem(self.logdir) or str(exc))
@@ -512,6 +514,8 @@ class LogdirService:
         damaged, or written by a process that died). Raises NotReady while it is still being written after
         `timeout` seconds, SpanFailed when it cannot be."""
         dst = self._download_path(span)
+        if not (self.follow_symlinks or is_url(self.logdir) or inside(self.logdir, span.entry.path)):
+            raise SpanFailed(f"{span.span}: the trace now lies outside the logdir (a symbolic link): not served")
         with self._download_lock:  # concurrent downloads of one span share one check and one job
             future = self._downloads.get(span.key)
             if future is None:

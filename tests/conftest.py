@@ -20,6 +20,16 @@ def _private_cache_dir(tmp_path_factory):
     yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _logdirs_link_the_corpus():
+    """Test logdirs link the read-only corpus and samples rather than copy them: discovery follows those links
+    (tests/test_confinement.py checks the default, which does not)."""
+    import os
+
+    os.environ["TB_GPUINSIGHT_FOLLOW_SYMLINKS"] = "1"
+    yield
+
+
 @pytest.fixture(scope="session")
 def samples_tensorboard(tmp_path_factory):
     """The URL of one real TensorBoard over samples/ that the browser tests reading the samples share (each opens

@@ -7,6 +7,7 @@ from typing import Dict, List
 from ..analysis.graph.critical_path.deps import CAUSES as JOINT_CAUSES
 from ..analysis.graph.op_path import CAUSES
 from ..analysis.graph.build import ExecutionGraph, load_graph
+from ..terminal import atomic_file
 
 _CAUSE_LABELS = {"cpu_op": "CPU op", "gpu_kernel": "GPU kernel", "launch_gap": "launch gap",
                  "host_gap": "host gap (CPU between ops)"}
@@ -27,10 +28,10 @@ def _cmd_graph(args) -> int:
     for line in describe(graph):
         print(line)
     if args.dot:
-        with open(args.dot, "w", encoding="utf-8") as f:
+        with atomic_file(args.dot, "w", encoding="utf-8") as f:
             f.write(to_dot(graph))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
+        with atomic_file(args.json, "w", encoding="utf-8") as f:
             json.dump(to_json(graph), f, separators=(",", ":"))
     return 0
 

@@ -7,6 +7,7 @@ from typing import List
 
 from ..analysis.ranks.report import IDLE_CAUSES, Report, from_run_dir
 from ..estimate.devices import load_datasheet
+from ..terminal import raw_output
 
 _PARTS = ("ranks", "steps", "collectives", "instances", "stragglers")
 
@@ -31,7 +32,8 @@ def _cmd_ranks(args) -> int:
         json.dump(data[args.part] if args.part else data, sys.stdout, indent=1)
         print()
     elif args.format == "csv":
-        report.to_pandas(args.part or "ranks").to_csv(sys.stdout, index=False)
+        with raw_output(sys.stdout):  # CSV keeps the values, quoted by its encoder
+            report.to_pandas(args.part or "ranks").to_csv(sys.stdout, index=False)
     else:
         print("\n".join(describe(report)))
     return 0

@@ -12,6 +12,7 @@ import sys
 from typing import Any, Dict, Tuple
 
 from ..errors import ConfigError
+from ..terminal import atomic_file
 from .options import analysis_options, check_device, check_output
 
 EXIT_SLOWER = 1
@@ -44,7 +45,7 @@ def run(args) -> int:
                        devices_file=args.devices)
     text = render(data, args.format)
     if args.output:
-        with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as f:
+        with atomic_file(args.output, "w", encoding="utf-8", errors="backslashreplace") as f:
             f.write(text)
         print(f"wrote {args.output}", file=sys.stderr)
     else:

@@ -71,6 +71,8 @@ def run(args) -> int:
         print(f"note: {sh.NO_SHAPES}", file=sys.stderr)
     if report.tensors is not None:
         out.update(_tensor_part(report.tensors, args))
+    elif report.damaged_tensor_traces:  # found but damaged: said in every format
+        print(f"note: {report.tensors_note}", file=sys.stderr)
     elif not args.no_tensors and args.format == "table":
         print(f"note: {sh.NO_TENSOR_TRACE}", file=sys.stderr)
     if args.format == "json":

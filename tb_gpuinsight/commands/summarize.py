@@ -34,6 +34,6 @@ def _cmd_summarize(args) -> int:
                        workers=workers, extra_args=args.extra_arg, max_trace_gb=args.max_trace_gb,
                        retry_failed=args.retry_failed, progress=count_progress("summarize", "files"))
     print("\n".join(report.lines()))
-    if not report.total:  # the store line names where summaries would go; say that none went there
+    if not report.total and not report.failed:  # the store line names where summaries would go: none went
         print(f"note: no trace files under {args.logdir}: nothing written to the store")
     return 1 if report.failed else 0

@@ -6,6 +6,8 @@ import json
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..terminal import raw_output
+
 Column = Tuple[str, str, int]  # (title, row key, width)
 
 # Columns written left-aligned (names and labels); every other column is a number, right-aligned.
@@ -53,9 +55,10 @@ def print_csv(rows: List[Dict]) -> None:
     """Rows as CSV on stdout, the first row's keys as the header (nothing for no rows)."""
     if not rows:
         return
-    writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows({k: _csv_cell(v) for k, v in r.items()} for r in rows)
+    with raw_output(sys.stdout):  # CSV keeps the values (control characters included), quoted by its encoder
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({k: _csv_cell(v) for k, v in r.items()} for r in rows)
 
 
 def _csv_cell(value: Any) -> Any:

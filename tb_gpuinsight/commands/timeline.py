@@ -17,6 +17,7 @@ from typing import List, Union
 from ..analysis.timeline import index as tl
 from ..analysis.timeline.stack import Stack
 from ..errors import GpuInsightError
+from ..terminal import atomic_file
 
 
 def register(sub) -> None:
@@ -50,11 +51,11 @@ def run(args) -> int:
     for line in describe(index, t0, t1):
         print(line)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
+        with atomic_file(args.json, "w", encoding="utf-8") as f:
             json.dump({"names": index.names, "classes": list(tl.CLASSES), "lanes": index.lanes, **view}, f,
                       separators=(",", ":"))
     if args.csv:
-        with open(args.csv, "w", encoding="utf-8", newline="") as f:
+        with atomic_file(args.csv, "w", encoding="utf-8", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=tl.ROW_FIELDS)
             writer.writeheader()
             writer.writerows(tl.rows(index, view))

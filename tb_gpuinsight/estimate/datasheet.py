@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -136,14 +137,15 @@ def _read_user_rows(path: str, label: str) -> List[Dict[str, Any]]:
     """Rows of a user file: a JSON list of rows or an object with a "devices" list; each row needs a name."""
     where = f"{label} {path}"
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(_read_small_file(path, where))
     except FileNotFoundError:
         raise ConfigError(f"{where}: no such file") from None
     except json.JSONDecodeError as e:
         raise ConfigError(f"{where}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: the JSON nests too deeply") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{where}: cannot read: {e}") from None
+        raise ConfigError(f"{where}: cannot read: {e.strerror if isinstance(e, OSError) else e}") from None
     rows = data.get("devices") if isinstance(data, dict) else data
     if not isinstance(rows, list):
         raise ConfigError(f"{where}: expected a JSON list of device rows or an object with a \"devices\" list")
@@ -155,6 +157,25 @@ def _read_user_rows(path: str, label: str) -> List[Dict[str, Any]]:
             raise ConfigError(f"{where}: row {i}: name {r['name']!r} appears twice")
         seen.add(_key(r["name"]))
     return rows
+
+
+MAX_USER_FILE_BYTES = 16 << 20  # a datasheet of thousands of rows is well under a MiB
+
+
+def _read_small_file(path: str, where: str) -> str:
+    """The text of a regular file of at most MAX_USER_FILE_BYTES: a device (/dev/zero, /dev/stdin), a FIFO or a
+    huge file is refused before it is read (reading one would block or grow without end)."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{where}: not a regular file (a device, FIFO or folder); give a JSON file")
+    if st.st_size > MAX_USER_FILE_BYTES:
+        raise ConfigError(f"{where}: {st.st_size:,} bytes, over the {MAX_USER_FILE_BYTES >> 20} MiB a devices file "
+                          "may hold")
+    with open(path, "rb") as f:
+        data = f.read(MAX_USER_FILE_BYTES + 1)
+    if len(data) > MAX_USER_FILE_BYTES:
+        raise ConfigError(f"{where}: over the {MAX_USER_FILE_BYTES >> 20} MiB a devices file may hold")
+    return data.decode("utf-8")
 
 
 def _key(name: str) -> str:

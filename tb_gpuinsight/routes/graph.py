@@ -113,7 +113,7 @@ def span_graph(service, cache: GraphCache, run: str, worker: str, span: str,
     et_entry, kineto = state.execution_traces[0], state.entry
     path = _path_et_ids(service, run, state)
     # A graph built before the span's summary was ready marks the ET-only path: build again once it is.
-    key = tuple((e.path, e.size, e.mtime_ns) for e in (et_entry, kineto)) + (path is not None, device_name)
+    key = tuple((e.path, e.size, e.version) for e in (et_entry, kineto)) + (path is not None, device_name)
     return cache.get(key, lambda: _build(service, et_entry.path, kineto.path, path, device_name))
 
 

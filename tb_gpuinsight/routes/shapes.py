@@ -45,7 +45,7 @@ class SpanShapes:
     groups: Dict[Tuple[str, str, str], sh.OpGroup]
     timeline: sh.Timeline
     record_shapes: bool
-    key: Tuple[str, int, int]  # (path, size, mtime_ns) of the trace it was read from
+    key: Tuple[str, int, str]  # (path, size, version: content digest or ETag) of the trace it was read from
 
 
 _SPANS = Lru(LRU_SIZE)
@@ -84,7 +84,7 @@ def _selected(plugin, request) -> Selected:
 
 def _span_shapes(plugin, run: str, worker: str, state, device_name: Optional[str] = None) -> SpanShapes:
     e = state.entry
-    key = (e.path, e.size, e.mtime_ns)
+    key = (e.path, e.size, e.version)
     return _SPANS.get(key + (device_name,), lambda: _reduce(plugin, run, worker, state, key, device_name))
 
 

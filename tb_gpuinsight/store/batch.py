@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..logdir import discover
+from ..logdir import discover, relative_name
 from ..settings import default_cache_dir
 from ..trace.source import is_url
 from . import engines
@@ -63,6 +63,7 @@ def summarize(logdir: str, store: Optional[str] = None, engine: str = "local", s
     start = time.perf_counter()
     runs = discover(root)
     jobs = logdir_jobs(root, runs, extra_args, max_trace_gb)
+    report.failed += [(relative_name(root, e.path), e.reason or "unreadable") for r in runs for e in r.unreadable]
     todo = _todo(target, jobs, retry_failed, report)
     total, done = len(todo), [0]
 

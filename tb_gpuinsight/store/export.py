@@ -17,6 +17,7 @@ from .envelope import CorruptSummary, Summary, load_summary
 from ..errors import ConfigError
 from ..estimate.devices import load_datasheet
 from ..logdir import split_name
+from ..terminal import atomic_file
 from ..trace.text import safe_text
 from .summaries import open_store
 
@@ -64,10 +65,14 @@ def export_parquet(store: str, out: str, logdir: Optional[str] = None,
         for table, frame in parts.items():
             frames[table].append(frame)
         report.traces += 1
-    os.makedirs(out, exist_ok=True)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ConfigError(f"{out}: not a folder (a file is in the way); give the folder to write into") from None
     for table, parts in frames.items():
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-        frame.to_parquet(os.path.join(out, f"{table}.parquet"), index=False)
+        with atomic_file(os.path.join(out, f"{table}.parquet"), "wb") as f:  # never a partial file
+            frame.to_parquet(f, index=False)
         report.rows[table] = len(frame)
     return report
 

@@ -19,7 +19,7 @@ FAILURES = "failures"
 def trace_identity(name: str, size: int, version: str, options: str = "") -> Dict[str, Any]:
     """What a summary is the analysis of: one version of one trace, read by this engine with these options.
     `name` is the trace's path relative to its logdir (so a store is valid wherever the logdir is mounted or
-    copied), `version` its mtime in ns (local files) or its ETag (object stores)."""
+    copied), `version` its content digest (local files, `trace/digest.py`) or its ETag (object stores)."""
     return {"path": name, "size": int(size), "version": str(version), "engine": ENGINE_VERSION, "options": options}
 
 

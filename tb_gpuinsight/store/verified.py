@@ -2,8 +2,9 @@
 (`<file>.check.json`, written atomically) once the file itself is complete, and a reader serves the file only
 while it still matches them. A file without a record (its writer died between the two writes), truncated, or
 changed in any byte is not served: the caller discards it and writes it again. This holds across restarts: the
-record is on disk, and a file is hashed again by each new process (then only when its size, mtime or inode
-changes), never trusted because its name exists.
+record is on disk, and a file is hashed again by each new process (then only when its size, mtime, ctime or
+inode changes: a file written in place with its size and mtime set back still changes its ctime), never trusted
+because its name exists.
 
 The summaries carry their checksum inside (`cache.seal`); this is for the plugin's other cached files, such as the
 augmented trace downloads.
@@ -20,7 +21,7 @@ from .summaries import _atomic_write
 
 RECORD_SUFFIX = ".check.json"
 _BLOCK = 1 << 20
-_checked: Dict[str, Tuple[int, int, int, str]] = {}  # path -> (size, mtime_ns, inode, sha256) found intact
+_checked: Dict[str, Tuple[int, int, int, int, str]] = {}  # path -> (size, mtime, ctime, inode, sha256) found intact
 _lock = threading.Lock()
 
 
@@ -42,7 +43,7 @@ def intact(path: str) -> bool:
     expected = _read_record(path)
     if expected is None or expected[0] != st.st_size:
         return False
-    stamp = (st.st_size, st.st_mtime_ns, st.st_ino, expected[1])
+    stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, expected[1])
     with _lock:
         if _checked.get(path) == stamp:
             return True

@@ -69,6 +69,8 @@ def augment_file(path: str, dst: str, extra_args: Tuple[str, ...], devices_file:
         return "error", str(exc.reason) if isinstance(exc, TraceError) else str(exc)
     except MemoryError:
         return "error", "out of memory while writing the augmented trace"
+    except OSError as exc:  # the cache directory read-only or full: said without its path
+        return "error", f"cannot write it into the cache directory: {exc.strerror or type(exc).__name__}"
     except Exception as exc:  # a bug must not take the server down
         return "error", f"internal error: {type(exc).__name__}: {exc}"[:300]
 

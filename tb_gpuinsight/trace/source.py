@@ -268,16 +268,30 @@ def read_head(path: "os.PathLike[str] | str", limit: int = HEAD_BYTES) -> bytes:
     or device, CorruptGzip when gzip data does not inflate."""
     f, _ = _open_sized(path, limit)
     with f:
-        return _inflated_head(f.read(limit), limit)
+        return _inflated_head(f, f.read(limit), limit)
 
 
-def _inflated_head(head: bytes, limit: int) -> bytes:
-    """At most `limit` uncompressed bytes from the first bytes of a file (inflated when gzip)."""
+_MAX_GZIP_HEADER = 16 << 20  # gzip's file name and comment fields have no size limit: read this far for data
+
+
+def _inflated_head(f: BinaryIO, head: bytes, limit: int) -> bytes:
+    """At most `limit` uncompressed bytes from the first bytes `head` of the file `f` (inflated when gzip; read on
+    from `f` while a long gzip header yields no data yet)."""
     if not head.startswith(GZIP_MAGIC):
         return head
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out, chunk, taken = b"", head, len(head)
     try:
-        return inflater.decompress(head, limit)
+        while True:
+            out += inflater.decompress(chunk, limit - len(out))
+            if len(out) >= limit or inflater.eof:
+                return out
+            chunk = inflater.unconsumed_tail
+            if not chunk and taken < _MAX_GZIP_HEADER:
+                chunk = f.read(min(limit, _MAX_GZIP_HEADER - taken))
+                taken += len(chunk)
+            if not chunk:
+                return out
     except zlib.error as exc:
         raise CorruptGzip(0, f"corrupt gzip data ({exc})") from None
 
@@ -330,8 +344,8 @@ def read_all(path: "os.PathLike[str] | str", progress: Optional[Progress] = None
         f, size = _open_sized(path)
         with f:
             first = f.read(HEAD_BYTES)  # judged before anything else is read or allocated
+            head = _inflated_head(f, first, HEAD_BYTES)
             f.seek(0)
-            head = _inflated_head(first, HEAD_BYTES)
             check_json_head(path, head, whole=len(head) < HEAD_BYTES)
             if not first.startswith(GZIP_MAGIC):
                 return _read_plain(f, size, path, progress, limit, sink or TraceBytes)

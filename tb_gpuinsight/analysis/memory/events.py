@@ -62,17 +62,34 @@ class MemoryEvents:
 
     def on(self, device: str) -> "MemoryEvents":
         """The events of one device ("cuda:0", "cpu"), pair indices renumbered."""
-        if device not in self.devices:
+        rows, position = self._by_device()
+        if device not in rows:
             raise KeyError(device)
-        idx = np.flatnonzero(self.device == self.devices.index(device))
-        where = np.full(len(self), -1, dtype=np.int64)
-        where[idx] = np.arange(len(idx))
+        idx = rows[device]
         pair = self.pair[idx]
         arrays = {k: getattr(self, k)[idx] for k in _ARRAYS}
-        arrays["pair"] = np.where(pair >= 0, where[np.maximum(pair, 0)], -1)
+        arrays["pair"] = np.where(pair >= 0, position[np.maximum(pair, 0)], -1)
         return MemoryEvents(**arrays, devices=self.devices, ops=self.ops, steps=self.steps, start_us=self.start_us,
                             end_us=self.end_us, totals_recorded=self.totals_recorded,
                             addresses_recorded=self.addresses_recorded)
+
+    def _by_device(self) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
+        """(each device's event indices, each event's position among its device's), made once: one pass for every
+        device, not one per device (a trace may name thousands)."""
+        memo = self.__dict__.get("_by_device_memo")
+        if memo is None or memo[0] != len(self):
+            order = np.argsort(self.device, kind="stable")
+            cuts = np.flatnonzero(np.diff(self.device[order])) + 1
+            parts = np.split(order, cuts) if len(order) else []
+            rows = {self.devices[code]: p for p in parts for code in [int(self.device[p[0]])]
+                    if 0 <= code < len(self.devices)}
+            position = np.full(len(self), -1, dtype=np.int64)
+            for p in parts:
+                position[p] = np.arange(len(p))
+            for name in self.devices:
+                rows.setdefault(name, np.empty(0, dtype=np.int64))
+            memo = self.__dict__["_by_device_memo"] = (len(self), rows, position)
+        return memo[1], memo[2]
 
     # ------------------------------------------------------------------------------------------- section form
 
@@ -480,25 +497,31 @@ class MemoryReport:
 def report(events: MemoryEvents) -> MemoryReport:
     import pandas as pd
 
-    frames: Dict[str, List[Any]] = {"events": [], "by_op": [], "live_at_peak": [], "never_freed": []}
+    # Rows and columns of every device first, one DataFrame per table at the end: a frame per device made a trace
+    # of thousands of devices cost minutes.
+    rows: Dict[str, List[Dict[str, Any]]] = {"by_op": [], "live_at_peak": [], "never_freed": []}
+    columns: List[Dict[str, Any]] = []
     for device in events.devices:
         ev = events.on(device)
-        frames["events"].append(_events_frame(pd, ev, device))
-        frames["by_op"].append(pd.DataFrame(by_op(ev)).assign(device=device))
+        columns.append(_event_columns(ev, device))
         live = allocation_rows(ev, allocations(ev, "live_at_peak"))
         pk = peak(ev)
         if pk is not None and pk.before_span == pk.before_span and pk.before_span > 0:
             live.append({"index": -1, "bytes": int(pk.before_span), "op": BEFORE_SPAN})
-        frames["live_at_peak"].append(pd.DataFrame(live).assign(device=device))
-        frames["never_freed"].append(pd.DataFrame(allocation_rows(ev, allocations(ev, "never_freed")))
-                                     .assign(device=device))
-    out = {k: (pd.concat(v, ignore_index=True) if v else pd.DataFrame()) for k, v in frames.items()}
+        for table, part in (("by_op", by_op(ev)), ("live_at_peak", live),
+                            ("never_freed", allocation_rows(ev, allocations(ev, "never_freed")))):
+            rows[table] += [{**r, "device": device} for r in part]
+    if not events.devices:
+        out = {k: pd.DataFrame() for k in ("events", *rows)}
+    else:
+        out = {k: pd.DataFrame(v) if v else pd.DataFrame(columns=["device"]) for k, v in rows.items()}
+        out["events"] = pd.DataFrame({k: np.concatenate([c[k] for c in columns]) for k in columns[0]})
     return MemoryReport(summary(events), out["events"], out["by_op"], out["live_at_peak"], out["never_freed"],
                         pd.DataFrame(events.steps, columns=["name", "ts", "dur"]))
 
 
-def _events_frame(pd, ev: MemoryEvents, device: str):
-    names = [ev.ops[o]["op"] if o >= 0 else "" for o in ev.op.tolist()]
-    return pd.DataFrame({"device": device, "ts": ev.ts, "t_ms": (ev.ts - ev.start_us) / 1e3, "bytes": ev.bytes,
-                         "addr": ev.addr, "allocated": ev.allocated, "reserved": ev.reserved,
-                         "fragmentation": ev.reserved - ev.allocated, "op": names})
+def _event_columns(ev: MemoryEvents, device: str) -> Dict[str, Any]:
+    names = np.array([ev.ops[o]["op"] if o >= 0 else "" for o in ev.op.tolist()], dtype=object)
+    return {"device": np.full(len(ev), device, dtype=object), "ts": ev.ts, "t_ms": (ev.ts - ev.start_us) / 1e3,
+            "bytes": ev.bytes, "addr": ev.addr, "allocated": ev.allocated, "reserved": ev.reserved,
+            "fragmentation": ev.reserved - ev.allocated, "op": names}

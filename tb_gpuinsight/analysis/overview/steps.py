@@ -17,7 +17,7 @@ import numpy as np
 from ...trace.kineto import KinetoTrace
 from ...trace.table import Table
 
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # past int64 (19+ digits): not read as a step number
 SOURCE_STEPS = "ProfilerStep"
 SOURCE_SPAN = "span"
 

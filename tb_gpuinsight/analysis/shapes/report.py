@@ -478,12 +478,16 @@ class ShapesReport:
     rows: List[Dict[str, Any]]
     tensors: Optional[Tensors]
     tensor_trace_paths: List[str]
+    damaged_tensor_traces: List[str] = field(default_factory=list)  # "file: reason" of companions that do not read
 
     @property
     def tensors_note(self) -> str:
-        """Why `tensors` is None ("" when it is not): no tensor.trace was found or given for this trace."""
+        """Why `tensors` is None ("" when it is not): no tensor.trace was found or given for this trace, or the
+        ones found are damaged."""
         if self.tensors is not None:
             return ""
+        if self.damaged_tensor_traces:
+            return "damaged tensor.trace, not read: " + "; ".join(self.damaged_tensor_traces)
         return (f"no tensor.trace for {os.path.basename(self.path)}: record one with tb_gpuinsight.TensorTrace or "
                 "tb_gpuinsight.profile (saved as {worker}.{stamp}.tensor.trace beside the trace), or pass "
                 "tensor_traces=[...]")
