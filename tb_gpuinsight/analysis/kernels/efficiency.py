@@ -49,6 +49,7 @@ from .attribution import SOURCES, _activities, _attribute, _op_estimates, _OpFac
 from .grouping import aggregate, busy_time, device_summary, link_counts
 from .rating import AUTO, DRAM_MARGIN, DeviceReport, _device_reports, _rate, kernel_name_dtype
 from .backward_sizing import size_from_forward
+from .conv_backward import split_conv_backward
 from .subop_sizing import size_from_subops
 
 
@@ -117,6 +118,7 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
         _attribute(acts, _OpFacts(trace, estimates, under_compiled_region(trace.ops, parents)))
         size_from_subops(trace, acts)  # kernels their op cannot size, from the op's sub-ops before the launch
         size_from_forward(trace, acts)  # an autograd Function's backward kernels, from its forward op
+        split_conv_backward(trace, acts)  # dgrad / wgrad / bias kernels, each its own gradient's figures
         acts.columns.update(activity_columns(trace, acts))  # collective sizes: comm kernels are rated on the link
     op_shape = np.full(len(acts), -1, dtype=np.int32)
     linked = acts["op"] >= 0
