@@ -145,6 +145,32 @@ def rate(eff: Efficiency, dtype: str = AUTO, datasheet: Optional[Sequence[Device
                       span_props=eff.span_props)
 
 
+def rate_as_suggested(eff: Efficiency, dtype: str = AUTO,
+                      datasheet: Optional[Sequence[DeviceSpec]] = None) -> Efficiency:
+    """`eff` rated as the datasheet row its kernel names point to (`devices.device_hint`: the row the device picker
+    suggests) when no device of the trace matched a row, the device report saying so; else `eff` itself."""
+    from ...estimate.devices import DeviceMatch, device_hint
+    from .names import display_name
+
+    if not eff.devices or any(r.match.spec is not None for r in eff.devices.values()):
+        return eff
+    rows = list(datasheet) if datasheet is not None else load_datasheet()
+    acts = eff.activities
+    kinds = acts.strings.get("kind", [])
+    kernel = acts["kind"] == kinds.index("kernel") if "kernel" in kinds else np.zeros(len(acts), dtype=bool)
+    names = [acts.strings["name"][c] for c in np.unique(acts["name"][kernel]).tolist()]
+    hint = device_hint(names, rows, display_name)
+    if hint is None:
+        return eff
+    rated = rate(eff, dtype, rows, hint["name"])
+    for report in rated.devices.values():
+        m = report.match
+        report.match = DeviceMatch(m.trace_name, m.spec, f"suggested by the kernel names ({hint['why']}, e.g. "
+                                   f"{hint['example']}): the trace names no device; pick another with --device",
+                                   m.method)
+    return rated
+
+
 def _check_dtype(dtype: str) -> None:
     if dtype != AUTO and dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}: use auto or one of {', '.join(DTYPES)}")
