@@ -1,8 +1,9 @@
 """Estimate coverage over a folder of traces: per trace and device, the share of kernel time with a FLOP estimate
 and with a byte estimate, the datasheet row matched, the time-weighted efficiency, and where the shapes behind
 the kernel time came from (rec = recorded by the profiler, ET = an Execution Trace's linked nodes, ET+v = recorded
-dims with the ET's Concrete Inputs, inf = inferred convolution parameters, none = no shapes or no op) with the
-companion Execution Trace used (discovered as `analyze` does: the span's own, then the folder's).
+dims with the ET's Concrete Inputs, ET+p = the ET's shapes propagated to other iterations, cap = a graph's capture,
+inf = inferred convolution parameters, none = no shapes or no op) with the companion Execution Trace used
+(discovered as `analyze` does: the span's own, then the folder's).
 
     python benchmarks/coverage.py [FOLDER]              (default: ../shared/traces)
     python benchmarks/coverage.py --reasons [FOLDER]    why the rest has no rating: % of kernel time per reason code
@@ -21,7 +22,8 @@ from tb_gpuinsight.analysis.kernels.reasons import REASONS
 from tb_gpuinsight.errors import GpuInsightError
 
 ROOT = Path(__file__).resolve().parent.parent
-_SHORT = {"recorded": "rec", "ET shapes": "ET", "inferred": "inf", "recorded + ET values": "ET+v"}
+_SHORT = {"recorded": "rec", "ET shapes": "ET", "inferred": "inf", "recorded + ET values": "ET+v",
+          "ET shapes, propagated": "ET+p", "graph capture": "cap"}
 
 
 def main() -> None:

@@ -23,8 +23,10 @@ def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
 
     `dtype`: "auto" rates each kernel against its own dtype's peak, or force one of fp64, fp32, tf32, bf16,
     fp16, fp8, int8. `devices_file` adds or overrides datasheet rows (also read from $TB_GPUINSIGHT_DEVICES);
-    `device` rates every device as the named datasheet row. Tables: `result.by_name().to_pandas()`,
-    `result.by_op().to_pandas()`, `result.activities.to_pandas()`; device reports: `result.summary()`.
+    `device` rates every device as the named datasheet row; without it, a trace whose devices match no row is rated
+    as the row its kernel names point to (the device picker's suggestion), its device report saying so. Tables:
+    `result.by_name().to_pandas()`, `result.by_op().to_pandas()`, `result.activities.to_pandas()`; device reports:
+    `result.summary()`.
     `execution_traces`: Execution Traces whose linked nodes supply shapes the trace lacks; by default the
     companions logdir discovery pairs with this trace (`{worker}.{stamp}.et.json[.gz]`, then the run's); [] for
     none. Convolution parameters missing from 2021-23 traces are inferred either way. A loaded trace is filled in
@@ -35,7 +37,7 @@ def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
     capture"). By default the trace itself, then the captures discovery pairs with it (a `capture_traces/` folder
     beside it, the run's other spans of the same worker); [] for none.
     """
-    from .analysis.kernels.efficiency import analyze_trace
+    from .analysis.kernels.efficiency import analyze_trace, rate_as_suggested
     from .analysis.enrich import enrich
     from .analysis.kernels.graph_capture import with_captures
     from .estimate.devices import load_datasheet
@@ -47,7 +49,8 @@ def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
     try:
         datasheet = load_datasheet(devices_file)
         eff = analyze_trace(loaded, dtype=dtype, datasheet=datasheet, device_name=device)
-        return with_captures(eff, None if capture is None else list(capture), dtype, datasheet, device)
+        eff = with_captures(eff, None if capture is None else list(capture), dtype, datasheet, device)
+        return eff if device else rate_as_suggested(eff, dtype, datasheet)  # a trace naming no known device
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 

@@ -464,3 +464,27 @@ def test_hint_keeps_a_matched_row_of_the_hinted_architecture():
     assert device_hint(tensile, matched=["AMD Instinct MI250 (one GCD)"])["name"] == "AMD Instinct MI250 (one GCD)"
     assert device_hint(tensile)["name"] == "AMD Instinct MI250X (one GCD)"
     assert device_hint(["sm90_xmma_gemm"], matched=["NVIDIA A100 SXM4 80GB"])["name"] == "NVIDIA H100 SXM5 80GB"
+
+
+def test_a_trace_naming_no_gpu_is_rated_as_the_row_its_kernel_names_suggest(tmp_path):
+    """A trace without deviceProperties whose kernels are sm80 builds: the API rates it as the A100 row the device
+    picker suggests, and its device report says where the row came from; --device still decides when given."""
+    import json
+
+    import tb_gpuinsight
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1000, "dur": 50,
+               "args": {"External id": 1, "Input Dims": [[256, 256], [256, 256]], "Input type": ["float", "float"]}},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1001,
+               "dur": 1, "args": {"correlation": 1, "External id": 1}},
+              {"ph": "X", "cat": "kernel", "name": "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n", "pid": 0, "tid": 7,
+               "ts": 1010, "dur": 20, "args": {"External id": 1, "correlation": 1, "device": 0, "stream": 7,
+                                                "grid": [4, 1, 1], "block": [128, 1, 1]}}]
+    path = tmp_path / "noname.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    report = next(iter(tb_gpuinsight.analyze(path, execution_traces=[]).devices.values()))
+    assert report.match.spec.name == "NVIDIA A100 SXM4 80GB" and report.match.how.startswith("suggested by")
+    assert report.summary["rated_time_share"] == 1.0
+    forced = next(iter(tb_gpuinsight.analyze(path, execution_traces=[], device="NVIDIA H100 SXM5 80GB")
+                       .devices.values()))
+    assert forced.match.spec.name == "NVIDIA H100 SXM5 80GB" and "forced" in forced.match.how

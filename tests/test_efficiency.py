@@ -122,8 +122,15 @@ def test_2022_traces_link_by_launch_time(corpus):
     assert "aten::mm" in top or "aten::addmm" in top
 
 
-def test_unknown_device_is_unknown_not_zero(corpus):
+def test_unknown_device_is_unknown_not_zero(corpus, tmp_path):
+    """The vLLM replay names no device (an empty name): its Tensile kernels (ISA942) suggest the MI300X row, which
+    rates it, saying so; a trace naming no device whose kernel names suggest none stays unknown, never zero."""
     eff = tb_gpuinsight.analyze(corpus / "tracelens" / "vllm_decode_full__graph_execution.json.gz")
+    report = next(iter(eff.devices.values()))
+    assert report.match.spec.name == "AMD Instinct MI300X" and report.match.how.startswith("suggested by")
+    path = _write_trace(tmp_path, {"id": 0, "name": ""}, [
+        ("aten::mm", [[64, 64], [64, 64]], ["float", "float"], [("kernel", "my_gemm_kernel", 10.0, {})])])
+    eff = tb_gpuinsight.analyze(path, execution_traces=[])
     report = next(iter(eff.devices.values()))
     assert report.match.spec is None and "unknown" in report.match.how
     assert report.summary["efficiency"] is None

@@ -328,3 +328,19 @@ def test_classification_reads_a_bounded_part_of_huge_names(monkeypatch):
         read.clear()
         assert kernel_names._classify_name(junk, None, None).klass in CLASSES
         assert sum(read) <= kernel_names.READ_CHARS
+
+
+@pytest.mark.parametrize("name,op,klass,fused", [
+    ("triton_poi_fused_addmm_gelu_view_15", "triton_poi_fused_addmm_gelu_view_15", "elementwise", "addmm_gelu_view"),
+    ("triton_red_fused__to_copy_addmm_sum_1", None, "reduction", "to_copy_addmm_sum"),
+    ("triton_per_fused_addmm_native_layer_norm_2", None, "norm", "addmm_native_layer_norm"),
+    ("triton_tem_fused__fused_rms_norm_mm_t", "triton_tem_fused__fused_rms_norm_mm_t", "GEMM", "fused_rms_norm_mm_t"),
+    ("triton_tem_fused_0", "aten::convolution", "conv", None),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "aten::addmm", "GEMM", None),
+])
+def test_inductor_kernels_are_classed_by_their_kind_with_the_fused_ops_beside(name, op, klass, fused):
+    """triton_poi is pointwise and triton_red / triton_per a reduction (a norm when the fused ops say so) whatever
+    GEMM or attention op they were fused after; triton_tem is a GEMM template (conv or attention when its ops or its
+    launching op say so). The fused ops go in their own field."""
+    assert classify(name, "kernel", op).klass == klass
+    assert name_fields(name, "kernel", op)["fused_from"] == fused

@@ -145,8 +145,54 @@ def test_batch_norm_backward_gradient_keeps_its_dtype():
 # ------------------------------------------------------------------------------------------------ pointwise
 
 def test_gated_activation():
+    """silu_and_mul(out[16, 512], x[16, 1024]): per output silu(g) = g / (1 + exp(-g)) is neg, exp, add, divide,
+    then one multiply by u: 5 FLOPs; x read, out written."""
     e = est("_C::silu_and_mul", [(16, 512), (16, 1024)], [BF16, BF16])
-    assert e.flops == 2 * 16 * 512 and e.bytes == 16 * 1024 * 2 + 16 * 512 * 2
+    assert e.flops == 5 * 16 * 512 and e.bytes == 16 * 1024 * 2 + 16 * 512 * 2
+
+
+@pytest.mark.parametrize("name,per_output", [
+    ("_C::gelu_and_mul", 1 + 1 + 1 + 1 + 1 + 1),  # g / sqrt2, erf, + 1, * g, * 0.5; * u
+    ("_C::gelu_tanh_and_mul", 2 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1),  # g^3, * 0.044715, + g, * c, tanh, + 1, * g, * .5; * u
+    ("_C::gelu_quick_and_mul", 1 + 1 + 1 + 1 + 1 + 1),  # * 1.702, neg, exp, + 1, g / (.); * u
+    ("_C::fatrelu_and_mul", 1 + 1),  # compare with the threshold; * u
+    ("_C::swigluoai_and_mul", 1 + 2 + 5 + 1 + 1),  # clamp g, clamp u both sides, g * sigmoid(alpha g), u + 1; *
+    ("sgl_kernel::mul_and_silu", 4 + 1),
+])
+def test_gated_activation_flops_per_output_from_the_definition(name, per_output):
+    e = est(name, [(8, 256), (8, 512)], [BF16, BF16])
+    assert e.flops == per_output * 8 * 256
+
+
+def test_aiter_add_rmsnorm():
+    """add_rmsnorm(out, input, residual_in, residual_out, weight, eps) on [T, H] = [64, 4096]: add, then square,
+    sum, scale by 1/rms and by the weight: 5 FLOPs per element; input, residual_in, weight read, out and
+    residual_out written: 4 x T x H x 2 + H x 2 bytes."""
+    x = (64, 4096)
+    e = est("aiter::add_rmsnorm", [x, x, x, x, (4096,), ()], [BF16] * 5 + ["Scalar"])
+    assert e.flops == 5 * 64 * 4096 and e.bytes == 4 * 64 * 4096 * 2 + 4096 * 2 and e.bytes_reason == ""
+
+
+def test_aiter_group_norm_both_schemas():
+    """group norm of x[2, 320, 64, 64] bf16 in 32 groups: 5 FLOPs per element; x read and y written once, weight
+    and bias [320] read; the newer schema passes y and a per-group fp32 workspace [2, 32, 2] (touched once)."""
+    x, n = (2, 320, 64, 64), 2 * 320 * 64 * 64
+    old = est("aiter::_groupnorm_run", [x, (), (320,), (320,), ()], [BF16, "Scalar", BF16, BF16, "Scalar"])
+    new = est("aiter::_groupnorm_run", [x, (2, 32, 2), x, (), (320,), (320,), ()],
+              [BF16, F32, BF16, "Scalar", BF16, BF16, "Scalar"])
+    assert old.flops == new.flops == 5 * n
+    assert old.bytes == 2 * n * 2 + 2 * 320 * 2
+    assert new.bytes == old.bytes + 2 * 32 * 2 * 4
+
+
+def test_sglang_store_cache():
+    """store_cache(k_cache[65536, 1024], v_cache[65536, 1024], indices[32], k[32, 1024], v[32, 1024]) in bf16:
+    k, v and the int64 slots read, 2 x 32 x 1024 elements written into the caches; the caches are not read."""
+    cache, kv = (65536, 1024), (32, 1024)
+    e = est("sglang::store_cache", [cache, cache, (32,), kv, kv], [BF16, BF16, I64, BF16, BF16])
+    assert e.flops == 0 and e.bytes == 2 * 32 * 1024 * 2 + 32 * 8 + 2 * 32 * 1024 * 2
+    fp8 = est("sglang::store_cache", [kv, kv, cache, cache, (32,)], [BF16, BF16, U8, U8, I64])
+    assert fp8.bytes == 2 * 32 * 1024 * 2 + 32 * 8 + 2 * 32 * 1024 * 1  # an fp8 cache takes 1 byte per element
 
 
 def test_rotary_is_not_an_embedding_lookup():

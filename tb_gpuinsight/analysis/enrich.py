@@ -43,6 +43,7 @@ from ..estimate.bytes import CONV_FORWARD_OPS, OpArgs, UnknownEstimate, _CONV_SP
     conv_output_shape
 from ..trace.et import ExecutionTrace, load_et
 from ..trace.strides import fold_strides
+from .et_stack import fill_by_call_stack
 from .graph.et_link import link_et
 
 RECORDED, ET_SHAPES, INFERRED, ET_VALUES = "recorded", "ET shapes", "inferred", "recorded + ET values"
@@ -67,6 +68,8 @@ class EnrichReport:
     et_concrete: int = 0  # ops that had dims and got Concrete Inputs from an ET
     et_propagated: int = 0  # ops of other iterations that took the ET-filled shapes of their twin op
     et_iterations: int = 0  # op sequences (per thread) found repeating the one the ET covers
+    et_by_call_stack: int = 0  # ops no iteration match reached, sized by the ET-sized ops of their call stack
+    et_unmatched: Dict[str, int] = field(default_factory=dict)  # ops of a kind the ET sized left without shapes
     inferred: int = 0  # convolution ops whose parameters were inferred
     ambiguous: int = 0  # convolution ops left unknown (no unique solution)
     graph_capture: Dict[str, Any] = field(default_factory=dict)  # analysis/kernels/graph_capture.py's MergeReport
@@ -179,7 +182,24 @@ def _fill_from_et(trace, path: str, report: EnrichReport, et_outputs: Dict[int, 
                 report.et_concrete += 1
                 filled.append(op_row)
     _propagate(trace, np.array(filled, dtype=np.int64), report)
+    sized = np.isin(ops["shape_source"], [SOURCES.index(s) for s in (ET_SHAPES, ET_VALUES, PROPAGATED)])
+    report.et_by_call_stack = fill_by_call_stack(ops, sized, SOURCES.index(PROPAGATED))
+    report.et_unmatched = _unmatched(trace, np.array(filled, dtype=np.int64))
     return True
+
+
+def _unmatched(trace, filled: np.ndarray, top: int = 20) -> Dict[str, int]:
+    """Op names the ET gave shapes to somewhere, with the count of their ops still without shapes (in iterations
+    whose op sequence did not repeat the ET's closely enough to be matched), most first."""
+    ops = trace.ops
+    if not len(filled):
+        return {}
+    sized = np.unique(ops["name"][filled])
+    left = (ops["shape"] < 0) & np.isin(ops["name"], sized)
+    codes, counts = np.unique(ops["name"][left], return_counts=True)
+    names = ops.strings["name"]
+    order = np.argsort(-counts, kind="stable")[:top]
+    return {names[int(codes[i])]: int(counts[i]) for i in order.tolist()}
 
 
 # ------------------------------------------------------------------------------- shapes across iterations

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .args import OpArgs, UnknownEstimate, is_shape, numel, read_bytes
+from .args import OpArgs, UnknownEstimate, is_shape, numel, op_key, read_bytes
 from .registry import register
 
 
@@ -244,6 +244,27 @@ def conv_gradient_flops(grad_out: tuple[int, ...], x: tuple[int, ...], w: tuple[
         raise UnknownEstimate(f"conv weight shape {w} has no spatial dims")
     small = x if transposed else grad_out  # the side the weight's dim 0 channels live on
     return 2 * math.prod(small) * math.prod(w[1:])
+
+
+def conv_backward_parts(op: str, args: OpArgs) -> dict[str, tuple[float, float]]:
+    """FLOPs and bytes of each gradient ``aten::convolution_backward`` computes (``output_mask``), as its kernels do
+    them apart: "dgrad" (grad_output and weight read, grad_input written; the forward's FLOPs), "wgrad"
+    (grad_output and input read, grad_weight written; the forward's FLOPs, / groups by the weight's shape) and
+    "bias" (grad_output summed per output channel: 1 FLOP per element, [C_out] written). dgrad + wgrad give the
+    op's FLOPs; the three give its bytes."""
+    if op_key(op) != "convolution_backward":
+        return {}
+    shapes = {i: (s, b) for i, s, b in args.tensor_items()}
+    if not all(i in shapes and shapes[i][1] for i in (0, 1, 2)):
+        raise UnknownEstimate("convolution_backward: grad_output, input or weight not recorded")
+    (go, b_go), (x, b_x), (w, b_w) = shapes[0], shapes[1], shapes[2]
+    mask = _mask(args.value(10, "convolution_backward output_mask"))
+    grad = conv_gradient_flops(go, x, w, args.flag(7, "conv 'transposed' flag"))
+    read_go = numel(go) * b_go
+    parts = {"dgrad": (grad, read_go + numel(w) * b_w + numel(x) * b_x),
+             "wgrad": (grad, read_go + numel(x) * b_x + numel(w) * b_w),
+             "bias": (numel(go), read_go + w[0] * b_w)}
+    return {part: value for part, value, on in zip(("dgrad", "wgrad", "bias"), parts.values(), mask) if on}
 
 
 def _mask(value: Any) -> tuple[bool, bool, bool]:

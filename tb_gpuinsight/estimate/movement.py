@@ -10,7 +10,7 @@ from typing import Any
 
 from .args import SCALAR_TYPE_CODE_ITEMSIZE, OpArgs, UnknownEstimate, broadcast_shapes, numel, \
     out_arg_positions, read_bytes, stored_numel
-from .dtypes import itemsize
+from .dtypes import is_floating_type, itemsize
 from .registry import register
 
 # --------------------------------------------------------------------------- op classes
@@ -266,6 +266,24 @@ def _cache_write_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> f
 
 register([f"*::{name}" for name in _CACHE_WRITES], "movement", bytes=_cache_write_bytes, zero_flops=True,
          source="vLLM schema: key/value and slots read, each token written once into the cache")
+
+
+def _store_cache_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
+    """SGLang ``store_cache(k_cache, v_cache, indices, k, v)`` (argument order varies by version): the two largest
+    tensors are the caches, written only at the indexed slots; k and v read once and written once into the caches
+    in the caches' dtype; the slot indices read."""
+    if len(tensors) < 4:
+        raise UnknownEstimate(f"{op}: caches, slots, k and v not all recorded")
+    caches = sorted(tensors, key=lambda t: numel(t[1]))[-2:]
+    rest = [t for t in tensors if t not in caches]
+    slots = [t for t in rest if len(t[1]) == 1 and not is_floating_type(args.type_at(t[0]) or "")]
+    sources = [t for t in rest if t not in slots]
+    written = sum(numel(s) for _, s, _ in sources) * min(b for _, _, b in caches)
+    return float(read_bytes(rest) + written)
+
+
+register("*::store_cache", "movement", bytes=_store_cache_bytes, zero_flops=True,
+         source="SGLang schema: k, v and slots read, each token written once into the caches")
 
 
 # Sorting, selection and counting compare or count; they do no floating-point arithmetic to rate.

@@ -65,6 +65,21 @@ def _fused_add_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> flo
     return 2 * numel(shape) * sum(big[:2]) + small
 
 
+def _each_once_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
+    """Schemas that pass every result as an argument (``add_rmsnorm(out, input, residual_in, residual_out, weight,
+    eps)``): each buffer is touched once, the inputs read and the results written."""
+    return float(read_bytes(tensors))
+
+
+def _group_norm_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
+    """aiter ``_groupnorm_run(input, groups, weight, bias, eps) -> y`` or ``_groupnorm_run(y, workspace, input,
+    groups, weight, bias, eps)``: x read, y written (an argument or the result), weight and bias read, the per-group
+    workspace touched once."""
+    shape, size = _main(tensors)
+    passed = sum(1 for _, s, _ in tensors if s == shape)
+    return float(read_bytes(tensors) + (numel(shape) * size if passed < 2 else 0))
+
+
 register("*::layer_norm_fwd *::fused_layer_norm", "norms", flops=_custom_rms_flops(5), bytes=_out_first_bytes,
          source="apex / fused layer-norm schemas: input read, output written, weight and bias read")
 register("*::rms_norm *::rmsnorm *::rmsnorm2d_fwd *::rmsnorm2d_fwd_ck *::rms_norm_cu *::gemma_rmsnorm "
@@ -74,3 +89,8 @@ register("*::fused_add_rms_norm *::fused_add_rmsnorm *::gemma_fused_add_rmsnorm 
          "*::rmsnorm2d_fwd_with_add_ck *::fused_add_rms_norm_cu",
          "norms", flops=_custom_rms_flops(5), bytes=_fused_add_bytes,
          source="vLLM / SGLang schemas: residual add then RMS norm, both tensors updated in place")
+register("*::add_rmsnorm", "norms", flops=_custom_rms_flops(5), bytes=_each_once_bytes,
+         source="aiter schema add_rmsnorm(out, input, residual_in, residual_out, weight, eps): residual add then RMS "
+                "norm, 5 FLOPs per element; input, residual and weight read, out and residual_out written")
+register("*::_groupnorm_run *::groupnorm_run", "norms", flops=_custom_rms_flops(5), bytes=_group_norm_bytes,
+         source="aiter group norm: 5 FLOPs per element (house convention for norms); x read, y written once")

@@ -122,9 +122,21 @@ register(sorted(REDUCTION_OPS - set(POINTWISE_FLOPS) - _SELECTION), "pointwise",
 
 # --------------------------------------------------------------------------- fused activations and rotary
 
-def _gated_flops(op: str, args: OpArgs, out_dims: Any) -> float:
-    """``silu_and_mul(out, x[..., 2d])``: an activation and a multiply per output element (``d`` per row)."""
-    return _largest(args)  # 2 FLOPs for each of the numel / 2 outputs
+# FLOPs per output element of the fused gated activations, counted from their definitions (exp, erf and tanh one
+# each), then one multiply by the up half: silu(g) = g / (1 + exp(-g)) is neg, exp, add, divide (4); gelu(g) =
+# 0.5 g (1 + erf(g / sqrt 2)) is scale, erf, add, multiply, halve (5); the tanh form 0.5 g (1 + tanh(c (g +
+# 0.044715 g^3))) is two multiplies for g^3, scale, add, scale, tanh, add, multiply, halve (9); quick gelu
+# g / (1 + exp(-1.702 g)) is 5; FATReLU (g > t ? g : 0) one compare; gpt-oss' swiglu clamps g (1) and u (2), then
+# g / (1 + exp(-alpha g)) (5) and (u + 1) (1) before the multiply.
+GATED_FLOPS = {"silu_and_mul": 5, "mul_and_silu": 5, "gelu_and_mul": 6, "gelu_tanh_and_mul": 10,
+               "gelu_quick_and_mul": 6, "fatrelu_and_mul": 2, "swigluoai_and_mul": 10}
+
+
+def _gated_flops(op: str, args: OpArgs, out_dims: Any) -> tuple[float, str]:
+    """``silu_and_mul(out, x[..., 2d])``: the activation of the gate half and a multiply per output element (the
+    output is ``d`` per row: half the gate-and-up input)."""
+    per = GATED_FLOPS[op.rsplit("::", 1)[-1]]
+    return per * (_largest(args) // 2), ""
 
 
 def _gated_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> float:
@@ -140,9 +152,8 @@ def _largest(args: OpArgs) -> int:
     return max(sizes)
 
 
-register("*::silu_and_mul *::gelu_and_mul *::gelu_tanh_and_mul *::fatrelu_and_mul *::mul_and_silu "
-         "*::swigluoai_and_mul *::gelu_quick_and_mul", "pointwise", flops=_gated_flops, bytes=_gated_bytes,
-         source="vLLM / SGLang schemas: x[..., 2d] -> out[..., d]")
+register([f"*::{name}" for name in GATED_FLOPS], "pointwise", flops=_gated_flops, bytes=_gated_bytes,
+         source="vLLM / SGLang schemas: x[..., 2d] -> out[..., d]; FLOPs per output from the activation's definition")
 
 
 def _rotary_parts(args: OpArgs) -> tuple[int, int, int, int]:

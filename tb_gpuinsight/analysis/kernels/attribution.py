@@ -171,19 +171,44 @@ def _attribute(acts: Table, facts: _OpFacts) -> None:
     source = np.where(receiver, np.where(est.inductor, _SOURCE["inductor"], _SOURCE["formula"]), 0).astype(np.int8)
     source[helper] = _SOURCE["formula"]
     source[copy_event] = _SOURCE["event"]
-    inferred = _infer_from_twins(acts, flops, nbytes, (op < 0) & ~copy_event)
+    twins = _infer_from_twins(acts, flops, nbytes, (op < 0) & ~copy_event, _sm_counts(facts.trace))
+    inferred = twins.filled
     source[inferred] = _SOURCE["twin"]
     no_op = (op < 0) & ~inferred & ~copy_event
     flops_reason, bytes_reason, reasons = _reason_texts(est, receiver, helper, role, copy_event & np.isnan(nbytes),
                                                         notes)
-    flops_reason[inferred] = bytes_reason[inferred] = reasons.code(INFERRED)
     flops_reason[no_op] = bytes_reason[no_op] = reasons.code("no launching op in the trace")
+    flops_reason[no_op & twins.persistent] = bytes_reason[no_op & twins.persistent] = reasons.code(PERSISTENT)
+    _twin_reasons(twins, flops, nbytes, (flops_reason, bytes_reason), reasons, acts)
     dtype = np.where(receiver | helper, est.dtype, -1).astype(np.int32)
+    dtype[inferred] = dtype[twins.donor[inferred]]
     gap = _gaps(acts, facts, flops, nbytes, no_op, helper | copy_event, est)
+    gap[inferred] = gap[twins.donor[inferred]]  # a figure the twins lack is missing for the twins' reason
     acts.columns.update(flops=flops, bytes=nbytes, flops_reason=flops_reason, bytes_reason=bytes_reason,
                         dtype=dtype, role=role, source=source, gap=gap)
     acts.strings.update(flops_reason=reasons.items, bytes_reason=reasons.items, dtype=est.dtypes.items,
                         role=list(ROLES), source=SOURCES, gap=list(CODES))
+
+
+def _sm_counts(trace: KinetoTrace) -> Dict[int, int]:
+    """Device id -> SM (CU) count, from the trace's deviceProperties."""
+    out = {}
+    for dev in trace.devices or []:
+        if isinstance(dev.get("id"), int) and isinstance(dev.get("numSms"), int):
+            out[dev["id"]] = dev["numSms"]
+    return out
+
+
+def _twin_reasons(twins: _Twins, flops: np.ndarray, nbytes: np.ndarray, texts: Tuple[np.ndarray, np.ndarray],
+                  reasons: Interner, acts: Table) -> None:
+    """An inferred figure says how many launches it rests on; a figure the twins lack keeps the twins' reason."""
+    recorded = (acts["registers"] >= 0)
+    for row in np.flatnonzero(twins.filled).tolist():
+        n = int(twins.count[row])
+        same = "same kernel, grid, block" + (", registers" if recorded[row] else "")
+        note = reasons.code(INFERRED.format(n=n, es="" if n == 1 else "es", same=same))
+        for values, text in zip((flops, nbytes), texts):
+            text[row] = text[twins.donor[row]] if np.isnan(values[row]) else note
 
 
 def _receivers(acts: Table, op: np.ndarray, est: "_EstimateArrays",
@@ -325,31 +350,75 @@ def _gaps(acts: Table, facts: _OpFacts, flops: np.ndarray, nbytes: np.ndarray, n
     return code
 
 
-INFERRED = ("no launching op: FLOPs and bytes of identical launches (same kernel, grid, block, registers) of this "
-            "trace")
+INFERRED = "no launching op: FLOPs and bytes inferred from {n} identical launch{es} ({same}) of this trace"
+PERSISTENT = ("no launching op, and a persistent grid (one block per SM): launches with the same grid say nothing of "
+              "its problem size, so none is inferred")
 
 
-def _infer_from_twins(acts: Table, flops: np.ndarray, nbytes: np.ndarray, orphan: np.ndarray) -> np.ndarray:
+@dataclass
+class _Twins:
+    """Rows filled from identical launches: the row each took its reasons from (-1: none), how many launches the
+    figures rest on, and the persistent-grid orphans left without."""
+    filled: np.ndarray
+    donor: np.ndarray
+    count: np.ndarray
+    persistent: np.ndarray
+
+
+def _infer_from_twins(acts: Table, flops: np.ndarray, nbytes: np.ndarray, orphan: np.ndarray,
+                      sm_counts: Dict[int, int]) -> _Twins:
     """Kernels without an op (launched before the profiling window, or replayed from a CUDA graph) take the
-    median FLOPs and bytes of linked kernels with the same name, grid, block and registers: the same launch
-    configuration almost always means the same problem size. Returns the rows filled in."""
+    median FLOPs and bytes of linked kernels with the same name, grid, block and registers (where recorded; ROCm
+    records none): the same launch configuration almost always means the same problem size. Never across grids,
+    and never for a persistent grid (one block per SM: any problem size launches it)."""
+    n = len(acts)
+    twins = _Twins(np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64),
+                   np.zeros(n, dtype=bool))
     kernel = _launch_recorded(acts, "grid") & _launch_recorded(acts, "block")  # same name alone is no evidence
-    known = kernel & ~orphan & ~np.isnan(flops)
+    known = kernel & ~orphan & ~(np.isnan(flops) & np.isnan(nbytes))
     todo = kernel & orphan
-    filled = np.zeros(len(acts), dtype=bool)
+    twins.persistent = todo & _persistent_grid(acts, sm_counts)
+    todo &= ~twins.persistent
     if not known.any() or not todo.any():
-        return filled
+        return twins
     keys = np.stack([acts[c].astype(np.int64) for c in ("name", "grid", "block", "registers")], axis=1)
-    twins: Dict[Tuple[int, ...], List[int]] = {}
+    groups: Dict[Tuple[int, ...], List[int]] = {}
     for row in np.flatnonzero(known).tolist():
-        twins.setdefault(tuple(keys[row].tolist()), []).append(row)
+        groups.setdefault(tuple(keys[row].tolist()), []).append(row)
     for row in np.flatnonzero(todo).tolist():
-        rows = twins.get(tuple(keys[row].tolist()))
+        rows = groups.get(tuple(keys[row].tolist()))
         if rows:
-            flops[row] = float(np.median(flops[rows]))
-            nbytes[row] = float(np.nanmedian(nbytes[rows])) if not np.isnan(nbytes[rows]).all() else np.nan
-            filled[row] = True
-    return filled
+            flops[row] = _median(flops[rows])
+            nbytes[row] = _median(nbytes[rows])
+            twins.filled[row], twins.donor[row], twins.count[row] = True, rows[0], len(rows)
+    return twins
+
+
+def _median(values: np.ndarray) -> float:
+    return float(np.nanmedian(values)) if not np.isnan(values).all() else np.nan
+
+
+def _persistent_grid(acts: Table, sm_counts: Dict[int, int]) -> np.ndarray:
+    """Launches whose grid is one block per SM of their device (CUDA records blocks; ROCm work-items, so there the
+    grid is the SM count times the block)."""
+    grids, blocks = acts.strings.get("grid", []), acts.strings.get("block", [])
+    if not sm_counts or not grids:
+        return np.zeros(len(acts), dtype=bool)
+    sizes_g = np.array([_volume(t) for t in grids] + [0], dtype=np.int64)
+    sizes_b = np.array([_volume(t) for t in blocks] + [0], dtype=np.int64)
+    g = sizes_g[np.where(acts["grid"] >= 0, acts["grid"], len(grids))]
+    b = sizes_b[np.where(acts["block"] >= 0, acts["block"], len(blocks))]
+    sms = np.array([sm_counts.get(int(d), 0) for d in acts["device"].tolist()], dtype=np.int64)
+    return (sms > 0) & ((g == sms) | (g == sms * b))
+
+
+def _volume(text: str) -> int:
+    """Product of a recorded "[x, y, z]" launch dimension (0 when unreadable)."""
+    try:
+        dims = [int(v) for v in text.strip("[] ").split(",") if v.strip()]
+    except ValueError:
+        return 0
+    return int(np.prod(dims)) if dims else 0
 
 
 def _launch_recorded(acts: Table, column: str) -> np.ndarray:

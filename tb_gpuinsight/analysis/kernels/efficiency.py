@@ -49,6 +49,7 @@ from .attribution import SOURCES, _activities, _attribute, _op_estimates, _OpFac
 from .grouping import aggregate, busy_time, device_summary, link_counts
 from .rating import AUTO, DRAM_MARGIN, DeviceReport, _device_reports, _rate, kernel_name_dtype
 from .backward_sizing import size_from_forward
+from .conv_backward import split_conv_backward
 from .subop_sizing import size_from_subops
 
 
@@ -117,6 +118,7 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
         _attribute(acts, _OpFacts(trace, estimates, under_compiled_region(trace.ops, parents)))
         size_from_subops(trace, acts)  # kernels their op cannot size, from the op's sub-ops before the launch
         size_from_forward(trace, acts)  # an autograd Function's backward kernels, from its forward op
+        split_conv_backward(trace, acts)  # dgrad / wgrad / bias kernels, each its own gradient's figures
         acts.columns.update(activity_columns(trace, acts))  # collective sizes: comm kernels are rated on the link
     op_shape = np.full(len(acts), -1, dtype=np.int32)
     linked = acts["op"] >= 0
@@ -141,6 +143,32 @@ def rate(eff: Efficiency, dtype: str = AUTO, datasheet: Optional[Sequence[Device
         report.summary = device_summary(acts.take(acts["device"] == report.id))
     return Efficiency(eff.trace, acts, devices, dtype, eff.op_estimates, eff.device_props, eff.shapes,
                       span_props=eff.span_props)
+
+
+def rate_as_suggested(eff: Efficiency, dtype: str = AUTO,
+                      datasheet: Optional[Sequence[DeviceSpec]] = None) -> Efficiency:
+    """`eff` rated as the datasheet row its kernel names point to (`devices.device_hint`: the row the device picker
+    suggests) when no device of the trace matched a row, the device report saying so; else `eff` itself."""
+    from ...estimate.devices import DeviceMatch, device_hint
+    from .names import display_name
+
+    if not eff.devices or any(r.match.spec is not None for r in eff.devices.values()):
+        return eff
+    rows = list(datasheet) if datasheet is not None else load_datasheet()
+    acts = eff.activities
+    kinds = acts.strings.get("kind", [])
+    kernel = acts["kind"] == kinds.index("kernel") if "kernel" in kinds else np.zeros(len(acts), dtype=bool)
+    names = [acts.strings["name"][c] for c in np.unique(acts["name"][kernel]).tolist()]
+    hint = device_hint(names, rows, display_name)
+    if hint is None:
+        return eff
+    rated = rate(eff, dtype, rows, hint["name"])
+    for report in rated.devices.values():
+        m = report.match
+        report.match = DeviceMatch(m.trace_name, m.spec, f"suggested by the kernel names ({hint['why']}, e.g. "
+                                   f"{hint['example']}): the trace names no device; pick another with --device",
+                                   m.method)
+    return rated
 
 
 def _check_dtype(dtype: str) -> None:

@@ -251,10 +251,19 @@ def _first_where(mask: np.ndarray, inverse: np.ndarray, g: int, fallback: np.nda
 
 
 def _main_reason(acts: Table, inverse: np.ndarray, g: int) -> np.ndarray:
-    """Per group, the reason code with the most time among its calls ("" when most of its time is rated)."""
+    """Per group, the reason code with the most time among its calls that have no rating ("" only when every call
+    is rated): a row rated for part of its time names why the rest is not."""
     k = len(CODES)
     time = np.bincount(inverse * k + acts["reason"].astype(np.int64), weights=acts["dur"], minlength=g * k)
-    return time.reshape(g, k).argmax(axis=1).astype(np.int8)
+    return unrated_reason(time.reshape(g, k))
+
+
+def unrated_reason(time: np.ndarray) -> np.ndarray:
+    """Per row of a (groups x reason codes) time matrix, the code with the most unrated time (0, RATED, when none)."""
+    unrated = time[:, 1:]  # code 0 is RATED
+    if not unrated.size:
+        return np.zeros(len(time), dtype=np.int8)
+    return np.where(unrated.max(axis=1) > 0, unrated.argmax(axis=1) + 1, 0).astype(np.int8)
 
 
 def _representative_rows(acts: Table, inverse: np.ndarray, g: int) -> np.ndarray:

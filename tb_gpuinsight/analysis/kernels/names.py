@@ -182,6 +182,11 @@ def _load_registry() -> Tuple[Tuple[str, ...], Tuple[_Entry, ...], Tuple[_Entry,
 
 
 _PRIORITY, _ENTRIES, _OP_ENTRIES = _load_registry()
+# Inductor names its kernels by what they do (poi pointwise, red / per reduction, tem template) followed by the ops
+# fused into them: those ops do not say what the kernel does (a pointwise epilogue of an addmm is not a GEMM), so
+# such a name is read by the Inductor entries only, and the launching op (the kernel's own record) adds nothing.
+_INDUCTOR_KERNEL = re.compile(r"\s*triton_(?:poi|red|per|tem)_")
+_INDUCTOR_ENTRIES = tuple(e for e in _ENTRIES if e.family == "Triton / Inductor")
 _GEMM_USERS = frozenset({"conv", "attention"})  # ops whose GEMM kernels do the op's own matrix work
 _RANK = {klass: i for i, klass in enumerate(_PRIORITY)}
 
@@ -246,11 +251,12 @@ def classify(name: str, kind: str = "kernel", op: Optional[str] = None,
 def _classify_name(name: str, op: Optional[str], flops: Optional[float]) -> KernelMatch:
     """`classify` for a kernel, cached per (name, op, FLOPs): a trace has far fewer names than events."""
     scopes = name_scopes(name)
-    by_op = _best(_OP_ENTRIES, words(op)) if op else None
+    inductor = _INDUCTOR_KERNEL.match(name) is not None
+    by_op = _best(_OP_ENTRIES, words(op)) if op and not (inductor and _INDUCTOR_KERNEL.match(op)) else None
     fallback: Dict[str, _Entry] = {}
     for scope in _SCOPES:
         text = scopes[scope]
-        hits = [e for e in _ENTRIES if e.scope in ("any", scope)]
+        hits = [e for e in (_INDUCTOR_ENTRIES if inductor else _ENTRIES) if e.scope in ("any", scope)]
         strong = _best((e for e in hits if e.strength == "strong"), text) if scope != "params" else None
         if strong is not None and strong.klass == "GEMM" and by_op is not None and by_op.klass in _GEMM_USERS:
             return by_op.match("op")  # cuDNN's GEMM-based convolution algorithms run volta_sgemm_*: conv work
@@ -439,7 +445,17 @@ def name_fields(name: str, kind: str = "kernel", op: Optional[str] = None) -> Di
     match = classify(name, kind, op)
     family = f"{match.family}, {match.link}" if match.link else match.family
     return {"display_name": display_name(name), "demangled": demangle(name), "kernel_class": match.klass,
-            "kernel_family": family}
+            "kernel_family": family, "fused_from": fused_from(name)}
+
+
+_FUSED = re.compile(r"\s*triton_(?:poi|red|per|tem)_fused(\w*?)(?:_\d+)?\s*$")
+
+
+def fused_from(name: str) -> Optional[str]:
+    """The ops an Inductor kernel fuses, as its name lists them (`triton_poi_fused_addmm_gelu_view_15` ->
+    'addmm_gelu_view'); None for other kernels. Its class comes from the kernel kind, not from these."""
+    match = _FUSED.match(name)
+    return match.group(1).strip("_") or None if match else None
 
 
 # Tensor Core kernels by name (words, see `words`): cuBLAS/cuDNN MMA shapes (h884, s1688, 16816...), CUTLASS/xmma
@@ -475,4 +491,4 @@ _TENSILE_MI = re.compile(r" mi \d+ x \d+ x \d+ ")
 
 
 __all__ = ["CLASSES", "normalize", "kernel_class", "classify", "KernelMatch", "words", "name_scopes", "uses_tensor_cores", "TENSOR_CORE_DTYPES", "demangle",
-           "display_name", "name_fields", "short_hash", "DEMANGLER"]
+           "display_name", "name_fields", "short_hash", "DEMANGLER", "fused_from"]

@@ -20,7 +20,8 @@ import numpy as np
 
 from ...trace.table import Table, code_labels, unique_rows
 from ..kernels.attribution import is_copy_event
-from ..kernels.grouping import BASIS_TIERS, SUMS, basis_of, group_sums, marked_level, merged_segments, rates_from_sums
+from ..kernels.grouping import BASIS_TIERS, SUMS, basis_of, group_sums, marked_level, merged_segments, rates_from_sums, \
+    unrated_reason
 from ..kernels.reasons import CODES
 from .collectives import COMMUNICATION, communication_sums, is_communication, mark_communication_rows
 
@@ -306,7 +307,7 @@ def _first_in_order(inverse: np.ndarray, g: int, span_pos: np.ndarray, row_pos: 
 
 
 def _main_reason(parts: Parts, rows: np.ndarray, inverse: np.ndarray, g: int) -> np.ndarray:
-    """Per group, the reason code with the most time (as `grouping._main_reason`)."""
+    """Per group, the reason code with the most unrated time (as `grouping._main_reason`)."""
     k = len(CODES)
     where = np.full(len(parts.columns["span"]), -1, dtype=np.int64)
     where[rows] = inverse
@@ -314,7 +315,7 @@ def _main_reason(parts: Parts, rows: np.ndarray, inverse: np.ndarray, g: int) ->
     keep = mine >= 0
     time = np.bincount(mine[keep] * k + parts.reasons["code"][keep].astype(np.int64),
                        weights=parts.reasons["time"][keep], minlength=g * k)
-    return time.reshape(g, k).argmax(axis=1).astype(np.int8) if g else np.zeros(0, dtype=np.int8)
+    return unrated_reason(time.reshape(g, k))
 
 
 __all__ = ["Parts", "span_parts", "joined", "merge", "PART_KEYS", "ROW_KEYS", "merged_segments"]
