@@ -13,6 +13,7 @@ import statistics
 from typing import Any, Dict, List, Optional
 
 from ..version import __version__
+from ..analysis.diff.attribution import attribute
 from ..analysis.diff.compare import diff
 from ..analysis.kernels.names import name_fields
 from ..analysis.overview import CATEGORIES, IDLE, LABELS
@@ -235,6 +236,7 @@ def _comparison(baseline: Side, side: Side) -> Dict[str, Any]:
                for r in rows[:TOP_CHANGES]]
     s = result.summary
     return {"baseline": baseline.label, "metrics": [c.to_dict() for c in changes],
+            "attribution": _attribution(attribute(result, len(baseline.overview.steps), len(side.overview.steps))),
             "gpu_time": {"a": fig(s["time_us_a"] / 1000, "ms per span", "Diff: GPU activity time"),
                          "b": fig(s["time_us_b"] / 1000, "ms per span", "Diff: GPU activity time"),
                          "delta_pct": fig(_pct(s["delta_pct"]), "%", "Diff")},
@@ -244,6 +246,24 @@ def _comparison(baseline: Side, side: Side) -> Dict[str, Any]:
                               ("noise", "vs span-to-span noise", "")], kernels,
                              "Diff (normalised kernel names): changes outside the span-to-span spread first, then "
                              "by size; 'unknown' with one span per side")}
+
+
+def _attribution(att: Dict[str, Any]) -> Dict[str, Any]:
+    """What accounts for the change: the kernel classes and the top kernels, time per step before / after and
+    their share of the change in GPU time per step."""
+    unit = att["unit"]
+    cols = [("a_ms", "baseline", unit), ("b_ms", "this run", unit), ("delta_ms", "change", unit),
+            ("share", "share of the change", "%")]
+
+    def rows(entries, keys):
+        return [dict({k: e[k] for k in keys}, a_ms=e["a_ms"], b_ms=e["b_ms"], delta_ms=e["delta_ms"],
+                     share=_pct(e["share"])) for e in entries]
+
+    return {"gpu_time": {"a": fig(att["a_ms"], unit, att["source"]), "b": fig(att["b_ms"], unit, att["source"])},
+            "classes": table([("class", "kernel class", "")] + cols, rows(att["classes"], ("class",)), att["source"]),
+            "top": table([("kernel", "kernel", ""), ("class", "class", "")] + cols,
+                         [dict(r, kernel=r.pop("display_name")) for r in
+                          rows(att["top"], ("name", "display_name", "class"))], att["source"])}
 
 
 def _fmt_pct(x: float) -> str:
