@@ -124,3 +124,30 @@ def test_gate_cannot_judge_too_few_steps(capsys, tmp_path):
     record(tmp_path / "short", 64, active=4)
     code, _, err = _cli(capsys, "diff", tmp_path / "short", tmp_path / "short", "--fail-if-slower", "10")
     assert code == 3 and err.count("\n") == 1 and "cannot judge: too few steps: " in err and " of 4 steps kept" in err
+
+
+# ------------------------------------------------------------------------------------------- trends
+
+def test_trend_lists_the_runs_in_recording_order_and_marks_the_3x_run(capsys, logdir):
+    import json
+
+    code, out, err = _cli(capsys, "trend", logdir, "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    runs = data["runs"]
+    assert [r["run"] for r in runs] == ["base", "repeat", "triple"]  # recording order, not name order
+    assert [r["change"] for r in runs] == ["none", "none", "regression"], [r["why"] for r in runs]
+    triple = runs[2]
+    assert triple["against"] == ["base", "repeat"] and triple["worse_pct"] > 100
+    assert set(runs[0]) >= {"run", "steps", "step_ms", "band_ms", "mfu", "classes", "change", "why"}
+    assert runs[0]["steps"] == 10 and runs[0]["left_out"] >= 2  # the first step and the slept one (at least)
+    assert runs[0]["mfu"] is None and runs[0]["classes"] == {}  # a CPU run: no MFU, no GPU class
+    code, out, _ = _cli(capsys, "trend", logdir)
+    assert code == 0 and "triple: regression: worse than 2 runs (base .. repeat)" in out
+
+
+@pytest.mark.parametrize("argv, word", [(("--metric", "class:nope"), "unknown metric"),
+                                        (("--threshold", "nan"), "threshold must be")])
+def test_trend_bad_options_are_one_line_and_exit_2(capsys, logdir, argv, word):
+    code, out, err = _cli(capsys, "trend", logdir, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1 and word in err

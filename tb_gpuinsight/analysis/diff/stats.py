@@ -24,10 +24,9 @@ A side's sample is the per-step values of a metric (step time, GPU kernel time p
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
-
-import numpy as np
 
 MIN_STEPS = 5
 OUTLIER_Z = 3.5
@@ -101,9 +100,8 @@ def _first_steps(spans: List[str]) -> List[int]:
 
 def _robust(values: Sequence[float]) -> Tuple[float, float]:
     """Median and robust standard deviation (1.4826 x MAD)."""
-    v = np.asarray(values, dtype=np.float64)
-    med = float(np.median(v))
-    return med, MAD_TO_SIGMA * float(np.median(np.abs(v - med)))
+    med = statistics.median(values)
+    return med, MAD_TO_SIGMA * statistics.median(abs(v - med) for v in values)
 
 
 @dataclass(frozen=True)
