@@ -87,3 +87,19 @@ def test_diff_route_gives_the_verdict_and_the_attribution(client):
     for bad in ("nan", "0", "-1", "inf", "x"):
         code, body = _get(client, "diff", **sides, threshold=bad)
         assert code == 400 and "threshold must be" in body["error"]
+
+
+def test_trend_route_marks_the_slower_run_and_names_its_kernel(client):
+    code, body = _get(client, "trend")
+    assert code == 200, body
+    before, after = body["runs"]
+    assert (before["run"], before["change"]) == ("before", "none") and after["run"] == "after"
+    assert after["change"] == "regression" and after["against"] == ["before"]
+    assert after["step_ms"] == pytest.approx(1.4) and before["classes"]["gemm"] == pytest.approx(0.4)
+    assert 0 < before["mfu"] < 100 and after["mfu"] < before["mfu"]
+    assert after["top"][0]["kernel"] == "ampere_sgemm_128x64_nn" and after["top"][0]["share"] == pytest.approx(1)
+    code, body = _get(client, "trend", metric="class:elementwise")
+    assert code == 200 and [r["change"] for r in body["runs"]] == ["none", "none"]  # the add did not change
+    for bad in ({"metric": "class:nope"}, {"metric": "x"}, {"threshold": "nan"}, {"threshold": "-2"}):
+        code, body = _get(client, "trend", **bad)
+        assert code == 400 and ("unknown metric" in body["error"] or "threshold must be" in body["error"])
