@@ -17,6 +17,7 @@ from ..analysis.diff.attribution import attribute
 from ..analysis.diff.compare import diff
 from ..analysis.kernels.names import name_fields
 from ..analysis.overview import CATEGORIES, IDLE, LABELS
+from ..analysis.overview.rank_rules import merged
 from ..analysis.overview.rules import SpanData
 from ..jsonutil import finite
 from .gate import METRICS, compare
@@ -47,7 +48,8 @@ def build_report(side: Side, baseline: Optional[Side] = None, ranks: Any = None)
     report = {"schema_version": SCHEMA_VERSION, "generator": f"tb-gpuinsight {__version__}",
               "subject": _subject(side), "devices": _devices(side)}
     if ov.headline:
-        report.update(step=_step(ov), utilization=_utilization(ov), recommendations=_recommendations(ov))
+        recs = merged(ov.recommendations, ranks) if ranks is not None else ov.recommendations
+        report.update(step=_step(ov), utilization=_utilization(ov), recommendations=_recommendations(recs))
     report["waste"] = _waste(side)
     report["memory"] = _memory(side)
     if ranks is not None:
@@ -123,13 +125,13 @@ def _utilization(ov) -> Dict[str, Any]:
                                 "(kernel names, matrix work in a Tensor Core dtype)")}
 
 
-def _recommendations(ov) -> List[Dict[str, Any]]:
+def _recommendations(recs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     out = []
-    for i, rec in enumerate(ov.recommendations[:TOP_RECOMMENDATIONS], 1):
+    for i, rec in enumerate(recs[:TOP_RECOMMENDATIONS], 1):
         out.append({"rank": i, "id": rec["id"], "title": rec["title"], "span": rec["span"],
                     "recoverable": fig(rec["recoverable_us"] / 1000, "ms per step",
                                        "Overview rule estimate (see 'threshold'); 'up to' rules give a bound"),
-                    "recoverable_share": fig(_pct(rec["recoverable_share"]), "%", "of the mean step time"),
+                    "recoverable_share": fig(_pct(rec["recoverable_share"]), "%", "of the mean step time (the median rank's for rules across ranks)"),
                     "advice": rec["advice"], "threshold": rec["threshold"],
                     "evidence": [_evidence(k, v) for k, v in rec["figures"].items()],
                     "items": [_item(it) for it in rec["items"][:3]]})
