@@ -12,7 +12,8 @@ from tb_gpuinsight.analysis.diff import stats
 torch = pytest.importorskip("torch")
 
 import tb_gpuinsight  # noqa: E402
-from tb_gpuinsight.cli import main  # noqa: E402
+
+from .test_report_capture import _cli  # noqa: E402
 
 HICCUP_S = 0.5
 
@@ -94,12 +95,6 @@ def logdir(tmp_path_factory):
     finally:
         torch.set_num_threads(threads)
     return root
-
-
-def _cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_gate_fails_the_3x_run_and_passes_the_repeat_despite_the_hiccup(capsys, logdir):

@@ -55,7 +55,7 @@ export class TrendChart {
       {
         animation: false,
         textStyle: { fontFamily: "inherit" },
-        grid: { left: 8, right: 24, top: 16, bottom: 8, containLabel: true },
+        grid: { left: 8, right: 24, top: 40, bottom: 8, containLabel: true },
         tooltip: {
           ...TOOLTIP_STYLE,
           trigger: "axis",

@@ -67,7 +67,7 @@ class TrendsView implements TabView {
   private timer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(private host: HTMLElement) {
-    const thresholdBox = h("input", { class: "trend-threshold", attrs: { type: "number", min: "0.1", step: "any", value: "5", "aria-label": "Threshold (%)" } });
+    const thresholdBox = h("input", { class: "search trend-threshold", attrs: { type: "number", min: "0.1", step: "any", value: "5", "aria-label": "Threshold (%)" } });
     thresholdBox.addEventListener("change", () => {
       const v = Number(thresholdBox.value);
       if (Number.isFinite(v) && v > 0) {
