@@ -281,6 +281,20 @@ def report(path: "os.PathLike[str] | str", baseline: "Optional[os.PathLike[str] 
     return data if format is None else render(data, format)
 
 
+def trend(logdir: "os.PathLike[str] | str", metric: str = "step", threshold: float = 5.0,
+          order_by: Optional[str] = None, **options) -> Dict:
+    """Every run of a logdir in recording order (or by the value of hparam `order_by`), each with its median step
+    time, noise band, MFU and time per class, marked `regression` / `improvement` / `none` against the runs before
+    it by the comparison rule (`analysis.diff.stats`, `analysis.diff.trend`), with the kernels behind each marked
+    change. `metric`: "step", "kernel", "mfu" or "class:NAME" (an Overview class, e.g. "class:gemm");
+    `threshold`: the smallest change in % that counts. Returns `{"metric", "threshold_pct", "rule", "order",
+    "runs": [{"run", "steps", "step_ms", "band_ms", "mfu", "classes", "change", "why", "top", ...}], "problems"}`.
+    Options are those of `analyze`."""
+    from .reporting.trend import logdir_trend
+
+    return logdir_trend(logdir, metric, threshold, order_by, **options)
+
+
 def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":
     """Read a tensor.trace file: `.table` (one row per record), `.errors` [(line number, reason)] of skipped
     malformed lines, `.to_pandas()`."""

@@ -14,7 +14,7 @@ import pytest
 from .browser import CHROMIUM, CHROMIUM_ARGS, SAMPLES, need_browser, plugin_frame, tensorboard
 from .corpus import corpus_path
 
-TABS = ["Overview", "Kernel efficiency", "Diff", "Tensor shapes", "Execution graph", "Memory", "Timeline",
+TABS = ["Overview", "Kernel efficiency", "Diff", "Trends", "Tensor shapes", "Execution graph", "Memory", "Timeline",
         "Distributed"]
 RUNS = ["bert_h100", "cpu_mlp", "rocm_mi300x", "dlrm"]
 

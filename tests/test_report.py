@@ -106,7 +106,7 @@ def test_report_of_a_pair_puts_changes_outside_the_noise_first(capsys):
     assert {r["status"] for r in rows} >= {"added", "both"}
     md = tb_gpuinsight.report(VIT, baseline=BERT, format="md")
     assert "## Changes from the baseline bert\\_h100" in md
-    assert "one step per side: the noise is unknown" in md
+    assert "too few steps per side: the noise is unknown" in md
     html = tb_gpuinsight.report(VIT, baseline=BERT, format="html")
     assert html.startswith("<!DOCTYPE html>") and "<script" not in html and "<section id=comparison>" in html
 

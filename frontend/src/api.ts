@@ -5,6 +5,7 @@
 // Relative URLs therefore resolve against `<prefix>/data/plugin/gpuinsight/`, where the routes are served: "./runs"
 // is `<prefix>/data/plugin/gpuinsight/runs`, whatever `--path_prefix` is. All route URLs are built from this base.
 import { deviceOverride } from "./components/devicePicker";
+import type { DiffAttribution, DiffVerdict } from "./components/diffVerdict";
 
 export const API_BASE = "./";
 
@@ -477,6 +478,9 @@ export interface DiffResponse {
   classes: DiffClassRow[];
   total: number;
   rows: DiffRow[];
+  /** The step-time verdict (null: a side has no steps) and what accounts for the change, per step. */
+  verdict?: DiffVerdict | null;
+  attribution?: DiffAttribution;
 }
 
 export type DiffSort = "impact" | "delta_us" | "delta_pct" | "time_us_a" | "time_us_b" | "name" | "class" | "status";

@@ -50,12 +50,12 @@ def diff(args) -> int:
     if args.fail_if_slower is None:
         _print_diff(args, diff_api(args.a, args.b, names=names, match=args.match, by=args.by, **options))
         return 0
-    result, verdict = gate_commands.diff_with_gate(args, names, options)  # each side read once for both
+    result, verdict, attribution = gate_commands.diff_with_gate(args, names, options)  # each side read once
     try:
         _print_diff(args, result)
     except BrokenPipeError:  # output cut short (piped into `head`): the gate's verdict still sets the exit status
         pass
-    return gate_commands.report_verdict(verdict)
+    return gate_commands.report_verdict(verdict, attribution)
 
 
 def _print_diff(args, result) -> None:

@@ -16,6 +16,7 @@ from ..terminal import atomic_file
 from .options import analysis_options, check_device, check_output
 
 EXIT_SLOWER = 1
+EXIT_UNDECIDED = 3  # too few steps to judge: neither a pass nor a failure
 
 
 def register(sub) -> None:
@@ -57,31 +58,43 @@ def run(args) -> int:
 
 def add_gate_options(p) -> None:
     """`--fail-if-slower PCT` and `--metric` on `tb-gpuinsight diff`."""
-    from ..reporting.gate import METRICS
+    from ..reporting.gate import METRICS, MIN_STEPS
 
     p.add_argument("--fail-if-slower", type=float, metavar="PCT",
-                   help="exit 1 when B is slower than A by more than PCT %% and more than the step-to-step noise "
-                        "(the larger side's spread); one line on stderr says why")
+                   help="exit 1 when B's median step is worse than A's by more than PCT %% and beyond the noise "
+                        "band (2 robust sigma of the noisier side), the first step of each span and hiccups left "
+                        f"out; exit 3 with fewer than {MIN_STEPS} kept steps a side; one line on stderr says why")
     p.add_argument("--metric", choices=METRICS, default="step",
                    help="what --fail-if-slower compares per step: step time (default), GPU kernel time, or MFU")
 
 
 def diff_with_gate(args, names: Tuple[str, str], options: Dict[str, Any]):
-    """The diff of A and B with each side read once, and the gate's verdict on them."""
+    """The diff of A and B with each side read once, the gate's verdict on them and what accounts for the change
+    (None when the verdict is not a change beyond the noise)."""
+    from ..analysis.diff.attribution import attribute
     from ..analysis.diff.compare import diff
-    from ..reporting.gate import gate
+    from ..reporting.gate import check_threshold, gate
     from ..reporting.sides import side_from_path
 
+    check_threshold(args.fail_if_slower)  # before any trace is read
     a = side_from_path(args.a, label=names[0], **options)
     b = side_from_path(args.b, label=names[1], **options)
     try:
         result = diff(a.eff, b.eff, names=names, match=args.match, by=args.by)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return result, gate(a.overview, b.overview, args.metric, args.fail_if_slower, names)
+    verdict = gate(a.overview, b.overview, args.metric, args.fail_if_slower, names)
+    changed = verdict.change.comparison.verdict(args.fail_if_slower) in ("regression", "improvement")
+    return result, verdict, attribute(result, len(a.overview.steps), len(b.overview.steps)) if changed else None
 
 
-def report_verdict(verdict) -> int:
-    """Print the gate's one line on stderr; the exit status (1 when slower beyond the threshold and the noise)."""
+def report_verdict(verdict, attribution=None) -> int:
+    """Print the gate's line on stderr (and, for a change beyond the noise, a second line: what accounts for it);
+    the exit status: 1 when slower beyond the threshold and the noise, 3 when too few steps to judge, else 0."""
+    from ..analysis.diff.attribution import summary_line
+    from ..reporting.gate import FAIL, UNDECIDED
+
     print(f"tb-gpuinsight: gate: {verdict.line}", file=sys.stderr)
-    return EXIT_SLOWER if verdict.failed else 0
+    if attribution is not None and attribution["classes"]:  # a CPU-only run has no kernel to name
+        print(f"tb-gpuinsight: gate: behind the change: {summary_line(attribution)}", file=sys.stderr)
+    return {FAIL: EXIT_SLOWER, UNDECIDED: EXIT_UNDECIDED}.get(verdict.status, 0)

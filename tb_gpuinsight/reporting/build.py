@@ -13,9 +13,11 @@ import statistics
 from typing import Any, Dict, List, Optional
 
 from ..version import __version__
+from ..analysis.diff.attribution import attribute
 from ..analysis.diff.compare import diff
 from ..analysis.kernels.names import name_fields
 from ..analysis.overview import CATEGORIES, IDLE, LABELS
+from ..analysis.overview.rank_rules import merged
 from ..analysis.overview.rules import SpanData
 from ..jsonutil import finite
 from .gate import METRICS, compare
@@ -46,7 +48,8 @@ def build_report(side: Side, baseline: Optional[Side] = None, ranks: Any = None)
     report = {"schema_version": SCHEMA_VERSION, "generator": f"tb-gpuinsight {__version__}",
               "subject": _subject(side), "devices": _devices(side)}
     if ov.headline:
-        report.update(step=_step(ov), utilization=_utilization(ov), recommendations=_recommendations(ov))
+        recs = merged(ov.recommendations, ranks) if ranks is not None else ov.recommendations
+        report.update(step=_step(ov), utilization=_utilization(ov), recommendations=_recommendations(recs))
     report["waste"] = _waste(side)
     report["memory"] = _memory(side)
     if ranks is not None:
@@ -122,13 +125,13 @@ def _utilization(ov) -> Dict[str, Any]:
                                 "(kernel names, matrix work in a Tensor Core dtype)")}
 
 
-def _recommendations(ov) -> List[Dict[str, Any]]:
+def _recommendations(recs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     out = []
-    for i, rec in enumerate(ov.recommendations[:TOP_RECOMMENDATIONS], 1):
+    for i, rec in enumerate(recs[:TOP_RECOMMENDATIONS], 1):
         out.append({"rank": i, "id": rec["id"], "title": rec["title"], "span": rec["span"],
                     "recoverable": fig(rec["recoverable_us"] / 1000, "ms per step",
                                        "Overview rule estimate (see 'threshold'); 'up to' rules give a bound"),
-                    "recoverable_share": fig(_pct(rec["recoverable_share"]), "%", "of the mean step time"),
+                    "recoverable_share": fig(_pct(rec["recoverable_share"]), "%", "of the mean step time (the median rank's for rules across ranks)"),
                     "advice": rec["advice"], "threshold": rec["threshold"],
                     "evidence": [_evidence(k, v) for k, v in rec["figures"].items()],
                     "items": [_item(it) for it in rec["items"][:3]]})
@@ -235,6 +238,7 @@ def _comparison(baseline: Side, side: Side) -> Dict[str, Any]:
                for r in rows[:TOP_CHANGES]]
     s = result.summary
     return {"baseline": baseline.label, "metrics": [c.to_dict() for c in changes],
+            "attribution": _attribution(attribute(result, len(baseline.overview.steps), len(side.overview.steps))),
             "gpu_time": {"a": fig(s["time_us_a"] / 1000, "ms per span", "Diff: GPU activity time"),
                          "b": fig(s["time_us_b"] / 1000, "ms per span", "Diff: GPU activity time"),
                          "delta_pct": fig(_pct(s["delta_pct"]), "%", "Diff")},
@@ -244,6 +248,24 @@ def _comparison(baseline: Side, side: Side) -> Dict[str, Any]:
                               ("noise", "vs span-to-span noise", "")], kernels,
                              "Diff (normalised kernel names): changes outside the span-to-span spread first, then "
                              "by size; 'unknown' with one span per side")}
+
+
+def _attribution(att: Dict[str, Any]) -> Dict[str, Any]:
+    """What accounts for the change: the kernel classes and the top kernels, time per step before / after and
+    their share of the change in GPU time per step."""
+    unit = att["unit"]
+    cols = [("a_ms", "baseline", unit), ("b_ms", "this run", unit), ("delta_ms", "change", unit),
+            ("share", "share of the change", "%")]
+
+    def rows(entries, keys):
+        return [dict({k: e[k] for k in keys}, a_ms=e["a_ms"], b_ms=e["b_ms"], delta_ms=e["delta_ms"],
+                     share=_pct(e["share"])) for e in entries]
+
+    return {"gpu_time": {"a": fig(att["a_ms"], unit, att["source"]), "b": fig(att["b_ms"], unit, att["source"])},
+            "classes": table([("class", "kernel class", "")] + cols, rows(att["classes"], ("class",)), att["source"]),
+            "top": table([("kernel", "kernel", ""), ("class", "class", "")] + cols,
+                         [dict(r, kernel=r.pop("display_name")) for r in
+                          rows(att["top"], ("name", "display_name", "class"))], att["source"])}
 
 
 def _fmt_pct(x: float) -> str:

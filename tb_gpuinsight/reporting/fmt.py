@@ -76,23 +76,26 @@ def evidence(items) -> str:
 
 
 def change(m: Dict[str, Any]) -> str:
-    """A headline metric against the baseline: "step time: 4.4 ms → 7.9 ms (slower by 3.5 ms, 78.4%; noise band
-    0.1 ms)"."""
+    """A headline metric against the baseline: "median step time: 4.4 ms → 7.9 ms (slower by 3.5 ms, 78.4%; noise
+    band 0.1 ms; 7 and 6 steps kept)"."""
     unit = m["unit"]
     pct = "" if m["slower_pct"] is None else f", {abs(m['slower_pct']):.1f}%"
     band = "noise unknown" if m["noise"] is None else f"noise band {value(m['noise'], unit)}"
     way = "slower" if m["slower"] > 0 else "faster"
-    return (f"{m['label']}: {value(m['a'], unit)} \u2192 {value(m['b'], unit)} ({way} by "
-            f"{value(abs(m['slower']), unit)}{pct}; {band})")
+    kept = f"; {m['kept_a']} and {m['kept_b']} steps kept" if "kept_a" in m else ""
+    return (f"median {m['label']}: {value(m['a'], unit)} \u2192 {value(m['b'], unit)} ({way} by "
+            f"{value(abs(m['slower']), unit)}{pct}; {band}{kept})")
 
 
 def verdict(m: Dict[str, Any]) -> str:
-    """Whether a change is outside the noise band: "outside", "within" or "unknown" (one step per side)."""
+    """Whether a change is outside the noise band: "outside", "within" or "unknown" (too few steps to judge)."""
+    if m.get("judgeable") is False:
+        return "unknown"
     return {True: "outside", False: "within"}.get(m["outside_noise"], "unknown")
 
 
 VERDICTS = {"outside": "outside the noise band", "within": "within the noise band",
-            "unknown": "one step per side: the noise is unknown"}
+            "unknown": "too few steps per side: the noise is unknown"}
 
 
 def subject(r: Dict[str, Any]) -> str:

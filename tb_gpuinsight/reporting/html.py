@@ -134,7 +134,10 @@ def _comparison(r: Dict[str, Any]) -> List[str]:
     g = c["gpu_time"]
     items.append(f"<li>GPU activity time: {escape(fmt.figure(g['a']))} \u2192 {escape(fmt.figure(g['b']))} "
                  f"({escape(fmt.figure(g['delta_pct']))})</li>")
-    return _section("comparison", title, [f"<ul>{''.join(items)}</ul>", _table(c["kernels"], names=("kernel",)),
+    att = c.get("attribution")
+    behind = ["<h3>What accounts for the change</h3>", _table(att["classes"]), _table(att["top"], names=("kernel",)),
+              _src(att["classes"]["source"])] if att else []
+    return _section("comparison", title, [f"<ul>{''.join(items)}</ul>", *behind, _table(c["kernels"], names=("kernel",)),
                                           _src(c["kernels"]["source"])])
 
 

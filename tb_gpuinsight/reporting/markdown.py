@@ -117,6 +117,10 @@ def _comparison(r: Dict[str, Any]) -> List[str]:
         return out + ["", "No GPU kernel on either side.", ""]
     g = c["gpu_time"]
     out += [f"- GPU activity time: {fmt.figure(g['a'])} \u2192 {fmt.figure(g['b'])} ({fmt.figure(g['delta_pct'])})", ""]
+    att = c.get("attribution")
+    if att:
+        out += ["### What accounts for the change", ""] + _table(att["classes"]) + \
+            _table(att["top"], names=("kernel",)) + _source(att["classes"]["source"])
     return out + _table(c["kernels"], names=("kernel",)) + _source(c["kernels"]["source"])
 
 

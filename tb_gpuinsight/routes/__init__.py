@@ -15,7 +15,7 @@ ROUTE_MODULES = ("tb_gpuinsight.routes.kernels", "tb_gpuinsight.routes.diff", "t
                  "tb_gpuinsight.routes.overview",
                  "tb_gpuinsight.routes.memory", "tb_gpuinsight.routes.timeline", "tb_gpuinsight.routes.ranks",
                  "tb_gpuinsight.routes.critical_path", "tb_gpuinsight.routes.report",
-                 "tb_gpuinsight.routes.memory_snapshot")
+                 "tb_gpuinsight.routes.memory_snapshot", "tb_gpuinsight.routes.trend")
 
 
 @dataclass(frozen=True)

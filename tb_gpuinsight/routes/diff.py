@@ -1,9 +1,14 @@
-"""Route of the Diff tab: two selections (run / worker / span or "all") compared kernel by kernel or op by op."""
+"""Route of the Diff tab: two selections (run / worker / span or "all") compared kernel by kernel or op by op, with
+the step-time verdict of the comparison rule (`analysis.diff.stats`) and what accounts for the change, per step.
+Everything comes from the spans' stored sections and cached analyses: no trace is read here."""
 from __future__ import annotations
 
 from typing import Any, Callable, Dict
 
+from ..analysis.diff.attribution import attribute
 from ..analysis.diff.compare import BYS, MATCHES, describe_for_diff, diff, most_comparable
+from ..analysis.diff.stats import threshold
+from ..analysis.overview import build_overview
 from ..analysis.kernels.efficiency import AUTO
 from ..errors import GpuInsightError
 from ..estimate.devices import DTYPES
@@ -36,7 +41,9 @@ def _describe(plugin, sel):
 
 def diff_route(plugin, request) -> Dict[str, Any]:
     """`a_run`, `a_worker`, `a_span` and `b_...` select the sides; `match`, `by`, `dtype`, `filter`, `status`,
-    `sort`, `order`, `offset`, `limit` shape the table. The summary and classes always cover every row."""
+    `sort`, `order`, `offset`, `limit` shape the table; `threshold` (%, default 5) is the verdict's. The summary,
+    classes, verdict and attribution always cover every row."""
+    pct = _threshold(request)
     dtype = params.choice(request, "dtype", (AUTO,) + tuple(DTYPES), AUTO)
     sides = [params.selection(request, prefix) for prefix in ("a_", "b_")]
     overrides = [params.device_name(request, plugin.service.datasheet(), prefix) for prefix in ("a_", "b_")]
@@ -51,8 +58,32 @@ def diff_route(plugin, request) -> Dict[str, Any]:
                    params.choice(request, "order", ("desc", "asc"), "desc") == "desc")
     offset = params.integer(request, "offset", 0, 0, 10 ** 9)
     limit = params.integer(request, "limit", 200, 1, MAX_LIMIT)
+    verdict, steps = _verdict(plugin, sides, pct)
     return {"summary": result.summary, "classes": result.classes, "total": len(rows),
-            "rows": rows[offset: offset + limit]}
+            "rows": rows[offset: offset + limit], "verdict": verdict, "attribution": attribute(result, *steps)}
+
+
+def _threshold(request) -> float:
+    try:
+        return threshold(params.text(request, "threshold", default="5"), "threshold")
+    except ValueError as exc:
+        raise params.BadRequest(str(exc)) from None
+
+
+def _verdict(plugin, sides, pct: float):
+    """The step-time comparison of the two selections (None when a side has no steps) and their step counts."""
+    from ..reporting.gate import LABELS, compare
+
+    overviews = []
+    for run, worker, span in sides:
+        parts = [(state.span, section, plugin.service.analysis(run, worker, state.span))
+                 for state, section in plugin.service.sections(run, worker, span, "overview") if not section.error]
+        overviews.append(build_overview(parts))
+    steps = tuple(len(ov.steps) for ov in overviews)
+    change = compare(overviews[0], overviews[1], "step")
+    if change is None:
+        return None, steps
+    return dict(change.comparison.to_dict(pct), label=LABELS["step"], unit="ms"), steps
 
 
 def _label(side) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any, Callable, Dict
 
 from ..analysis.overview import build_overview
+from ..analysis.overview.rank_rules import merged
+from ..errors import GpuInsightError
 from ..sections import SectionError
 from . import params
 
@@ -24,5 +26,21 @@ def overview(plugin, request) -> Dict[str, Any]:
              for state, section in service.sections(run, worker, span, "overview")]
     if parts and all(section.error for _, section, _ in parts):
         raise SectionError(f"overview: {parts[0][1].error}")
-    return build_overview(parts).to_json()
+    result = build_overview(parts)
+    ranks = _ranks(plugin, request, run)
+    if ranks is not None:  # a run of several ranks: its straggler and exposed transfers rank with the rest
+        result.recommendations = merged(result.recommendations, ranks)
+    return result.to_json()
+
+
+def _ranks(plugin, request, run: str):
+    """The Distributed view's report of a run of several workers (None for one worker, or while it cannot be had)."""
+    from .ranks import rank_report
+
+    if len(plugin.service.run_json(run)["workers"]) < 2:
+        return None
+    try:
+        return rank_report(plugin, request)[0]
+    except GpuInsightError:  # ranks still loading or without distributed data: the per-span rules stand alone
+        return None
 

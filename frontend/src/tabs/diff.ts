@@ -26,6 +26,7 @@ import { deltaClass, signedPct, signedTime } from "../components/diffFormat";
 import { DiffSide, reconcileSide, sameSelection } from "../components/diffSide";
 import { suggestB } from "../components/diffSuggest";
 import { DiffTable, type DiffPageRequest } from "../components/diffTable";
+import { verdictPanel } from "../components/diffVerdict";
 import { emptyState, errorState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { debounce, field, h, replace, select } from "../dom";
 import { count, time } from "../format";
@@ -370,6 +371,7 @@ class DiffView implements TabView {
     if (noKernels) {
       replace(
         this.result,
+        verdictPanel(res.verdict, res.attribution),
         emptyState(
           "No GPU kernels on either side",
           "Neither selection has a GPU kernel to compare: were both profiled with ProfilerActivity.CUDA (or a ROCm build)?",
@@ -391,6 +393,7 @@ class DiffView implements TabView {
             `A runs on ${devicesText(sum.devices_a)}, B on ${devicesText(sum.devices_b)}: the change includes the hardware, and % of peak is rated against each side's own datasheet.`,
           ),
       this.summaryStrip(sum),
+      verdictPanel(res.verdict, res.attribution),
       this.snapshots(),
       h(
         "section",

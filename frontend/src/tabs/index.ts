@@ -7,12 +7,14 @@ import { memoryTab } from "./memory";
 import { overviewTab } from "./overview";
 import { tensorShapesTab } from "./tensorShapes";
 import { timelineTab } from "./timeline";
+import { trendsTab } from "./trends";
 import type { TabDef } from "./types";
 
 export const TABS: readonly TabDef[] = [
   overviewTab,
   kernelEfficiencyTab,
   diffTab,
+  trendsTab,
   tensorShapesTab,
   executionGraphTab,
   memoryTab,
