@@ -181,6 +181,7 @@ class Run:
     execution_traces: List[FileEntry] = field(default_factory=list)
     tensor_traces: List[FileEntry] = field(default_factory=list)
     unreadable: List[FileEntry] = field(default_factory=list)
+    captures: List[FileEntry] = field(default_factory=list)  # graph-capture traces of a capture folder in it
 
     def spans(self) -> List[Span]:
         """Every span of every worker, workers in name order, spans in time order."""
@@ -198,7 +199,37 @@ def discover(logdir: "os.PathLike[str] | str") -> List[Run]:
         folders = ((dirpath, [_entry(os.path.join(dirpath, f)) for f in files if _CANDIDATE.search(f)])
                    for dirpath, files in _walk(root))
     runs = [r for r in (_scan_dir(root, dirpath, entries) for dirpath, entries in folders) if r is not None]
-    return sorted(runs, key=lambda r: r.name)
+    return sorted(_fold_capture_folders(runs), key=lambda r: r.name)
+
+
+def is_capture_folder(path: str) -> bool:
+    """Whether a folder is a graph-capture folder by its name: vLLM's `capture_traces/` (also written as
+    `{prefix}__capture_traces/` beside `{prefix}__{name}`)."""
+    name = _basename(path.rstrip("/"))
+    return name == CAPTURE_DIR or name.endswith("__" + CAPTURE_DIR)
+
+
+def capture_label(path: str) -> str:
+    """A capture companion as its run shows it: `capture_traces/<file>`."""
+    folder, name = (path.rsplit("/", 1) if is_url(path) else os.path.split(path))
+    return f"{_basename(folder.rstrip('/'))}/{name}"
+
+
+def _fold_capture_folders(runs: List[Run]) -> List[Run]:
+    """A capture folder inside a run is part of that run, not a run of its own: its traces are the run's capture
+    companions (the replay traces beside it take their graph capture from them). A capture folder alone (the
+    logdir itself, or beside no trace) stays a run."""
+    by_path = {r.path.rstrip("/"): r for r in runs}
+    kept = []
+    for run in runs:
+        parent = by_path.get(run.path.rstrip("/").rsplit("/", 1)[0] if is_url(run.path)
+                             else os.path.dirname(run.path.rstrip(os.sep)))
+        if run.name != "." and is_capture_folder(run.path) and parent is not None and parent.workers:
+            parent.captures += [s.trace for s in run.spans()]
+            parent.unreadable += run.unreadable
+        else:
+            kept.append(run)
+    return kept
 
 
 def relative_name(root: str, path: str) -> str:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tupl
 from .analysis.kernels.efficiency import AUTO, Efficiency, combine
 from .errors import GpuInsightError
 from .estimate.devices import DeviceSpec, load_datasheet
-from .logdir import FileEntry, Run, discover, logdir_problem
+from .logdir import FileEntry, Run, capture_label, discover, logdir_problem
 from .sections import Section
 from .settings import default_cache_dir
 from .store import envelope as cache_mod
@@ -167,7 +167,7 @@ class LogdirService:
 
     def _update_run(self, run: Run, stored: set, failed: set) -> None:
         state = self.runs.setdefault(run.name, RunState(run.name))
-        state.unreadable = run.unreadable
+        state.unreadable, state.captures = run.unreadable, run.captures
         present = {(worker, span.name) for worker, spans in run.workers.items() for span in spans}
         for ident in [i for i in state.spans if i not in present]:  # its file is gone (or no longer a trace)
             state.gone.append(state.spans.pop(ident))
@@ -367,6 +367,7 @@ class LogdirService:
         errors += [{"file": os.path.basename(e.path), "reason": e.reason} for e in run.unreadable]
         return {
             "run": run.name, "status": status, "errors": errors,
+            "companions": [{"file": capture_label(e.path), "kind": "graph capture"} for e in run.captures],
             "progress": {"files_done": len(done), "files_total": len(spans),
                          "bytes_done": sum(s.entry.size for s in done),
                          "bytes_total": sum(s.entry.size for s in spans)},

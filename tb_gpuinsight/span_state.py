@@ -56,4 +56,5 @@ class RunState:
     name: str
     spans: Dict[Tuple[str, str], SpanState] = field(default_factory=dict)
     unreadable: List[FileEntry] = field(default_factory=list)
+    captures: List[FileEntry] = field(default_factory=list)  # graph-capture traces of a capture folder in the run
     gone: List[SpanState] = field(default_factory=list)  # dropped by the current scan, released after it
