@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from .errors import TraceError
+from .trace.foreign import LOOKS_LIKE, foreign_head
 from .trace.source import is_url, read_head, url_filesystem
 
 KINETO = "kineto"
@@ -28,7 +29,9 @@ OTHER = "other"
 UNREADABLE = "unreadable"
 
 _SNIFF_BYTES = 1 << 16
-_CANDIDATE = re.compile(r"\.(json|json\.gz|gz|trace)$|tensor\.trace", re.IGNORECASE)
+# Other tools' trace files are candidates too: they are listed as skipped, with what they look like.
+_CANDIDATE = re.compile(r"\.(json|json\.gz|gz|trace|pb|pftrace|perfetto-trace|nsys-rep|qdrep|sqlite)$|tensor\.trace",
+                        re.IGNORECASE)
 _SPAN_NAME = re.compile(r"^(?P<worker>.+?)\.(?P<stamp>\d{10,})\.(?P<rest>.+)$")
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".et.json.gz", ".et.json", ".tensor.trace", ".json.gz",
              ".json", ".trace", ".gz")
@@ -53,6 +56,9 @@ def sniff(path: "os.PathLike[str] | str") -> Sniffed:
         return Sniffed(UNREADABLE, "permission denied")
     except OSError as exc:
         return Sniffed(UNREADABLE, exc.strerror or str(exc))
+    other_tool = foreign_head(head, os.fspath(path))
+    if other_tool:
+        return Sniffed(OTHER, other_tool)
     if b"\0" in head:  # no JSON or text trace holds one: a sparse or binary file, judged without reading on
         return Sniffed(OTHER, "binary data (NUL bytes)")
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -69,6 +75,11 @@ def sniff(path: "os.PathLike[str] | str") -> Sniffed:
     if not text:
         return Sniffed(OTHER, "empty file" if not head else "unreadable gzip data")
     return Sniffed(OTHER, "not JSON")
+
+
+def is_foreign(sniffed: Sniffed) -> bool:
+    """Whether a sniffed file is another tool's trace (listed as skipped, with what it looks like)."""
+    return sniffed.kind == OTHER and sniffed.reason.startswith(LOOKS_LIKE)
 
 
 def split_name(filename: str) -> Tuple[str, Optional[int]]:
@@ -275,7 +286,9 @@ def _remote_entry(url: str, name: str, info: Dict) -> Optional[FileEntry]:
             _REMOTE_SNIFFED.clear()
         _REMOTE_SNIFFED[(url, etag)] = sniffed
     if sniffed.kind == OTHER:
-        return None
+        if not is_foreign(sniffed):
+            return None
+        sniffed = Sniffed(UNREADABLE, f"skipped: {sniffed.reason}")
     return FileEntry(url, sniffed.kind, size, mtime_ns, sniffed.reason, etag=etag.strip('"'))
 
 
@@ -337,6 +350,8 @@ def _entry(path: str) -> Optional[FileEntry]:
     if not os.path.isfile(path):
         return None
     sniffed = sniff(path)
+    if sniffed.kind == OTHER and is_foreign(sniffed):
+        sniffed = Sniffed(UNREADABLE, f"skipped: {sniffed.reason}")
     if sniffed.kind == OTHER:
         if not _TRACE_NAME.search(path):
             return None
