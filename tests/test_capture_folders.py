@@ -82,3 +82,17 @@ def test_the_ui_run_list_shows_the_capture_as_a_companion(tmp_path):
     runs = service.runs_json()["runs"]
     assert [r["run"] for r in runs] == ["decode"]
     assert runs[0]["companions"] == [{"file": f"capture_traces/{CAPTURE}", "kind": "graph capture"}]
+
+
+def test_the_run_picker_shows_the_capture_beside_the_run(tmp_path):
+    """In the browser: one run in the picker, and beside it "+ 1 graph capture" with the file in its tooltip."""
+    from .browser import plugin_page
+
+    _layout(tmp_path / "logdir")
+    console: list = []
+    with plugin_page(tmp_path, str(tmp_path / "logdir"), console=console) as (page, frame):
+        frame.wait_for_selector("select[aria-label='Run'] option[value='decode']", state="attached", timeout=120000)
+        note = frame.wait_for_selector(".run-companions:has-text('+ 1 graph capture')", timeout=120000)
+        assert note.get_attribute("title") == f"capture_traces/{CAPTURE} (graph capture)"
+        assert frame.eval_on_selector_all("select[aria-label='Run'] option", "os => os.map(o => o.value)") == ["decode"]
+    assert console == []
