@@ -32,7 +32,8 @@ COMMAND_MODULES: Tuple[str, ...] = ("tb_gpuinsight.commands.shapes", "tb_gpuinsi
                                      "tb_gpuinsight.commands.ranks", "tb_gpuinsight.commands.critical_path",
                                      "tb_gpuinsight.commands.summarize", "tb_gpuinsight.commands.export_parquet",
                                      "tb_gpuinsight.commands.report",
-                                     "tb_gpuinsight.commands.mcp", "tb_gpuinsight.commands.trend")
+                                     "tb_gpuinsight.commands.mcp", "tb_gpuinsight.commands.trend",
+                                     "tb_gpuinsight.commands.devices")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -21,6 +21,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from .errors import TraceError
 from .trace.digest import content_digest
+from .trace.foreign import LOOKS_LIKE, foreign_head
 from .trace.source import is_url, read_head, url_filesystem
 
 KINETO = "kineto"
@@ -31,7 +32,9 @@ UNREADABLE = "unreadable"
 MEMORY_SNAPSHOT = "memory_snapshot"  # torch.cuda.memory._dump_snapshot's pickle: a run companion, taken at its name
 
 _SNIFF_BYTES = 1 << 16
-_CANDIDATE = re.compile(r"\.(json|json\.gz|gz|trace)$|tensor\.trace|\.pickle(\.gz)?$", re.IGNORECASE)
+# Other tools' trace files are candidates too: they are listed as skipped, with what they look like.
+_CANDIDATE = re.compile(r"\.(json|json\.gz|gz|trace|pb|pftrace|perfetto-trace|nsys-rep|qdrep|sqlite)$|tensor\.trace"
+                        r"|\.pickle(\.gz)?$", re.IGNORECASE)
 _SNAPSHOT_NAME = re.compile(r"\.pickle(\.gz)?$", re.IGNORECASE)
 _SPAN_NAME = re.compile(r"^(?P<worker>.+?)\.(?P<stamp>\d{10,})\.(?P<rest>.+)$")
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".et.json.gz", ".et.json", ".tensor.trace", ".json.gz",
@@ -57,6 +60,9 @@ def sniff(path: "os.PathLike[str] | str") -> Sniffed:
         return Sniffed(UNREADABLE, "permission denied")
     except OSError as exc:
         return Sniffed(UNREADABLE, exc.strerror or str(exc))
+    other_tool = foreign_head(head, os.fspath(path))
+    if other_tool:
+        return Sniffed(OTHER, other_tool)
     if b"\0" in head:  # no JSON or text trace holds one: a sparse or binary file, judged without reading on
         return Sniffed(OTHER, "binary data (NUL bytes)")
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -73,6 +79,11 @@ def sniff(path: "os.PathLike[str] | str") -> Sniffed:
     if not text:
         return Sniffed(OTHER, "empty file" if not head else "unreadable gzip data")
     return Sniffed(OTHER, "not JSON")
+
+
+def is_foreign(sniffed: Sniffed) -> bool:
+    """Whether a sniffed file is another tool's trace (listed as skipped, with what it looks like)."""
+    return sniffed.kind == OTHER and sniffed.reason.startswith(LOOKS_LIKE)
 
 
 def split_name(filename: str) -> Tuple[str, Optional[int]]:
@@ -197,6 +208,7 @@ class Run:
     tensor_traces: List[FileEntry] = field(default_factory=list)
     unreadable: List[FileEntry] = field(default_factory=list)
     memory_snapshots: List[FileEntry] = field(default_factory=list)
+    captures: List[FileEntry] = field(default_factory=list)  # graph-capture traces of a capture folder in it
 
     def spans(self) -> List[Span]:
         """Every span of every worker, workers in name order, spans in time order."""
@@ -217,7 +229,37 @@ def discover(logdir: "os.PathLike[str] | str", follow_symlinks: Optional[bool] =
         folders = ((dirpath, [_entry(os.path.join(dirpath, f)) for f in files if _CANDIDATE.search(f)])
                    for dirpath, files in _walk(root, follow))
     runs = [r for r in (_scan_dir(root, dirpath, entries) for dirpath, entries in folders) if r is not None]
-    return sorted(runs, key=lambda r: r.name)
+    return sorted(_fold_capture_folders(runs), key=lambda r: r.name)
+
+
+def is_capture_folder(path: str) -> bool:
+    """Whether a folder is a graph-capture folder by its name: vLLM's `capture_traces/` (also written as
+    `{prefix}__capture_traces/` beside `{prefix}__{name}`)."""
+    name = _basename(path.rstrip("/"))
+    return name == CAPTURE_DIR or name.endswith("__" + CAPTURE_DIR)
+
+
+def capture_label(path: str) -> str:
+    """A capture companion as its run shows it: `capture_traces/<file>`."""
+    folder, name = (path.rsplit("/", 1) if is_url(path) else os.path.split(path))
+    return f"{_basename(folder.rstrip('/'))}/{name}"
+
+
+def _fold_capture_folders(runs: List[Run]) -> List[Run]:
+    """A capture folder inside a run is part of that run, not a run of its own: its traces are the run's capture
+    companions (the replay traces beside it take their graph capture from them). A capture folder alone (the
+    logdir itself, or beside no trace) stays a run."""
+    by_path = {r.path.rstrip("/"): r for r in runs}
+    kept = []
+    for run in runs:
+        parent = by_path.get(run.path.rstrip("/").rsplit("/", 1)[0] if is_url(run.path)
+                             else os.path.dirname(run.path.rstrip(os.sep)))
+        if run.name != "." and is_capture_folder(run.path) and parent is not None and parent.workers:
+            parent.captures += [s.trace for s in run.spans()]
+            parent.unreadable += run.unreadable
+        else:
+            kept.append(run)
+    return kept
 
 
 def relative_name(root: str, path: str) -> str:
@@ -265,7 +307,9 @@ def _remote_entry(url: str, name: str, info: Dict) -> Optional[FileEntry]:
             _REMOTE_SNIFFED.clear()
         _REMOTE_SNIFFED[(url, etag)] = sniffed
     if sniffed.kind == OTHER:
-        return None
+        if not is_foreign(sniffed):
+            return None
+        sniffed = Sniffed(UNREADABLE, f"skipped: {sniffed.reason}")
     return FileEntry(url, sniffed.kind, size, mtime_ns, sniffed.reason, etag=etag.strip('"'))
 
 
@@ -363,6 +407,8 @@ def _entry(path: str) -> Optional[FileEntry]:
     if _SNAPSHOT_NAME.search(path):  # a pickle: never sniffed as text, read by the snapshot reader only
         return FileEntry(path, MEMORY_SNAPSHOT, st.st_size, st.st_mtime_ns)
     sniffed = sniff(path)
+    if sniffed.kind == OTHER and is_foreign(sniffed):
+        sniffed = Sniffed(UNREADABLE, f"skipped: {sniffed.reason}")
     if sniffed.kind == OTHER:
         if not _TRACE_NAME.search(path):
             return None

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tupl
 from .analysis.kernels.efficiency import AUTO, Efficiency, combine
 from .errors import GpuInsightError
 from .estimate.devices import DeviceSpec, load_datasheet
-from .logdir import FileEntry, Run, discover, following_symlinks, inside, logdir_problem
+from .logdir import FileEntry, Run, capture_label, discover, following_symlinks, inside, logdir_problem
 from .sections import Section
 from .settings import default_cache_dir
 from .store import envelope as cache_mod
@@ -169,7 +169,7 @@ class LogdirService:
 
     def _update_run(self, run: Run, stored: set, failed: set) -> None:
         state = self.runs.setdefault(run.name, RunState(run.name))
-        state.unreadable = run.unreadable
+        state.unreadable, state.captures = run.unreadable, run.captures
         versions = [(e.path, e.version) for e in run.memory_snapshots]
         if [(e.path, e.version) for e in state.memory_snapshots] != versions:
             state.memory_snapshots = run.memory_snapshots
@@ -374,6 +374,7 @@ class LogdirService:
         return {
             "run": run.name, "status": status, "errors": errors,
             "memory_snapshots": [os.path.basename(e.path.rsplit("/", 1)[-1]) for e in run.memory_snapshots],
+            "companions": [{"file": capture_label(e.path), "kind": "graph capture"} for e in run.captures],
             "progress": {"files_done": len(done), "files_total": len(spans),
                          "bytes_done": sum(s.entry.size for s in done),
                          "bytes_total": sum(s.entry.size for s in spans)},

@@ -57,4 +57,5 @@ class RunState:
     spans: Dict[Tuple[str, str], SpanState] = field(default_factory=dict)
     unreadable: List[FileEntry] = field(default_factory=list)
     memory_snapshots: List[FileEntry] = field(default_factory=list)  # *.pickle[.gz] beside the run's traces
+    captures: List[FileEntry] = field(default_factory=list)  # graph-capture traces of a capture folder in the run
     gone: List[SpanState] = field(default_factory=list)  # dropped by the current scan, released after it

@@ -14,6 +14,7 @@ from typing import Iterator, List, Optional
 import pytest
 
 CHROMIUM = os.environ.get("TB_GPUINSIGHT_CHROMIUM", "/usr/bin/chromium")
+LOADED_MACHINE_WAIT_MS = 120_000
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 
@@ -65,6 +66,9 @@ def browser_page(console: List[str]):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            # A loaded machine (the suite beside other work) draws slowly: a wait with no timeout of its own gets a
+            # generous one (it returns as soon as its condition holds, so a fast machine loses nothing)
+            page.set_default_timeout(LOADED_MACHINE_WAIT_MS)
             # Failed requests are judged by URL below ("Failed to load resource" console lines carry none):
             # TensorBoard's own font files 404 under --path_prefix, which is not this plugin's doing.
             page.on("console", lambda m: console.append(f"{m.type}: {m.text}")

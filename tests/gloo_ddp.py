@@ -3,6 +3,7 @@ rank slowed on purpose (it sleeps before each step), every rank profiled into on
 `tensorboard_trace_handler`. Used by the distributed tests as traces real torch writes."""
 from __future__ import annotations
 
+import glob
 import os
 import socket
 import time
@@ -47,15 +48,35 @@ def _rank_main(rank: int, world: int, logdir: str, slow_rank: int, port: int) ->
         dist.destroy_process_group()
 
 
-def record(logdir: str, world: int = 3, slow_rank: int = 1) -> str:
+def autograd_threads_started() -> bool:
+    """Whether autograd's engine has started its device threads in this process (named ``pt_autograd_<device>``;
+    builds with a device backend start them on the first backward). A child forked after that fails its own backward
+    ("Unable to handle autograd's threading in combination with fork-based multiprocessing"). Without /proc the
+    answer is "yes", the safe one."""
+    tasks = glob.glob("/proc/self/task/*/comm")
+    if not tasks:
+        return True
+    for comm in tasks:
+        try:
+            with open(comm) as f:
+                if f.read().startswith("pt_autograd"):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def record(logdir: str, world: int = 3, slow_rank: int = 1, start_method: str = "") -> str:
     """Run `world` gloo ranks and write their traces to `logdir`; returns it. Ranks are forked (the
     torch.multiprocessing.spawn API with the fork start method) so that they share this process's imported torch
-    rather than importing it again each."""
+    rather than importing it again each; they are spawned instead where autograd's threads already run here, which
+    a forked child cannot use."""
     import torch.multiprocessing as mp
     from torch.nn.parallel import DistributedDataParallel  # noqa: F401  (its imports, done once before forking)
     import torch._dynamo  # noqa: F401  DDP imports it on first construction: seconds per rank otherwise
 
     os.makedirs(logdir, exist_ok=True)
+    method = start_method or ("spawn" if autograd_threads_started() else "fork")
     mp.start_processes(_rank_main, args=(world, logdir, slow_rank, _free_port()), nprocs=world, join=True,
-                       start_method="fork")
+                       start_method=method)
     return logdir

@@ -55,9 +55,9 @@ def test_the_class_column_shows_communication_whole():
 
 
 def test_an_unknown_device_name_is_refused_first(capsys):
-    assert cli.main(["analyze", BERT, "--device", "H100 SXM"]) == 2
+    assert cli.main(["analyze", BERT, "--device", "H100 SXM7"]) == 2
     err = capsys.readouterr().err
-    assert "'H100 SXM' is not a datasheet row; did you mean 'NVIDIA H100 SXM5 80GB'" in err
+    assert "'H100 SXM7' is not a datasheet row; did you mean 'NVIDIA H100 SXM5 80GB'" in err
     assert cli.main(["diff", BERT, BERT, "--device", "UNKNOWN"]) == 2
 
 

@@ -29,7 +29,7 @@ def test_kernel_efficiency_tab_in_tensorboard(samples_tensorboard, shots):
             assert rows.count() > 0, run
             first = rows.first.inner_text()
             assert re.search(r"\d", first), f"{run}: the first row shows no numbers: {first!r}"
-            frame.wait_for_selector(".chart-box canvas", timeout=30000)
+            frame.wait_for_selector(".chart-box canvas", timeout=60000)
             caption = frame.locator(".chart-caption").inner_text()
             plotted = int(re.search(r"(\d+) kernels? plotted", caption).group(1))
             assert plotted > 0, f"{run}: roofline has no points ({caption})"
@@ -45,7 +45,7 @@ def test_kernel_efficiency_tab_in_tensorboard(samples_tensorboard, shots):
             page.screenshot(path=str(shots / f"{run}.png"), full_page=True)
         rows = frame.locator(".tabulator-row")
         rows.first.locator(".tabulator-cell[tabulator-field='name']").click()
-        frame.wait_for_selector(".drawer", timeout=10000)
+        frame.wait_for_selector(".drawer", timeout=60000)
         assert frame.locator(".drawer").inner_text().strip()
     assert not console, console
 

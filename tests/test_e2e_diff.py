@@ -43,14 +43,14 @@ def test_diff_tab_in_tensorboard(tmp_path, samples_tensorboard):
         assert frame.locator(".diff-device-warn").count() == 0
 
         # The class chart draws on a canvas.
-        frame.wait_for_selector(".diff-chart canvas", timeout=30000)
+        frame.wait_for_selector(".diff-chart canvas", timeout=60000)
         box = frame.locator(".diff-chart canvas").first.bounding_box()
         assert box and box["width"] > 100 and box["height"] > 100, box
         page.screenshot(path=str(tmp_path / "diff.png"), full_page=True)
 
         # A click on a row shows both sides in the details drawer.
         rows.first.locator(".tabulator-cell[tabulator-field='name']").click()
-        frame.wait_for_selector(".drawer:not([hidden]) table.diff-compare", timeout=10000)
+        frame.wait_for_selector(".drawer:not([hidden]) table.diff-compare", timeout=60000)
         details = frame.locator(".drawer:not([hidden])").inner_text()
         assert "Time" in details and re.search(TIME, details), details
         page.screenshot(path=str(tmp_path / "diff_details.png"), full_page=True)
@@ -61,17 +61,17 @@ def test_diff_tab_in_tensorboard(tmp_path, samples_tensorboard):
         # A name filter narrows the table (server side); a status filter too.
         frame.locator(".diff input[aria-label='Filter names']").fill("gemm")
         frame.wait_for_function(
-            "() => /matching/.test(document.querySelector('.diff .table-status')?.textContent || '')", timeout=30000)
+            "() => /matching/.test(document.querySelector('.diff .table-status')?.textContent || '')", timeout=60000)
         for text in frame.locator(".diff .tabulator-row .tabulator-cell[tabulator-field='name']").all_inner_texts():
             assert "gemm" in text.lower(), text
 
         # Swap pins A; the same selection on both sides gives an explicit empty state.
         frame.locator("button[aria-label='Swap A and B']").click()
         frame.wait_for_function(
-            "() => document.querySelector(\"select[aria-label='Run A']\").value === 'vit_h100'", timeout=10000)
+            "() => document.querySelector(\"select[aria-label='Run A']\").value === 'vit_h100'", timeout=60000)
         assert frame.locator("input[aria-label='Pin A']").is_checked()
         frame.locator("select[aria-label='Run B']").select_option("vit_h100")
-        frame.wait_for_selector(".diff .state-empty:has-text('Pick B to compare with')", timeout=10000)
+        frame.wait_for_selector(".diff .state-empty:has-text('Pick B to compare with')", timeout=60000)
     assert not console, console
 
 
@@ -89,7 +89,7 @@ def test_diff_cross_vendor_suggests_ops_and_counts_op_calls(tmp_path, samples_te
         frame.locator("select[aria-label='Run B']").select_option("minitoy_mi250")
         frame.wait_for_selector(".diff-suggest:has-text('barely match')", timeout=60000)
         added = frame.locator(".diff-status-added").first
-        added.wait_for(timeout=30000)
+        added.wait_for(timeout=60000)
         colour = added.evaluate("e => getComputedStyle(e).color")
         assert colour not in ("rgb(180, 35, 24)", "rgb(43, 138, 62)"), colour
         page.screenshot(path=str(tmp_path / "diff_cross_vendor_1280.png"))

@@ -27,8 +27,8 @@ def test_distributed_tab_on_dlrm(tmp_path):
         collectives = frame.locator(".ranks-collectives").inner_text()
         assert "all_reduce" in collectives and "all_to_all" in collectives and "GB/s" in collectives
         assert "NVLink 2.0" in frame.locator(".ranks-summary").inner_text()
-        frame.wait_for_selector(".ranks-heatmap canvas", timeout=30000)
-        frame.wait_for_selector(".ranks-bars canvas", timeout=30000)
+        frame.wait_for_selector(".ranks-heatmap canvas", timeout=60000)
+        frame.wait_for_selector(".ranks-bars canvas", timeout=60000)
         frame.locator(".ranks-per-rank tbody tr").nth(1).click()
         compare = frame.locator(".rank-compare").inner_text()
         assert "Rank 1 (worker1_step_12) against the median rank" in compare and "Wait in collectives" in compare
@@ -38,7 +38,7 @@ def test_distributed_tab_on_dlrm(tmp_path):
         frame.locator("select[aria-label='Heatmap metric']").select_option("comm_wait")
         frame.wait_for_function(
             "() => document.querySelector('.chart-status')?.innerText.includes('Wait in collectives per rank')",
-            timeout=30000)
+            timeout=60000)
         page.screenshot(path=str(tmp_path / "distributed.png"), full_page=True)
 
         frame.get_by_role("tab", name="Kernel efficiency").click()

@@ -23,7 +23,7 @@ def _wait_first(frame, rank: int, count: int) -> None:
     frame.wait_for_function(
         f"() => {{ const rows = document.querySelectorAll('.ranks-per-rank tbody tr');"
         f" return rows.length === {count} && rows[0].querySelector('td')?.innerText.trim() === '{rank}'; }}",
-        timeout=30000)
+        timeout=60000)
 
 
 def test_distributed_tab_pages_and_searches_150_ranks(tmp_path):
@@ -68,7 +68,7 @@ def test_distributed_tab_pages_and_searches_150_ranks(tmp_path):
         _wait_first(frame, 149, 1)
         assert "matching “149”" in frame.locator(".ranks-pager-status").inner_text()
         frame.locator("input[aria-label='Search ranks']").fill("no such worker")
-        frame.wait_for_selector("text=No rank matches", timeout=30000)
+        frame.wait_for_selector("text=No rank matches", timeout=60000)
         page.screenshot(path=str(tmp_path / "distributed-150.png"))
     assert not console, console
 

@@ -32,15 +32,15 @@ def test_graph_renders_and_node_click_shows_details(tmp_path, samples_tensorboar
                              " const n = cy.nodes('[kind = \"op\"]')[0] || cy.nodes()[0];"
                              " cy.center(n); return n.renderedPosition(); }")
         page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
-        frame.wait_for_selector(".graph-details", timeout=20000)
+        frame.wait_for_selector(".graph-details", timeout=60000)
         details = frame.locator(".graph-details").inner_text().lower()
         assert all(word in details for word in ("schema", "inputs", "outputs", "linked kernels")), details
         # Search finds an op and reveals it.
         frame.locator("input[aria-label='Search op name']").fill("linear")
-        frame.wait_for_selector(".graph-results button", timeout=20000)
+        frame.wait_for_selector(".graph-results button", timeout=60000)
         frame.locator(".graph-results button").first.click()
         frame.wait_for_function("() => document.querySelector('.kernel-name')?.textContent === 'aten::linear'",
-                                timeout=20000)
+                                timeout=60000)
         page.screenshot(path=str(tmp_path / "graph.png"), full_page=True)
         # The whole graph saves as a PNG image (Cytoscape's own export).
         with page.expect_download() as dl:

@@ -57,7 +57,7 @@ def test_html_in_trace_strings_renders_as_text_in_every_tab(tmp_path):
                 shown = frame.locator(".tabulator-row").first.locator(".cell-name")
                 assert XSS in (shown.get_attribute("title") or "")
                 frame.locator(".tabulator-row").first.locator(".tabulator-cell[tabulator-field='name']").click()
-                frame.wait_for_selector(".drawer", timeout=30000)
+                frame.wait_for_selector(".drawer", timeout=60000)
                 assert XSS in frame.locator(".drawer").inner_text()
         assert XSS in frame.locator("select[aria-label='Run']").inner_text()
         assert frame.locator("img[src='x']").count() == 0 and not dialogs

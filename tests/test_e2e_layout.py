@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from .browser import CHROMIUM, CHROMIUM_ARGS, need_browser, plugin_frame
+from .browser import CHROMIUM, CHROMIUM_ARGS, LOADED_MACHINE_WAIT_MS, need_browser, plugin_frame
 
 RUN, WORKER = "bert_h100", "h100-node"
 
@@ -58,6 +58,7 @@ def kernel_rows(server):
 
 def open_plugin(browser, server, width, height, dark=False, link="gi.run=bert_h100&gi.tab=kernels"):
     page = browser.new_page(viewport={"width": width, "height": height}, accept_downloads=True)
+    page.set_default_timeout(LOADED_MACHINE_WAIT_MS)
     errors: list = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(server + ("?darkMode=true" if dark else "") + "#gpuinsight&" + link)
@@ -95,7 +96,7 @@ def test_kernel_table_fits_and_drawer_keeps_row_visible(browser, server, width, 
         rows = frame.locator(".table-host .tabulator-row")
         target = rows.nth(min(rows.count() - 1, 9))
         target.locator(".tabulator-cell").first.click()
-        frame.wait_for_selector(".drawer:not([hidden])", timeout=10000)
+        frame.wait_for_selector(".drawer:not([hidden])", timeout=60000)
         page.wait_for_timeout(600)  # the drawer is laid out, the page scrolled
         row = frame.locator(".table-host .tabulator-row.row-selected")
         assert row.count() == 1
@@ -121,22 +122,22 @@ def test_deep_link_restores_view_and_back_returns(browser, server, kernel_rows):
         wait_rows(frame)
         assert frame.locator("select[aria-label='Run']").input_value() == RUN
         assert frame.locator(".tab.active").inner_text() == "Kernel efficiency"
-        frame.wait_for_selector(".drawer:not([hidden])", timeout=20000)
+        frame.wait_for_selector(".drawer:not([hidden])", timeout=60000)
         assert name in frame.locator(".drawer").inner_text()
         assert frame.locator(".table-host .tabulator-row.row-selected").count() == 1
         # A filter goes into the link; a tab change is a history entry that back undoes.
         frame.locator("input.search").fill(word)
-        frame.wait_for_function(f"() => window.parent.location.hash.includes('gi.kernels.filter={word}')", timeout=10000)
+        frame.wait_for_function(f"() => window.parent.location.hash.includes('gi.kernels.filter={word}')", timeout=60000)
         frame.get_by_role("tab", name="Overview").click()
-        frame.wait_for_function("() => window.parent.location.hash.includes('gi.tab=overview')", timeout=10000)
+        frame.wait_for_function("() => window.parent.location.hash.includes('gi.tab=overview')", timeout=60000)
         assert "gi.kernels." not in page.evaluate("location.hash")
         page.go_back()
         frame.wait_for_function("() => document.querySelector('.tab.active')?.textContent === 'Kernel efficiency'",
-                                timeout=20000)
-        frame.wait_for_function(f"() => document.querySelector('input.search')?.value === '{word}'", timeout=20000)
+                                timeout=60000)
+        frame.wait_for_function(f"() => document.querySelector('input.search')?.value === '{word}'", timeout=60000)
         page.go_forward()
         frame.wait_for_function("() => document.querySelector('.tab.active')?.textContent === 'Overview'",
-                                timeout=20000)
+                                timeout=60000)
     finally:
         page.close()
     assert not errors, errors
@@ -156,7 +157,7 @@ def test_csv_json_and_png_exports_match_the_route(browser, server, kernel_rows):
             frame.locator(".table-host [data-export='json']").click()
         data = json.load(open(dl.value.path(), encoding="utf-8"))
         assert [(r["name"], r["count"]) for r in data] == [(r["name"], r["count"]) for r in kernel_rows]
-        frame.wait_for_selector(".roofline canvas", timeout=30000)
+        frame.wait_for_selector(".roofline canvas", timeout=60000)
         frame.locator(".roofline .gi-chart").hover()  # the PNG button shows on hover
         with page.expect_download() as dl:
             frame.locator(".roofline [data-export='png']").click()

@@ -34,7 +34,7 @@ def test_overview_tab(tmp_path):
         frame.wait_for_selector(".ov-cards", timeout=60000)
         cards = frame.locator(".ov-cards").inner_text()
         assert "MFU" in cards.upper() and "GPU BUSY" in cards.upper() and "%" in cards
-        frame.wait_for_selector(".ov-step-chart canvas", timeout=30000)
+        frame.wait_for_selector(".ov-step-chart canvas", timeout=60000)
         assert frame.locator(".ov-table tbody tr").count() == 1
         assert frame.locator(".ov-rec").count() >= 1
         assert frame.locator(".ov-rec[data-rule='host_launch_bound']").count() == 1
@@ -42,8 +42,8 @@ def test_overview_tab(tmp_path):
 
         # A step click scopes the kernel table to the kernels that started in that step.
         frame.locator(".ov-step").first.click()
-        frame.wait_for_selector("button.tab.active:has-text('Kernel efficiency')", timeout=30000)
-        frame.wait_for_selector(".chip-step", timeout=30000)
+        frame.wait_for_selector("button.tab.active:has-text('Kernel efficiency')", timeout=60000)
+        frame.wait_for_selector(".chip-step", timeout=60000)
         assert "step 6" in frame.locator(".chip-step").inner_text()
         frame.wait_for_function(ROWS, timeout=60000)
         status = frame.locator(".table-status").first.inner_text()
@@ -61,7 +61,7 @@ def test_overview_tab(tmp_path):
         assert float(window["end_us"][0]) > float(window["start_us"][0]), window
         frame.wait_for_selector(".memory .chip-step", timeout=60000)
         frame.locator(".chip-step .chip-x").click()
-        frame.wait_for_selector(".chip-step", state="detached", timeout=30000)
+        frame.wait_for_selector(".chip-step", state="detached", timeout=60000)
 
         # An evidence link opens the kernel table filtered to that kernel.
         frame.get_by_role("tab", name="Overview").click()

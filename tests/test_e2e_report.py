@@ -94,7 +94,7 @@ def test_scalars_of_a_recorded_loop_show_in_tensorboards_scalars_dashboard(tmp_p
         tag = page.get_by_text("gpuinsight/step_time_ms").first
         tag.wait_for(state="visible", timeout=90000)
         # the chart card of the tag is drawn (a canvas or svg inside the scalar card)
-        page.get_by_text("gpuinsight", exact=True).first.wait_for(state="visible", timeout=30000)
+        page.get_by_text("gpuinsight", exact=True).first.wait_for(state="visible", timeout=60000)
         assert page.locator("tf-scalar-card, .scalar-card, tf-line-chart-data-loader").count() > 0
 
 
@@ -106,7 +106,7 @@ def test_header_report_menu_downloads_the_selections_report(samples_tensorboard)
         frame.locator("select[aria-label='Run']").select_option("vit_h100")
         frame.locator("summary", has_text="Report").click()
         link = frame.locator("details.menu a", has_text="HTML page")
-        link.wait_for(state="visible", timeout=30000)
+        link.wait_for(state="visible", timeout=60000)
         href = link.get_attribute("href")
         assert "format=html" in href and "run=vit_h100" in href
         fetch = """async href => { const r = await fetch(href); return {status: r.status,

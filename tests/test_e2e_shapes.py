@@ -25,13 +25,13 @@ def test_tensor_shapes_tab(tmp_path, samples_tensorboard):
         frame.locator("input[aria-label^='Filter names']").fill("weight")
         frame.wait_for_function(
             "() => [...document.querySelectorAll('.shapes-tensors .tabulator-row')]"
-            ".every(r => r.innerText.includes('weight'))", timeout=30000)
+            ".every(r => r.innerText.includes('weight'))", timeout=60000)
         frame.locator("input[aria-label^='Filter ops']").fill("aten::linear")
         frame.wait_for_function(
             "() => [...document.querySelectorAll('.shapes-ops .tabulator-row')]"
-            ".every(r => r.innerText.includes('aten::linear'))", timeout=30000)
+            ".every(r => r.innerText.includes('aten::linear'))", timeout=60000)
         frame.locator(".shapes-ops .tabulator-row").first.click()
-        frame.wait_for_selector(".shape-distribution canvas", timeout=30000)
+        frame.wait_for_selector(".shape-distribution canvas", timeout=60000)
         caption = frame.locator(".shape-distribution .chart-caption").inner_text()
         assert re.search(r"aten::linear: \d+ input-shape signatures? over \d+ calls", caption), caption
         page.screenshot(path=str(tmp_path / "shapes_cpu.png"), full_page=True)
@@ -40,7 +40,7 @@ def test_tensor_shapes_tab(tmp_path, samples_tensorboard):
         frame.wait_for_function(ROWS, timeout=60000)
         first = frame.locator(".shapes-ops .tabulator-row").first.inner_text()
         assert "%" in first, first  # a GPU run: achieved % of peak
-        frame.wait_for_selector("text=no tensor.trace for this span", timeout=30000)
+        frame.wait_for_selector("text=no tensor.trace for this span", timeout=60000)
 
         # Leaf ops by default (each device microsecond once); the tree nests aten::linear -> aten::addmm.
         assert frame.locator(".view-switch button[aria-pressed='true']").inner_text() == "Leaf ops"
@@ -49,7 +49,7 @@ def test_tensor_shapes_tab(tmp_path, samples_tensorboard):
         assert "aten::addmm" in leaf_ops and "aten::linear" not in leaf_ops, leaf_ops
         page.set_viewport_size({"width": 1280, "height": 720})
         frame.locator(".view-switch button[data-view='tree']").click()
-        frame.wait_for_selector(".shapes-ops .tabulator-data-tree-control", timeout=30000)
+        frame.wait_for_selector(".shapes-ops .tabulator-data-tree-control", timeout=60000)
         assert "total = self + children" in frame.locator(".table-status").first.inner_text()
         page.screenshot(path=str(tmp_path / "shapes_tree_1280.png"))
         ops = frame.locator(".shapes-ops .tabulator-cell[tabulator-field='op']").all_inner_texts()

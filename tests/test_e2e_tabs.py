@@ -11,7 +11,8 @@ import re
 
 import pytest
 
-from .browser import CHROMIUM, CHROMIUM_ARGS, SAMPLES, need_browser, plugin_frame, tensorboard
+from .browser import (CHROMIUM, CHROMIUM_ARGS, LOADED_MACHINE_WAIT_MS, SAMPLES, need_browser, plugin_frame,
+                      tensorboard)
 from .corpus import corpus_path
 
 TABS = ["Overview", "Kernel efficiency", "Diff", "Trends", "Tensor shapes", "Execution graph", "Memory", "Timeline",
@@ -95,6 +96,7 @@ def page(logdir, tmp_path_factory):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
             pg = browser.new_page(viewport={"width": 1280, "height": 720})
+            pg.set_default_timeout(LOADED_MACHINE_WAIT_MS)
             pg.goto(url + "#gpuinsight")
             yield pg
         finally:

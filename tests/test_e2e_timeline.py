@@ -50,7 +50,7 @@ def test_timeline_zoom_click_and_show_on_timeline(tmp_path, samples_tensorboard)
         frame.locator("input[aria-label='Find on timeline']").fill(name)
         frame.locator("input[aria-label='Find on timeline']").press("Enter")
         frame.wait_for_function("n => document.querySelector('.drawer:not([hidden]) .kernel-name')?.textContent === n",
-                                arg=name, timeout=30000)
+                                arg=name, timeout=60000)
         frame.locator(".drawer:not([hidden]) button[aria-label='Close details']").click()
         _wait_drawn(frame)
         hit = frame.evaluate(f"""() => {{ const tl = ({CANVAS})();
@@ -63,7 +63,7 @@ def test_timeline_zoom_click_and_show_on_timeline(tmp_path, samples_tensorboard)
         box = frame.locator(".tl-canvas").bounding_box()  # the notice above it has grown since
         page.mouse.click(box["x"] + hit["x"], box["y"] + hit["y"])
         frame.wait_for_function("n => document.querySelector('.drawer:not([hidden]) .kernel-name')?.textContent === n",
-                                arg=name, timeout=30000)
+                                arg=name, timeout=60000)
         details = frame.locator(".drawer:not([hidden])").inner_text().lower()
         assert "launching ops" in details and "this launch" in details and "flops" in details
         assert v1 - v0 < 1000  # zoomed to about one kernel (the span is 4.5 ms)
@@ -73,7 +73,7 @@ def test_timeline_zoom_click_and_show_on_timeline(tmp_path, samples_tensorboard)
         frame.locator("nav.tabs button", has_text="Kernel efficiency").click()
         frame.wait_for_selector(".tabulator-row", timeout=60000)
         frame.locator(".tabulator-row").nth(1).click()
-        frame.wait_for_selector(".drawer:not([hidden]) .show-on-timeline", timeout=30000)
+        frame.wait_for_selector(".drawer:not([hidden]) .show-on-timeline", timeout=60000)
         row_name = frame.locator(".drawer:not([hidden]) .kernel-name").inner_text()
         frame.locator(".drawer:not([hidden]) .show-on-timeline").click()
         frame.wait_for_function("n => document.querySelector('.drawer:not([hidden]) .kernel-name')?.textContent === n"
@@ -129,7 +129,7 @@ def test_open_in_perfetto_protocol_and_offline(samples_tensorboard):
         frame.evaluate(PERFETTO_STANDIN)
         frame.locator("button.tl-perfetto").click()
         frame.wait_for_function("() => /Sent to Perfetto/.test(document.querySelector('.tl-perfetto-status').textContent)",
-                                timeout=30000)
+                                timeout=60000)
         sent = frame.evaluate("""() => window.__sent.map(s => typeof s.msg === 'string' ? {ping: s.msg, origin: s.origin}
             : {origin: s.origin, title: s.msg.perfetto.title, bytes: s.msg.perfetto.buffer.byteLength,
                gzip: new Uint8Array(s.msg.perfetto.buffer.slice(0, 2)).join(',')})""")
@@ -140,7 +140,7 @@ def test_open_in_perfetto_protocol_and_offline(samples_tensorboard):
         page.context.set_offline(True)
         frame.locator("button.tl-perfetto").click()
         frame.wait_for_function("() => /needs internet/.test(document.querySelector('.tl-perfetto-status').textContent)",
-                                timeout=10000)
+                                timeout=60000)
         page.context.set_offline(False)
     assert not console, console
 
@@ -169,7 +169,7 @@ def test_find_and_show_on_timeline_with_long_rocm_names(tmp_path):
         find = frame.locator("input[aria-label='Find on timeline']")
         find.fill("rmsnorm2dfwd")
         find.press("Enter")
-        frame.wait_for_selector(".tl-found .tl-found-pos", timeout=30000)
+        frame.wait_for_selector(".tl-found .tl-found-pos", timeout=60000)
         bar = frame.locator(".tl-found").inner_text()
         assert "2 names matching" in bar, bar
         total = int(frame.locator(".tl-found-pos").inner_text().split("/")[1].replace(",", ""))
@@ -179,19 +179,19 @@ def test_find_and_show_on_timeline_with_long_rocm_names(tmp_path):
         frame.locator(".tl-found .tl-next").click()
         frame.wait_for_function("p => document.querySelector('.tl-found-pos')?.textContent !== p", arg=first)
         frame.wait_for_function("() => /Rmsnorm2dFwd/.test(document.querySelector('.drawer:not([hidden]) "
-                                ".kernel-name')?.textContent || '')", timeout=30000)
+                                ".kernel-name')?.textContent || '')", timeout=60000)
         assert frame.evaluate(f"() => ({CANVAS})().highlight.length") == total
         # Narrow to one of the two names, then the longest name of the trace from the kernel table.
         frame.locator("select[aria-label='Names found']").select_option(index=1)
         frame.wait_for_function("() => /1 \\/|of “ck_tile::Rmsnorm2dFwd”/.test(document.querySelector('.tl-found')"
-                                "?.textContent || '')", timeout=30000)
+                                "?.textContent || '')", timeout=60000)
         frame.locator("nav.tabs button", has_text="Kernel efficiency").click()
         frame.locator("input[aria-label='Filter kernel names']").fill("direct_copy_kernel_cuda")
         frame.wait_for_function("() => { const rows = document.querySelectorAll('.tabulator-row');"
                                 " return rows.length === 1 && /direct_copy/.test(rows[0].textContent); }",
                                 timeout=60000)
         frame.locator(".tabulator-row").first.click()
-        frame.wait_for_selector(".drawer:not([hidden]) .show-on-timeline", timeout=30000)
+        frame.wait_for_selector(".drawer:not([hidden]) .show-on-timeline", timeout=60000)
         name = frame.locator(".drawer:not([hidden]) .kernel-name").inner_text()
         assert len(name) > 800
         frame.locator(".drawer:not([hidden]) .show-on-timeline").click()
@@ -250,7 +250,7 @@ def test_every_tab_survives_a_reload_of_the_frame_and_of_the_page(samples_tensor
             assert _active_tab(frame) == label, label
             # the run list arrives after the tab is drawn: wait for it rather than read an empty select
             frame.wait_for_function("() => document.querySelector(\"select[aria-label='Run']\")?.value === 'bert_h100'",
-                                    timeout=30000)
+                                    timeout=60000)
             if label == "Timeline":
                 _wait_drawn(frame)
                 assert _viewport(frame) == pytest.approx(before, abs=0.01)

@@ -574,6 +574,7 @@ def test_events_that_are_no_objects_do_not_crash_critical_path(tmp_path):
 def test_file_names_with_invalid_utf8_are_carried_everywhere(tmp_path):
     """A file name with byte 0xff (a lone surrogate in Python): text, JSON and Parquet output all work; JSON and the
     terminal get an escape, Parquet U+FFFD."""
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'tb_gpuinsight[parquet]')")
     import io
     import json
 
@@ -763,6 +764,7 @@ def test_one_bad_summary_never_fails_the_whole_parquet_export(tmp_path):
     """A store holding a summary with a rank of 2**70 (written before ranks were checked at read time) and one
     whose collectives lack their arrays: the export writes every other trace, the rank as unknown, and names the
     skipped one with why."""
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'tb_gpuinsight[parquet]')")
     from tb_gpuinsight.store.envelope import load_summary, to_bytes
     from tb_gpuinsight.store.summaries import open_store
 

@@ -56,6 +56,8 @@ export interface RunInfo {
   status: RunStatus;
   progress?: Progress | null;
   errors?: FileError[] | null;
+  /** Files that are part of the run without being spans: graph-capture traces of its `capture_traces/` folder. */
+  companions?: { file: string; kind: string }[] | null;
   workers: WorkerInfo[];
 }
 

@@ -247,6 +247,8 @@ def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1,
     one-line note and records nothing."""
     if inductor_figures:
         record_inductor_figures()
+    if activities is None:
+        warn_gpu_build_without_gpu()
     handler = trace_handler(logdir, worker_name, use_gzip, execution_trace, tensor_trace, scalars, hparams,
                             memory_snapshot)
     prof = torch.profiler.profile(
@@ -279,6 +281,24 @@ def record_inductor_figures() -> None:
     inductor_config.benchmark_kernel = True
 
 
+NO_GPU_NOTE = ("tb_gpuinsight.profile: this torch is a {build} build but no GPU is usable here, so only the CPU is "
+               "profiled. A line 'gpuGetDeviceCount failed with code 35' (or another code) printed when the trace is "
+               "written is torch's own profiler (Kineto) asking the driver for devices (35: no CUDA driver); the CPU "
+               "trace is complete without them.")
+
+
+def warn_gpu_build_without_gpu() -> bool:
+    """Say, once per profile, that a CUDA / ROCm build without a usable GPU profiles the CPU only, and that the
+    device-count error Kineto then prints is torch's, not this package's. Returns whether it warned."""
+    build = "ROCm" if getattr(torch.version, "hip", None) else "CUDA" if getattr(torch.version, "cuda", None) else ""
+    if not build or torch.cuda.is_available():
+        return False
+    import warnings
+
+    warnings.warn(NO_GPU_NOTE.format(build=build), RuntimeWarning, stacklevel=3)
+    return True
+
+
 def available_activities() -> list:
     """CPU, plus the accelerator this machine has (CUDA / ROCm, XPU)."""
     acts = [ProfilerActivity.CPU]
@@ -290,4 +310,4 @@ def available_activities() -> list:
 
 
 __all__ = ["TraceHandler", "trace_handler", "profile", "worker_name", "available_activities",
-           "record_inductor_figures"]
+           "record_inductor_figures", "warn_gpu_build_without_gpu"]

@@ -184,6 +184,8 @@ def describe_run(run: logdir_mod.Run) -> List[str]:
                 lines.append(f"      + {os.path.basename(companion.path)} ({_kind_label(companion.kind)})")
     for companion in run.execution_traces + run.tensor_traces:
         lines.append(f"  + {os.path.basename(companion.path)} ({_kind_label(companion.kind)})")
+    for capture in run.captures:
+        lines.append(f"  + {logdir_mod.capture_label(capture.path)} (graph capture)")
     for bad in run.unreadable:
         lines.append(f"  ! {os.path.basename(bad.path)}: {bad.reason}")
     return lines

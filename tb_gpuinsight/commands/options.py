@@ -13,25 +13,25 @@ def analysis_options(p) -> None:
     p.add_argument("--dtype", default="auto",
                    help="rate against this dtype's peak: auto (each kernel's own), fp64, fp32, tf32, bf16, fp16, "
                         "fp8, int8")
-    p.add_argument("--device", metavar="NAME", help="rate every device as this datasheet row (e.g. 'NVIDIA H100 SXM5 80GB')")
+    p.add_argument("--device", metavar="NAME", help="rate every device as this datasheet row: its name or a common one "
+                                                    "('B200', 'h100 sxm', 'MI300X'; `tb-gpuinsight devices` lists them)")
     p.add_argument("--devices", metavar="FILE", help="JSON file adding or overriding datasheet rows "
                                                      "(also read from $TB_GPUINSIGHT_DEVICES)")
 
 
 def check_device(args) -> None:
-    """`--device NAME` must be a datasheet row (the plugin answers 400 to another name): checked before any work."""
+    """`--device NAME` must name one datasheet row, checked before any work: the row's name or one people use ("B200",
+    "NVIDIA B200", "h100 sxm"); `args.device` becomes the row's name. Another name is refused with rows to try."""
+    from ..estimate.device_names import resolve_device
     from ..estimate.devices import load_datasheet
 
     if not getattr(args, "device", None):
         return
-    names = [spec.name for spec in load_datasheet(args.devices)]
-    if args.device not in names:
-        from difflib import get_close_matches
-
-        close = get_close_matches(args.device, names, n=3, cutoff=0.4)
-        raise ConfigError(f"--device {args.device!r} is not a datasheet row" +
-                          (f"; did you mean {', '.join(repr(n) for n in close)}?" if close else "") +
-                          " (the datasheet's rows are the Device picker's; add one with --devices FILE)")
+    found = resolve_device(args.device, load_datasheet(args.devices))
+    if found.spec is None:
+        raise ConfigError(f"--device {found.refusal(args.device)} (`tb-gpuinsight devices` lists the rows; add one "
+                          "with --devices FILE)")
+    args.device = found.spec.name
 
 
 def check_output(src: str, dst: str) -> None:

@@ -33,6 +33,7 @@ from .strides import fold_strides
 from ..errors import TraceError
 from .columns import _ORDER, _Columns
 from .events import COMM_ARGS, LEGACY_CATEGORIES, TABLES
+from .foreign import chrome_without_kineto
 from .header import decode_header_value, sane_base_time, sane_devices, sane_distributed
 from .reader import _Reader, renumber_by_first_use
 from .repair import FieldLog
@@ -184,6 +185,9 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
         progress("decode", total, total)
     devices = _devices(top, reader.log)
     meta = _meta(path, top, reader, tables, devices, file_bytes, json_bytes, total)
+    other_tool = chrome_without_kineto(meta, devices)
+    if other_tool:
+        raise TraceError(path, other_tool)
     return KinetoTrace(meta=meta, devices=devices, shapes=reader.shapes.items, comms=reader.comms.items, **tables)
 
 

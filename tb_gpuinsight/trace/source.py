@@ -27,6 +27,7 @@ import zlib
 from typing import Any, BinaryIO, Callable, Optional, Tuple
 
 from ..errors import TraceError
+from .foreign import foreign_head
 
 try:  # ISA-L's inflate (the `fast` extra) is about 1.5x zlib's on trace JSON, with zlib's API
     from isal import isal_zlib as _inflate_lib
@@ -302,6 +303,9 @@ def check_json_head(path, head: bytes, whole: bool) -> None:
     the whole file (then a blank one is left to the reader: an empty file may still be being written)."""
     if head[257:262] == b"ustar":  # a tar archive (of traces, most likely): say what to do with it
         raise TraceError(path, "is a tar archive: extract it and give the trace files inside")
+    other_tool = foreign_head(head, os.fspath(path))
+    if other_tool:
+        raise TraceError(path, other_tool)
     if b"\0" in head:
         raise TraceError(path, "binary data (NUL bytes), not a JSON trace", offset=head.index(b"\0"))
     text = head.lstrip(_BLANK + b"\xef\xbb\xbf")

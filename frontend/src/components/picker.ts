@@ -54,6 +54,7 @@ export function spanLabels(spans: readonly SpanInfo[]): string[] {
 export class Picker {
   readonly el: HTMLElement;
   private runSel = h("select", { attrs: { "aria-label": "Run" } });
+  private companions = h("span", { class: "field-note run-companions" });
   private workerSel = h("select", { attrs: { "aria-label": "Worker" } });
   private spanSel = h("select", { attrs: { "aria-label": "Span" } });
   private downloads = h("ul", { class: "menu-list" });
@@ -84,7 +85,7 @@ export class Picker {
     this.el = h(
       "div",
       { class: "pickers" },
-      h("label", { class: "field" }, h("span", { class: "field-label", text: "Run" }), this.runSel),
+      h("label", { class: "field" }, h("span", { class: "field-label", text: "Run" }), this.runSel, this.companions),
       h("label", { class: "field" }, h("span", { class: "field-label", text: "Worker" }), this.workerSel),
       h("label", { class: "field" }, h("span", { class: "field-label", text: "Span" }), this.spanSel),
       this.downloadMenu,
@@ -108,6 +109,10 @@ export class Picker {
       state.run ?? "",
     );
     this.runSel.disabled = runs.length === 0;
+    const companions = run?.companions ?? [];
+    this.companions.textContent = companions.length ? `+ ${companionsText(companions)}` : "";
+    this.companions.title = companions.map((c) => `${c.file} (${c.kind})`).join("\n");
+    this.companions.hidden = companions.length === 0;
 
     const workers = run?.workers ?? [];
     setOptions(this.workerSel, workerOptions(run), state.worker ?? "");
@@ -192,4 +197,11 @@ function perfettoButton(url: string, title: string): HTMLElement {
 /** A run's name in the picker: traces lying directly in the logdir form the run "." (TensorBoard's name for it). */
 export function runLabel(run: string): string {
   return run === "." ? ". (files at the logdir's top level)" : run;
+}
+
+/** "1 graph capture", "3 graph captures": what a run holds beside its spans (each file in the tooltip). */
+export function companionsText(companions: readonly { kind: string }[]): string {
+  const counts = new Map<string, number>();
+  for (const c of companions) counts.set(c.kind, (counts.get(c.kind) ?? 0) + 1);
+  return [...counts].map(([kind, n]) => `${n} ${kind}${n === 1 ? "" : "s"}`).join(", ");
 }

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ...estimate.device_names import resolve_device
 from ...estimate.devices import DeviceMatch, DeviceSpec, match_device
 from ...trace.table import Interner, Table
 from ..ranks.collectives import communication_links, is_communication, rate_communication
@@ -45,8 +46,8 @@ def _device_reports(listed: List[Dict[str, Any]], acts: Table, rows: Sequence[De
         props = props_by_id.get(dev) or _only_model(listed, dev)
         if device_name:
             props = {**props, "name": device_name, "numSms": None, "computeMajor": None, "totalGlobalMem": None}
-        exact = [r for r in rows if r.name == device_name] if device_name else []
-        match = DeviceMatch(device_name, exact[0], "datasheet row", "name") if exact else match_device(props, rows)
+        named = resolve_device(device_name, rows).spec if device_name else None  # "B200", "h100 sxm" too
+        match = DeviceMatch(device_name, named, "datasheet row", "name") if named else match_device(props, rows)
         if device_name:
             match = DeviceMatch(props_by_id.get(dev, {}).get("name", ""), match.spec,
                                 f"forced by --device {device_name!r}: {match.how}", match.method)
