@@ -24,6 +24,8 @@ from .trace.source import is_url, read_head, url_filesystem
 KINETO = "kineto"
 ET = "execution_trace"
 TENSOR_TRACE = "tensor_trace"
+MODEL_CONFIG = "model_config"  # the served model's Hugging Face config.json, as `model_config.json` in the run
+MODEL_CONFIG_NAME = "model_config.json"
 OTHER = "other"
 UNREADABLE = "unreadable"
 
@@ -100,6 +102,12 @@ def companions(trace_path: "os.PathLike[str] | str", kind: str) -> List[str]:
         elif s is None:
             run_level.append(path)
     return own + run_level
+
+
+def model_config_companion(trace_path: "os.PathLike[str] | str") -> Optional[str]:
+    """The `model_config.json` of a trace's directory (its run's), or None."""
+    path = os.path.join(os.path.dirname(os.path.abspath(trace_path)), MODEL_CONFIG_NAME)
+    return path if os.path.isfile(path) else None
 
 
 CAPTURE_DIR = "capture_traces"
@@ -181,6 +189,7 @@ class Run:
     execution_traces: List[FileEntry] = field(default_factory=list)
     tensor_traces: List[FileEntry] = field(default_factory=list)
     unreadable: List[FileEntry] = field(default_factory=list)
+    model_config: Optional[FileEntry] = None  # `model_config.json`: sizes the trace hides (estimate/model_config.py)
 
     def spans(self) -> List[Span]:
         """Every span of every worker, workers in name order, spans in time order."""
@@ -237,6 +246,8 @@ def _remote_entry(url: str, name: str, info: Dict) -> Optional[FileEntry]:
     size = int(info.get("size") or 0)
     if _TRACE_NAME.search(name):  # taken at its name: sniffing would cost a request per rank
         return FileEntry(url, KINETO, size, mtime_ns, etag=etag.strip('"'))
+    if name == MODEL_CONFIG_NAME:
+        return FileEntry(url, MODEL_CONFIG, size, mtime_ns, etag=etag.strip('"'))
     sniffed = _REMOTE_SNIFFED.get((url, etag))
     if sniffed is None:  # one ranged read per companion file and version, not one per scan
         sniffed = sniff(url)
@@ -285,6 +296,7 @@ def _scan_dir(root: str, dirpath: str, found: List[Optional[FileEntry]]) -> Opti
     for entry in entries:
         if entry.kind in (ET, TENSOR_TRACE):
             _attach(run, spans, entry)
+    run.model_config = next((e for e in entries if e.kind == MODEL_CONFIG), None)
     return run
 
 
@@ -305,6 +317,8 @@ def _entry(path: str) -> Optional[FileEntry]:
         return FileEntry(path, UNREADABLE, 0, 0, exc.strerror or str(exc))
     if not os.path.isfile(path):
         return None
+    if os.path.basename(path) == MODEL_CONFIG_NAME:
+        return FileEntry(path, MODEL_CONFIG, st.st_size, st.st_mtime_ns)
     sniffed = sniff(path)
     if sniffed.kind == OTHER:
         if not _TRACE_NAME.search(path):

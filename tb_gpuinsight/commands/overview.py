@@ -12,6 +12,7 @@ import sys
 from typing import Any, Dict, List
 
 from ..analysis.overview import CATEGORIES, LABELS, Overview
+from .options import model_config_arg, model_config_option
 from .text import print_csv
 
 
@@ -21,6 +22,7 @@ def register(sub) -> None:
     p.add_argument("path", help="a Kineto trace, or a run directory")
     p.add_argument("--worker", help="the worker of a run directory (default: the first)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    model_config_option(p)
     p.set_defaults(func=run)
 
 
@@ -28,7 +30,7 @@ def run(args) -> int:
     """Entry of `tb-gpuinsight overview`."""
     from .. import overview
 
-    result = overview(args.path, worker=args.worker)
+    result = overview(args.path, worker=args.worker, model_config=model_config_arg(args))
     if args.format == "json":
         print(json.dumps(result.to_json(), indent=1))
     elif args.format == "csv":

@@ -12,7 +12,7 @@ import sys
 from typing import Any, Dict, Tuple
 
 from ..errors import ConfigError
-from .options import analysis_options, check_device, check_output
+from .options import analysis_options, check_device, check_output, model_config_arg
 
 EXIT_SLOWER = 1
 
@@ -41,7 +41,7 @@ def run(args) -> int:
     if args.output:
         check_output(args.path, args.output)
     data = make_report(args.path, args.baseline, worker=args.worker, dtype=args.dtype, device=args.device,
-                       devices_file=args.devices)
+                       devices_file=args.devices, model_config=model_config_arg(args))
     text = render(data, args.format)
     if args.output:
         with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as f:

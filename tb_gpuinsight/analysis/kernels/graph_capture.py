@@ -211,7 +211,7 @@ def merge_captures(eff, captures: Sequence[Any], report: Optional[MergeReport] =
         entries[index].update(used=True, graph_launches=len(pairs), paired=int(sum(len(r) for r, _ in pairs)))
         del entries[index]["reason"]
         syn, rows = _synthetic_trace(eff.trace, launches, pairs)
-        part = analyze_trace(syn, dtype=AUTO).activities
+        part = analyze_trace(syn, dtype=AUTO, model_config=eff.model_config).activities
         size_captured(part, rows, pairs, launches.trace, launches.rows)  # sizes only the capture's sub-ops show
         state.take(part, rows, syn)
         merged[rows] = True
@@ -219,7 +219,8 @@ def merge_captures(eff, captures: Sequence[Any], report: Optional[MergeReport] =
     report.merged_time_share = float(dur[merged].sum()) / total
     if not merged.any():
         return eff, report
-    unrated = Efficiency(eff.trace, state.acts, {}, AUTO, eff.op_estimates, eff.device_props, state.shapes)
+    unrated = Efficiency(eff.trace, state.acts, {}, AUTO, eff.op_estimates, eff.device_props, state.shapes,
+                         model_config=eff.model_config)
     return unrated, report
 
 
