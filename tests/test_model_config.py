@@ -30,12 +30,13 @@ BF16 = "c10::BFloat16"
 MX_GEMM = ("bmm_MxE2m1_MxE4m3_Bfloat16_t128x8x256u2_s6_et128x8_m128x8x32_cga1x1x1_16dp256b_rM_TN_transOut_"
            "schedS_biasFp32_bN_swiGlu_dynBatch_sm100f")
 T, H, I, TOPK, EXPERTS = 888, 2880, 2880, 4, 128  # tokens of the step, gpt-oss-120b's sizes
+KERNEL_US = 80_000  # 177 TFLOP of experts in 80 ms: 2.2 PFLOP/s, under a B200's peak
 
 
 def moe_trace(tmp_path, width=H, experts=EXPERTS, name="vllm::moe_forward", kernels=(MX_GEMM,), config=None):
     """A vLLM step's MoE layer as torch.profiler records it: moe_forward(hidden[T, width], router_logits[T, E],
     layer_name) launching its expert kernels (cudaLaunchKernel -> kernel by correlation id)."""
-    op = {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 100, "dur": 500,
+    op = {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 100, "dur": 200,
           "args": {"External id": 7, "Input Dims": [[T, width], [T, experts], []],
                    "Input type": [BF16, BF16, "std::string"], "Concrete Inputs": ["", "", "model.layers.0.mlp"]}}
     events = [op]
@@ -43,8 +44,8 @@ def moe_trace(tmp_path, width=H, experts=EXPERTS, name="vllm::moe_forward", kern
         corr = 10 + i
         events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
                        "ts": 120 + 50 * i, "dur": 5, "args": {"correlation": corr, "External id": 7}})
-        events.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": 200 + 100 * i,
-                       "dur": 80, "args": {"correlation": corr, "External id": 7, "device": 0, "stream": 7,
+        events.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": 200 + KERNEL_US * i,
+                       "dur": KERNEL_US, "args": {"correlation": corr, "External id": 7, "device": 0, "stream": 7,
                                            "grid": [148, 1, 1], "block": [128, 1, 1]}})
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "rank0.1700000000000.pt.trace.json"
