@@ -546,7 +546,12 @@ export interface StepRow {
   flops: number;
   flops_covered: number | null;
   sync_calls: number;
-  [category: string]: number | string | null;
+  /** Serving steps (vLLM / SGLang annotations): prefill / extend / decode / mixed, requests and query tokens. */
+  phase?: string | null;
+  batch?: number | null;
+  tokens?: number | null;
+  kv_tokens?: number | null;
+  [category: string]: number | string | null | undefined;
 }
 
 export interface StepStats {
