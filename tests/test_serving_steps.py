@@ -13,7 +13,7 @@ import os
 import pytest
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis.overview.serving import parse
+from tb_gpuinsight.analysis.serving import parse
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "traces", "tracelens")
 MI300 = {"id": 0, "name": "AMD Instinct MI300X", "totalGlobalMem": 205822885888, "computeMajor": 9,
@@ -96,3 +96,54 @@ def test_the_corpus_vllm_decode_replay_is_one_decode_step_of_32():
     (step,) = result.steps
     assert (step["phase"], step["batch"], step["tokens"], step["kv_tokens"]) == ("decode", 32, 32, 55086)
     assert step["kernel_count"] == 425 and 0 < step["gpu_busy_pct"] < 1
+    # its unified attention is sized from the step's 55086 KV tokens: FLOPs known for 96% of compute time (90%
+    # before: attention hid its KV cache); the rest is Inductor code without its figures
+    eff = tb_gpuinsight.analyze(os.path.join(CORPUS, "vllm_decode_full__graph_execution.json.gz"))
+    assert eff.summary()[0]["summary"]["compute_flop_share"] > 0.95
+
+
+def vllm_attention_trace(tmp_path, annotation):
+    """One vLLM step (its execute_* annotation) running one unified_attention_with_output call: query [T, 64, 64],
+    key / value [T, 8, 64] (the step's new tokens), one attention kernel of 50 us."""
+    tokens = int(annotation.split("_")[1])
+    dims = [[tokens, 64, 64], [tokens, 8, 64], [tokens, 8, 64], [tokens, 64, 64], [], [], [], [0]]
+    bf16 = "c10::BFloat16"
+    events = [_x("user_annotation", annotation, 1000, 500),
+              _x("cpu_op", "vllm::unified_attention_with_output", 1100, 100, **{
+                  "External id": 5, "Input Dims": dims, "Input type": [bf16] * 4 + ["", "", "", bf16],
+                  "Concrete Inputs": [""] * 8}),
+              _x("cuda_runtime", "hipLaunchKernel", 1150, 5, correlation=5, **{"External id": 5}),
+              _x("kernel", "kernel_unified_attention_2d", 1200, 50, pid=0, tid=7, correlation=5, device=0,
+                 stream=7, grid=[8, 1, 1], block=[128, 1, 1])]
+    path = tmp_path / "vllm.1700000000000.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": [MI300], "traceEvents": events}))
+    return path
+
+
+def test_vllm_decode_attention_is_charged_q_the_kv_it_reads_and_out(tmp_path):
+    """8 decode requests with 8000 KV tokens in all: 4 x Hq x D FLOPs per (query, key) pair; the query read, the
+    output written, K and V of the 8000 tokens read (not the cache)."""
+    path = vllm_attention_trace(tmp_path, "execute_8_context_0(sq0sk0sqsq0sqsk0)_generation_8(sq8sk8000sqsq8sqsk8000)")
+    eff = tb_gpuinsight.analyze(path, model_config="")
+    acts = eff.activities
+    assert acts["flops"][0] == 4 * 64 * 64 * 8000
+    assert acts["bytes"][0] == 2 * (8 * 64 * 64 * 2) + 8000 * 2 * 8 * 64 * 2
+    reason = acts.strings["flops_reason"][acts["flops_reason"][0]]
+    assert reason.startswith("upper bound: step annotation (vLLM sq 8, sk 8000)") and "model config" in reason
+
+
+def test_vllm_prefill_attention_counts_causal_pairs(tmp_path):
+    """One prefill of 100 tokens: 100 x 101 / 2 causal pairs (sqsk - (sqsq - sq) / 2)."""
+    path = vllm_attention_trace(tmp_path, "execute_100_context_1(sq100sk100sqsq10000sqsk10000)_generation_0("
+                                          "sq0sk0sqsq0sqsk0)")
+    assert tb_gpuinsight.analyze(path, model_config="").activities["flops"][0] == 4 * 64 * 64 * (100 * 101 // 2)
+
+
+def test_sliding_window_layers_are_bounded_by_the_window_with_the_config(tmp_path):
+    config = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "model_configs",
+                          "gpt-oss-20b.config.json")
+    path = vllm_attention_trace(tmp_path, "execute_8_context_0(sq0sk0sqsq0sqsk0)_generation_8(sq8sk8000sqsq8sqsk8000)")
+    acts = tb_gpuinsight.analyze(path, model_config=config).activities
+    # half the layers full (8000 pairs, 8000 KV tokens), half sliding (at most 128 per request: 1024 of each)
+    assert acts["flops"][0] == 4 * 64 * 64 * (0.5 * 8000 + 0.5 * 1024)
+    assert acts["bytes"][0] == 2 * (8 * 64 * 64 * 2) + (0.5 * 8000 + 0.5 * 1024) * 2 * 8 * 64 * 2

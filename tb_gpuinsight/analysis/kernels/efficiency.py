@@ -51,6 +51,7 @@ from .grouping import aggregate, busy_time, device_summary, link_counts
 from .rating import AUTO, DRAM_MARGIN, DeviceReport, _device_reports, _rate, kernel_name_dtype
 from .backward_sizing import size_from_forward
 from .subop_sizing import size_from_subops
+from .step_sizing import size_attention_from_steps
 
 
 @dataclass
@@ -127,6 +128,7 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
     op_shape[linked] = trace.ops["shape"][acts["op"][linked]]
     acts.columns["op_shape"] = op_shape
     shapes = {int(c): trace.shape(int(c)) for c in np.unique(op_shape[op_shape >= 0]).tolist()}
+    size_attention_from_steps(trace.annotations, acts, trace.shape, model_config)  # KV reads from vLLM's steps
     unrated = Efficiency(trace, acts, {}, AUTO, estimates.by_row(), list(trace.devices), shapes,
                          model_config=model_config)
     with stage("rate"):

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...trace.kineto import KinetoTrace
 from ...trace.table import Table
-from .serving import label as serving_label, serving_annotations
+from ..serving import label as serving_label, serving_annotations
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 SOURCE_STEPS = "ProfilerStep"

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ...trace.table import Table
+from ..trace.table import Table
 
 _SGLANG = re.compile(r"^step\[(?P<mode>[A-Z_]+)(?P<fields>(?:\s+[a-z_]+=\d+)*)\s*\]$")
 _VLLM = re.compile(r"^execute_(?:\d+_)?context_(?P<ctx>\d+)\((?P<ctx_f>[^)]*)\)_generation_(?P<gen>\d+)"
@@ -41,8 +41,11 @@ def parse(name: str) -> Optional[Dict[str, Any]]:
     ctx, gen = int(found.group("ctx")), int(found.group("gen"))
     c, g = _vllm_fields(found.group("ctx_f")), _vllm_fields(found.group("gen_f"))
     phase = "mixed" if ctx and gen else "prefill" if ctx else "decode" if gen else "idle"
-    total = {k: c.get(k, 0) + g.get(k, 0) for k in ("sq", "sk", "sqsk") if k in c or k in g}
-    return _meta(phase, ctx + gen, total.get("sq"), total.get("sk"), total.get("sqsk"))
+    total = {k: c.get(k, 0) + g.get(k, 0) for k in ("sq", "sk", "sqsq", "sqsk") if k in c or k in g}
+    meta = _meta(phase, ctx + gen, total.get("sq"), total.get("sk"), total.get("sqsk"))
+    if "sqsq" in total:
+        meta["sqsq"] = total["sqsq"]
+    return meta
 
 
 def _vllm_fields(text: str) -> Dict[str, int]:
