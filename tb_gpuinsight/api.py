@@ -68,7 +68,7 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
     trace = path if isinstance(path, KinetoTrace) else load(path)
     paths = companion_tensor_traces(trace.meta.path) if tensor_traces is None else list(tensor_traces)
     eff = analyze(trace)
-    return shapes_report(trace, eff.activities, [read_tt(p) for p in paths])
+    return shapes_report(trace, eff.activities, [read_tt(p) for p in paths], eff.shapes)
 
 
 def memory(path: "KinetoTrace | os.PathLike[str] | str") -> "MemoryReport":
