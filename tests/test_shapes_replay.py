@@ -51,3 +51,11 @@ def test_the_corpus_vllm_decode_replay_is_covered_by_tensor_shapes():
     top = ops.sort_values("self_us", ascending=False).iloc[0]
     assert top["op"] == "vllm::moe_forward" and top["source"] == "graph capture"
     assert top["input_dims"] == [[32, 3072], [32, 32], [], []]
+
+
+@pytest.mark.skipif(not os.path.isdir(CORPUS), reason="corpus traces (../shared/traces) not present")
+def test_diff_by_op_counts_replayed_kernels_under_their_captured_ops():
+    path = os.path.join(CORPUS, "vllm_decode_full__graph_execution.json.gz")
+    rows = tb_gpuinsight.diff(path, path, by="op").to_pandas()
+    moe = rows[rows["name"].str.startswith("vllm::moe_forward [[32,3072]")]
+    assert len(moe) == 1 and moe["count_a"].iloc[0] > 0 and moe["time_us_a"].iloc[0] > 7000
