@@ -10,7 +10,7 @@ import pytest
 
 import tb_gpuinsight
 
-from .test_moe_subops import UP, _launch, _kernel, _moe_events, _write
+from .test_moe_subops import UP, replay_and_capture
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "traces", "tracelens")
 
@@ -24,13 +24,7 @@ def _shaped_share(path, **options):
 
 
 def test_replayed_kernels_count_in_their_captured_ops_group(tmp_path):
-    cpu, launches = _moe_events()
-    capture = _write(tmp_path / "capture.pt.trace.json",
-                     cpu + [_launch(ts, c, n, g) for c, (ts, n, g) in enumerate(launches, start=1)])
-    graph = {"ph": "X", "cat": "cuda_runtime", "name": "hipGraphLaunch", "pid": 1, "tid": 1, "ts": 5000, "dur": 5,
-             "args": {"correlation": 900, "External id": 90}}
-    replay = _write(tmp_path / "replay.pt.trace.json",
-                    [graph] + [_kernel(5010 + 30 * i, 900, n, g) for i, (_, n, g) in enumerate(launches)])
+    replay, capture = replay_and_capture(tmp_path)
     eff = tb_gpuinsight.analyze(replay, capture=[capture])
     from tb_gpuinsight.analysis.shapes.report import shapes_report
 
