@@ -147,3 +147,14 @@ def test_sliding_window_layers_are_bounded_by_the_window_with_the_config(tmp_pat
     # half the layers full (8000 pairs, 8000 KV tokens), half sliding (at most 128 per request: 1024 of each)
     assert acts["flops"][0] == 4 * 64 * 64 * (0.5 * 8000 + 0.5 * 1024)
     assert acts["bytes"][0] == 2 * (8 * 64 * 64 * 2) + (0.5 * 8000 + 0.5 * 1024) * 2 * 8 * 64 * 2
+
+
+def test_each_step_has_its_mfu_against_the_selections_peak(tmp_path):
+    from .test_model_config import GPT_OSS_120B, moe_trace
+
+    path = moe_trace(tmp_path)
+    result = tb_gpuinsight.overview(path, model_config=GPT_OSS_120B)
+    (step,) = result.steps
+    peak = result.headline["peak_tflops"]
+    assert step["mfu"] == pytest.approx(step["flops"] / (step["wall_us"] * 1e-6) / 1e12 / peak)
+    assert step["mfu"] == pytest.approx(result.headline["mfu"])
