@@ -75,7 +75,8 @@ def shapes(path: "KinetoTrace | os.PathLike[str] | str",
             if given:  # a file the caller named must read
                 raise
             damaged.append(f"{os.path.basename(exc.path)}: {exc.reason}")  # a companion found beside the trace
-    report = shapes_report(trace, analyze(trace).activities, read)
+    eff = analyze(trace)
+    report = shapes_report(trace, eff.activities, read, eff.shapes)
     report.damaged_tensor_traces = damaged
     return report
 

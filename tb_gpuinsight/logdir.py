@@ -27,6 +27,8 @@ from .trace.source import is_url, read_head, url_filesystem
 KINETO = "kineto"
 ET = "execution_trace"
 TENSOR_TRACE = "tensor_trace"
+MODEL_CONFIG = "model_config"  # the served model's Hugging Face config.json, as `model_config.json` in the run
+MODEL_CONFIG_NAME = "model_config.json"
 OTHER = "other"
 UNREADABLE = "unreadable"
 MEMORY_SNAPSHOT = "memory_snapshot"  # torch.cuda.memory._dump_snapshot's pickle: a run companion, taken at its name
@@ -124,6 +126,10 @@ def memory_snapshots(folder: str) -> List[str]:
     """The memory snapshot files (`*.pickle[.gz]`) directly in a local folder, in name order."""
     return [os.path.join(folder, n) for n in sorted(os.listdir(folder))
             if _SNAPSHOT_NAME.search(n) and os.path.isfile(os.path.join(folder, n))]
+def model_config_companion(trace_path: "os.PathLike[str] | str") -> Optional[str]:
+    """The `model_config.json` of a trace's directory (its run's), or None."""
+    path = os.path.join(os.path.dirname(os.path.abspath(trace_path)), MODEL_CONFIG_NAME)
+    return path if os.path.isfile(path) else None
 
 
 CAPTURE_DIR = "capture_traces"
@@ -209,6 +215,7 @@ class Run:
     unreadable: List[FileEntry] = field(default_factory=list)
     memory_snapshots: List[FileEntry] = field(default_factory=list)
     captures: List[FileEntry] = field(default_factory=list)  # graph-capture traces of a capture folder in it
+    model_config: Optional[FileEntry] = None  # `model_config.json`: sizes the trace hides (estimate/model_config.py)
 
     def spans(self) -> List[Span]:
         """Every span of every worker, workers in name order, spans in time order."""
@@ -300,6 +307,8 @@ def _remote_entry(url: str, name: str, info: Dict) -> Optional[FileEntry]:
         return FileEntry(url, KINETO, size, mtime_ns, etag=etag.strip('"'))
     if _SNAPSHOT_NAME.search(name):
         return FileEntry(url, MEMORY_SNAPSHOT, size, mtime_ns, etag=etag.strip('"'))
+    if name == MODEL_CONFIG_NAME:
+        return FileEntry(url, MODEL_CONFIG, size, mtime_ns, etag=etag.strip('"'))
     sniffed = _REMOTE_SNIFFED.get((url, etag))
     if sniffed is None:  # one ranged read per companion file and version, not one per scan
         sniffed = sniff(url)
@@ -384,6 +393,7 @@ def _scan_dir(root: str, dirpath: str, found: List[Optional[FileEntry]]) -> Opti
         if entry.kind in (ET, TENSOR_TRACE):
             _attach(run, spans, entry)
     run.memory_snapshots = [e for e in entries if e.kind == MEMORY_SNAPSHOT]
+    run.model_config = next((e for e in entries if e.kind == MODEL_CONFIG), None)
     return run
 
 
@@ -406,6 +416,8 @@ def _entry(path: str) -> Optional[FileEntry]:
         return None
     if _SNAPSHOT_NAME.search(path):  # a pickle: never sniffed as text, read by the snapshot reader only
         return FileEntry(path, MEMORY_SNAPSHOT, st.st_size, st.st_mtime_ns)
+    if os.path.basename(path) == MODEL_CONFIG_NAME:
+        return FileEntry(path, MODEL_CONFIG, st.st_size, st.st_mtime_ns)
     sniffed = sniff(path)
     if sniffed.kind == OTHER and is_foreign(sniffed):
         sniffed = Sniffed(UNREADABLE, f"skipped: {sniffed.reason}")

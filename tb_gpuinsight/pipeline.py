@@ -5,12 +5,15 @@ package's API module, which imports everything."""
 from __future__ import annotations
 
 import os
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from .errors import ConfigError, TraceError
 from .loading import companion_execution_traces, load
 from .logdir import discover
 from .trace.kineto import KinetoTrace
+
+if TYPE_CHECKING:
+    from .estimate.model_config import ModelConfig
 
 
 def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
@@ -18,7 +21,8 @@ def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
             extra_args: Iterable[str] = (),
             execution_traces: "Optional[Iterable[os.PathLike[str] | str]]" = None,
             max_trace_gb: Optional[float] = None,
-            capture: "Optional[Iterable[KinetoTrace | os.PathLike[str] | str]]" = None) -> "Efficiency":
+            capture: "Optional[Iterable[KinetoTrace | os.PathLike[str] | str]]" = None,
+            model_config: "Optional[ModelConfig | dict | os.PathLike[str] | str]" = None) -> "Efficiency":
     """FLOPs, bytes and efficiency of every kernel, memcpy and memset of a trace (a path or a loaded trace).
 
     `dtype`: "auto" rates each kernel against its own dtype's peak, or force one of fp64, fp32, tf32, bf16,
@@ -36,6 +40,10 @@ def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
     replayed kernels take the ops, shapes and estimates of the captured launches, paired in order ("from graph
     capture"). By default the trace itself, then the captures discovery pairs with it (a `capture_traces/` folder
     beside it, the run's other spans of the same worker); [] for none.
+    `model_config`: the served model's Hugging Face `config.json` (a path, its dict, or a loaded `ModelConfig`):
+    ops that find their weights or KV cache by layer name (vLLM `moe_forward`, `unified_attention*`) are sized
+    from it, with provenance "model config" and the keys used. By default the `model_config.json` of the trace's
+    directory, when there is one; "" for none.
     """
     from .analysis.kernels.efficiency import analyze_trace, rate_as_suggested
     from .analysis.enrich import enrich
@@ -46,13 +54,28 @@ def analyze(trace: "KinetoTrace | os.PathLike[str] | str", dtype: str = "auto",
     if execution_traces is None:
         execution_traces = companion_execution_traces(loaded.meta.path)
     enrich(loaded, list(execution_traces))
+    config = resolve_model_config(model_config, loaded.meta.path)
     try:
         datasheet = load_datasheet(devices_file)
-        eff = analyze_trace(loaded, dtype=dtype, datasheet=datasheet, device_name=device)
+        eff = analyze_trace(loaded, dtype=dtype, datasheet=datasheet, device_name=device, model_config=config)
         eff = with_captures(eff, None if capture is None else list(capture), dtype, datasheet, device)
         return eff if device else rate_as_suggested(eff, dtype, datasheet)  # a trace naming no known device
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def resolve_model_config(model_config: "Optional[ModelConfig | dict | os.PathLike[str] | str]",
+                         trace_path: str) -> "Optional[ModelConfig]":
+    """The model config an analysis uses: the one given ("" for none), else the trace directory's
+    `model_config.json` when there is one. ConfigError (one line) for a bad file."""
+    from .estimate.model_config import load_model_config
+    from .logdir import model_config_companion
+
+    if isinstance(model_config, str) and not model_config:
+        return None
+    if model_config is None:
+        model_config = model_config_companion(trace_path) if trace_path else None
+    return load_model_config(model_config)
 
 
 def worker_traces(path: "KinetoTrace | os.PathLike[str] | str", worker: Optional[str]) -> list:

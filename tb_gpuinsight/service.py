@@ -182,7 +182,8 @@ class LogdirService:
             for span in spans:
                 job = span_job(self.logdir, run, span, self.extra_args)
                 companions = {"execution_traces": span.execution_traces + run.execution_traces,
-                              "tensor_traces": span.tensor_traces + run.tensor_traces}
+                              "tensor_traces": span.tensor_traces + run.tensor_traces,
+                              "model_config": job.model_config}
                 old = state.spans.get((worker, span.name))
                 if old is not None and old.key == job.key:
                     self._maybe_retry(old)
@@ -242,7 +243,7 @@ class LogdirService:
             return
         span.status = "loading"
         job = (self.summarize, span.entry.path, self.extra_args, [e.path for e in span.execution_traces],
-               [e.path for e in span.tensor_traces], span.identity, self.max_trace_gb)
+               [e.path for e in span.tensor_traces], span.identity, self.max_trace_gb, span.model_config)
         if self.workers <= 0:
             self._finish(span, job[0](*job[1:]))
             return

@@ -44,6 +44,7 @@ class SpanState:
     repaired: bool = False  # its cached summary was found damaged once and recomputed
     execution_traces: List[FileEntry] = field(default_factory=list)  # the span's own, then the run's
     tensor_traces: List[FileEntry] = field(default_factory=list)
+    model_config: Optional[str] = None  # the run's model_config.json
 
     def to_dict(self) -> Dict[str, Any]:
         return {"span": self.span, "stamp": self.stamp, "status": self.status, "bytes": self.entry.size,

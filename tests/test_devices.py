@@ -161,7 +161,7 @@ def test_short_names_do_not_match_longer_model_numbers():
     assert match_device({"name": "NVIDIA A100-SXM4-80GB"}).spec.name != "NVIDIA A10"
     assert match_device({"name": "NVIDIA L40S"}).spec.name != "NVIDIA L4"
     assert match_device({"name": "NVIDIA GeForce RTX 3090 Ti"}).spec is None
-    assert match_device({"name": "NVIDIA GB200"}).spec is None
+    assert match_device({"name": "NVIDIA GB200"}).spec.name == "NVIDIA GB200 (NVL72, per GPU)"  # not the B200 row
     assert match_device({"name": "NVIDIA L40"}).spec is None
 
 
@@ -401,7 +401,7 @@ BAD_FILES = [
     ([{"vendor": "nvidia"}], "non-empty \"name\""),
     ([NEW_ROW, NEW_ROW], "appears twice"),
     ([dict(NEW_ROW, peak_tflops={"bf16": -1})], "peak_tflops.bf16 must be a positive number"),
-    ([dict(NEW_ROW, peak_tflops={"fp4": 10})], "unknown dtype 'fp4'"),
+    ([dict(NEW_ROW, peak_tflops={"fp2": 10})], "unknown dtype 'fp2'"),
     ([dict(NEW_ROW, peak_tflops={})], "peak_tflops must be an object"),
     ([dict(NEW_ROW, dram_gbps="fast")], "dram_gbps must be a positive number"),
     ([dict(NEW_ROW, match="foo")], "match must be a list"),

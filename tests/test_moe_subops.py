@@ -121,7 +121,7 @@ def test_a_launch_takes_only_the_sub_ops_recorded_since_its_ops_previous_launch(
     assert np.isnan(acts["flops"][down]) and _text(eff, "gap", down) == "hidden_size"
 
 
-def test_graph_replay_is_sized_from_its_captures_sub_ops(tmp_path):
+def replay_and_capture(tmp_path):
     """The capture records the ops and launches (no kernel ran); the replay only a graph launch and its kernels."""
     cpu, launches = _moe_events()
     capture = _write(tmp_path / "capture.pt.trace.json",
@@ -130,6 +130,11 @@ def test_graph_replay_is_sized_from_its_captures_sub_ops(tmp_path):
              "args": {"correlation": 900, "External id": 90}}
     replay = _write(tmp_path / "replay.pt.trace.json",
                     [graph] + [_kernel(5010 + 30 * i, 900, n, g) for i, (_, n, g) in enumerate(launches)])
+    return replay, capture
+
+
+def test_graph_replay_is_sized_from_its_captures_sub_ops(tmp_path):
+    replay, capture = replay_and_capture(tmp_path)
     eff = tb_gpuinsight.analyze(replay, capture=[capture])
     acts = eff.activities
     (up,), (down,) = _rows(eff, UP), _rows(eff, DOWN)

@@ -13,14 +13,14 @@ export const API_BASE = "./";
 const TIMEOUT_MS = 120_000;
 
 export type RunStatus = "ready" | "loading" | "pending" | "waiting" | "error";
-export type Dtype = "auto" | "fp32" | "tf32" | "bf16" | "fp16" | "fp8" | "fp64" | "int8";
+export type Dtype = "auto" | "fp32" | "tf32" | "bf16" | "fp16" | "fp8" | "fp64" | "int8" | "fp6" | "fp4";
 export type Group = "name" | "op";
 export type Order = "asc" | "desc";
 /** Side of the roofline ridge; null (or "unknown" from older servers) unless both FLOPs and bytes are known;
  * "communication" for a collective, rated against its link rather than the roofline. */
 export type Bound = "compute" | "memory" | "communication" | "unknown" | null;
 
-export const DTYPES: readonly Dtype[] = ["auto", "fp32", "tf32", "bf16", "fp16", "fp8", "fp64", "int8"];
+export const DTYPES: readonly Dtype[] = ["auto", "fp32", "tf32", "bf16", "fp16", "fp8", "fp64", "int8", "fp6", "fp4"];
 
 export interface Progress {
   files_done: number;
@@ -552,7 +552,12 @@ export interface StepRow {
   flops: number;
   flops_covered: number | null;
   sync_calls: number;
-  [category: string]: number | string | null;
+  /** Serving steps (vLLM / SGLang annotations): prefill / extend / decode / mixed, requests and query tokens. */
+  phase?: string | null;
+  batch?: number | null;
+  tokens?: number | null;
+  kv_tokens?: number | null;
+  [category: string]: number | string | null | undefined;
 }
 
 export interface StepStats {

@@ -10,7 +10,7 @@ import os
 from typing import Dict, List
 
 from . import report as gate_commands
-from .options import analysis_options, check_device, rows_to_write
+from .options import analysis_options, check_device, model_config_arg, rows_to_write
 from .text import ms, pct, print_csv, render_table, signed_ms
 
 DIFF_COLUMNS = (
@@ -46,7 +46,8 @@ def diff(args) -> int:
     names = tuple(args.names) if args.names else (os.path.basename(args.a.rstrip("/")),
                                                  os.path.basename(args.b.rstrip("/")))
     check_device(args)
-    options = dict(dtype=args.dtype, devices_file=args.devices, device=args.device)
+    options = dict(dtype=args.dtype, devices_file=args.devices, device=args.device,
+                   model_config=model_config_arg(args))
     if args.fail_if_slower is None:
         _print_diff(args, diff_api(args.a, args.b, names=names, match=args.match, by=args.by, **options))
         return 0

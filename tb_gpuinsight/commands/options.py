@@ -17,6 +17,23 @@ def analysis_options(p) -> None:
                                                     "('B200', 'h100 sxm', 'MI300X'; `tb-gpuinsight devices` lists them)")
     p.add_argument("--devices", metavar="FILE", help="JSON file adding or overriding datasheet rows "
                                                      "(also read from $TB_GPUINSIGHT_DEVICES)")
+    model_config_option(p)
+
+
+def model_config_option(p) -> None:
+    """`--model-config FILE`: the served model's Hugging Face config.json."""
+    p.add_argument("--model-config", metavar="FILE",
+                   help="the model's Hugging Face config.json: sizes ops that hide their weights or KV cache (vLLM "
+                        "moe_forward, unified_attention); default: model_config.json beside the trace; '' for none")
+
+
+def model_config_arg(args):
+    """`--model-config` loaded before any work (a bad file is refused in one line); None: discovery decides,
+    "": none."""
+    from ..estimate.model_config import load_model_config
+
+    value = getattr(args, "model_config", None)
+    return value if value is None or value == "" else load_model_config(value)
 
 
 def check_device(args) -> None:
@@ -61,5 +78,6 @@ def analyze_trace(path: str, args):
     ets = getattr(args, "et", None)
     captures = getattr(args, "capture", None)
     return analyze(trace, dtype=args.dtype, devices_file=args.devices, device=args.device,
+                   model_config=model_config_arg(args),
                    execution_traces=None if ets is None else [e for e in ets if e],
                    capture=None if captures is None else [c for c in captures if c])

@@ -12,6 +12,7 @@ import sys
 from typing import Any, Dict, List
 
 from ..analysis.overview import CATEGORIES, LABELS, Overview
+from .options import model_config_arg, model_config_option
 from .text import print_csv
 
 
@@ -21,6 +22,7 @@ def register(sub) -> None:
     p.add_argument("path", help="a Kineto trace, or a run directory")
     p.add_argument("--worker", help="the worker of a run directory (default: the first)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    model_config_option(p)
     p.set_defaults(func=run)
 
 
@@ -28,7 +30,7 @@ def run(args) -> int:
     """Entry of `tb-gpuinsight overview`."""
     from .. import overview
 
-    result = overview(args.path, worker=args.worker)
+    result = overview(args.path, worker=args.worker, model_config=model_config_arg(args))
     if args.format == "json":
         print(json.dumps(result.to_json(), indent=1))
     elif args.format == "csv":
@@ -55,12 +57,12 @@ def render(result: Overview) -> List[str]:
     if not h:
         return ["no overview: " + "; ".join(result.missing)]
     st = h["step_time_us"]
-    out = [f"{h['steps']} step(s) ({'ProfilerStep annotations' if result.source == 'ProfilerStep' else result.source})"
+    out = [f"{h['steps']} step(s) ({_SOURCES.get(result.source, result.source)})"
            f"  step time mean {_ms(st['mean'])} ms  median {_ms(st['median'])}  p90 {_ms(st['p90'])}"
            f"  spread {_ms(st['spread'])}",
-           *_gpu_lines(h), ""]
+           *_gpu_lines(h), *_phase_lines(h.get("phases") or {}), ""]
     steps = result.steps[:8]
-    out.append(f"{'ms per step':<28}" + "".join(f"{r['step'][-12:]:>13}" for r in steps))
+    out.append(f"{'ms per step':<28}" + "".join(f"{_title(r)[-12:]:>13}" for r in steps))
     for key in CATEGORIES:
         if any(r[f"{key}_us"] > 0 for r in result.steps):
             out.append(f"{LABELS[key]:<28}" + "".join(f"{_ms(r[f'{key}_us']):>13}" for r in steps))
@@ -76,6 +78,23 @@ def render(result: Overview) -> List[str]:
         for item in rec["items"][:3]:
             out.append(f"   - {_item(item)}")
     return out
+
+
+_SOURCES = {"ProfilerStep": "ProfilerStep annotations", "serving": "serving steps: vLLM / SGLang annotations"}
+
+
+def _title(row: Dict[str, Any]) -> str:
+    """A step's column title: `decode bs32` for a serving step, else its label."""
+    if row.get("phase"):
+        return f"{row['phase']}" + (f" bs{row['batch']}" if row.get("batch") is not None else "")
+    return row["step"]
+
+
+def _phase_lines(phases: Dict[str, Dict[str, Any]]) -> List[str]:
+    """One line per serving phase: steps, mean step time, GPU busy, batch, tokens, MFU."""
+    return [f"{name}: {p['steps']} step(s), mean {_ms(p['wall_us_mean'])} ms, GPU busy {_pct(p['gpu_busy_pct'])}, "
+            f"batch {_num(p['batch_mean'])}, tokens {_num(p['tokens_mean'])}, MFU {_pct(p['mfu'])}"
+            for name, p in phases.items()]
 
 
 def _gpu_lines(h: Dict[str, Any]) -> List[str]:

@@ -13,7 +13,7 @@ from typing import Any, Dict, Tuple
 
 from ..errors import ConfigError
 from ..terminal import atomic_file
-from .options import analysis_options, check_device, check_output
+from .options import analysis_options, check_device, check_output, model_config_arg
 
 EXIT_SLOWER = 1
 EXIT_UNDECIDED = 3  # too few steps to judge: neither a pass nor a failure
@@ -43,7 +43,7 @@ def run(args) -> int:
     if args.output:
         check_output(args.path, args.output)
     data = make_report(args.path, args.baseline, worker=args.worker, dtype=args.dtype, device=args.device,
-                       devices_file=args.devices)
+                       devices_file=args.devices, model_config=model_config_arg(args))
     text = render(data, args.format)
     if args.output:
         with atomic_file(args.output, "w", encoding="utf-8", errors="backslashreplace") as f:

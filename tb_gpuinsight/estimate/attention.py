@@ -396,7 +396,8 @@ register("aiter::mha_batch_prefill *::mha_batch_prefill", "attention", flops=_pa
 def _cache_by_name(op: str, args: OpArgs, out_dims: Any) -> None:
     raise UnknownEstimate("the KV cache and the context lengths are not arguments of this op (found by layer "
                           "name): attention FLOPs and the KV-cache read are unknown; the attention kernel's own "
-                          "launching op (flash_attn, paged_attention, ...) rates it when recorded")
+                          "launching op (flash_attn, paged_attention, ...) rates it when recorded; a model config "
+                          "whose every layer is sliding-window (sliding_window, layer_types) bounds it")
 
 
 def _cache_by_name_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> None:

@@ -1,7 +1,8 @@
 """Device datasheet: its rows (``DeviceSpec``), their dtypes, and how they are read and validated.
 
 The datasheet (``devices.json`` beside this module) has one row per device model with DENSE peaks (no 2:4
-sparsity) in TFLOP/s per dtype (``fp64 fp32 tf32 bf16 fp16 fp8 int8``; int8 in TOPS), DRAM bandwidth in GB/s
+sparsity) in TFLOP/s per dtype (``fp64 fp32 tf32 bf16 fp16 fp8 int8 fp6 fp4``; int8 in TOPS;
+fp6 / fp4 the OCP MX and NVFP4 block-scaled rates), DRAM bandwidth in GB/s
 and a cited source. A user file in the same row format (``--devices FILE`` or the ``TB_GPUINSIGHT_DEVICES``
 environment variable) adds rows, or overrides the built-in row with the same ``name``: its top-level keys
 replace the built-in ones, except ``peak_tflops``, which is merged dtype by dtype, so
@@ -22,7 +23,9 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tb_gpuinsight.errors import ConfigError
 
-DTYPES: Tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+from .formats import peak_key
+
+DTYPES: Tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4")
 ENV_VAR = "TB_GPUINSIGHT_DEVICES"
 BUILTIN_PATH = Path(__file__).with_name("devices.json")
 
@@ -85,7 +88,7 @@ def normalize_dtype(s: Any) -> Optional[str]:
             t = t[len(prefix):]
     if t.startswith("float8"):  # Float8_e4m3fn, Float8_e5m2, their fnuz forms, ...
         return "fp8"
-    return _DTYPE_ALIASES.get(t)
+    return _DTYPE_ALIASES.get(t) or peak_key(t)  # a block-scaled operand format ("mxfp4xmxfp8") by its widest
 
 
 # ---------------------------------------------------------------------------------------------- loading

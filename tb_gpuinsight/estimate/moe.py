@@ -58,7 +58,9 @@ register("*::fused_experts *::inplace_fused_experts *::outplace_fused_experts *:
 def _hidden_weights(op: str, args: OpArgs, out_dims: Any) -> None:
     raise UnknownEstimate("MoE expert weights are not arguments of this op (found by layer name): FLOPs and "
                           "bytes unknown; its fused-experts sub-op, or the sizes its sub-ops record before each launch "
-                          "(triton_kernels matmul_ogs), rate the expert GEMMs when recorded")
+                          "(triton_kernels matmul_ogs), rate the expert GEMMs when recorded; or the model's config "
+                          "(--model-config, model_config.json in the run directory) with hidden_size, "
+                          "moe_intermediate_size, num_local_experts, num_experts_per_tok")
 
 
 register("vllm::moe_forward vllm::moe_forward_shared", "moe", flops=_hidden_weights,

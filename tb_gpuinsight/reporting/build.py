@@ -108,7 +108,20 @@ def _step(ov) -> Dict[str, Any]:
                             ("share", "share of step time", "%")], rows,
                            "Overview breakdown: GPU time by kernel class, GPU idle by cause, summing to the wall time"),
             "comm_overlapped": fig(h["comm_overlapped_us"] / steps / 1000, "ms per step",
-                                   "communication kernel time overlapped by compute (Overview)")}
+                                   "communication kernel time overlapped by compute (Overview)"),
+            **_phases(h.get("phases") or {})}
+
+
+def _phases(phases: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+    """Serving steps by phase, when the steps are a serving engine's (vLLM / SGLang annotations)."""
+    if not phases:
+        return {}
+    rows = [{"phase": name, "steps": p["steps"], "ms": p["wall_us_mean"] / 1000, "busy": _pct(p["gpu_busy_pct"]),
+             "batch": p["batch_mean"], "tokens": p["tokens_mean"], "mfu": _pct(p["mfu"])} for name, p in phases.items()]
+    return {"phases": table([("phase", "phase", ""), ("steps", "steps", "count"), ("ms", "mean step time", "ms"),
+                             ("busy", "GPU busy", "%"), ("batch", "mean batch", "requests"),
+                             ("tokens", "mean tokens", "tokens"), ("mfu", "MFU", "%")], rows,
+                            "Overview: serving steps (vLLM / SGLang step annotations) by phase")}
 
 
 def _utilization(ov) -> Dict[str, Any]:

@@ -68,8 +68,9 @@ def _step(r: Dict[str, Any]) -> List[str]:
     if r["devices"]:  # a CPU-only run has no GPU figures to show
         cards += [_card("GPU busy", u["gpu_busy"]), _card("achieved", u["tflops"]), _card("MFU", u["mfu"]),
                   _card("FLOPs known", u["flops_known"]), _card("Tensor Cores", u["tensor_cores"])]
+    phases = [_table(r["step"]["phases"])] if r["step"].get("phases") else []
     return _section("step", "Step time", [f"<div class=cards>{''.join(cards)}</div>", _table(r["step"]["split"]),
-                                          _src(fmt.step_source(r))])
+                                          *phases, _src(fmt.step_source(r))])
 
 
 def _recommendations(r: Dict[str, Any]) -> List[str]:

@@ -59,6 +59,8 @@ def _step(r: Dict[str, Any]) -> List[str]:
            f"**{fmt.figure(t['mean'])}** per step (median {fmt.figure(t['median'])}, p90 {fmt.figure(t['p90'])}, "
            f"spread {fmt.figure(t['spread'])}).{gpu}", ""]
     out += _table(r["step"]["split"])
+    if r["step"].get("phases"):
+        out += _table(r["step"]["phases"])
     return out + _source(fmt.step_source(r))
 
 

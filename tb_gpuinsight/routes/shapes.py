@@ -93,8 +93,9 @@ def _reduce(plugin, run: str, worker: str, state, key: Tuple[str, int, int],
     from ..loading import load
 
     trace = load(state.entry.path, extra_args=plugin.service.extra_args)
-    activities = plugin.service.analysis(run, worker, state.span, device_name=device_name).activities
-    return SpanShapes(sh.op_groups(trace, activities), sh.Timeline.of(trace), sh.has_shapes(trace), key)
+    eff = plugin.service.analysis(run, worker, state.span, device_name=device_name)
+    return SpanShapes(sh.op_groups(trace, eff.activities, eff.shapes), sh.Timeline.of(trace), sh.has_shapes(trace),
+                      key)
 
 
 def _page(request, default_sort: str, sortable: Sequence[str]) -> Tuple[str, bool, int, int]:

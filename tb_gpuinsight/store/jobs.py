@@ -27,19 +27,25 @@ class Job:
     extra_args: Tuple[str, ...] = ()
     max_trace_gb: Optional[float] = None
     identity: Dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    model_config: Optional[str] = None  # the run's model_config.json
 
 
 def span_job(root: str, run: Run, span: Span, extra_args: Sequence[str] = (),
              max_trace_gb: Optional[float] = None) -> Job:
     """The job of one discovered span: its companions (the span's own, then the run's) and its identity. ET
-    shapes change the analysis, so an Execution Trace that appears or changes later makes a new key."""
+    shapes change the analysis, so an Execution Trace that appears or changes later makes a new key; so does the
+    run's model config (it sizes ops the trace cannot)."""
     ets = span.execution_traces + run.execution_traces
     tts = span.tensor_traces + run.tensor_traces
     et_ids = "|".join(f"{relative_name(root, c.path)}:{c.size}:{c.version}" for c in ets)
     options = "|".join(extra_args) + "|et:" + et_ids
+    config = run.model_config
+    if config is not None:
+        options += f"|mc:{relative_name(root, config.path)}:{config.size}:{config.version}"
     ident = trace_identity(relative_name(root, span.trace.path), span.trace.size, span.trace.version, options)
     return Job(summary_key(ident), run.name, span.worker, span.name, span.trace.path, span.trace.size,
-               tuple(e.path for e in ets), tuple(e.path for e in tts), tuple(extra_args), max_trace_gb, ident)
+               tuple(e.path for e in ets), tuple(e.path for e in tts), tuple(extra_args), max_trace_gb, ident,
+               config.path if config is not None else None)
 
 
 def logdir_jobs(root: str, runs: Sequence[Run], extra_args: Sequence[str] = (),

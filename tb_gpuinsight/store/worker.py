@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from ..errors import GpuInsightError, TraceError
 from ..estimate.devices import load_datasheet
+from ..estimate.model_config import load_model_config
 from ..sections import SectionContext, build_all
 from . import envelope as cache_mod
 from . import verified
@@ -20,8 +21,9 @@ from .summaries import open_store
 
 def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Sequence[str] = (),
                    tensor_traces: Sequence[str] = (), trace_identity: Optional[Dict[str, Any]] = None,
-                   max_trace_gb: Optional[float] = None) -> Tuple[str, Any, bool]:
-    """Worker-process entry: ("ok", summary bytes, False) or ("error", reason, incomplete)."""
+                   max_trace_gb: Optional[float] = None, model_config: Optional[str] = None) -> Tuple[str, Any, bool]:
+    """Worker-process entry: ("ok", summary bytes, False) or ("error", reason, incomplete). `model_config`: the
+    run's model_config.json (a bad one fails the span with its one-line reason)."""
     from ..analysis.enrich import enrich
     from ..analysis.kernels.efficiency import analyze_trace
     from ..analysis.kernels.graph_capture import with_captures
@@ -30,9 +32,10 @@ def summarize_file(path: str, extra_args: Tuple[str, ...], execution_traces: Seq
 
     try:
         set_max_trace_gb(max_trace_gb)  # also caps the ET and tensor.trace readers of the sections
+        config = load_model_config(model_config)
         trace = load(path, extra_args=extra_args)
         enrich(trace, execution_traces)
-        eff = with_captures(analyze_trace(trace))  # graph replays rated from their capture, where one is found
+        eff = with_captures(analyze_trace(trace, model_config=config))  # graph replays rated from their capture, where one is found
         sections = build_all(SectionContext(trace, eff, tuple(execution_traces), tuple(tensor_traces)))
         return "ok", cache_mod.to_bytes(eff, cache_mod.meta_dict(trace.meta), sections, trace_identity), False
     except TraceError as exc:
@@ -93,7 +96,7 @@ def supervised_job(marker_dir: str, key: str, func: Callable[..., Any], *args: A
 def summarize_job(job: Job) -> Tuple[str, Any, bool]:
     """Summarise one job's trace in this process: ("ok", summary bytes, False) or ("error", reason, incomplete)."""
     return summarize_file(job.path, job.extra_args, job.execution_traces, job.tensor_traces, job.identity,
-                          job.max_trace_gb)
+                          job.max_trace_gb, job.model_config)
 
 
 def summarize_into(store_url: str, job: Job) -> Tuple[str, str, Dict[str, float]]:

@@ -4,7 +4,7 @@ import type { DeviceInfo, DeviceSpec, DeviceSummary, Dtype, ReasonRow } from "..
 import { h } from "../dom";
 import { gbps, pct, plural, sig, time, UNKNOWN } from "../format";
 
-const PEAK_ORDER = ["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"];
+const PEAK_ORDER = ["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4"];
 
 function safeHttpUrl(source: DeviceSpec["source"]): string | null {
   const url = typeof source === "string" ? source : source?.url;

@@ -38,10 +38,18 @@ function swatch(key: string): HTMLElement {
 /** Steps as rows, categories as columns (only those with time); the step button scopes the other tabs. */
 export function breakdownTable(steps: StepRow[], categories: OverviewCategory[], onStep: (i: number) => void): HTMLElement {
   const used = categories.filter((c) => steps.some((s) => Number(s[`${c.key}_us`]) > 0));
+  const serving = steps.some((s) => s.phase);
   const head = h(
     "tr",
     null,
     h("th", { text: "Step" }),
+    ...(serving
+      ? [
+          h("th", { text: "Phase", title: "serving step annotation (vLLM execute_*, SGLang step[...])" }),
+          h("th", { text: "Batch", title: "requests in the step" }),
+          h("th", { text: "Tokens", title: "query tokens scheduled in the step" }),
+        ]
+      : []),
     h("th", { text: "Wall" }),
     h("th", { text: "GPU busy" }),
     ...used.map((c) => h("th", { class: c.kind === "idle" ? "ov-idle" : "" }, swatch(c.key), c.label)),
@@ -64,6 +72,13 @@ export function breakdownTable(steps: StepRow[], categories: OverviewCategory[],
           on: { click: () => onStep(i) },
         }),
       ),
+      ...(serving
+        ? [
+            h("td", { class: "ov-phase", text: s.phase ?? "·" }),
+            h("td", { class: "num", text: s.batch == null ? UNKNOWN : count(s.batch) }),
+            h("td", { class: "num", text: s.tokens == null ? UNKNOWN : count(s.tokens) }),
+          ]
+        : []),
       h("td", { class: "num", text: time(s.wall_us) }),
       h("td", { class: "num", text: pct(s.gpu_busy_pct) }),
       ...used.map((c) => {

@@ -27,6 +27,8 @@ export interface OpShapeRow {
   pct_peak: number | null;
   dtype: string | null;
   peak_tflops: number | null;
+  /** "graph capture": kernels a graph replayed, counted through the op that captured them. */
+  source?: string;
 }
 
 export type OpView = "leaf" | "all" | "tree";

@@ -33,6 +33,8 @@ const DTYPE_LABELS: Record<Dtype, string> = {
   fp8: "fp8",
   fp64: "fp64",
   int8: "int8",
+  fp6: "fp6 (MX)",
+  fp4: "fp4 (MX / NVFP4)",
 };
 
 interface ViewState {

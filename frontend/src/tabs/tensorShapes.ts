@@ -25,7 +25,8 @@ function types(row: OpShapeRow): string {
 }
 
 const OP_COLUMNS: ShapesColumn<OpShapeRow>[] = [
-  { field: "op", title: "Op", tip: "Op name as recorded in the trace", text: true, grow: 2, render: (r) => cellText(r.op, r.op, "cell-text cell-name") },
+  { field: "op", title: "Op", tip: "Op name as recorded in the trace", text: true, grow: 2, render: (r) =>
+      cellText(r.source ? `${r.op} · from ${r.source}` : r.op, r.source ? `${r.op}: replayed kernels, from ${r.source}` : r.op, "cell-text cell-name") },
   { field: "shape", title: "Input shapes", tip: "Input Dims of the op, one [..] per input (- for a non-tensor input)", text: true, grow: 3, render: (r) => cellText(r.shape, r.shape) },
   { field: "dtype", title: "dtype", tip: "Input types of the op (hover for all)", text: true, width: 90, render: (r) => (r.dtype ? cellText(r.dtype, types(r)) : cellText(types(r) || "—", types(r))) },
   { field: "calls", title: "Calls", tip: "Number of calls with these shapes", right: true, width: 70, render: (r) => cellText(count(r.calls)) },

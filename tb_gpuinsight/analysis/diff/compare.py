@@ -135,14 +135,19 @@ def _keyed(acts: Table, eff: Efficiency, match: str, by: str) -> Table:
 
 def _op_calls(acts: Table, table: Table) -> np.ndarray:
     """Per group: the distinct launching op calls of its activities (one `aten::mm` call launching two kernels
-    is one call), counted over (span, op index)."""
+    is one call), counted over (span, op index); a kernel replayed from a graph capture counts as one call of its
+    captured op."""
     group = {code: i for i, code in enumerate(table["dkey"].tolist())}
     rows = np.fromiter((group[c] for c in acts["dkey"].tolist()), dtype=np.int64, count=len(acts))
     span = acts["span"].astype(np.int64) if "span" in acts else np.zeros(len(acts), dtype=np.int64)
     op = acts["op"].astype(np.int64)
     has = op >= 0
+    sources = acts.strings.get("source", [])
+    replayed = (acts["source"] == sources.index("capture")) if "capture" in sources else np.zeros(len(acts), bool)
+    has &= ~replayed  # a replayed kernel's op is the replay's, not the captured op it counts under
     calls = unique_rows(np.stack([rows[has], span[has], op[has]], axis=1))[0] if has.any() else np.zeros((0, 3))
-    return np.bincount(calls[:, 0].astype(np.int64), minlength=len(table)).astype(float)
+    counted = np.bincount(calls[:, 0].astype(np.int64), minlength=len(table)).astype(float)
+    return counted + np.bincount(rows[replayed], minlength=len(table))  # each replayed launch: a captured call
 
 
 def _matched_share(rows: List[Dict[str, Any]], total: float) -> Optional[float]:

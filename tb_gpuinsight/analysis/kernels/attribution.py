@@ -15,6 +15,8 @@ import numpy as np
 from ...estimate.devices import normalize_dtype
 from ...estimate.flops import OpEstimate, estimate_op, freeze
 from ...estimate.memo import default_memo
+from ...estimate.model_config import ModelConfig
+from ...estimate.model_sized import has_rule, size_from_config
 from ...trace.kineto import KinetoTrace
 from ...trace.table import Interner, Table, unique_rows
 from ..correlate import COMPILED_REGIONS, NO_OP, graph_replayed
@@ -90,14 +92,16 @@ class _OpEstimates:
     index: np.ndarray
     table: List[OpEstimate]
     inductor: np.ndarray
+    configured: Optional[np.ndarray] = None  # sized from the model's config (ops hiding their weights or cache)
 
     def by_row(self) -> Dict[int, OpEstimate]:
         return {row: self.table[i] for row, i in zip(self.used.tolist(), self.index.tolist()) if i >= 0}
 
 
-def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray) -> _OpEstimates:
+def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray, model_config: Optional[ModelConfig] = None) -> _OpEstimates:
     """Estimate once per distinct (op name, shape signature) among ops that launched something; Inductor's figures
-    where the op carries them; none for compiled-region wrappers."""
+    where the op carries them; the model config's for ops that hide their weights or KV cache (`model_config`);
+    none for compiled-region wrappers."""
     ops = trace.ops
     used = np.unique(op_rows[op_rows >= 0])
     names = ops.strings.get("name", [])
@@ -105,6 +109,10 @@ def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray) -> _OpEstimates:
     distinct, which = unique_rows(signature)
     table = _estimates(trace, [(names[n], s) for n, s in distinct.tolist()])
     index = which.reshape(-1).astype(np.int64)
+    configured = index < 0  # all False
+    if model_config is not None:
+        sized = _from_config(trace, [(names[n], s) for n, s in distinct.tolist()], table, model_config)
+        configured = np.isin(index, sized)
     inductor = ~np.isnan(ops["kernel_flop"][used]) | ~np.isnan(ops["kernel_num_gb"][used])
     for i in np.flatnonzero(inductor).tolist():
         row = used[i]
@@ -113,7 +121,21 @@ def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray) -> _OpEstimates:
     is_region = np.fromiter((n.startswith(COMPILED_REGIONS) for n in names), dtype=bool, count=len(names))
     wrapper = is_region[ops["name"][used]] if len(names) else np.zeros(len(used), dtype=bool)
     index[wrapper & ~inductor] = -1  # a compiled region's inputs say nothing of its kernels
-    return _OpEstimates(used, index, table, inductor)
+    return _OpEstimates(used, index, table, inductor, configured & ~inductor)
+
+
+def _from_config(trace: KinetoTrace, ops: List[Tuple[str, int]], table: List[OpEstimate],
+                 config: ModelConfig) -> List[int]:
+    """Replace, in place, the estimates of ops a model-config rule covers; returns their indices in `table`."""
+    sized = []
+    for i, (name, code) in enumerate(ops):
+        if not has_rule(name) or code < 0:
+            continue
+        est = size_from_config(name, *trace.shape(code), config)
+        if est is not None:
+            table[i] = est
+            sized.append(i)
+    return sized
 
 
 def _estimates(trace: KinetoTrace, ops: List[Tuple[str, int]]) -> List[OpEstimate]:
@@ -148,7 +170,7 @@ class _OpFacts:
 # Runtime fill/copy kernels take an op's bytes only when nothing else ran; copy events never take an op's figures.
 _TIER = {COMPUTE: 0, WORK: 1, LAYOUT: 2, SPLITK: 2, EPILOGUE: 2, MEMSET: 3, MEMCPY: 3}
 _NEVER = 9
-SOURCES = ["", "formula", "inductor", "twin", "event", "capture"]  # where an activity's figures come from
+SOURCES = ["", "formula", "inductor", "twin", "event", "capture", "model config"]  # where an activity's figures come from
 _SOURCE = {name: i for i, name in enumerate(SOURCES)}
 
 
@@ -169,6 +191,7 @@ def _attribute(acts: Table, facts: _OpFacts) -> None:
     nbytes[helper] = own_bytes[helper]
     nbytes[copy_event] = acts["memop_bytes"][copy_event]
     source = np.where(receiver, np.where(est.inductor, _SOURCE["inductor"], _SOURCE["formula"]), 0).astype(np.int8)
+    source[receiver & est.configured] = _SOURCE["model config"]
     source[helper] = _SOURCE["formula"]
     source[copy_event] = _SOURCE["event"]
     twins = _infer_from_twins(acts, flops, nbytes, (op < 0) & ~copy_event, _sm_counts(facts.trace))
@@ -264,6 +287,8 @@ class _EstimateArrays:
         self.flops_reason, self.bytes_reason = self._fr[per_row], self._br[per_row]
         self.dtype = self._dt[per_row]
         self.inductor = np.append(ests.inductor, False)[pos]
+        configured = ests.configured if ests.configured is not None else np.zeros(len(ests.used), bool)
+        self.configured = np.append(configured, False)[pos]
 
     def _fill(self, kept: List[Optional[OpEstimate]]) -> None:
         k = len(kept)

@@ -39,6 +39,7 @@ import numpy as np
 
 from ...estimate.devices import DTYPES, DeviceSpec, load_datasheet
 from ...estimate.flops import OpEstimate
+from ...estimate.model_config import ModelConfig
 from ...trace.kineto import KinetoTrace
 from ...trace.stages import stage
 from ...trace.table import Table, code_labels
@@ -51,6 +52,7 @@ from .rating import AUTO, DRAM_MARGIN, DeviceReport, _device_reports, _rate, ker
 from .backward_sizing import size_from_forward
 from .conv_backward import split_conv_backward
 from .subop_sizing import size_from_subops
+from .step_sizing import size_attention_from_steps
 
 
 @dataclass
@@ -76,6 +78,8 @@ class Efficiency:
     _groups: Dict[Tuple, Table] = field(default_factory=dict, repr=False, compare=False)
     # several spans combined: each span's device properties (its activities are rated against its own devices)
     span_props: List[List[Dict[str, Any]]] = field(default_factory=list, repr=False, compare=False)
+    # the model's config that sized ops hiding their weights or KV cache (graph captures merged later use it too)
+    model_config: Optional[ModelConfig] = field(default=None, repr=False, compare=False)
 
     def by_name(self, device: Optional[int] = None) -> Table:
         """One row per (device, kind, kernel name)."""
@@ -101,11 +105,12 @@ class Efficiency:
 
 
 def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Sequence[DeviceSpec]] = None,
-                  device_name: Optional[str] = None) -> Efficiency:
+                  device_name: Optional[str] = None, model_config: Optional[ModelConfig] = None) -> Efficiency:
     """Estimate and rate every GPU activity of a loaded trace.
 
     `dtype`: "auto" (each kernel's own dtype) or a datasheet key (fp32, tf32, bf16, fp16, fp8, fp64, int8).
     `device_name`: rate every device as this datasheet row (a name or a trace-style device name).
+    `model_config`: the model's config (`estimate/model_config.py`), sizing ops that hide their weights or cache.
     """
     _check_dtype(dtype)
     with stage("correlate"):
@@ -114,7 +119,7 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
         memop_links = link_activities(trace.memops, trace.ops, trace.launches, parents)
         acts = _activities(trace, kernel_links, memop_links)
     with stage("estimate"):
-        estimates = _op_estimates(trace, acts["op"])
+        estimates = _op_estimates(trace, acts["op"], model_config)
         _attribute(acts, _OpFacts(trace, estimates, under_compiled_region(trace.ops, parents)))
         size_from_subops(trace, acts)  # kernels their op cannot size, from the op's sub-ops before the launch
         size_from_forward(trace, acts)  # an autograd Function's backward kernels, from its forward op
@@ -125,7 +130,9 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
     op_shape[linked] = trace.ops["shape"][acts["op"][linked]]
     acts.columns["op_shape"] = op_shape
     shapes = {int(c): trace.shape(int(c)) for c in np.unique(op_shape[op_shape >= 0]).tolist()}
-    unrated = Efficiency(trace, acts, {}, AUTO, estimates.by_row(), list(trace.devices), shapes)
+    size_attention_from_steps(trace.annotations, acts, trace.shape, model_config)  # KV reads from vLLM's steps
+    unrated = Efficiency(trace, acts, {}, AUTO, estimates.by_row(), list(trace.devices), shapes,
+                         model_config=model_config)
     with stage("rate"):
         return rate(unrated, dtype, datasheet, device_name)
 
@@ -142,7 +149,7 @@ def rate(eff: Efficiency, dtype: str = AUTO, datasheet: Optional[Sequence[Device
     for report in devices.values():
         report.summary = device_summary(acts.take(acts["device"] == report.id))
     return Efficiency(eff.trace, acts, devices, dtype, eff.op_estimates, eff.device_props, eff.shapes,
-                      span_props=eff.span_props)
+                      span_props=eff.span_props, model_config=eff.model_config)
 
 
 def rate_as_suggested(eff: Efficiency, dtype: str = AUTO,

@@ -33,6 +33,7 @@ import numpy as np
 from ...trace.kineto import KinetoTrace
 from ...trace.table import Table
 from ..correlate import GRAPH_LAUNCHES, NO_OP, link_activities, op_parents
+from .step_sizing import size_attention_from_steps
 from .subop_sizing import size_captured
 
 # The launch call's kernel name and grid (ROCm writes them; CUDA does not). A capture trace is read for its launches
@@ -211,7 +212,7 @@ def merge_captures(eff, captures: Sequence[Any], report: Optional[MergeReport] =
         entries[index].update(used=True, graph_launches=len(pairs), paired=int(sum(len(r) for r, _ in pairs)))
         del entries[index]["reason"]
         syn, rows = _synthetic_trace(eff.trace, launches, pairs)
-        part = analyze_trace(syn, dtype=AUTO).activities
+        part = analyze_trace(syn, dtype=AUTO, model_config=eff.model_config).activities
         size_captured(part, rows, pairs, launches.trace, launches.rows)  # sizes only the capture's sub-ops show
         state.take(part, rows, syn)
         merged[rows] = True
@@ -219,7 +220,10 @@ def merge_captures(eff, captures: Sequence[Any], report: Optional[MergeReport] =
     report.merged_time_share = float(dur[merged].sum()) / total
     if not merged.any():
         return eff, report
-    unrated = Efficiency(eff.trace, state.acts, {}, AUTO, eff.op_estimates, eff.device_props, state.shapes)
+    size_attention_from_steps(eff.trace.annotations, state.acts, state.shapes.get, eff.model_config,
+                              prefix=f"{FROM_CAPTURE}: ")
+    unrated = Efficiency(eff.trace, state.acts, {}, AUTO, eff.op_estimates, eff.device_props, state.shapes,
+                         model_config=eff.model_config)
     return unrated, report
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from ...estimate.formats import peak_key
+
 CLASSES = ("GEMM", "attention", "conv", "elementwise", "reduction", "norm", "communication", "memcpy", "memset",
            "other")
 
@@ -483,7 +485,7 @@ def uses_tensor_cores(name: str, dtype: str, klass: str) -> bool:
     if klass not in _MATRIX_CLASSES:
         return False
     if dtype:
-        return dtype in TENSOR_CORE_DTYPES
+        return dtype in TENSOR_CORE_DTYPES or peak_key(dtype) in TENSOR_CORE_DTYPES  # "mxfp4xmxfp8" operands
     return any(w in text for w in _TENSOR_CORE_DTYPE_WORDS)
 
 

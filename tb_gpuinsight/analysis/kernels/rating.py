@@ -10,6 +10,7 @@ import numpy as np
 
 from ...estimate.device_names import resolve_device
 from ...estimate.devices import DeviceMatch, DeviceSpec, match_device
+from ...estimate.formats import operand_format
 from ...trace.table import Interner, Table
 from ..ranks.collectives import communication_links, is_communication, rate_communication
 from .attribution import SOURCES, is_copy_event
@@ -222,13 +223,14 @@ def _rating_dtypes(acts: Table, dtype: str) -> Tuple[np.ndarray, np.ndarray, Lis
         return np.empty(0, dtype=object), np.empty(0, dtype=np.int32), []
     cats, names = acts.strings["dtype"], acts.strings["name"]
     from_name = [kernel_name_dtype(name) for name in names]
+    formats = [operand_format(name) for name in names]
     # decided once per distinct (op dtype, kernel name) pair: a trace has far fewer pairs than activities
     width = len(names) + 1
     pairs, first, which = np.unique((acts["dtype"].astype(np.int64) + 1) * width + acts["name"],
                                     return_index=True, return_inverse=True)
     keys = np.empty(len(pairs), dtype=object)
     for i, (d, name) in enumerate(zip((pairs // width - 1).tolist(), (pairs % width).tolist())):
-        key = cats[d] if d >= 0 else from_name[name]
+        key = formats[name] or (cats[d] if d >= 0 else from_name[name])  # a block-scaled GEMM's real operands
         if key == "fp32" and (from_name[name] == "tf32" or "tensorop_s" in names[name]):
             key = "tf32"  # TF32 tensor-core kernels (CUTLASS tensorop_s1688...): the op's dtype still says float
         keys[i] = key

@@ -55,12 +55,14 @@ def size_captured(part: Table, rows: np.ndarray, pairs: Sequence[Tuple[np.ndarra
 
 
 def _candidates(acts: Table, mask: np.ndarray) -> np.ndarray:
-    """Kernel rows in `mask` without FLOPs whose name has a sub-op rule."""
+    """Kernel rows in `mask` without FLOPs (or with only the model config's) whose name has a sub-op rule."""
     names = acts.strings["name"]
     ruled = np.fromiter((matches(n) for n in names), dtype=bool, count=len(names))
     kernel = acts["kind"] == acts.strings["kind"].index("kernel") if "kernel" in acts.strings["kind"] else \
         np.zeros(len(acts), dtype=bool)
-    return np.flatnonzero(mask & kernel & np.isnan(acts["flops"]) & ruled[acts["name"]]) if len(names) else \
+    # the model config's share of the op is coarser than the sizes the kernel's own sub-ops record: they win
+    coarse = np.isnan(acts["flops"]) | (acts["source"] == SOURCES.index("model config"))
+    return np.flatnonzero(mask & kernel & coarse & ruled[acts["name"]]) if len(names) else \
         np.empty(0, np.int64)
 
 

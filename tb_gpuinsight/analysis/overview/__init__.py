@@ -72,6 +72,9 @@ def build_overview(parts: Sequence[Tuple[str, Section, Efficiency]]) -> Overview
         missing.extend(m for m in section.info.get("missing", []) if m not in missing)
     steps = [r for d in data for r in d.rows]
     head = headline(steps, [d.view for d in data]) if data else {}
+    for r in steps:  # each step's MFU against the selection's peak (a serving step's phase has its own load)
+        r["mfu"] = (r["flops"] / (r["wall_us"] * 1e-6) / 1e12 / head["peak_tflops"]
+                    if head.get("peak_tflops") and r["wall_us"] > 0 and r["flops"] > 0 else None)
     sources = {d.section.info.get("source") for d in data}
     return Overview(steps, spans, head, recommend(data) if data else [], missing,
                     sources.pop() if len(sources) == 1 else "mixed")

@@ -31,7 +31,7 @@ from ...sections import Section, SectionContext
 from ...trace.table import Table, unique_keys
 from ..kernels.names import kernel_class
 from . import host
-from .steps import SOURCE_SPAN, StepWindows, step_windows
+from .steps import SOURCE_SPAN, StepWindows, serving_arrays, step_windows
 
 # A kernel launch costs the host ~5-10 us in the CUDA runtime plus ~10-40 us of eager PyTorch dispatch per op:
 # a GPU gap shorter than this is the host issuing the next launch while the queue is empty.
@@ -195,7 +195,9 @@ def build_section(ctx: SectionContext) -> Section:
               "flops_kernel_us": flops_us, "kernel_median_us": _median_per_step(windows, kts, kdur),
               "sync_calls": sync_count}
     arrays.update({f"t_{key}": matrix[:, i] for i, key in enumerate(CATEGORIES)})
+    arrays.update(serving_arrays(windows))
     info = {"source": windows.source, "labels": windows.labels, "categories": list(CATEGORIES),
+            "phases": [m["phase"] for m in windows.meta],
             "launch_gap_us": LAUNCH_GAP_US, "has_cpu_ops": bool(len(trace.ops)), "gpu_activities": int(len(acts)),
             "sync_evidence": host.sync_evidence(trace), "missing": _missing(trace, windows, len(acts))}
     return Section("overview", info, arrays)

@@ -22,6 +22,7 @@ from ...sections import Section
 from ...trace.table import Table
 from ..kernels.names import kernel_class, uses_tensor_cores
 from .breakdown import BUSY, CATEGORIES, COMPUTE, IDLE, activity_categories, unique_keys
+from .steps import SERVING_FIELDS
 
 
 def step_rows(section: Section, span: str = "") -> List[Dict[str, Any]]:
@@ -44,8 +45,21 @@ def step_rows(section: Section, span: str = "") -> List[Dict[str, Any]]:
                    kernel_median_us=_num(a["kernel_median_us"][i]), flops=float(a["flops"][i]),
                    flops_covered=_ratio(float(a["flops_kernel_us"][i]), float(a["kernel_us"][i])),
                    sync_calls=int(a["sync_calls"][i]))
+        row.update(_serving(section, i))
         rows.append(row)
     return rows
+
+
+def _serving(section: Section, i: int) -> Dict[str, Any]:
+    """A serving step's phase, batch, tokens, KV tokens and attended pairs (vLLM / SGLang annotations)."""
+    phases = section.info.get("phases") or []
+    if i >= len(phases):
+        return {}
+    out: Dict[str, Any] = {"phase": phases[i]}
+    for f in SERVING_FIELDS:
+        values = section.arrays.get(f"step_{f}")
+        out[f] = int(values[i]) if values is not None and i < len(values) and values[i] >= 0 else None
+    return out
 
 
 def _num(x: float) -> Optional[float]:
@@ -146,4 +160,27 @@ def headline(rows: List[Dict[str, Any]], views: List[ActivityView]) -> Dict[str,
         "comm_overlapped_us": float(sum(r["comm_overlapped_us"] for r in rows)),
         "compute_us": float(sum(r[f"{k}_us"] for r in rows for k in COMPUTE)),
         "idle_us": float(sum(r[f"{k}_us"] for r in rows for k, _ in IDLE)),
+        "phases": phase_summary(rows, dom["peak_tflops"]),
     }
+
+
+def phase_summary(rows: List[Dict[str, Any]], peak_tflops: Optional[float]) -> Dict[str, Dict[str, Any]]:
+    """Serving steps by phase (prefill / extend / decode / mixed): steps, mean wall time, GPU busy, mean batch and
+    tokens, TFLOP/s and MFU against the selection's peak; {} when the steps are not serving steps."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for phase in dict.fromkeys(r["phase"] for r in rows if r.get("phase")):
+        mine = [r for r in rows if r.get("phase") == phase]
+        wall = sum(r["wall_us"] for r in mine)
+        flops = sum(r["flops"] for r in mine)
+        tflops = flops / (wall * 1e-6) / 1e12 if wall > 0 and flops > 0 else None
+        out[phase] = {"steps": len(mine), "wall_us_mean": wall / len(mine),
+                      "gpu_busy_pct": sum(r["gpu_busy_us"] for r in mine) / wall if wall > 0 else None,
+                      "batch_mean": _mean(r.get("batch") for r in mine),
+                      "tokens_mean": _mean(r.get("tokens") for r in mine), "tflops": tflops,
+                      "mfu": tflops / peak_tflops if tflops and peak_tflops else None}
+    return out
+
+
+def _mean(values) -> Optional[float]:
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else None

@@ -222,7 +222,8 @@ def extract(trace: "KinetoTrace", kernel_ops: Optional[np.ndarray] = None) -> Tu
     markers of GPU collectives (kernel names alone give kind and algorithm, not size)."""
     kernels = trace.kernels
     names = kernels.strings.get("name", [])
-    is_comm_name = np.array([bool(COMM_KERNEL.search(n)) for n in names], dtype=bool)
+    is_comm_name = np.array([bool(COMM_KERNEL.search(n)) or _communication_family(n) is not None for n in names],
+                            dtype=bool)
     comm_rows = np.flatnonzero(is_comm_name[kernels["name"]]) if len(kernels) and len(names) else np.empty(0, int)
     markers = _markers_by_thread(trace)
     if len(comm_rows):
@@ -256,10 +257,36 @@ def _from_kernels(trace: "KinetoTrace", rows: np.ndarray, kernel_ops: Optional[n
             pid, tid, start, end = threads[op]
             _merge(marker, _marker_at(trace, markers, (pid, tid), start, end))
         name = names[name]
+        if not COMM_KERNEL.search(name):  # symmetric-memory, custom all-reduce, DeepEP: no NCCL markers
+            _family_marker(trace, marker, name, op)
         marker.kind = marker.kind or kernel_kind(name)
         _append(cols, marker, ts, dur, kinds, pgs, dtypes, algo=algos.code(kernel_algorithm(name)), stream=stream,
                 activity=r, source=1)
     return _finish(cols, kinds, pgs, algos, dtypes)
+
+
+# Collectives of the kernel families outside NCCL, by the words of their names (`_` dropped, lower case).
+_FAMILY_KINDS = (("allreduce", "all_reduce"), ("crossdevicereduce", "all_reduce"), ("allgather", "all_gather"),
+                 ("reducescatter", "reduce_scatter"), ("alltoall", "all_to_all"), ("dispatch", "all_to_all"),
+                 ("combine", "all_to_all"))
+
+
+def _family_marker(trace: "KinetoTrace", marker: _Marker, name: str, op: int) -> None:
+    """A communication kernel of another family (symmetric memory / multimem, vLLM / SGLang custom all-reduce,
+    DeepEP dispatch and combine): its kind from its name, else its launching op's (`vllm::all_reduce`); its size
+    from the launching op's first tensor (an all-reduce's buffer; an all-gather's input), when recorded."""
+    low = name.lower().replace("_", "")
+    marker.kind = marker.kind or next((kind for word, kind in _FAMILY_KINDS if word in low), "")
+    if op < 0:
+        return
+    ops = trace.ops
+    op_name = ops.strings["name"][ops["name"][op]]
+    if not marker.kind:
+        kind = canonical_kind(op_name.rsplit("::", 1)[-1])
+        marker.kind = kind if kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all") else ""
+    if ops["shape"][op] >= 0:
+        dims, types, _ = trace.shape(int(ops["shape"][op]))
+        marker.update_shape(dims, types)
 
 
 def _from_annotations(trace: "KinetoTrace", markers) -> Table:

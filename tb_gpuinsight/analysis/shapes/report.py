@@ -63,6 +63,7 @@ class OpGroup:
     self_us: float = 0.0
     parent: Optional[Tuple[str, str, str]] = None  # key of the group of most calls' enclosing op
     leaf: bool = True  # no call of it encloses an op call with device time
+    source: str = ""  # "graph capture": kernels a graph replayed, counted through the op that captured them
 
     def add(self, other: "OpGroup") -> None:
         self.calls += other.calls
@@ -77,6 +78,7 @@ class OpGroup:
         self.self_us += other.self_us
         self.parent = self.parent or other.parent
         self.leaf = self.leaf and other.leaf
+        self.source = self.source or other.source
 
     @property
     def key(self) -> Tuple[str, str, str]:
@@ -93,12 +95,13 @@ class OpGroup:
                 "self_us": self.self_us if self.kernels else None, "leaf": self.leaf,
                 "id": group_id(self.key), "parent": group_id(self.parent) if self.parent else None,
                 "flops": self.flops, "flops_reason": "" if self.flops is not None else self.flops_reason,
-                "tflops": tflops, "pct_peak": pct, "dtype": self.dtype, "peak_tflops": self.peak_tflops}
+                "tflops": tflops, "pct_peak": pct, "dtype": self.dtype, "peak_tflops": self.peak_tflops,
+                "source": self.source}
 
 
 OP_COLUMNS = ["op", "input_dims", "input_types", "concrete_inputs", "shape", "calls", "cpu_us", "mean_cpu_us",
               "device_us", "self_us", "kernels", "flops", "flops_reason", "tflops", "pct_peak", "dtype", "peak_tflops",
-              "leaf", "id", "parent"]
+              "leaf", "id", "parent", "source"]
 
 
 def group_id(key: Tuple[str, str, str]) -> str:
@@ -115,9 +118,23 @@ def shape_label(dims: Any) -> str:
     return " ".join(json.dumps(d, separators=(", ", ":")) if d != [] else "-" for d in dims) or "-"
 
 
-def op_groups(trace: KinetoTrace, activities: Optional[Table] = None) -> Dict[Tuple[str, str, str], OpGroup]:
+def op_groups(trace: KinetoTrace, activities: Optional[Table] = None,
+              shapes: Optional[Dict[int, Any]] = None) -> Dict[Tuple[str, str, str], OpGroup]:
     """Groups of one trace keyed by (op name, dims JSON, types JSON). `activities`: an analysis's activity table of
-    the same trace (`Efficiency.activities`, with its `op` rows), for device time and peaks; None for CPU only."""
+    the same trace (`Efficiency.activities`, with its `op` rows), for device time and peaks; None for CPU only.
+    `shapes` (`Efficiency.shapes`): with it, kernels a graph replayed count in the groups of the ops that
+    captured them (source "graph capture"), not in the op around the replay."""
+    groups = _trace_groups(trace, activities if shapes is None else _not_captured(activities))
+    if shapes is not None and activities is not None:
+        for part in captured_groups(activities, shapes):
+            if part.key in groups:
+                groups[part.key].add(part)
+            else:
+                groups[part.key] = part
+    return groups
+
+
+def _trace_groups(trace: KinetoTrace, activities: Optional[Table]) -> Dict[Tuple[str, str, str], OpGroup]:
     ops = trace.ops
     if not len(ops):
         return {}
@@ -152,6 +169,52 @@ def op_groups(trace: KinetoTrace, activities: Optional[Table] = None) -> Dict[Tu
         if p >= 0 and keys[p] != keys[i] and groups[keys[i]].parent is None:
             groups[keys[i]].parent = keys[p]
     return groups
+
+
+def _captured(activities: Table) -> np.ndarray:
+    """Activities whose figures, op name and shapes come from a graph capture."""
+    sources = activities.strings.get("source", [])
+    if "capture" not in sources or "op_shape" not in activities:
+        return np.zeros(len(activities), dtype=bool)
+    return (activities["source"] == sources.index("capture")) & (activities["op_shape"] >= 0) & \
+        (activities["op_name"] >= 0)
+
+
+def _not_captured(activities: Optional[Table]) -> Optional[Table]:
+    """The activity table with captured rows unlinked from the replay's op (they count through their captured op)."""
+    if activities is None or not len(activities):
+        return activities
+    captured = _captured(activities)
+    if not captured.any():
+        return activities
+    cols = dict(activities.columns)
+    cols["op"] = np.where(captured, -1, activities["op"])
+    return Table(activities.name, cols, activities.strings)
+
+
+def captured_groups(activities: Table, shapes: Dict[int, Any]) -> List[OpGroup]:
+    """One group per (captured op name, shapes) of the graph-replayed kernels: their device time, kernels, FLOPs
+    and peak. A replayed launch has no CPU call in this trace: `calls` counts the kernels replayed."""
+    rows = np.flatnonzero(_captured(activities))
+    if not len(rows):
+        return []
+    names = activities.strings["op_name"]
+    pairs, inverse = unique_rows(np.stack([activities["op_name"][rows], activities["op_shape"][rows]], axis=1))
+    inverse = inverse.reshape(-1)
+    dur, flops = np.nan_to_num(activities["dur"][rows]), activities["flops"][rows]
+    peak = activities["peak_tflops"][rows] if "peak_tflops" in activities else np.full(len(rows), np.nan)
+    out = []
+    for g, (name, code) in enumerate(pairs.tolist()):
+        mine = inverse == g
+        dims, types, concrete = shapes.get(code) or (None, None, None)
+        known = ~np.isnan(flops[mine])
+        peaks = peak[mine][~np.isnan(peak[mine])]
+        out.append(OpGroup(names[name], dims, types, concrete, int(mine.sum()), 0.0, float(dur[mine].sum()),
+                           int(mine.sum()), float(flops[mine][known].sum()) if known.all() else None,
+                           "" if known.all() else "FLOPs unknown for some replayed kernels",
+                           peak_tflops=float(peaks[0]) if len(peaks) else None,
+                           self_us=float(dur[mine].sum()), source="graph capture"))
+    return out
 
 
 def _group_parents(parents: np.ndarray, group_of: np.ndarray, g: int) -> np.ndarray:
@@ -517,9 +580,11 @@ def companion_tensor_traces(trace_path: str) -> List[str]:
 
 
 def shapes_report(trace: KinetoTrace, activities: Optional[Table] = None,
-                  tensor_traces: Sequence[TensorTraceFile] = ()) -> ShapesReport:
-    """Op groups of a loaded trace and its tensor records joined to its ops."""
-    rows = merge_groups([op_groups(trace, activities)])
+                  tensor_traces: Sequence[TensorTraceFile] = (),
+                  shapes: Optional[Dict[int, Any]] = None) -> ShapesReport:
+    """Op groups of a loaded trace (graph-replayed kernels through their captured ops when `shapes`, the
+    analysis' shape table, is given) and its tensor records joined to its ops."""
+    rows = merge_groups([op_groups(trace, activities, shapes)])
     tensors = join_tensors(tensor_traces, Timeline.of(trace)) if tensor_traces else None
     return ShapesReport(trace.meta.path, has_shapes(trace), rows, tensors, [t.path for t in tensor_traces])
 

@@ -31,7 +31,7 @@ from ..kernels.grouping import merged_segments
 from ..kernels.names import CLASSES as KERNEL_CLASSES, demangle, display_name, kernel_class, name_head
 from ..overview import host
 from ..overview.breakdown import CATEGORIES, IDLE, activity_categories, split_steps
-from ..overview.steps import SOURCE_STEPS, step_windows
+from ..overview.steps import step_windows
 
 SECTION = "timeline"
 CPU_OP, RUNTIME = "CPU op", "runtime"
@@ -131,10 +131,10 @@ def build_index(trace, eff) -> TimelineIndex:
     arrays = _events_and_segments(parts)
     arrays["gap_cause"] = _gap_causes(trace, eff.activities, origin, lanes, arrays)
     steps = step_windows(trace)
-    has_steps = steps.source == SOURCE_STEPS
+    has_steps = steps.annotated
     arrays.update(step_start=steps.start - origin if has_steps else np.empty(0),
                   step_end=steps.end - origin if has_steps else np.empty(0))
-    step_names = [f"ProfilerStep#{n}" for n in steps.number.tolist()] if has_steps else []
+    step_names = steps.step_names()
     return TimelineIndex(origin, float(trace.meta.duration_us), lanes, list(names.items), step_names, arrays,
                          (trace.meta.base_time_ns or 0) / 1000.0)
 

@@ -28,7 +28,7 @@ import numpy as np
 from ....sections import Section, SectionContext
 from ....trace.text import safe_text
 from .deps import CAUSES, IDLE, K_HOST_GAP, KINDS, NO, Graph, build_graph
-from ...overview.steps import SOURCE_STEPS, step_windows
+from ...overview.steps import step_windows
 
 SECTION = "critical_path"
 _SEG_COLS = ("step", "cause", "kind", "name", "start", "dur", "thread", "device", "stream", "correlation", "et_id")
@@ -149,8 +149,7 @@ def compute(trace, acts, execution_traces: Sequence[str] = ()) -> CriticalPath:
     rank = (trace.meta.distributed or {}).get("rank")
     walker = _Walker(g)
     steps, parts = [], []
-    labels = [f"ProfilerStep#{n}" for n in windows.number.tolist()] if windows.source == SOURCE_STEPS else \
-        ["whole trace"] * len(windows)
+    labels = windows.step_names() if windows.annotated else ["whole trace"] * len(windows)
     for i, (t0, t1) in enumerate(zip(windows.start.tolist(), windows.end.tolist())):
         segs = walker.walk(t0, t1)
         parts.append((i, segs))
