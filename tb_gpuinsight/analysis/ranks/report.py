@@ -32,7 +32,9 @@ from ...trace.table import Table, unique_rows
 from . import collectives as coll
 from ..overview.breakdown import COMPUTE
 from ..overview.steps import step_windows
-from .waits import WaitLedger, Windows, length as _length, merged as _merged, overlap as _overlap
+from ..overview.cpu import CPU_CATEGORIES, compute_ops, split_cpu_steps
+from ..overview.host import Intervals, dataloader_intervals
+from .waits import WaitLedger, Windows
 
 SECTION = "distributed"
 _STEP_COLUMNS = ("number", "ts", "dur", "compute", "comm", "overlap", "memcpy", "idle")
@@ -103,25 +105,15 @@ def _step_of(ts: np.ndarray, steps: Dict[str, np.ndarray]) -> np.ndarray:
 
 
 def _cpu_breakdown(trace, table: Table, steps: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """Per step of a CPU-only trace: CPU compute (ops other than the collectives' own), exposed and overlapped
-    communication, idle (microseconds); memcpy is 0 (no GPU)."""
-    comm_ts, comm_end = table["ts"], table["ts"] + table["dur"]
-    ops = trace.ops
-    names = ops.strings.get("name", [])
-    marker = np.array([bool(coll.canonical_kind(n)) or n == "record_param_comms" for n in names], dtype=bool)
-    keep = ~marker[ops["name"]] if len(ops) and len(names) else np.zeros(len(ops), dtype=bool)
-    comp_ts, comp_end = ops["ts"][keep], (ops["ts"] + ops["dur"])[keep]
-    out = {k: np.zeros(len(steps["number"])) for k in ("compute", "comm", "overlap", "memcpy", "idle")}
-    for i, (lo, dur) in enumerate(zip(steps["ts"].tolist(), steps["dur"].tolist())):
-        hi = lo + dur
-        comp = _merged(comp_ts, comp_end, lo, hi)
-        comm = _merged(comm_ts, comm_end, lo, hi)
-        busy = _merged(np.concatenate([comp[0], comm[0]]), np.concatenate([comp[1], comm[1]]), lo, hi)
-        out["compute"][i] = _length(comp)
-        out["comm"][i] = _length(comm)
-        out["overlap"][i] = _overlap(comp, comm)
-        out["idle"][i] = dur - _length(busy)
-    return {"number": steps["number"], "ts": steps["ts"], "dur": steps["dur"], **out}
+    """Per step of a CPU-only trace, the Overview's CPU split (`overview/cpu.py`) in this view's columns: compute =
+    CPU ops and data loading, communication (all of it, and the part under CPU ops), idle = idle threads (us)."""
+    comm = Intervals(table["ts"], table["ts"] + table["dur"])
+    matrix, overlap = split_cpu_steps((steps["ts"], steps["ts"] + steps["dur"]), dataloader_intervals(trace),
+                                      compute_ops(trace), comm)
+    split = dict(zip(CPU_CATEGORIES, matrix.T))
+    return {"number": steps["number"], "ts": steps["ts"], "dur": steps["dur"],
+            "compute": split["cpu_ops"] + split["cpu_data_loading"], "comm": split["cpu_collectives"] + overlap,
+            "overlap": overlap, "memcpy": np.zeros(len(overlap)), "idle": split["cpu_idle"]}
 
 
 # ---------------------------------------------------------------------------------------------- across ranks
