@@ -98,6 +98,7 @@ def meta_route(plugin, request) -> Dict[str, Any]:
         span, spans, index = span_index(plugin, request)
         out = {"span": span, "spans": spans, **tl.meta(index)}
     out["name_keys"] = [params.name_key(name) for name in out["names"]]  # what Find and the drawers send back
+    out["display_names"] = [display_name(name) for name in out["names"]]  # what the boxes are labelled
     return out
 
 

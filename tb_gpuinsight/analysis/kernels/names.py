@@ -376,22 +376,17 @@ def _cute_details(text: str) -> str:
 
 def _tensile(text: str) -> str:
     """`Cijk_Alik_Bljk_BBS_BH_..._MT256x192x64_MI16x16x1_..._WG32_8_1` (Tensile, hipBLASLt) ->
-    `Tensile MT256x192x64 MI16x16x1 TN BBS_BH #c54f`: what tells one GEMM kernel from another first (the macro tile
-    and matrix instruction: a narrow column cut at its end still shows them), then the transposes of A and B (A's
-    free index before its summation index `l`, `Ailk`, is N; `Alik` is T; B's summation index first, `Bljk`, is N),
-    the data types, and 4 hex digits of the full name (hundreds of names differ only in fields past these)."""
+    `MT256x192x64 MI16x16x1 TN #c54f`: what tells one GEMM kernel from another, short enough for a table's name
+    column (the class column says GEMM, the dtype column the types, the hover the whole name): the macro tile, the
+    matrix instruction, the transposes of A and B (A's free index before its summation index `l`, `Ailk`, is N;
+    `Alik` is T; B's summation index first, `Bljk`, is N), and 4 hex digits of the full name (hundreds of names
+    differ only in fields past these)."""
     tokens = text.split("_")
     macro = [tok for tok in tokens if _TENSILE_TILE.match(tok)]
     a = next((tok for tok in tokens if tok.startswith("A") and len(tok) == 4), "")
     b = next((tok for tok in tokens if tok.startswith("B") and len(tok) == 4 and "l" in tok), "")
     trans = ("T" if a[1:2] == "l" else "N") + ("N" if b[1:2] == "l" else "T") if a and b else ""
-    types = []
-    for tok in tokens[3:]:
-        if tok in ("Bias", "UserArgs", "SAV") or _TENSILE_KEEP.match(tok) or not tok.isalpha() or not tok.isupper():
-            break
-        types.append(tok)
-    return " ".join(["Tensile", *macro, *([trans] if trans else []), "_".join(types[:3]), f"#{short_hash(text)}"]
-                    ).replace("  ", " ")
+    return " ".join([*macro, *([trans] if trans else []), f"#{short_hash(text)}"])
 
 
 try:  # hashlib's own blake2s, without importing hashlib, which loads OpenSSL (3.5 MB in every CLI run)
