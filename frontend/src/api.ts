@@ -120,6 +120,8 @@ export interface DeviceInfo {
 
 export interface DevicesResponse {
   devices: DeviceInfo[];
+  /** "All ranks": every rank's GPU together (what the All-ranks kernel table sums). */
+  all_ranks?: DeviceSummary | null;
 }
 
 export interface KernelRow {

@@ -165,14 +165,14 @@ export function unratedSummary(s: DeviceSummary | null | undefined, top = 2): st
 }
 
 /** The device and its headline figures on one line: the summary of the collapsible header of the Kernel tab. */
-export function compactSummary(dev: DeviceInfo): HTMLElement {
+export function compactSummary(dev: DeviceInfo, scope?: string): HTMLElement {
   const s = dev.summary;
   const item = (label: string, value: string, title?: string) =>
     h("span", { class: "sum-item", title }, h("span", { class: "sum-label", text: label }), h("span", { class: "sum-value", text: value }));
   return h(
     "span",
     { class: "sum-line" },
-    h("span", { class: "badge", text: `GPU ${dev.id}` }),
+    h("span", { class: "badge", text: scope ?? `GPU ${dev.id}`, title: scope ? "every rank's GPU together: what the table below sums" : undefined }),
     h("span", {
       class: "sum-device" + (dev.matched ? "" : " sum-unmatched"),
       text: dev.matched && dev.spec ? dev.spec.name : `${dev.trace_name || "unnamed GPU"}: unknown device`,

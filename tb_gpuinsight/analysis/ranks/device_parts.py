@@ -31,7 +31,8 @@ TOP_FAMILIES = 5  # as `grouping._compute_coverage`
 def cards(parts: Parts, spans: Sequence[int]) -> Dict[str, Any]:
     """What the device cards of `spans` (positions in `parts`, in the order they combine) are made of, JSON-ready:
     `props` (per GPU, the device properties of the first span that ran on it, `span_devices.props_by_device`), `ids`
-    (the GPUs that ran something), `summaries` (per GPU, as `grouping.device_summary`) and `kernels` (kernel names,
+    (the GPUs that ran something), `summaries` (per GPU, as `grouping.device_summary`, and "all": every GPU of every
+    span together, busy time summed over the GPUs, what the All-ranks table adds up) and `kernels` (kernel names,
     in the combined label order: the device hint)."""
     spans = list(spans)
     order_of = np.full(parts.spans, -1, dtype=np.int64)
@@ -55,6 +56,8 @@ def cards(parts: Parts, spans: Sequence[int]) -> Dict[str, Any]:
         summaries[str(dev)] = _summary(parts, rows[mine], {c: v[mine] for c, v in col.items()},
                                        {c: v[mine] for c, v in code.items()}, labels, copy[mine],
                                        _busy(busy, dev))
+    if len(shown) > 1 or len(spans) > 1:  # what the All-ranks table sums: every rank's GPU together
+        summaries["all"] = _summary(parts, rows, col, code, labels, copy, sum(_busy(busy, d) for d in shown))
     names = labels["name"][1]
     ran = np.zeros(len(names) + 1, dtype=bool)
     ran[code["name"][np.array([k == "kernel" for k in kinds] + [False])[code["kind"]]]] = True
