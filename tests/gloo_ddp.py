@@ -18,7 +18,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(rank: int, world: int, logdir: str, slow_rank: int, port: int) -> None:
+def _rank_main(rank: int, world: int, logdir: str, slow_rank: int, port: int, bucket_cap_mb: float) -> None:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
@@ -29,7 +29,7 @@ def _rank_main(rank: int, world: int, logdir: str, slow_rank: int, port: int) ->
     try:
         torch.manual_seed(0)
         model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(),
-                                                            torch.nn.Linear(64, 8)))
+                                                            torch.nn.Linear(64, 8)), bucket_cap_mb=bucket_cap_mb)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         x, y = torch.randn(16, 64), torch.randn(16, 8)
         schedule = torch.profiler.schedule(wait=0, warmup=1, active=ACTIVE_STEPS, repeat=1)
@@ -66,17 +66,20 @@ def autograd_threads_started() -> bool:
     return False
 
 
-def record(logdir: str, world: int = 3, slow_rank: int = 1, start_method: str = "") -> str:
+def record(logdir: str, world: int = 3, slow_rank: int = 1, start_method: str = "",
+           bucket_cap_mb: float = 25.0) -> str:
     """Run `world` gloo ranks and write their traces to `logdir`; returns it. Ranks are forked (the
     torch.multiprocessing.spawn API with the fork start method) so that they share this process's imported torch
     rather than importing it again each; they are spawned instead where autograd's threads already run here, which
-    a forked child cannot use."""
+    a forked child cannot use. `bucket_cap_mb`: DDP's gradient bucket size; a small one (0.001: 1 kB, under
+    either layer's weight) splits the gradients into one bucket per layer, whose all-reduces are in flight
+    together on gloo's worker threads at each step (DDP rebuilds its buckets after the warm-up step)."""
     import torch.multiprocessing as mp
     from torch.nn.parallel import DistributedDataParallel  # noqa: F401  (its imports, done once before forking)
     import torch._dynamo  # noqa: F401  DDP imports it on first construction: seconds per rank otherwise
 
     os.makedirs(logdir, exist_ok=True)
     method = start_method or ("spawn" if autograd_threads_started() else "fork")
-    mp.start_processes(_rank_main, args=(world, logdir, slow_rank, _free_port()), nprocs=world, join=True,
-                       start_method=method)
+    mp.start_processes(_rank_main, args=(world, logdir, slow_rank, _free_port(), bucket_cap_mb), nprocs=world,
+                       join=True, start_method=method)
     return logdir

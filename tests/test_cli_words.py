@@ -80,7 +80,7 @@ def test_report_of_a_cpu_only_trace_has_no_question_marks(capsys, cpu_only):
     code, text, _ = _cli(capsys, "report", cpu_only, "--format", "json")
     report = json.loads(text)
     assert "?" not in text
-    assert report["utilization"]["tflops"]["source"].endswith("no kernel time to estimate FLOPs for")
+    assert report["utilization"]["tflops"]["source"].endswith("no compute kernel time to estimate FLOPs for")
 
 
 # ------------------------------------------------------------------------------------------- critical path
@@ -107,14 +107,14 @@ def test_critical_path_of_a_gpu_trace_counts_its_host_syncs(capsys, old):
 def test_overview_of_a_cpu_only_trace_shows_no_gpu_figures(capsys, cpu_only):
     code, out, _ = _cli(capsys, "overview", cpu_only)
     assert code == 0
-    assert "no GPU activity in these steps: no GPU busy, TFLOP/s or MFU figures" in out
+    assert "no GPU activity (a CPU-only run): the split below is CPU time" in out
     assert "MFU" not in out.replace("MFU figures", "") and "?" not in out
 
 
 def test_overview_says_why_mfu_is_unknown(capsys, old):
     code, out, _ = _cli(capsys, "overview", old)
     assert code == 0
-    assert "TFLOP/s unknown (FLOPs known for 0.0% of kernel time)  MFU unknown (no datasheet peak)" in out
+    assert "TFLOP/s unknown (FLOPs known for 0.0% of compute kernel time)  MFU unknown (no datasheet peak)" in out
     assert "of ? peak" not in out
 
 

@@ -1,10 +1,12 @@
 """One consistency rule for every view, checked on every route's JSON over real runs (the samples, the 8-rank DLRM
-step from the corpus and a 4-rank gloo run recorded here with one slow rank):
+step from the corpus and two 4-rank gloo runs recorded here with one slow rank: one gradient bucket, and small
+buckets so that two all-reduces are in flight at every step):
 
 - a share, percentage or efficiency lies in [0, 1], unless the row carries the over-the-roof mark;
 - the shares of one list (rows, segments, causes, items) sum to at most 100 % of their total;
 - a part is never larger than the whole it belongs to: a rank's or span's split adds up to its step or wall time,
-  its waits and idle causes fit inside it.
+  its waits and idle causes fit inside it; every per-step figure of a rank (the Distributed heatmap's) fits inside
+  that step; the time others waited for a rank fits inside their steps.
 Each failure names the route, the run and the JSON path.
 """
 from __future__ import annotations
@@ -41,6 +43,8 @@ SPLIT = ("compute_us", "comm_exposed_us", "memcpy_us", "idle_us")
 IDLE_CAUSES = ("idle_host_bound_us", "idle_launch_bound_us", "idle_sync_us", "idle_data_loading_us",
                "idle_other_us")
 INSIDE_STEP = SPLIT + IDLE_CAUSES + ("comm_overlapped_us", "comm_wait_us")
+STEP_METRICS = ("dur", "compute", "comm_exposed", "comm_overlapped", "memcpy", "idle", "idle_host_bound",
+                "idle_launch_bound", "idle_sync", "idle_data_loading", "idle_other", "comm_wait")
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +60,7 @@ def answers(tmp_path_factory) -> Dict[str, Tuple[int, Any]]:
     pytest.importorskip("torch")
     from .gloo_ddp import record
     record(str(logdir / "gloo_ddp"), world=4, slow_rank=2)
+    record(str(logdir / "gloo_ddp_buckets"), world=4, slow_rank=2, bucket_cap_mb=0.001)
     service = LogdirService(str(logdir), cache_dir=str(root / "cache"), workers=0, scan_interval=0.1)
     plugin = GpuInsightPlugin(base_plugin.TBContext(logdir=str(logdir), flags=None), service=service)
     client = Client(application.TensorBoardWSGI([plugin]))
@@ -66,7 +71,7 @@ def answers(tmp_path_factory) -> Dict[str, Tuple[int, Any]]:
 
     def settled() -> bool:
         runs = get("runs")[1]["runs"]
-        return len(runs) >= 5 and all(r["status"] != "loading" for r in runs)
+        return len(runs) >= 6 and all(r["status"] != "loading" for r in runs)
     assert _wait(settled, timeout=240.0), get("runs")[1]
     return dict(_walk(get, get("runs")[1]["runs"]))
 
@@ -84,6 +89,8 @@ def _walk(get, runs) -> Iterator[Tuple[str, Tuple[int, Any]]]:
                           "critical_path", "graph/view", "timeline/meta", "ranks", "ranks_heatmap",
                           "ranks_compare"):
                 yield f"{name}|{route}", get(route, **sel)
+            for metric in STEP_METRICS if worker == "*" else ():
+                yield f"{name}|ranks_heatmap:{metric}", get("ranks_heatmap", metric=metric, **sel)
             yield from _dependent_routes(get, name, sel)
         worker, span = spans[-1]
         yield f"{run['run']}|diff", get("diff", a_run=run["run"], a_worker=spans[0][0], a_span=spans[0][1],
@@ -184,6 +191,22 @@ def _part_whole_problems(body: Any) -> List[str]:
     return out
 
 
+def _others_waited_problems(body: Any) -> List[str]:
+    """The time others waited for a rank fits inside the other ranks' steps (mean step x steps, summed)."""
+    out = []
+    for path, node in _nodes(body):
+        if not (isinstance(node, list) and node and all(isinstance(x, dict) for x in node)):
+            continue
+        rows = [x for x in node if _number(x.get("others_waited_us")) and _number(x.get("step_us"))
+                and _number(x.get("steps"))]
+        for row in rows:
+            room = sum(x["step_us"] * x["steps"] for x in rows if x is not row)
+            if row["others_waited_us"] > room + SLACK_US * len(rows):
+                out.append(f"{path}[rank {row.get('rank')}].others_waited_us = {row['others_waited_us']:.1f} us, "
+                           f"more than the other ranks' steps last ({room:.1f} us)")
+    return out
+
+
 RULES = {"bounded shares": _bounded_share_problems, "shares of one list": _list_share_problems,
          "parts within their whole": _part_whole_problems}
 
@@ -209,6 +232,53 @@ def test_the_rule_catches_a_contradiction(rule):
     """Each rule fails on the contradiction it exists for."""
     broken = {"bounded shares": {"rows": [{"time_share": 1.3}]},
               "shares of one list": {"rows": [{"time_share": 0.7}, {"time_share": 0.6}]},
-              "parts within their whole": {"ranks": [{"step_us": 754.0, "steps": 3, "comm_wait_us": 1378.0}]}}
+              "parts within their whole": {"ranks": [{"step_us": 754.0, "steps": 3, "comm_wait_us": 1378.0}]},
+              "others waited within their steps": {"ranks": [
+                  {"rank": 0, "step_us": 225.0, "steps": 3, "others_waited_us": 0.0},
+                  {"rank": 1, "step_us": 229.0, "steps": 3, "others_waited_us": 3492.9}]}}
     assert RULES[rule](broken[rule])
     assert not _bounded_share_problems({"rows": [{"pct_peak": 1.3, "over_roof": True}]})
+
+
+def _heatmaps(answers) -> Dict[str, Dict[str, Any]]:
+    """Per run selection: {metric: heatmap body} of the Distributed tab's per-step figures."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for key, (status, body) in answers.items():
+        name, _, route = key.partition("|")
+        if status == 200 and route.startswith("ranks_heatmap:"):
+            out.setdefault(name, {})[route.split(":", 1)[1]] = body
+    return out
+
+
+def _step_problems(name: str, maps: Dict[str, Any]) -> List[str]:
+    out = []
+    whole = maps["dur"]
+    for metric, body in maps.items():
+        for rank, row, dur in zip(body["ranks"], body["values"], whole["values"]):
+            for step, v, d in zip(body["steps"], row, dur):
+                if metric != "dur" and _number(v) and _number(d) and v > d + SLACK_US:
+                    out.append(f"{name}: rank {rank} step {step}: {metric} {v:.1f} us > its step {d:.1f} us")
+    return out
+
+
+def test_no_per_step_figure_exceeds_its_step(answers):
+    maps = _heatmaps(answers)
+    assert any(n.startswith("gloo_ddp_buckets") for n in maps) and all(set(m) == set(STEP_METRICS)
+                                                                       for m in maps.values())
+    problems = [p for name, m in maps.items() for p in _step_problems(name, m)]
+    assert not problems, "\n".join(problems[:40])
+    assert _step_problems("broken", {"dur": {"ranks": [0], "steps": [1], "values": [[225.0]]},
+                                     "comm_wait": {"ranks": [0], "steps": [1], "values": [[382.0]]}})
+
+
+def test_the_multi_bucket_run_has_all_reduces_in_flight_together(answers):
+    """The recording the wait rules are meant for: at some step, a rank's two all-reduces overlap in time."""
+    status, body = answers["gloo_ddp_buckets[*]|ranks"]
+    assert status == 200
+    spans: Dict[Tuple[str, int], List[Tuple[float, float]]] = {}
+    for inst in body["instances"]:
+        if inst["kind"] == "all_reduce" and inst["step"] >= 0:
+            end = inst["ts"] + max(inst["dur_us"].values())
+            spans.setdefault((inst["pg"], inst["step"]), []).append((inst["ts"], end))
+    overlapping = [k for k, v in spans.items() if len(v) >= 2 and sorted(v)[1][0] < sorted(v)[0][1]]
+    assert overlapping, spans

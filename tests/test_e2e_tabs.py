@@ -2,7 +2,7 @@
 (bert_h100), a sample with an Execution Trace (cpu_mlp), a ROCm trace from the corpus (MI300X, torch.compile) and
 the 8-rank DLRM run with its Execution Traces. Per run and tab: the first view is not blank (content or a stated
 empty state, no error), the page does not scroll sideways, no chart legend lies over its plot, the shares of one
-list sum to at most 100 %, a label cut by an ellipsis shows its full text on hover; and a reload of the plugin's
+list sum to at most 100 % (a critical-path cause's share of its step too), a label cut by an ellipsis shows its full text on hover; and a reload of the plugin's
 frame or of the page lands on the same tab. The All-ranks Overview names its steps by rank."""
 from __future__ import annotations
 
@@ -153,6 +153,9 @@ def test_every_tab_reads_at_1280(page, run, tmp_path):
         for share in frame.evaluate(SHARE_COLUMNS):
             if share["sum"] > 100.5:
                 problems.append(f"{where}: shares of one list sum to {share['sum']:.1f} % ({share})")
+        for share in re.findall(r"Mostly [^:\n]+: ([\d.]+) ?%", content.inner_text()):
+            if float(share) > 100.05:  # a cause's share of its step (the causes split the wall time)
+                problems.append(f"{where}: a critical-path cause at {share} % of its step")
         page.screenshot(path=str(tmp_path / f"{run}_{re.sub(r'[^a-z]+', '_', tab.lower())}.png"))
     assert not problems, "\n".join(problems)
 

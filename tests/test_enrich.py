@@ -23,7 +23,7 @@ RESNET_2021 = "kineto/worker0.1623143089861.pt.trace.json.gz"
 
 
 def _flop_share(eff) -> float:
-    return eff.summary()[0]["summary"]["flop_time_share"] or 0.0
+    return eff.summary()[0]["summary"]["compute_flop_share"] or 0.0
 
 
 def _sources(trace):

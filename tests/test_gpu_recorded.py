@@ -34,7 +34,7 @@ def test_eager_ops_are_exact():
     # causal (S+1)/(2S) of the dense pairs, 4 x D FLOPs per pair; plus the full call
     s, bh, d = 2048, 4 * 16, 128
     assert _op_flops(kernels, "aten::_cudnn_attention_forward") == calls * 4 * d * bh * (s * (s + 1) // 2 + s * s)
-    assert eff.summary()[0]["summary"]["flop_time_share"] >= 0.99
+    assert eff.summary()[0]["summary"]["compute_flop_share"] >= 0.99
     # only cat is over the DRAM roof: Kineto types its inputs just "TensorList", so 4-byte elements are assumed for
     # these bf16 tensors; the row says so and the 2x estimate is marked, not shown as 170 % of DRAM
     over = kernels[kernels["over_roof"]]
@@ -45,7 +45,7 @@ def test_eager_ops_are_exact():
                                        ("compile_default", 0.9)])
 def test_modern_runs_are_rated(run, floor):
     eff, kernels = _analyze(run)
-    assert eff.summary()[0]["summary"]["flop_time_share"] >= floor
+    assert eff.summary()[0]["summary"]["compute_flop_share"] >= floor
     with np.errstate(invalid="ignore"):
         assert not ((kernels["pct_dram"] > 1.0) & ~kernels["over_roof"] & (kernels["bytes"] > 60 * 2 ** 20)).any()
 

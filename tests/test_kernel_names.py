@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -37,10 +38,10 @@ CASES = [
      'cask_cudnn_infer::computeOffsetsKernel', 'other'),
     ('tracelens/torch_compile_triton__trace.json.gz',
      'Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x192x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA512_LBSPPB512_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT4_12_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW4_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA4_VWB4_WSGRA0_WSGRB0_WS64_WG64_4_1',
-     'Cijk_Alik_Bljk_BBS_BH MT256x192x64 MI16x16x1 GSUAMBSK #43c7', 'GEMM'),
+     'MT256x192x64 MI16x16x1 TN #43c7', 'GEMM'),
     ('hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz',
      'Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1_SN_LDSB0_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_EPS0_GRVWA2_GRVWB2_GSUAMB_ISA90a_IU1_K1_LBSPPA128_LBSPPB128_LBSPPM0_LPA8_LPB8_LPM0_LRVW4_LWPMn1_MIAV0_MIWT1_1_MO40_NTn1_NTA0_NTB0_NTC0_NTD0_NTM0_NEPBS2_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO1_SRVW0_SSO0_SVW1_TLDS1_USFGROn1_VSn1_VWA1_VWB1_WSGRA1_WSGRB1_WS64_WG64_4_1',
-     'Cijk_Alik_Bljk_SB MT64x16x32 MI16x16x1 GSUAMB #ae22', 'GEMM'),
+     'MT64x16x32 MI16x16x1 TN #ae22', 'GEMM'),
     ('tracelens/vllm_decode_full__graph_execution.json.gz',
      '_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwdINS_27Rmsnorm2dFwdPipelineOnePassINS_27Rmsnorm2dFwdPipelineProblemIDF16bDF16bfDF16bDF16bDF16bffNS_19Generic2dBlockShapeINS_8sequenceIJLi1ELi3072EEEENS5_IJLi1ELi128EEEENS5_IJLi1ELi8EEEEEENS_18Rmsnorm2dFwdTraitsILb1ELb0ELb0ELb0ELNS_21Rmsnorm2dFusedAddEnumE0ELNS_23Rmsnorm2dFusedQuantEnumE0ELNS_22Rmsnorm2dSensitiveEnumE0EEEEENS_33Rmsnorm2dFwdPipelineDefaultPolicyEEENS_17Default2DEpilogueINS_24Default2DEpilogueProblemIfDF16bLb0ELb1ELb0EEEvEEEEJNSM_5KargsEEEEvDpT1_',
      'ck_tile::Rmsnorm2dFwd', 'norm'),
@@ -129,7 +130,8 @@ def test_tensile_names_sharing_a_long_prefix_stay_distinct(corpus):
     assert len(names) >= 2 and len({n[:50] for n in names}) == 1
     shown = {display_name(n) for n in names}
     assert len(shown) == len(names)
-    assert all(s.startswith("Cijk_Alik_Bljk_BBS_BH MT256x192x64 MI16x16x1") for s in shown)
+    # macro tile, matrix instruction, A and B's transposes (Alik: A transposed; Bljk: B not), a hash of the name
+    assert all(re.fullmatch(r"MT256x192x64 MI16x16x1 TN #[0-9a-f]{4}", s) for s in shown)
 
 
 def test_one_classifier_for_memcpy_memset_and_launching_op():
@@ -163,7 +165,7 @@ def test_rows_are_honest_on_a_rocm_trace(corpus):
             assert r["bound"] in (None, "communication")
         else:
             assert r["bound"] in ("compute", "memory")
-    assert any(r["kernel_class"] == "GEMM" and r["display_name"].startswith("Cijk_") for r in rows)
+    assert any(r["kernel_class"] == "GEMM" and r["display_name"].startswith("MT") for r in rows)
 
 
 class _Request:
@@ -344,3 +346,25 @@ def test_inductor_kernels_are_classed_by_their_kind_with_the_fused_ops_beside(na
     launching op say so). The fused ops go in their own field."""
     assert classify(name, "kernel", op).klass == klass
     assert name_fields(name, "kernel", op)["fused_from"] == fused
+CUTE_GROUPED_FP8 = ("void cutlass::device_kernel<(anonymous namespace)::GemmKernel<cutlass::gemm::GroupProblemShape<"
+                    "cute::tuple<int, int, int>>, cutlass::gemm::collective::CollectiveMma<cutlass::gemm::"
+                    "MainloopSm90ArrayTmaGmmaWarpSpecialized<4, cute::tuple<cute::C<1>, cute::C<2>, cute::C<1>>, "
+                    "cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum>, cute::tuple<cute::C<{m}>, "
+                    "cute::C<128>, cute::C<128>>, cutlass::float_e4m3_t>>>(Params)")
+
+
+def test_cute_names_show_their_class_tile_schedule_and_type():
+    """Three grouped FP8 GEMMs of one class read apart: the CTA tile (not the cluster shape before it), the kernel
+    schedule and the element type follow the class name."""
+    shown = [display_name(CUTE_GROUPED_FP8.format(m=m)) for m in (64, 128, 256)]
+    assert shown[0].startswith("GemmKernel 64x128x128 PtrArrayTmaWarpSpecializedPingpongFP8FastAccum e4m3 #")
+    assert len(set(shown)) == 3 and all(" 1x2x1" not in s for s in shown)
+
+
+@pytest.mark.parametrize("name,transposes", [("Cijk_Ailk_Bljk_HHS_BH_MT64x64x16_MI32x32x8_SN", "NN"),
+                                             ("Cijk_Alik_Bljk_HHS_BH_MT64x64x16_MI32x32x8_SN", "TN"),
+                                             ("Cijk_Ailk_Bjlk_HHS_BH_MT64x64x16_MI32x32x8_SN", "NT"),
+                                             ("Cijk_Alik_Bjlk_HHS_BH_MT64x64x16_MI32x32x8_SN", "TT")])
+def test_tensile_transposes(name, transposes):
+    """Tensile's index strings: A(i, l, k) is A as stored (N), A(l, i, k) its transpose; B(l, j, k) N, B(j, l, k) T."""
+    assert display_name(name).startswith(f"MT64x64x16 MI32x32x8 {transposes} #")

@@ -63,3 +63,18 @@ def test_the_index_equals_the_combined_analysis_across_models(mixed):
     _cards_and_roofline_alike(plugin, "mixed", devices=(None, 0))
     table = kernel_routes.kernels_route(plugin, _request(run="mixed", worker="*", limit=5000))
     assert table["rows"]
+
+
+def test_all_ranks_card_sums_what_the_table_sums(mixed):
+    """The All-ranks summary above the kernel table: every rank's GPU together, its kernel time the table's total
+    (not rank 0's card, smaller than the table's first row)."""
+    plugin = _plugin(str(mixed / "logdir"), str(mixed / "store"))
+    answer = kernel_routes.devices_route(plugin, _request(run="mixed", worker="*", span="all"))
+    whole = answer["all_ranks"]
+    cards = [d["summary"] for d in answer["devices"] if d.get("summary")]
+    assert whole and len(cards) >= 1
+    table = kernel_routes.kernels_route(plugin, _request(run="mixed", worker="*", span="all", limit="5000"))
+    kernel_time = sum(r["total_us"] for r in table["rows"] if r.get("kind", "kernel") == "kernel")
+    assert whole["kernel_time_us"] == pytest.approx(kernel_time, rel=1e-6)
+    assert whole["kernel_time_us"] >= max(c["kernel_time_us"] for c in cards)
+    assert whole["gpu_busy_us"] == pytest.approx(sum(c["gpu_busy_us"] for c in cards), rel=1e-9)

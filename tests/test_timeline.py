@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tb_gpuinsight as gi
-from tb_gpuinsight.analysis.timeline import index as tl
+from tb_gpuinsight.analysis.timeline import flows, index as tl
 from tb_gpuinsight.analysis.overview.breakdown import LAUNCH_GAP_US
 
 from .corpus import corpus_path
@@ -384,3 +384,49 @@ def test_search_names_reads_every_form():
     assert tl.search_names(names, "aten::") == [1]
     assert tl.search_names(names, "rmsnorm2d") == [2]
     assert tl.search_names(names, "   ") == []
+
+
+def test_launch_flows_link_every_kernel_to_its_op(bert, tmp_path):
+    """Each GPU event points at the CPU op that launched it (Kineto's ac2g links, resolved by the analysis): the
+    source lane is a CPU lane, the launch lies inside the op and before the kernel; the op lists its kernels."""
+    trace, index = bert
+    gpu = np.flatnonzero(index.act >= 0)
+    src = index.flow_src[gpu]
+    assert (src >= 0).mean() > 0.9
+    linked = gpu[src >= 0]
+    ops = index.flow_src[linked]
+    assert (index.act[ops] == -1).all()  # the source is a CPU op
+    assert (index.flow_ts[linked] >= index.start[ops] - 1e-3).all() and \
+        (index.flow_ts[linked] <= index.end[ops] + 1e-3).all() and (index.flow_ts[linked] <= index.start[linked]).all()
+    ev = tl.event(index, int(linked[0]))
+    assert ev["launched_by"]["index"] == int(ops[0])
+    parent = tl.event(index, int(ops[0]))
+    assert int(linked[0]) in [k["index"] for k in parent["launched"]]
+    view = tl.viewport(index, 0.0, index.duration_us, 2000)
+    drawn = [(lane["id"], i) for lane in view["lanes"] for i, s in enumerate(lane["events"].get("src_lane", []))
+             if s is not None]
+    assert drawn and all(index.lanes[s]["kind"] == "cpu" for lane in view["lanes"]
+                         for s in lane["events"].get("src_lane", []) if s is not None)
+    logdir = tmp_path / "logdir" / "bert"
+    logdir.mkdir(parents=True)
+    os.symlink(BERT, logdir / "h100.pt.trace.json.gz")
+    get = _serve(tmp_path / "logdir", tmp_path / "cache", run="bert", worker="h100", span="all")
+    code, body = get("timeline/event", index=int(ops[0]))
+    assert code == 200 and body["launched"] and all("efficiency" in k for k in body["launched"])
+
+
+def test_find_by_class(tmp_path):
+    """"gemm" finds the GEMMs whatever their names say; "nccl" the communication kernels; a class word that is
+    also part of names keeps those too."""
+    logdir = tmp_path / "logdir" / "bert"
+    logdir.mkdir(parents=True)
+    os.symlink(BERT, logdir / "h100.pt.trace.json.gz")
+    get = _serve(tmp_path / "logdir", tmp_path / "cache", run="bert", worker="h100", span="all")
+    code, gemm = get("timeline/find", q="gemm")
+    code2, by_name = get("timeline/find", q="cutlass")
+    assert code == code2 == 200 and gemm["count"] > 0
+    assert {n["name"] for n in by_name["names"] if "gemm" in n["name"].lower()} <= {n["name"] for n in gemm["names"]}
+    classes = {flows.CLASS_WORDS["gemm"]}
+    assert classes == {"GEMM"}
+    code, attn = get("timeline/find", q="attention")
+    assert code == 200 and attn["count"] > 0

@@ -82,7 +82,6 @@ export interface DeviceSummary {
   kernel_time_us: number | null;
   memop_time_us: number | null;
   kernel_count: number | null;
-  flop_time_share: number | null;
   byte_time_share: number | null;
   efficiency: number | null;
   /** Time share of kernels with both estimates, under the roof. */
@@ -92,7 +91,8 @@ export interface DeviceSummary {
   over_roof_count?: number | null;
   /** Why kernels have no rated figure: share of kernel time per reason code, with a hint each. */
   reasons?: ReasonRow[];
-  /** Kernel time outside communication, the share of it with FLOPs, and the kernel families without FLOPs. */
+  /** Compute kernel time (outside communication, copies and fills), the share of it with FLOPs (the one FLOP
+   * coverage figure of every view), and the kernel families without FLOPs. */
   compute_time_us?: number | null;
   compute_flop_share?: number | null;
   unrated_families?: UnratedFamily[];
@@ -123,6 +123,8 @@ export interface DeviceInfo {
 
 export interface DevicesResponse {
   devices: DeviceInfo[];
+  /** "All ranks": every rank's GPU together (what the All-ranks kernel table sums). */
+  all_ranks?: DeviceSummary | null;
 }
 
 export interface KernelRow {
@@ -550,7 +552,7 @@ export interface StepRow {
   kernel_us: number;
   kernel_median_us: number | null;
   flops: number;
-  flops_covered: number | null;
+  compute_flop_share: number | null;
   sync_calls: number;
   /** Serving steps (vLLM / SGLang annotations): prefill / extend / decode / mixed, requests and query tokens. */
   phase?: string | null;
@@ -579,7 +581,7 @@ export interface OverviewHeadline {
   mfu: number | null;
   mfu_dtype: string | null;
   peak_tflops: number | null;
-  flops_covered: number | null;
+  compute_flop_share: number | null;
   tensor_core_share: number | null;
   kernels_per_step: number | null;
   kernel_median_us: number | null;

@@ -43,6 +43,11 @@ export const OVERVIEW_COLORS: Readonly<Record<string, string>> = {
   memcpy: KERNEL_CLASS_COLORS.memcpy,
   memset: KERNEL_CLASS_COLORS.memset,
   ...IDLE_CAUSE_COLORS,
+  // A CPU-only run's split (analysis/overview/cpu.py), drawn without the GPU categories.
+  cpu_data_loading: IDLE_CAUSE_COLORS.data_loading,
+  cpu_ops: KERNEL_CLASS_COLORS["CPU op"],
+  cpu_collectives: KERNEL_CLASS_COLORS.communication,
+  cpu_idle: IDLE_CAUSE_COLORS.idle_other,
 };
 
 /** Critical-path causes (analysis/cpath.py), each in the colour of what it is elsewhere. */

@@ -42,7 +42,7 @@ def span_scalars(trace_path: "os.PathLike[str] | str") -> List[Tuple[int, Dict[s
     name = os.path.basename(os.fspath(trace_path))
     ov = build_overview([(name, build_section("overview", SectionContext(trace, eff)), eff)])
     has_gpu = bool(eff.devices)
-    mfu = per_step(ov, "mfu") if ov.headline and ov.headline.get("flops_covered") else []
+    mfu = per_step(ov, "mfu") if ov.headline and ov.headline.get("compute_flop_share") else []
     out = []
     for i, row in enumerate(ov.steps):
         values = {"step_time_ms": row["wall_us"] / 1000}

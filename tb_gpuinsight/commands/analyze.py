@@ -93,8 +93,8 @@ def _device_lines(eff) -> List[str]:
                      f"{spec['name'] if spec else 'unknown (efficiency unknown)'}")
         lines.append(f"  {d['how']}")
         lines.append(f"  GPU busy {ms(s['gpu_busy_us'])}, kernels {ms(s['kernel_time_us'])} "
-                     f"({s['kernel_count']:,}), memcpy/memset {ms(s['memop_time_us'])}; kernel time with FLOPs "
-                     f"{pct(s['flop_time_share'])}, with bytes {pct(s['byte_time_share'])}; "
+                     f"({s['kernel_count']:,}), memcpy/memset {ms(s['memop_time_us'])}; kernel time with bytes "
+                     f"{pct(s['byte_time_share'])}; "
                      f"time-weighted efficiency {pct(s['efficiency'])}")
         lines += _coverage_lines(s)
     if not lines:
@@ -104,13 +104,14 @@ def _device_lines(eff) -> List[str]:
 
 def _coverage_lines(s: Dict) -> List[str]:
     """Over-the-roof kernels and kernel time without a rated figure, per reason with its hint."""
+    from ..analysis.kernels import coverage
     from ..analysis.kernels.reasons import reason_lines
 
     over = [f"  {s['over_roof_count']:,} kernel calls ({pct(s['over_roof_time_share'])} of kernel time) over the "
             f"physical roof: marked ! and left out of the efficiency"] if s.get("over_roof_count") else []
     families = ", ".join(f"{r['family']} {pct(r['time_share'])} ({r['reason'] or 'unknown'})"
                          for r in s.get("unrated_families", []))
-    compute = [f"  FLOPs known for {pct(s['compute_flop_share'])} of compute kernel time (communication aside)"
+    compute = [f"  {coverage.label(pct(s[coverage.KEY]))}"
                + (f"; without FLOPs: {families}" if families else "")] if s.get("compute_flop_share") is not None \
         else []
     return compute + over + reason_lines({r["code"]: r["time_share"] for r in s.get("reasons", [])})

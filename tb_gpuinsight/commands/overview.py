@@ -11,7 +11,8 @@ import json
 import sys
 from typing import Any, Dict, List
 
-from ..analysis.overview import CATEGORIES, LABELS, Overview
+from ..analysis.kernels import coverage
+from ..analysis.overview import LABELS, Overview
 from .options import model_config_arg, model_config_option
 from .text import print_csv
 
@@ -60,11 +61,12 @@ def render(result: Overview) -> List[str]:
     out = [f"{h['steps']} step(s) ({_SOURCES.get(result.source, result.source)})"
            f"  step time mean {_ms(st['mean'])} ms  median {_ms(st['median'])}  p90 {_ms(st['p90'])}"
            f"  spread {_ms(st['spread'])}",
-           *_gpu_lines(h), *_phase_lines(h.get("phases") or {}), ""]
+           *(_cpu_lines() if "cpu_ops" in result.categories else [*_gpu_lines(h), *_phase_lines(h.get("phases") or {})]),
+           ""]
     steps = result.steps[:8]
     out.append(f"{'ms per step':<28}" + "".join(f"{_title(r)[-12:]:>13}" for r in steps))
-    for key in CATEGORIES:
-        if any(r[f"{key}_us"] > 0 for r in result.steps):
+    for key in result.categories:
+        if any(r.get(f"{key}_us", 0.0) > 0 for r in result.steps):
             out.append(f"{LABELS[key]:<28}" + "".join(f"{_ms(r[f'{key}_us']):>13}" for r in steps))
     out.append(f"{'= wall time':<28}" + "".join(f"{_ms(r['wall_us']):>13}" for r in steps))
     out.append(f"{'(comm. overlapped)':<28}" + "".join(f"{_ms(r['comm_overlapped_us']):>13}" for r in steps))
@@ -95,6 +97,9 @@ def _phase_lines(phases: Dict[str, Dict[str, Any]]) -> List[str]:
     return [f"{name}: {p['steps']} step(s), mean {_ms(p['wall_us_mean'])} ms, GPU busy {_pct(p['gpu_busy_pct'])}, "
             f"batch {_num(p['batch_mean'])}, tokens {_num(p['tokens_mean'])}, MFU {_pct(p['mfu'])}"
             for name, p in phases.items()]
+def _cpu_lines() -> List[str]:
+    return ["no GPU activity (a CPU-only run): the split below is CPU time - CPU ops, collectives, data loading and "
+            "idle threads - with no GPU busy, TFLOP/s or MFU figures"]
 
 
 def _gpu_lines(h: Dict[str, Any]) -> List[str]:
@@ -104,8 +109,7 @@ def _gpu_lines(h: Dict[str, Any]) -> List[str]:
     tflops = f"achieved {_num(h['tflops'])} TFLOP/s" if h["tflops"] is not None else "TFLOP/s unknown"
     mfu = (f"MFU {_pct(h['mfu'])} of {h['mfu_dtype']} peak {_num(h['peak_tflops'])}" if h["peak_tflops"]
            else "MFU unknown (no datasheet peak)")
-    return [f"GPU busy {_pct(h['gpu_busy_pct'])}  {tflops} (FLOPs known for {_pct(h['flops_covered'])} of kernel "
-            f"time)  {mfu}  Tensor Cores {_pct(h['tensor_core_share'])} of kernel time",
+    return [f"GPU busy {_pct(h['gpu_busy_pct'])}  {tflops} ({coverage.label(_pct(h[coverage.KEY]))})  {mfu}  Tensor Cores {_pct(h['tensor_core_share'])} of kernel time",
             f"kernels per step {_num(h['kernels_per_step'])}  median kernel {_num(h['kernel_median_us'])} us"]
 
 

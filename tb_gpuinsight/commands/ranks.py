@@ -55,8 +55,9 @@ def describe(report: Report) -> List[str]:
                      f"{_ms(r['others_waited_us']):>17}")
     lines += ["", "(ms per step; idle split by cause as in the Overview: host-bound, launch-bound, synchronisation, "
               "data loading, other; '-' on a CPU-only trace; wait = time in collectives waiting for the last rank "
-              "to arrive; last = collectives it arrived last at; total waited = what the other ranks waited for it, "
-              "summed over every step and rank: a total, not per step)", "",
+              "to arrive, collectives in flight together counted once; last = collectives it arrived last at; total "
+              "waited = what the other ranks waited for it inside their steps, summed over steps and ranks: a "
+              "total, not per step)", "",
               f"{'collective':<15}{'dtype':<10}{'bytes':>12}{'n':>4} {'algo':<12}{'count':>6}{'total ms/rank':>14}"
               f"{'wait ms/call':>13}{'xfer us/call':>13}{'algbw GB/s':>11}{'busbw GB/s':>11}{'% link':>8}"]
     for c in report.collectives:

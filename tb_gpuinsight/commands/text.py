@@ -16,13 +16,17 @@ _LEFT = ("name", "display_name", "op", "kernel", "bound", "dtype", "status", "cl
 
 
 def render_table(rows: List[Dict], columns: Sequence[Column], empty: str = "(none)") -> List[str]:
-    """Fixed-width text table; long names are cut in the middle so both ends stay readable. `empty`: the line
-    under the header when there is no row ("(no kernels)" for a kernel table)."""
+    """Fixed-width text table; long names are cut in the middle so both ends stay readable (the full value is in
+    the JSON / CSV output), numbers and headers never: their column widens to fit. `empty`: the line under the
+    header when there is no row ("(no kernels)" for a kernel table)."""
     present = [c for c in columns if any(c[1] in r for r in rows)] or list(columns)
-    head = "  ".join(_cell(title, width, title) for title, _, width in present)
+    cells = [[_fmt(key, r.get(key)) for _, key, _ in present] for r in rows]
+    widths = [max([width, len(title)] + ([len(row[i]) for row in cells] if key not in _LEFT else []))
+              for i, (title, key, width) in enumerate(present)]
+    head = "  ".join(_cell(title, width, key) for (title, key, _), width in zip(present, widths))
     out = [head, "-" * len(head)]
-    for r in rows:
-        out.append("  ".join(_cell(_fmt(key, r.get(key)), width, key) for _, key, width in present))
+    for row in cells:
+        out.append("  ".join(_cell(text, width, key) for text, (_, key, _), width in zip(row, present, widths)))
     if not rows:
         out.append(empty)
     return out

@@ -15,8 +15,9 @@ from typing import Any, Dict, List, Optional
 from ..version import __version__
 from ..analysis.diff.attribution import attribute
 from ..analysis.diff.compare import diff
+from ..analysis.kernels import coverage
 from ..analysis.kernels.names import name_fields
-from ..analysis.overview import CATEGORIES, IDLE, LABELS
+from ..analysis.overview import KINDS, LABELS
 from ..analysis.overview.rank_rules import merged
 from ..analysis.overview.rules import SpanData
 from ..jsonutil import finite
@@ -82,10 +83,8 @@ def _devices(side: Side) -> List[Dict[str, Any]]:
         out.append({"id": d["id"], "trace_name": d["trace_name"], "datasheet": d["spec"]["name"] if d["spec"] else None,
                     "how": d["how"],
                     "kernel_time": fig(s["kernel_time_us"] / 1000, "ms", "sum of kernel durations, all spans"),
-                    "flops_known": fig(_pct(s["flop_time_share"]), "%", src),
+                    "flops_known": fig(_pct(s.get(coverage.KEY)), "%", coverage.SOURCE),
                     "bytes_known": fig(_pct(s["byte_time_share"]), "%", src),
-                    "compute_flops_known": fig(_pct(s.get("compute_flop_share")), "%",
-                                               src + ", communication kernels aside"),
                     "efficiency": fig(_pct(s["efficiency"]), "%", "time-weighted efficiency of rated kernels "
                                       "against their roof (compute or DRAM)")})
     return out
@@ -97,15 +96,17 @@ def _step(ov) -> Dict[str, Any]:
     src = f"{h['steps']} step(s) from {ov.source or 'the trace'} (Overview)"
     steps = max(h["steps"], 1)
     wall = h["wall_us"]
-    rows = [{"category": k, "label": LABELS[k], "kind": "idle" if k in dict(IDLE) else "busy",
-             "ms_per_step": h["breakdown_us"][k] / steps / 1000,
-             "share": 100 * h["breakdown_us"][k] / wall if wall > 0 else None}
-            for k in CATEGORIES if h["breakdown_us"][k] > 0]
+    rows = [{"category": k, "label": LABELS[k], "kind": KINDS[k],
+             "ms_per_step": v / steps / 1000, "share": 100 * v / wall if wall > 0 else None}
+            for k, v in h["breakdown_us"].items() if v > 0]
+    cpu_only = "cpu_ops" in h["breakdown_us"]
     rows.sort(key=lambda r: -r["ms_per_step"])
     return {"time": {k: fig(None if st[k] is None else st[k] / 1000, "ms", src)
                      for k in ("mean", "median", "p90", "spread")},
             "split": table([("label", "where the time went", ""), ("ms_per_step", "per step", "ms"),
                             ("share", "share of step time", "%")], rows,
+                           "Overview breakdown: CPU ops, collectives, data loading and idle threads (a CPU-only run), "
+                           "summing to the wall time" if cpu_only else
                            "Overview breakdown: GPU time by kernel class, GPU idle by cause, summing to the wall time"),
             "comm_overlapped": fig(h["comm_overlapped_us"] / steps / 1000, "ms per step",
                                    "communication kernel time overlapped by compute (Overview)"),
@@ -126,14 +127,14 @@ def _phases(phases: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
 
 def _utilization(ov) -> Dict[str, Any]:
     h = ov.headline
-    cover = ("no kernel time to estimate FLOPs for" if h["flops_covered"] is None else
-             f"FLOPs known for {_fmt_pct(h['flops_covered'])} of kernel time: a lower bound below 100%")
+    cover = ("no compute kernel time to estimate FLOPs for" if h[coverage.KEY] is None else
+             coverage.label(_fmt_pct(h[coverage.KEY])) + ": a lower bound below 100%")
     peak = (f"datasheet {h['mfu_dtype']} peak {_num(h['peak_tflops'])} TFLOP/s (dominant dtype)" if h["peak_tflops"]
             else "no datasheet peak for this device and dtype, so unknown")
     return {"gpu_busy": fig(_pct(h["gpu_busy_pct"]), "%", "share of step time some GPU activity ran (Overview)"),
             "tflops": fig(h["tflops"], "TFLOP/s", "estimated kernel FLOPs / step wall time; " + cover),
             "mfu": fig(_pct(h["mfu"]), "%", f"achieved TFLOP/s / {peak}; " + cover),
-            "flops_known": fig(_pct(h["flops_covered"]), "%", "share of kernel time with a FLOP estimate"),
+            "flops_known": fig(_pct(h[coverage.KEY]), "%", coverage.SOURCE),
             "tensor_cores": fig(_pct(h["tensor_core_share"]), "%", "share of kernel time on Tensor Cores "
                                 "(kernel names, matrix work in a Tensor Core dtype)")}
 

@@ -52,7 +52,7 @@ def _card(label: str, f: Dict[str, Any]) -> str:
 def _devices(r: Dict[str, Any]) -> List[str]:
     items = [f"<li><b>GPU {d['id']}</b>: {escape(d['trace_name'] or '(no name)')} rated as "
              f"{escape(d['datasheet'] or 'unknown (no datasheet row)')}; FLOPs known for "
-             f"{escape(fmt.figure(d['flops_known']))} of kernel time, bytes for {escape(fmt.figure(d['bytes_known']))}"
+             f"{escape(fmt.figure(d['flops_known']))} of compute kernel time, bytes for {escape(fmt.figure(d['bytes_known']))}"
              f"; efficiency {escape(fmt.figure(d['efficiency']))}.<div class=src>{escape(d['how'])}</div></li>"
              for d in r["devices"]]
     inner = [f"<ul>{''.join(items)}</ul>"] if items else ["<p>No GPU in this trace (a CPU-only run).</p>"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from ..analysis.kernels import coverage
 from . import fmt
 
 
@@ -42,7 +43,7 @@ def _devices(r: Dict[str, Any]) -> List[str]:
     for d in r["devices"]:
         out.append(f"- **GPU {d['id']}**: {md(d['trace_name'] or '(no name)')} rated as "
                    f"{md(d['datasheet'] or 'unknown (no datasheet row)')}; FLOPs known for "
-                   f"{fmt.figure(d['flops_known'])} of kernel time, bytes for {fmt.figure(d['bytes_known'])}; "
+                   f"{fmt.figure(d['flops_known'])} of compute kernel time, bytes for {fmt.figure(d['bytes_known'])}; "
                    f"efficiency {fmt.figure(d['efficiency'])}. <sub>{md(d['how'])}</sub>")
     return out + [""] if r["devices"] else out
 
@@ -53,7 +54,7 @@ def _step(r: Dict[str, Any]) -> List[str]:
     t, u = r["step"]["time"], r["utilization"]
     tflops = fmt.figure(u["tflops"]) if u["tflops"]["value"] is not None else "TFLOP/s unknown"
     gpu = (f" GPU busy **{fmt.figure(u['gpu_busy'])}**, {tflops}, MFU **{fmt.figure(u['mfu'])}** "
-           f"(FLOPs known for {fmt.figure(u['flops_known'])} of kernel time), Tensor Cores "
+           f"({coverage.label(fmt.figure(u['flops_known']))}), Tensor Cores "
            f"{fmt.figure(u['tensor_cores'])}." if r["devices"] else " No GPU: no utilisation figures.")
     out = ["## Step time", "",
            f"**{fmt.figure(t['mean'])}** per step (median {fmt.figure(t['median'])}, p90 {fmt.figure(t['p90'])}, "

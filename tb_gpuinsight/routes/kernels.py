@@ -41,7 +41,9 @@ def devices_route(plugin, request) -> Dict[str, Any]:
     datasheet = plugin.service.datasheet()
     if indexed(plugin, request):
         card = all_ranks_table(plugin, request, "cards")[0]
-        return device_answer(device_reports(card, datasheet), card["kernels"], datasheet)
+        # the cards of the selection's table: every rank's GPU together, beside each GPU's own
+        return {**device_answer(device_reports(card, datasheet), card["kernels"], datasheet),
+                "all_ranks": card["summaries"].get("all")}
     return devices(plugin.analysis(request), datasheet)
 
 

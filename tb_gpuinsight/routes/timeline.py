@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..analysis.timeline import index as tl
+from ..analysis.timeline import flows, index as tl
 from ..analysis.kernels.names import display_name
 from ..analysis.timeline.stack import RankIndex, Stack
 from ..service import ALL_WORKERS, NotFound
@@ -98,6 +98,7 @@ def meta_route(plugin, request) -> Dict[str, Any]:
         span, spans, index = span_index(plugin, request)
         out = {"span": span, "spans": spans, **tl.meta(index)}
     out["name_keys"] = [params.name_key(name) for name in out["names"]]  # what Find and the drawers send back
+    out["display_names"] = [display_name(name) for name in out["names"]]  # what the boxes are labelled
     return out
 
 
@@ -144,7 +145,8 @@ def range_route(plugin, request) -> Dict[str, Any]:
 def find_route(plugin, request) -> Dict[str, Any]:
     """Occurrences of one name or of every name matching a query, in time order to step through. Exactly one of:
     `name_key` (a name's key from `/timeline/meta`'s `name_keys` or a kernel row: any name length), `name` (an
-    exact name, short) or `q` (any part of the raw, demangled or display name, case-insensitive). Optional `t0`,
+    exact name, short) or `q` (any part of the raw, demangled or display name, case-insensitive, or a kernel class:
+    "gemm", "attention", "nccl"... finds every kernel of that class, `flows.CLASS_WORDS`). Optional `t0`,
     `t1` keep the occurrences in that range. `names` lists the names found (at most MAX_MATCHES, most time first)
     with their key, display name, count and total time."""
     t0 = number(request, "t0") if request.args.get("t0") else None
@@ -152,11 +154,15 @@ def find_route(plugin, request) -> Dict[str, Any]:
     if all_ranks(request):
         span, target = "", rank_stack(plugin, request)
         names = target.names
-        found = target.find_codes(_find_codes(request, names), t0, t1)
+        by_class = [int(m[c]) for r, m in zip(target.ranks, target.name_maps)
+                    for c in flows.class_codes(r.index, _query_text(request), tl.CLASSES)] if request.args.get("q") \
+            else []
+        found = target.find_codes(sorted(set(_find_codes(request, names)) | set(by_class)), t0, t1)
     else:
         span, _, index = span_index(plugin, request)
         names = index.names
-        found = tl.find_codes(index, _find_codes(request, names), t0, t1)
+        by_class = flows.class_codes(index, _query_text(request), tl.CLASSES) if request.args.get("q") else []
+        found = tl.find_codes(index, sorted(set(_find_codes(request, names)) | set(by_class)), t0, t1)
     listed, found["names_total"] = found["names"][:tl.MAX_MATCHES], len(found["names"])
     found["names"] = [{**item, "name": names[item["code"]], "display_name": display_name(names[item["code"]]),
                        "key": params.name_key(names[item["code"]])} for item in listed]
@@ -188,4 +194,10 @@ def event_route(plugin, request) -> Dict[str, Any]:
     else:
         span, _, index = span_index(plugin, request)
         out = {"span": span, **tl.event(index, row)}
+        if out.get("launched"):  # a CPU op's kernels, each with its % of roof
+            eff, _ = _efficiency(plugin, request, params.text(request, "run", required=True),
+                                 params.selection(request)[1], span)
+            for k in out["launched"]:
+                value = float(eff[k["act"]]) if 0 <= k["act"] < len(eff) else float("nan")
+                k["efficiency"] = value if math.isfinite(value) else None
     return {**out, "name_key": params.name_key(out["name"])}

@@ -17,7 +17,9 @@ const SORTS: Record<Order, { column: string; dir: "asc" | "desc" }[]> = {
 };
 
 /** A bar of cause shares (each segment's width is its share of `total`). */
-export function causeBar(causes: Record<string, number>, order: string[], total: number): HTMLElement {
+export function causeBar(causes: Record<string, number>, order: string[], whole: number): HTMLElement {
+  // The causes split the step's wall time (idle included): a share is of their sum, so none passes 100 %.
+  const total = Math.max(whole, Object.values(causes).reduce((a, b) => a + (b > 0 ? b : 0), 0));
   const parts = order
     .filter((c) => (causes[c] ?? 0) > 0 && total > 0)
     .map((c) =>
@@ -38,6 +40,14 @@ function causeKey(order: string[]): HTMLElement {
   );
 }
 
+/** The largest cause as a share of the step (the causes split the wall time, so shares stay within 100 %). */
+export function mostly(step: PathStep, top: string): string {
+  const share = step.causes[top] / (step.wall_us || 1);
+  const idle = step.causes.idle ?? 0;
+  const traced = top === "idle" || idle <= 0 ? "" : ` (${pct(step.causes[top] / (step.path_us || 1))} of the ${time(step.path_us)} in traced work)`;
+  return `Mostly ${CAUSE_LABELS[top] ?? top}: ${pct(Math.min(share, 1))} of the step${traced}.`;
+}
+
 function stepSummary(step: PathStep, order: string[]): HTMLElement {
   const top = order.filter((c) => (step.causes[c] ?? 0) > 0).sort((a, b) => step.causes[b] - step.causes[a])[0];
   return h(
@@ -49,8 +59,8 @@ function stepSummary(step: PathStep, order: string[]): HTMLElement {
       h("span", { class: "cp-step-name", text: step.step }),
       h("span", { class: "muted small", text: `path ${time(step.path_us)} of ${time(step.wall_us)} wall` }),
     ),
-    causeBar(step.causes, order, step.path_us),
-    top ? h("div", { class: "muted small", text: `Mostly ${CAUSE_LABELS[top] ?? top}: ${pct(step.causes[top] / (step.path_us || 1))} of the path.` }) : null,
+    causeBar(step.causes, order, step.wall_us),
+    top ? h("div", { class: "muted small", text: mostly(step, top) }) : null,
   );
 }
 

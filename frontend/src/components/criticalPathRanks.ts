@@ -18,7 +18,7 @@ export function rankPaths(data: RankPaths, order: string[], current: string, onP
       h("td", { class: "mono", text: r.rank === null ? r.worker : `${r.rank}` }),
       h("td", { class: "num", text: time(r.path_us) }),
       // The bar's length is the rank's path against the longest rank's, so ranks compare at a glance.
-      h("td", { class: "cp-rank-bar" }, h("div", { style: { width: `${(100 * r.path_us) / longest}%` } }, causeBar(r.causes, order, r.path_us))),
+      h("td", { class: "cp-rank-bar" }, h("div", { style: { width: `${(100 * r.path_us) / longest}%` } }, causeBar(r.causes, order, r.wall_us))),
       h("td", {
         class: "cp-rank-top",
         text: r.top ? `${r.top.name}` : "",

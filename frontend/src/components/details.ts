@@ -135,10 +135,31 @@ function roofWarning(r: KernelRow): HTMLElement | null {
 }
 
 /** A details drawer, hidden at first: a head with its title and a close button, then `body`. */
+/** A grip along the sheet's top edge: dragging it sets the sheet's height (every drawer's: one preference). */
+function sheetGrip(): HTMLElement {
+  const grip = h("div", { class: "drawer-grip", title: "Drag to resize the details", attrs: { role: "separator", "aria-orientation": "horizontal", "aria-label": "Resize details" } });
+  grip.addEventListener("pointerdown", (down) => {
+    down.preventDefault();
+    grip.setPointerCapture(down.pointerId);
+    const move = (e: PointerEvent) => {
+      const px = Math.round(Math.min(window.innerHeight - 80, Math.max(96, window.innerHeight - e.clientY)));
+      document.documentElement.style.setProperty("--gi-sheet", `${px}px`);
+    };
+    const up = () => {
+      grip.removeEventListener("pointermove", move);
+      grip.removeEventListener("pointerup", up);
+    };
+    grip.addEventListener("pointermove", move);
+    grip.addEventListener("pointerup", up);
+  });
+  return grip;
+}
+
 export function drawer(title: string, body: HTMLElement, onClose: () => void): HTMLElement {
   const el = h(
     "aside",
     { class: "drawer", attrs: { "aria-label": title } },
+    sheetGrip(),
     h(
       "div",
       { class: "drawer-head" },

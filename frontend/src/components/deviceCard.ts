@@ -121,13 +121,16 @@ export function figure(label: string, value: string, sub?: string, title?: strin
   );
 }
 
+/** The one FLOP-coverage definition (analysis/kernels/coverage.py), as every view words it. */
+export const FLOP_COVERAGE =
+  "share of compute kernel time with a FLOP estimate (kernels other than communication, copies and fills; a known zero is known)";
+
 export function summaryFigures(dev: DeviceInfo): HTMLElement {
   const s: DeviceSummary = dev.summary ?? {
     gpu_busy_us: null,
     kernel_time_us: null,
     memop_time_us: null,
     kernel_count: null,
-    flop_time_share: null,
     byte_time_share: null,
     efficiency: null,
   };
@@ -142,12 +145,8 @@ export function summaryFigures(dev: DeviceInfo): HTMLElement {
     figure("GPU busy", time(s.gpu_busy_us), "union of kernels and memcpy/memset"),
     figure("Kernel time", time(s.kernel_time_us), s.kernel_count != null ? plural(s.kernel_count, "kernel call") : undefined),
     figure("Memcpy / memset", time(s.memop_time_us)),
-    figure("With a FLOP estimate", pct(s.flop_time_share), "share of kernel time"),
-    s.compute_flop_share != null
-      ? figure("FLOPs known", pct(s.compute_flop_share), unratedSummary(s) || "of compute kernel time",
-          "share of compute kernel time (communication aside, it is rated on the link) with a FLOP estimate; " +
-          "the kernel families without one, with their reason")
-      : null,
+    figure("FLOPs known", pct(s.compute_flop_share ?? null), unratedSummary(s) || "of compute kernel time",
+      FLOP_COVERAGE + "; the kernel families without one, with their reason"),
     figure("With a byte estimate", pct(s.byte_time_share), "share of kernel time"),
     figure("With both", pct(s.covered_time_share ?? null), "share of kernel time, under the roof",
       "kernels with a FLOP and a byte estimate whose figures are physically possible"),
@@ -166,14 +165,14 @@ export function unratedSummary(s: DeviceSummary | null | undefined, top = 2): st
 }
 
 /** The device and its headline figures on one line: the summary of the collapsible header of the Kernel tab. */
-export function compactSummary(dev: DeviceInfo): HTMLElement {
+export function compactSummary(dev: DeviceInfo, scope?: string): HTMLElement {
   const s = dev.summary;
   const item = (label: string, value: string, title?: string) =>
     h("span", { class: "sum-item", title }, h("span", { class: "sum-label", text: label }), h("span", { class: "sum-value", text: value }));
   return h(
     "span",
     { class: "sum-line" },
-    h("span", { class: "badge", text: `GPU ${dev.id}` }),
+    h("span", { class: "badge", text: scope ?? `GPU ${dev.id}`, title: scope ? "every rank's GPU together: what the table below sums" : undefined }),
     h("span", {
       class: "sum-device" + (dev.matched ? "" : " sum-unmatched"),
       text: dev.matched && dev.spec ? dev.spec.name : `${dev.trace_name || "unnamed GPU"}: unknown device`,
@@ -184,7 +183,7 @@ export function compactSummary(dev: DeviceInfo): HTMLElement {
     item("Efficiency", pct(s?.efficiency ?? null), "time-weighted, vs. roofline"),
     item("Rated", pct(s?.covered_time_share ?? null), "share of kernel time with a FLOP and a byte estimate, under the roof"),
     s?.compute_flop_share != null
-      ? item("FLOPs known", pct(s.compute_flop_share), "share of compute kernel time with a FLOP estimate" +
+      ? item("FLOPs known", pct(s.compute_flop_share), FLOP_COVERAGE +
           (unratedSummary(s, 5) ? "; " + unratedSummary(s, 5) : ""))
       : null,
     s?.over_roof_count ? item("⚠ Over the roof", pct(s.over_roof_time_share ?? null), `${plural(s.over_roof_count, "kernel call")}, left out`) : null,

@@ -3,17 +3,38 @@ import type { OverviewCategory, OverviewHeadline, Recommendation, StepRow } from
 import { h } from "../dom";
 import { count, pct, plural, sig, time, tflops, UNKNOWN } from "../format";
 import { timelineButton } from "../nav";
-import { figure } from "./deviceCard";
+import { figure, FLOP_COVERAGE } from "./deviceCard";
 import { CATEGORY_COLORS, spanNamer } from "./overviewCharts";
 import { UNKNOWN_COLOR } from "../palette";
 import { htmlTableExport } from "../export";
 
-export function headlineCards(hl: OverviewHeadline): HTMLElement {
+/** A CPU-only run's split (analysis/overview/cpu.py) has its own categories: CPU ops, collectives, idle threads. */
+export function isCpuOnly(categories: OverviewCategory[]): boolean {
+  return categories.some((c) => c.key === "cpu_ops");
+}
+
+/** A CPU-only run's cards: what the CPU did per step, no GPU figure. */
+function cpuCards(hl: OverviewHeadline): HTMLElement {
+  const st = hl.step_time_us;
+  const part = (key: string) => (hl.wall_us ? (hl.breakdown_us[key] ?? 0) / hl.wall_us : null);
+  return h(
+    "div",
+    { class: "figures ov-cards" },
+    figure("Step time", time(st.mean), `${plural(hl.steps, "step")} · median ${time(st.median)} · p90 ${time(st.p90)}`),
+    figure("CPU ops", pct(part("cpu_ops")), "share of step time some CPU op ran", "no GPU activity in this run: CPU time only"),
+    figure("Collectives (exposed)", pct(part("cpu_collectives")), "in a collective, no CPU op running", "waiting for peers or the transfer"),
+    figure("Data loading", pct(part("cpu_data_loading")), "inside a DataLoader __next__"),
+    figure("Idle threads", pct(part("cpu_idle")), "no op on any thread", "sleeping or blocked outside the profiler's view"),
+  );
+}
+
+export function headlineCards(hl: OverviewHeadline, cpuOnly = false): HTMLElement {
+  if (cpuOnly) return cpuCards(hl);
   const st = hl.step_time_us;
   const mfuSub =
     hl.mfu == null
       ? "no FLOP estimate or no datasheet peak"
-      : `of ${hl.mfu_dtype} peak ${sig(hl.peak_tflops)} TFLOP/s · FLOPs known for ${pct(hl.flops_covered)} of kernel time`;
+      : `of ${hl.mfu_dtype} peak ${sig(hl.peak_tflops)} TFLOP/s · FLOPs known for ${pct(hl.compute_flop_share)} of compute kernel time`;
   return h(
     "div",
     { class: "figures ov-cards" },
@@ -25,7 +46,7 @@ export function headlineCards(hl: OverviewHeadline): HTMLElement {
     ),
     figure("GPU busy", pct(hl.gpu_busy_pct), "share of step time any kernel or copy ran", "interval union over streams"),
     figure("Achieved", hl.tflops == null ? UNKNOWN : tflops(hl.tflops), "estimated FLOPs / step time"),
-    figure("MFU", hl.mfu == null ? UNKNOWN : pct(hl.mfu), mfuSub, "model FLOPs utilisation: a lower bound when FLOPs are not known for every kernel"),
+    figure("MFU", hl.mfu == null ? UNKNOWN : pct(hl.mfu), mfuSub, "model FLOPs utilisation: a lower bound when FLOPs are not known for every kernel. FLOPs known: " + FLOP_COVERAGE),
     figure("Tensor Cores", pct(hl.tensor_core_share), "share of kernel time", "by kernel name (hmma, tensorop, 16816…) and matrix work in fp16/bf16/tf32/fp8/int8"),
     figure("Kernels per step", hl.kernels_per_step == null ? UNKNOWN : sig(hl.kernels_per_step), `median kernel ${time(hl.kernel_median_us)}`),
   );
@@ -39,6 +60,7 @@ function swatch(key: string): HTMLElement {
 export function breakdownTable(steps: StepRow[], categories: OverviewCategory[], onStep: (i: number) => void): HTMLElement {
   const used = categories.filter((c) => steps.some((s) => Number(s[`${c.key}_us`]) > 0));
   const serving = steps.some((s) => s.phase);
+  const gpu = !isCpuOnly(categories);
   const head = h(
     "tr",
     null,
@@ -51,10 +73,10 @@ export function breakdownTable(steps: StepRow[], categories: OverviewCategory[],
         ]
       : []),
     h("th", { text: "Wall" }),
-    h("th", { text: "GPU busy" }),
+    gpu ? h("th", { text: "GPU busy" }) : null,
     ...used.map((c) => h("th", { class: c.kind === "idle" ? "ov-idle" : "" }, swatch(c.key), c.label)),
     h("th", { text: "Comm. overlapped", title: "communication that ran under compute (not part of the sum)" }),
-    h("th", { text: "Kernels" }),
+    gpu ? h("th", { text: "Kernels" }) : null,
   );
   const name = spanNamer(steps.map((s) => s.span));
   const several = steps.some((o) => o.span !== steps[0]?.span);
@@ -80,13 +102,13 @@ export function breakdownTable(steps: StepRow[], categories: OverviewCategory[],
           ]
         : []),
       h("td", { class: "num", text: time(s.wall_us) }),
-      h("td", { class: "num", text: pct(s.gpu_busy_pct) }),
+      gpu ? h("td", { class: "num", text: pct(s.gpu_busy_pct) }) : null,
       ...used.map((c) => {
         const v = Number(s[`${c.key}_us`]) || 0;
         return h("td", { class: "num", title: pct(s.wall_us ? v / s.wall_us : null), text: v ? time(v) : "·" });
       }),
       h("td", { class: "num", text: s.comm_overlapped_us ? time(s.comm_overlapped_us) : "·" }),
-      h("td", { class: "num", text: count(s.kernel_count) }),
+      gpu ? h("td", { class: "num", text: count(s.kernel_count) }) : null,
     ),
   );
   const table = h("table", { class: "ov-table" }, h("thead", null, head), h("tbody", null, ...rows));

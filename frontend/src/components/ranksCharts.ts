@@ -24,8 +24,21 @@ const PARTS: ReadonlyArray<Part> = [
   ["Communication (exposed)", KERNEL_CLASS_COLORS.communication, (r) => r.comm_exposed_us],
   ["Memcpy / memset", KERNEL_CLASS_COLORS.memcpy, (r) => r.memcpy_us],
   ...IDLE_CAUSES.map(([m, label, key]): Part => [label, IDLE_CAUSE_COLORS[key], (r) => r[`${m}_us`]]),
-  ["Idle (no GPU: no cause)", "#DDDDDD", (r) => (r.idle_host_bound_us == null ? r.idle_us : null)],
 ];
+
+/** A CPU-only run's parts (analysis/overview/cpu.py): what the CPU did, never GPU idle causes. */
+const CPU_OVERLAPPED = "Collectives (overlapped, under CPU ops)";
+const CPU_PARTS: ReadonlyArray<Part> = [
+  ["CPU ops (and data loading)", KERNEL_CLASS_COLORS["CPU op"], (r) => r.compute_us],
+  [CPU_OVERLAPPED, "#FFAABB", (r) => r.comm_overlapped_us],
+  ["Collectives (exposed)", KERNEL_CLASS_COLORS.communication, (r) => r.comm_exposed_us],
+  ["Idle threads", "#DDDDDD", (r) => r.idle_us],
+];
+
+/** No rank has a GPU idle cause: a CPU-only run. */
+export function cpuOnlyRanks(rows: RankRow[]): boolean {
+  return rows.length > 0 && rows.every((r) => r.idle_host_bound_us == null);
+}
 
 /** A chart box whose height follows the number of ranks it draws. */
 class Chart extends ChartBox {
@@ -59,12 +72,12 @@ export class RankBars extends Chart {
           data: ranks,
           axisLabel: { formatter: (r: string) => (stragglers.has(Number(r)) ? `{s|rank ${r} ⚑}` : `rank ${r}`), rich: { s: { color: "#c0392b", fontWeight: "bold" } } },
         },
-        series: PARTS.map(([name, color, value]) => ({
+        series: (cpuOnlyRanks(rows) ? CPU_PARTS : PARTS).map(([name, color, value]) => ({
           type: "bar",
           name,
-          stack: name === OVERLAPPED ? "overlap" : "step",
+          stack: name === OVERLAPPED || name === CPU_OVERLAPPED ? "overlap" : "step",
           itemStyle: { color },
-          barMaxWidth: name === OVERLAPPED ? 5 : 16,
+          barMaxWidth: name === OVERLAPPED || name === CPU_OVERLAPPED ? 5 : 16,
           data: rows.map(value),
         })),
       },

@@ -24,6 +24,8 @@ export interface TimelineMeta {
   duration_us: number;
   lanes: TimelineLane[];
   names: string[];
+  /** Each name as the tables show it (analysis/kernels/names.py display_name): what the boxes are labelled. */
+  display_names?: string[];
   /** Each name's key (what Find and the drawers send back: names can be any length). */
   name_keys: string[];
   classes: string[];
@@ -43,6 +45,9 @@ export interface LaneEvents {
   act: number[];
   index: number[];
   eff?: (number | null)[];
+  /** Launch flows: the lane of the CPU op that launched each GPU event and when the launch began (null: none). */
+  src_lane?: (number | null)[];
+  src_ts?: (number | null)[];
 }
 
 export interface LaneBins {
@@ -135,6 +140,20 @@ export interface TimelineEvent {
   act: number;
   device: number | null;
   name_key: string;
+  /** A GPU event: the CPU op that launched it. A CPU op: the kernels it launched (at most 64 of launched_total). */
+  launched_by?: FlowLink;
+  launched?: (FlowLink & { act: number; efficiency?: number | null })[];
+  launched_total?: number;
+}
+
+export interface FlowLink {
+  index: number;
+  lane: number;
+  name: string;
+  start: number;
+  dur: number;
+  /** When the launch call began. */
+  ts: number;
 }
 
 type Q = Record<string, string | number | undefined>;

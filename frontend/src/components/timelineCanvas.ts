@@ -77,6 +77,16 @@ export function timeLabel(us: number, step: number): string {
   return `${us.toFixed(digits(1))} µs`;
 }
 
+/** One launch flow: from the launch on a CPU op's lane to the kernel's start on its GPU lane (times in µs). */
+export interface PickedFlow {
+  fromLane: number;
+  fromTs: number;
+  toLane: number;
+  toTs: number;
+}
+
+const MAX_FLOWS = 2000; // drawn at once: more is a solid band that says nothing
+
 /** A stretch of time drawn in one colour by the overlay strip (times in the timeline's time base, µs). */
 export interface OverlaySegment {
   start: number;
@@ -128,6 +138,10 @@ export class TimelineCanvas {
   private selected: number | null = null;
   private range: [number, number] | null = null;
   private overlay: OverlaySegment[] = [];
+  private labels: string[] = [];
+  private rowOf = new Map<number, number>();
+  private flows = false;
+  private picked: PickedFlow[] = [];
   private drag: { x: number; t0: number; t1: number; shift: boolean; moved: boolean } | null = null;
   private frame = 0;
   private resize: ResizeObserver;
@@ -182,8 +196,10 @@ export class TimelineCanvas {
     return [this.t0, this.t1];
   }
 
-  setLanes(lanes: TimelineLane[], names: string[], classes: string[], idleCauses: string[], duration: number): void {
+  setLanes(lanes: TimelineLane[], names: string[], classes: string[], idleCauses: string[], duration: number, labels?: string[]): void {
     this.lanes = lanes;
+    this.labels = labels ?? names;
+    this.rowOf = new Map(lanes.map((l, row) => [l.id, row]));
     this.tops = [LANES_TOP];
     for (const lane of lanes) this.tops.push(this.tops[this.tops.length - 1] + laneHeight(lane));
     this.idleCauses = idleCauses;
@@ -211,6 +227,18 @@ export class TimelineCanvas {
 
   setSelected(index: number | null): void {
     this.selected = index;
+    this.redraw();
+  }
+
+  /** Draw the launch -> kernel flow of every GPU event in view (the view's toggle). */
+  setFlows(on: boolean): void {
+    this.flows = on;
+    this.redraw();
+  }
+
+  /** The flows of the selected event (its launch, or the kernels a CPU op launched); [] clears them. */
+  setPickedFlows(flows: PickedFlow[]): void {
+    this.picked = flows;
     this.redraw();
   }
 
@@ -375,6 +403,7 @@ export class TimelineCanvas {
     this.drawOverlay();
     this.drawIdle();
     this.lanes.forEach((lane, row) => this.drawLane(lane, this.top(row), this.heightOf(row)));
+    this.drawFlows();
     this.drawHighlight();
     this.drawRange(hgt);
     this.drawRuler();
@@ -492,6 +521,57 @@ export class TimelineCanvas {
     }
   }
 
+  /** Launch flows: a curve from the launch on the CPU op's lane to the kernel's start, with an arrow head. */
+  private drawFlows(): void {
+    const all: PickedFlow[] = [];
+    if (this.flows && this.data) {
+      for (const lane of this.data.lanes) {
+        const ev = lane.events;
+        if (!ev.src_lane) continue;
+        for (let i = 0; i < ev.start.length && all.length < MAX_FLOWS; i++) {
+          const src = ev.src_lane[i];
+          const ts = ev.src_ts?.[i];
+          if (src != null && ts != null) all.push({ fromLane: src, fromTs: ts, toLane: lane.id, toTs: ev.start[i] });
+        }
+      }
+    }
+    this.strokeFlows(all, themeColor("#4263eb"), 0.45, 1);
+    this.strokeFlows(this.picked, "#d9480f", 1, 2);
+  }
+
+  private strokeFlows(flows: PickedFlow[], color: string, alpha: number, width: number): void {
+    if (!flows.length) return;
+    const c = this.ctx;
+    c.save();
+    c.strokeStyle = color;
+    c.fillStyle = color;
+    c.globalAlpha = alpha;
+    c.lineWidth = width;
+    for (const f of flows) {
+      const a = this.rowOf.get(f.fromLane);
+      const b = this.rowOf.get(f.toLane);
+      if (a === undefined || b === undefined) continue; // a lane not shown (a deeper CPU level)
+      const x0 = this.xOf(f.fromTs);
+      const x1 = this.xOf(f.toTs);
+      if (Math.max(x0, x1) < 0 || Math.min(x0, x1) > this.plotWidth) continue;
+      const y0 = this.top(a) + this.heightOf(a) / 2;
+      const y1 = b > a ? this.top(b) + 1 : this.top(b) + this.heightOf(b) - 2;
+      const bend = (y1 - y0) / 2;
+      c.beginPath();
+      c.moveTo(x0, y0);
+      c.bezierCurveTo(x0, y0 + bend, x1, y1 - bend, x1, y1);
+      c.stroke();
+      const dir = y1 > y0 ? -1 : 1;
+      c.beginPath();
+      c.moveTo(x1, y1);
+      c.lineTo(x1 - 3, y1 + 5 * dir);
+      c.lineTo(x1 + 3, y1 + 5 * dir);
+      c.closePath();
+      c.fill();
+    }
+    c.restore();
+  }
+
   /** Names inside events wide enough to hold some text. */
   private drawLabelsIn(data: LaneView, rows: number[], middle: number): void {
     const c = this.ctx;
@@ -500,7 +580,7 @@ export class TimelineCanvas {
     for (const i of rows) {
       const x0 = this.xOf(ev.start[i]);
       const wd = this.xOf(ev.start[i] + ev.dur[i]) - x0;
-      const text = this.names[ev.name[i]] ?? "";
+      const text = this.labels[ev.name[i]] ?? "";
       const chars = Math.floor((Math.min(wd, this.plotWidth) - 6) / 6.2);
       c.fillText(text.length > chars ? text.slice(0, Math.max(0, chars - 1)) + "…" : text, Math.max(x0, 0) + 3, middle);
     }

@@ -3,7 +3,7 @@
 // its evidence. Everything comes from /ranks (the run's rank index); ranks are paged on the server (rank order or
 // top stragglers first, the default past one page) and searched by number or worker name, never drawn all at once.
 import { ApiError, isAbort, type Selection } from "../api";
-import { RankBars, StepHeatmap } from "../components/ranksCharts";
+import { cpuOnlyRanks, RankBars, StepHeatmap } from "../components/ranksCharts";
 import { IDLE_CAUSES, ranksApi, STEP_METRICS, type CollectiveRow, type RankCompare, type Heatmap, type RankOrder, type RankRow, type RanksResponse, type StepMetric } from "../components/ranksApi";
 import { emptyState, errorState, inlineError, loadingState } from "../components/states";
 import { debounce, field, h, replace, select } from "../dom";
@@ -28,7 +28,7 @@ function panel(title: string, ...body: (Node | null)[]): HTMLElement {
   return h("section", { class: "panel" }, h("div", { class: "panel-head" }, h("h2", { class: "panel-title", text: title })), ...body);
 }
 
-function rankCells(r: RankRow): Cell[] {
+function rankCells(r: RankRow, cpu = false): Cell[] {
   return [
     String(r.rank),
     r.worker,
@@ -36,9 +36,9 @@ function rankCells(r: RankRow): Cell[] {
     time(r.compute_us),
     time(r.comm_exposed_us),
     time(r.comm_overlapped_us),
-    time(r.memcpy_us),
+    ...(cpu ? [] : [time(r.memcpy_us)]),
     time(r.idle_us),
-    ...IDLE_CAUSES.map(([m]) => time(r[`${m}_us`])),
+    ...(cpu ? [] : IDLE_CAUSES.map(([m]) => time(r[`${m}_us`]))),
     time(r.comm_wait_us),
     count(r.arrived_last),
     time(r.others_waited_us),
@@ -47,6 +47,9 @@ function rankCells(r: RankRow): Cell[] {
 
 const RANK_HEAD = ["Rank", "Worker", "Step", "Compute", "Comm exposed", "Comm overlapped", "Memcpy", "Idle",
   "Host-bound", "Launch-bound", "Sync", "Data loading", "Other idle", "Wait in collectives", "Arrived last", "Others waited"];
+/** A CPU-only run's columns: what the CPU did (analysis/overview/cpu.py), no memcpy and no GPU idle causes. */
+const CPU_RANK_HEAD = ["Rank", "Worker", "Step", "CPU ops", "Collectives exposed", "Collectives overlapped", "Idle threads",
+  "Wait in collectives", "Arrived last", "Others waited"];
 const COLL_HEAD = ["Collective", "dtype", "Size", "Ranks", "Algorithm", "Count", "Time / rank", "Wait", "Transfer", "algbw", "busbw", "% of link"];
 
 function collectiveCells(c: CollectiveRow): Cell[] {
@@ -152,7 +155,9 @@ class DistributedView implements TabView {
         this.stragglers(d),
         panel("Ranks: mean step split", h("div", {
           class: "muted small",
-          text: "Mean per step. Idle is split by cause as in the Overview (host-bound, launch-bound, synchronisation, data loading, other); a CPU-only trace has no GPU idle to split (—). Click a rank (bar or row) to compare it with the median rank.",
+          text: cpuOnlyRanks(d.ranks)
+            ? "Mean per step of a CPU-only run: CPU ops (data loading included), collectives not under CPU ops (exposed) and under them (overlapped), idle threads; waits in collectives are each rank's wait intervals united, so a step's wait never exceeds the step. Click a rank (bar or row) to compare it with the median rank."
+            : "Mean per step. Idle is split by cause as in the Overview (host-bound, launch-bound, synchronisation, data loading, other); waits in collectives are each rank's wait intervals united (collectives in flight together count once). Click a rank (bar or row) to compare it with the median rank.",
         }), h("div", { class: "controls" }, field("Order", orderSelect), field("Search", search)), this.pagerHost, this.focus, this.rankHost),
         panel(`Ranks × steps`, h("div", { class: "controls" }, field("Metric", metricSelect)), this.heatStatus, this.heat.el),
         panel(
@@ -201,7 +206,7 @@ class DistributedView implements TabView {
     replace(
       this.rankHost,
       rows.length ? this.bars!.el : emptyState(`No rank matches “${this.query}”`),
-      rows.length ? table(RANK_HEAD, rows.map(rankCells), "ranks-per-rank", (i) => (flagged.has(rows[i].rank) ? "row-straggler" : ""), (i) => this.showRank(rows[i].rank)) : null,
+      rows.length ? table(cpuOnlyRanks(rows) ? CPU_RANK_HEAD : RANK_HEAD, rows.map((r) => rankCells(r, cpuOnlyRanks(rows))), "ranks-per-rank", (i) => (flagged.has(rows[i].rank) ? "row-straggler" : ""), (i) => this.showRank(rows[i].rank)) : null,
     );
     this.renderHeatmap(map);
   }

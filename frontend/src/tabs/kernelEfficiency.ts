@@ -4,6 +4,7 @@ import {
   DTYPES,
   isAbort,
   type DeviceInfo,
+  type DeviceSummary,
   type Dtype,
   type Group,
   type KernelRow,
@@ -159,6 +160,7 @@ class KernelEfficiencyView implements TabView {
       const res = await api.devices(this.sel, signal);
       if (signal.aborted) return;
       this.devices = res.devices;
+      this.allRanksSummary = res.all_ranks ?? null;
     } catch (err) {
       if (signal.aborted || isAbort(err)) return;
       replace(
@@ -183,6 +185,9 @@ class KernelEfficiencyView implements TabView {
   }
 
   /** "All ranks": the table aggregates every rank (the server groups across their GPUs). */
+  /** Every rank's GPU together ("All ranks"): the summary above the table is of what the table sums. */
+  private allRanksSummary: DeviceSummary | null = null;
+
   private get allRanks(): boolean {
     return this.sel.worker === ALL_WORKERS;
   }
@@ -338,8 +343,10 @@ class KernelEfficiencyView implements TabView {
       ),
     );
     const dev = this.device;
-    replace(this.figuresEl, dev ? summaryFigures(dev) : null, dev ? reasonList(dev) : null);
-    replace(this.summaryLine, dev ? compactSummary(dev) : null);
+    const whole = this.allRanks && this.allRanksSummary && dev ? { ...dev, summary: this.allRanksSummary } : null;
+    const shown = whole ?? dev;
+    replace(this.figuresEl, shown ? summaryFigures(shown) : null, shown ? reasonList(shown) : null);
+    replace(this.summaryLine, shown ? compactSummary(shown, whole ? `All ranks · ${this.devices.length} GPUs` : undefined) : null);
   }
 
   private renderOpChip(): void {

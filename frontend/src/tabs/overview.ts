@@ -1,7 +1,7 @@
 // Overview tab (the landing view): headline figures, where each step's time goes, ranked recommendations, and a
 // trend across the spans of a worker. Clicking a step scopes the Kernel efficiency, Timeline and Memory tabs to it.
 import { api, isAbort, type OverviewHeadline, type OverviewResponse, type Selection } from "../api";
-import { breakdownTable, headlineCards, recommendationList } from "../components/overviewParts";
+import { breakdownTable, headlineCards, isCpuOnly, recommendationList } from "../components/overviewParts";
 import { StepChart, TrendChart } from "../components/overviewCharts";
 import { emptyState, loadingState, requestErrorState } from "../components/states";
 import { h, replace } from "../dom";
@@ -59,10 +59,12 @@ class OverviewView implements TabView {
     this.charts.push(stepChart);
     const parts: (HTMLElement | null)[] = [
       notes,
-      headlineCards(hl),
+      headlineCards(hl, isCpuOnly(res.categories)),
       panel(
         "Where each step's time goes",
-        `GPU time by kernel class, GPU idle by cause; overlapping streams counted once · click a step to scope the Kernel efficiency, Timeline and Memory tabs`,
+        isCpuOnly(res.categories)
+          ? `No GPU activity: CPU time by what the CPU did (data loading, CPU ops, collectives, idle threads) · click a step to scope the other tabs`
+          : `GPU time by kernel class, GPU idle by cause; overlapping streams counted once · click a step to scope the Kernel efficiency, Timeline and Memory tabs`,
         stepChart.el,
         breakdownTable(res.steps, res.categories, (i) => this.scopeStep(i)),
       ),

@@ -9,8 +9,8 @@ import { CAUSE_COLORS, CAUSE_LABELS, criticalPathApi } from "../components/criti
 import { openInPerfetto } from "../components/perfetto";
 import { emptyState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { stepChip } from "../components/stepChip";
-import { CLASS_COLORS, IDLE_COLORS, TimelineCanvas, efficiencyColor, type ColorMode, type PickedEvent } from "../components/timelineCanvas";
-import { timelineApi, type FindQuery, type FindResult, type FoundName, type FoundOccurrence, type RangeBreakdown, type TimelineLane, type TimelineMeta } from "../components/timelineApi";
+import { CLASS_COLORS, IDLE_COLORS, TimelineCanvas, efficiencyColor, type ColorMode, type PickedEvent, type PickedFlow } from "../components/timelineCanvas";
+import { timelineApi, type FindQuery, type FindResult, type FoundName, type FoundOccurrence, type RangeBreakdown, type TimelineLane, type TimelineEvent, type TimelineMeta } from "../components/timelineApi";
 import { field, h, replace, select } from "../dom";
 import { count, pct, time } from "../format";
 import { takeTimelineTarget, type TimelineTarget } from "../nav";
@@ -157,7 +157,7 @@ class TimelineTabView implements TabView {
       onRange: (t0, t1) => void this.showRange(t0, t1),
     });
     this.depth = -1;
-    const findBox = h("input", { class: "search", attrs: { type: "search", placeholder: "Find: any part of a kernel or op name…", title: "Find: any part of a kernel or op name (raw, demangled or as shown), case-insensitive", "aria-label": "Find on timeline", spellcheck: "false" } });
+    const findBox = h("input", { class: "search", attrs: { type: "search", placeholder: "Find: a name, or a class (gemm, attention, nccl)…", title: "Find: any part of a kernel or op name (raw, demangled or as shown), case-insensitive, or a kernel class: gemm, attention, conv, elementwise, reduction, norm, nccl (communication), memcpy, memset", "aria-label": "Find on timeline", spellcheck: "false" } });
     let searched = "";
     findBox.addEventListener("keydown", (e) => {
       const text = findBox.value.trim();
@@ -185,6 +185,7 @@ class TimelineTabView implements TabView {
       ),
       field("Find", findBox),
       this.stacked ? null : this.pathToggle(),
+      this.flowsToggle(),
       h("button", { class: "btn", text: "−", title: "Zoom out (S)", on: { click: () => this.canvas?.zoom(1 / 0.6) } }),
       h("button", { class: "btn", text: "+", title: "Zoom in (W)", on: { click: () => this.canvas?.zoom(0.6) } }),
       h("button", { class: "btn", text: "Fit", title: "Show the whole span (0)", on: { click: () => this.canvas?.fit() } }),
@@ -217,6 +218,28 @@ class TimelineTabView implements TabView {
     );
     replace(this.rangeEl, h("span", { class: "muted", text: "Shift+drag on the timeline to see busy, idle and class times of a range." }));
     this.applyDepth(1);
+  }
+
+  /** Launch -> kernel flows of every GPU event in view (the selected event's are always drawn). */
+  private flowsToggle(): HTMLElement {
+    const box = h("input", { attrs: { type: "checkbox", "aria-label": "Show launch flows" } });
+    box.addEventListener("change", () => this.canvas?.setFlows(box.checked));
+    return h("label", { class: "field tl-flows-toggle", title: "Draw an arrow from each kernel's launch (on the CPU op that launched it) to the kernel" }, h("span", { class: "field-label", text: "Flows" }), box);
+  }
+
+  /** The selected event's flows (its launch, or a CPU op's kernels), drawn and listed in its drawer. */
+  private async pickFlows(ev: PickedEvent): Promise<TimelineEvent | null> {
+    try {
+      const full = await timelineApi.event(this.spanSel, this.tspan, ev.index, this.controller.signal);
+      const links: PickedFlow[] = [];
+      if (full.launched_by) links.push({ fromLane: full.launched_by.lane, fromTs: full.launched_by.ts, toLane: full.lane, toTs: full.start });
+      for (const k of full.launched ?? []) links.push({ fromLane: full.lane, fromTs: k.ts, toLane: k.lane, toTs: k.start });
+      this.canvas?.setPickedFlows(links);
+      return full;
+    } catch (err) {
+      if (!isAbort(err)) this.canvas?.setPickedFlows([]);
+      return null;
+    }
   }
 
   /** The critical path (as the Execution graph tab lists it) as a strip of cause colours under the steps. */
@@ -291,7 +314,7 @@ class TimelineTabView implements TabView {
     if (depth === this.depth) return;
     this.depth = depth;
     const lanes = meta.lanes.filter((l) => l.kind === "gpu" || (l.kind === "cpu" && (l.depth ?? 0) <= depth));
-    this.canvas.setLanes(lanes, meta.names, meta.classes, meta.idle_causes, meta.duration_us);
+    this.canvas.setLanes(lanes, meta.names, meta.classes, meta.idle_causes, meta.duration_us, meta.display_names);
   }
 
   private visibleLanes(): TimelineLane[] {
@@ -417,6 +440,7 @@ class TimelineTabView implements TabView {
 
   private pick(ev: PickedEvent | null): void {
     this.canvas?.setSelected(ev ? ev.index : null);
+    this.canvas?.setPickedFlows([]);
     if (!ev) {
       this.details.close();
       this.cpuDrawer.hidden = true;
@@ -448,6 +472,10 @@ class TimelineTabView implements TabView {
     }
     this.details.open(ev.name, row, (signal) => api.kernelOps(sel, device, ev.name, signal, key));
     this.details.el.querySelector(".kernel-name")?.after(h("div", { class: "muted small tl-occurrence", text: `This launch: ${time(ev.dur)} at ${time(ev.start)} ${this.origin}${lane.rank !== undefined ? ` (rank ${lane.rank})` : ""}` }));
+    const full = await this.pickFlows(ev);
+    if (full?.launched_by) {
+      this.details.el.querySelector(".tl-occurrence")?.after(h("div", { class: "muted small tl-launched-by", text: `Launched by ${full.launched_by.name} (the arrow), ${time(full.start - full.launched_by.ts)} after its launch call began`, title: full.launched_by.name }));
+    }
   }
 
   /** A name's key from the timeline's meta (names are sent back by key: they can be any length). */
@@ -459,11 +487,26 @@ class TimelineTabView implements TabView {
 
   private openOp(ev: PickedEvent, lane: TimelineLane | undefined): void {
     this.cpuDrawer.hidden = false;
+    const kernels = h("div", { class: "tl-op-kernels" });
+    void this.pickFlows(ev).then((full) => {
+      const rows = full?.launched ?? [];
+      if (!rows.length) return replace(kernels, h("div", { class: "muted small", text: "Launched no GPU work (or none this trace links to it)." }));
+      const names = this.meta?.display_names ?? [];
+      const shown = (name: string) => names[this.meta?.names.indexOf(name) ?? -1] ?? name;
+      replace(
+        kernels,
+        h("div", { class: "field-label", text: `Kernels it launched (${count(full?.launched_total ?? rows.length)}, the arrows)` }),
+        h("table", { class: "tl-kernels-table" },
+          h("thead", null, h("tr", null, h("th", { text: "Kernel" }), h("th", { text: "Duration" }), h("th", { text: "% of roof" }))),
+          h("tbody", null, ...rows.map((k) => h("tr", null, h("td", { text: shown(k.name), title: k.name }), h("td", { class: "num", text: time(k.dur) }), h("td", { class: "num", text: k.efficiency == null ? "—" : pct(k.efficiency) }))))),
+      );
+    });
     replace(
       this.cpuBody,
-      h("div", { class: "kernel-name", text: ev.name }),
+      h("div", { class: "kernel-name", text: ev.name, title: ev.name }),
       h("div", { class: "stats" }, stat("Duration", time(ev.dur)), stat("Start", time(ev.start), this.origin), lane?.rank !== undefined ? stat("Rank", String(lane.rank)) : null, stat("Thread", lane?.tid ?? "—"), stat("Depth", String(lane?.depth ?? 0))),
       h("button", { class: "btn btn-small", text: "Find every occurrence", on: { click: () => void this.find({ name: ev.name, key: this.keyOf(ev.name) }) } }),
+      kernels,
     );
   }
 

@@ -11,6 +11,7 @@ from ...trace.table import Interner, Table, unique_keys, unique_rows
 from ..correlate import LINK_NAMES
 from ..ranks.collectives import mark_communication_groups
 from .attribution import is_copy_event
+from .coverage import is_compute_class, share as coverage_share
 from .names import kernel_class
 from .rating import _US, _dram_traffic
 from .reasons import CODES, REASONS, reason_rows
@@ -35,7 +36,6 @@ def device_summary(acts: Table) -> Dict[str, Any]:
         "kernel_time_us": kernel_time,
         "memop_time_us": float(dur[~is_kernel].sum()),
         "kernel_count": int(is_kernel.sum()),
-        "flop_time_share": _ratio(float(dur[with_flops].sum()), kernel_time),
         "byte_time_share": _ratio(float(dur[with_bytes].sum()), kernel_time),
         "covered_time_share": _ratio(float(dur[with_flops & with_bytes & ~over].sum()), kernel_time),
         "rated_time_share": _ratio(rated_time, kernel_time),
@@ -45,14 +45,14 @@ def device_summary(acts: Table) -> Dict[str, Any]:
         "flops": float(np.nansum(acts["flops"][kept])),
         "bytes": float(np.nansum(acts["bytes"][kept])),
         "reasons": reason_rows(_reason_shares(acts, is_kernel, kernel_time)),
-        **_compute_coverage(acts, is_kernel),
+        **_compute_coverage(acts),
     }
 
 
-def _compute_coverage(acts: Table, is_kernel: np.ndarray, top: int = 5) -> Dict[str, Any]:
-    """FLOP coverage of compute time (kernel time outside communication, which is rated on the link) and the kernel
-    classes with the most time without FLOPs, each with its commonest reason: the honest headline of what is rated.
-    """
+def _compute_coverage(acts: Table, top: int = 5) -> Dict[str, Any]:
+    """FLOP coverage of compute kernel time (`coverage.py`: kernels other than communication, copies and fills) and
+    the kernel classes with the most time without FLOPs, each with its commonest reason: the honest headline of what
+    is rated."""
     names, kinds, ops = acts.strings["name"], acts.strings["kind"], acts.strings.get("op_name", [])
     classes = Interner()
     uniq, inverse = unique_keys(acts, ("name", "kind", "op_name"))  # classify each distinct kernel once
@@ -60,8 +60,8 @@ def _compute_coverage(acts: Table, is_kernel: np.ndarray, top: int = 5) -> Dict[
                          for n, k, o in uniq.tolist()], dtype=np.int32)
     cls = distinct[inverse] if len(acts) else np.empty(0, dtype=np.int32)
     labels = classes.items
-    comm = np.array([c == "communication" for c in labels] + [False])[cls]
-    compute = is_kernel & ~comm
+    flags = [is_compute_class(kinds[k], labels[c]) for (_, k, _), c in zip(uniq.tolist(), distinct.tolist())]
+    compute = np.array(flags, dtype=bool)[inverse] if len(acts) else np.zeros(0, dtype=bool)
     dur = acts["dur"]
     unknown = compute & np.isnan(acts["flops"])
     compute_time = float(dur[compute].sum())
@@ -74,7 +74,7 @@ def _compute_coverage(acts: Table, is_kernel: np.ndarray, top: int = 5) -> Dict[
                      "reason": REASONS[code][0] if code in REASONS else "", "code": code})
     rows.sort(key=lambda r: -(r["time_share"] or 0))
     return {"compute_time_us": compute_time,
-            "compute_flop_share": _ratio(float(dur[compute & ~unknown].sum()), compute_time),
+            "compute_flop_share": coverage_share(float(dur[compute & ~unknown].sum()), compute_time),
             "unrated_families": rows[:top]}
 
 

@@ -331,6 +331,7 @@ _PLUMBING = re.compile(r"^(?:Array|array|TensorInfo|OffsetCalculator|TrivialOffs
                        r"cublasGemvParams\w*|cublas\w*Params)$")
 _TENSILE = re.compile(r"^Cijk_")
 _TENSILE_KEEP = re.compile(r"^(?:MT\d+x\d+x\d+|MI\d+x\d+x\d+|GSU\w+|WG\d+_\d+_\d+)$")
+_TENSILE_TILE = re.compile(r"^(?:MT\d+x\d+x\d+|MI\d+x\d+x\d+)$")  # macro tile, matrix instruction
 _DISPLAY_MAX = 160
 
 
@@ -359,22 +360,41 @@ def display_name(name: str) -> str:
     head, args = _split_call(text)
     if head is None:
         return name
-    short = _fold(head, args)
+    short = _fold(head, args) + (_cute_details(text) if "cute::" in text else "")
     return short if len(short) <= _DISPLAY_MAX else short[:_DISPLAY_MAX - 1] + "…"
 
 
+_CUTE_SHAPE = re.compile(r"cute::tuple<cute::C<(\d+)>, ?cute::C<(\d+)>, ?cute::C<(\d+)>")
+_CUTE_SCHEDULE = re.compile(r"cutlass::gemm::Kernel(\w+)")
+_CUTE_TYPES = (("float_e4m3_t", "e4m3"), ("float_e5m2_t", "e5m2"), ("bfloat16_t", "bf16"), ("half_t", "fp16"),
+               ("tfloat32_t", "tf32"), ("int8_t", "int8"), ("float_e2m1_t", "e2m1"))
+
+
+def _cute_details(text: str) -> str:
+    """What a CUTLASS 3 / CuTe template says of its kernel beyond the class name (`GemmUniversal`, `GemmKernel`):
+    the CTA tile (the first shape of three extents >= 8: the cluster shape, (2, 1, 1), comes before it), the
+    kernel schedule (`KernelTmaWarpSpecializedCooperative` -> TmaWarpSpecializedCooperative) and the first
+    element type, so that kernels of one class tell apart."""
+    tile = next(("x".join(m.groups()) for m in _CUTE_SHAPE.finditer(text) if min(map(int, m.groups())) >= 8), "")
+    schedule = _CUTE_SCHEDULE.search(text)
+    dtype = min(((text.find(t), short) for t, short in _CUTE_TYPES if t in text), default=(0, ""))[1]
+    parts = [tile, schedule.group(1) if schedule else "", dtype]
+    return "".join(f" {p}" for p in parts if p) + f" #{short_hash(text)}"
+
+
 def _tensile(text: str) -> str:
-    """`Cijk_Alik_Bljk_BBS_BH_..._MT256x192x64_MI16x16x1_..._WG32_8_1`: the layout and type prefix, the macro tile,
-    matrix instruction, GSU and workgroup, and 4 hex digits of the full name (hundreds of Tensile names differ
-    only in fields past these)."""
+    """`Cijk_Alik_Bljk_BBS_BH_..._MT256x192x64_MI16x16x1_..._WG32_8_1` (Tensile, hipBLASLt) ->
+    `MT256x192x64 MI16x16x1 TN #c54f`: what tells one GEMM kernel from another, short enough for a table's name
+    column (the class column says GEMM, the dtype column the types, the hover the whole name): the macro tile, the
+    matrix instruction, the transposes of A and B (A's free index before its summation index `l`, `Ailk`, is N;
+    `Alik` is T; B's summation index first, `Bljk`, is N), and 4 hex digits of the full name (hundreds of names
+    differ only in fields past these)."""
     tokens = text.split("_")
-    prefix = []
-    for tok in tokens:
-        if tok in ("Bias", "UserArgs", "SAV") or _TENSILE_KEEP.match(tok):
-            break
-        prefix.append(tok)
-    kept = [tok for tok in tokens if _TENSILE_KEEP.match(tok)]
-    return " ".join(["_".join(prefix[:6])] + kept + [f"#{short_hash(text)}"])
+    macro = [tok for tok in tokens if _TENSILE_TILE.match(tok)]
+    a = next((tok for tok in tokens if tok.startswith("A") and len(tok) == 4), "")
+    b = next((tok for tok in tokens if tok.startswith("B") and len(tok) == 4 and "l" in tok), "")
+    trans = ("T" if a[1:2] == "l" else "N") + ("N" if b[1:2] == "l" else "T") if a and b else ""
+    return " ".join([*macro, *([trans] if trans else []), f"#{short_hash(text)}"])
 
 
 try:  # hashlib's own blake2s, without importing hashlib, which loads OpenSSL (3.5 MB in every CLI run)

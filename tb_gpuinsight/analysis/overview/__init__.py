@@ -12,8 +12,8 @@ from typing import Any, Dict, List, Sequence, Tuple
 from ...jsonutil import finite
 from ...sections import Section
 from ..kernels.efficiency import Efficiency
-from .breakdown import BUSY, CATEGORIES, IDLE, LABELS, LAUNCH_GAP_US
-from .figures import headline, step_rows
+from .breakdown import BUSY, CATEGORIES, IDLE, KINDS, LABELS, LAUNCH_GAP_US
+from .figures import headline, section_categories, step_rows
 from .rules import RULES, SpanData, recommend
 
 
@@ -27,11 +27,11 @@ class Overview:
     recommendations: List[Dict[str, Any]]
     missing: List[str] = field(default_factory=list)
     source: str = ""
+    categories: List[str] = field(default_factory=lambda: list(CATEGORIES))  # a CPU-only span's are its own
 
     def to_json(self) -> Dict[str, Any]:
         """Everything as JSON-ready data (NaN and infinities as None), as the /overview route answers."""
-        return finite({"categories": [{"key": k, "label": LABELS[k], "kind": "busy" if (k, LABELS[k]) in BUSY else "idle"}
-                               for k in CATEGORIES],
+        return finite({"categories": [{"key": k, "label": LABELS[k], "kind": KINDS[k]} for k in self.categories],
                 "source": self.source, "missing": self.missing, "launch_gap_us": LAUNCH_GAP_US,
                 "headline": self.headline, "spans": self.spans, "steps": self.steps,
                 "recommendations": self.recommendations})
@@ -47,7 +47,7 @@ class Overview:
         import pandas as pd
 
         frame = pd.DataFrame([{"span": r["span"], "step": r["step"], "wall_us": r["wall_us"],
-                               **{LABELS[k]: r[f"{k}_us"] for k in CATEGORIES}} for r in self.steps])
+                               **{LABELS[k]: r.get(f"{k}_us", 0.0) for k in self.categories}} for r in self.steps])
         return frame
 
     def spans_frame(self):
@@ -76,8 +76,10 @@ def build_overview(parts: Sequence[Tuple[str, Section, Efficiency]]) -> Overview
         r["mfu"] = (r["flops"] / (r["wall_us"] * 1e-6) / 1e12 / head["peak_tflops"]
                     if head.get("peak_tflops") and r["wall_us"] > 0 and r["flops"] > 0 else None)
     sources = {d.section.info.get("source") for d in data}
+    categories = [k for k in LABELS if any(k in section_categories(d.section) for d in data)] or list(CATEGORIES)
     return Overview(steps, spans, head, recommend(data) if data else [], missing,
-                    sources.pop() if len(sources) == 1 else "mixed")
+                    sources.pop() if len(sources) == 1 else "mixed", categories)
 
 
-__all__ = ["Overview", "build_overview", "step_rows", "headline", "RULES", "CATEGORIES", "LABELS", "BUSY", "IDLE"]
+__all__ = ["Overview", "build_overview", "step_rows", "headline", "RULES", "CATEGORIES", "LABELS", "KINDS", "BUSY",
+           "IDLE"]

@@ -29,8 +29,10 @@ import numpy as np
 
 from ...sections import Section, SectionContext
 from ...trace.table import Table, unique_keys
+from ..kernels.coverage import compute_mask
 from ..kernels.names import kernel_class
 from . import host
+from .cpu import CPU_BUSY, CPU_CATEGORIES, CPU_IDLE, collective_intervals, compute_ops, split_cpu_steps
 from .steps import SOURCE_SPAN, StepWindows, serving_arrays, step_windows
 
 # A kernel launch costs the host ~5-10 us in the CUDA runtime plus ~10-40 us of eager PyTorch dispatch per op:
@@ -45,7 +47,9 @@ IDLE: Tuple[Tuple[str, str], ...] = (
     ("data_loading", "idle: data loading"), ("sync", "idle: synchronisation"), ("launch_bound", "idle: launch-bound"),
     ("host_bound", "idle: host-bound"), ("idle_other", "idle: other"))
 CATEGORIES: Tuple[str, ...] = tuple(k for k, _ in BUSY + IDLE)
-LABELS: Dict[str, str] = dict(BUSY + IDLE)
+# Every category's label and kind, those of a CPU-only span's split (cpu.py) included.
+LABELS: Dict[str, str] = dict(BUSY + IDLE + CPU_BUSY + CPU_IDLE)
+KINDS: Dict[str, str] = {**{k: "busy" for k, _ in BUSY + CPU_BUSY}, **{k: "idle" for k, _ in IDLE + CPU_IDLE}}
 COMPUTE = ("gemm", "attention", "convolution", "elementwise", "reduction", "other_kernels")
 _CLASS_KEY = {"GEMM": "gemm", "attention": "attention", "conv": "convolution", "elementwise": "elementwise",
               "reduction": "reduction", "norm": "reduction", "communication": "communication", "other": "other_kernels",
@@ -179,24 +183,33 @@ def build_section(ctx: SectionContext) -> Section:
     windows = step_windows(trace, end, launch_start)
     category = activity_categories(acts)
     sync = host.sync_intervals(trace)
-    matrix, overlap = split_steps((windows.start, windows.end), start, end, category, launch_end,
-                                  host.dataloader_intervals(trace), sync, host.cpu_op_intervals(trace))
+    cpu_only = not len(acts) and bool(len(trace.ops))  # no GPU: the split says what the CPU did
+    if cpu_only:
+        categories = CPU_CATEGORIES
+        matrix, overlap = split_cpu_steps((windows.start, windows.end), host.dataloader_intervals(trace),
+                                          compute_ops(trace), collective_intervals(trace))
+    else:
+        categories = CATEGORIES
+        matrix, overlap = split_steps((windows.start, windows.end), start, end, category, launch_end,
+                                      host.dataloader_intervals(trace), sync, host.cpu_op_intervals(trace))
     kinds = acts.strings.get("kind", [])
     is_kernel = np.array([kinds[k] == "kernel" for k in acts["kind"]], dtype=bool) if len(acts) else \
         np.zeros(0, dtype=bool)
     kts, kdur, kflops = acts["ts"][is_kernel], acts["dur"][is_kernel], acts["flops"][is_kernel]
     known = ~np.isnan(kflops)
-    count, kernel_us, flops, flops_us = _per_step(windows, kts, [np.ones(len(kts)), kdur, np.where(known, kflops, 0),
-                                                                 np.where(known, kdur, 0)])
+    compute = compute_mask(acts)[is_kernel]  # the FLOP coverage's compute kernels (kernels/coverage.py)
+    count, kernel_us, flops, compute_us, flops_us = _per_step(
+        windows, kts, [np.ones(len(kts)), kdur, np.where(known, kflops, 0), np.where(compute, kdur, 0),
+                       np.where(compute & known, kdur, 0)])
     sync_mask = host.sync_calls(trace)
     sync_count, = _per_step(windows, trace.launches["ts"][sync_mask], [np.ones(int(sync_mask.sum()))])
     arrays = {"step_start": windows.start, "step_end": windows.end, "step_number": windows.number.astype(np.int64),
               "comm_overlapped_us": overlap, "kernel_count": count, "kernel_us": kernel_us, "flops": flops,
-              "flops_kernel_us": flops_us, "kernel_median_us": _median_per_step(windows, kts, kdur),
+              "compute_kernel_us": compute_us, "flops_kernel_us": flops_us, "kernel_median_us": _median_per_step(windows, kts, kdur),
               "sync_calls": sync_count}
-    arrays.update({f"t_{key}": matrix[:, i] for i, key in enumerate(CATEGORIES)})
+    arrays.update({f"t_{key}": matrix[:, i] for i, key in enumerate(categories)})
     arrays.update(serving_arrays(windows))
-    info = {"source": windows.source, "labels": windows.labels, "categories": list(CATEGORIES),
+    info = {"source": windows.source, "labels": windows.labels, "categories": list(categories), "cpu_only": cpu_only,
             "phases": [m["phase"] for m in windows.meta],
             "launch_gap_us": LAUNCH_GAP_US, "has_cpu_ops": bool(len(trace.ops)), "gpu_activities": int(len(acts)),
             "sync_evidence": host.sync_evidence(trace), "missing": _missing(trace, windows, len(acts))}
@@ -207,8 +220,9 @@ def _missing(trace, windows: StepWindows, n_acts: int) -> List[str]:
     """What the trace lacks for a full overview, and how to record it."""
     out = []
     if not n_acts:
-        out.append("no GPU activities: profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a "
-                   "GPU run (kernels, memcpys and memsets are what the breakdown splits)")
+        out.append("no GPU activities: the breakdown is CPU time (CPU ops, collectives, data loading, idle threads); "
+                   "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a GPU run for GPU "
+                   "figures")
     if windows.source == SOURCE_SPAN:
         out.append("no ProfilerStep#N annotations: the whole span is one step. Record with "
                    "torch.profiler.profile(schedule=torch.profiler.schedule(...)) and call prof.step() once per "

@@ -6,8 +6,9 @@ its rated analysis.
 - GPU busy %: share of step time some GPU activity ran (interval union over streams).
 - Achieved TFLOP/s: estimated FLOPs of the kernels that start in the step / step wall time. MFU: that / the
   datasheet peak of the dominant dtype (the dtype with the most kernel time among kernels with a FLOP estimate).
-  FLOPs are only known for some kernels: `flops_covered` is the share of kernel time that has an estimate, so MFU
-  is a lower bound when it is below 1.
+  FLOPs are only known for some kernels: `compute_flop_share` is the share of compute kernel time that has an
+  estimate (`kernels/coverage.py`, the one definition every view uses: per step here, over the whole span in the
+  headline as on the kernel cards), so MFU is a lower bound when it is below 1.
 - Tensor Core share: kernel time of kernels that ran on Tensor Cores (by name, or matrix work in a Tensor Core
   dtype; `kernels.names.uses_tensor_cores`) / all kernel time.
 """
@@ -20,8 +21,9 @@ import numpy as np
 
 from ...sections import Section
 from ...trace.table import Table
+from ..kernels import coverage
 from ..kernels.names import kernel_class, uses_tensor_cores
-from .breakdown import BUSY, CATEGORIES, COMPUTE, IDLE, activity_categories, unique_keys
+from .breakdown import BUSY, CATEGORIES, COMPUTE, IDLE, LABELS, activity_categories, unique_keys
 from .steps import SERVING_FIELDS
 
 
@@ -30,20 +32,22 @@ def step_rows(section: Section, span: str = "") -> List[Dict[str, Any]]:
     figures (the public per-step breakdown: the distributed view reuses it per rank)."""
     a = section.arrays
     labels = section.info.get("labels", [])
+    categories = section_categories(section)
+    exposed = "t_communication" if "t_communication" in a else "t_cpu_collectives"
     rows = []
     for i in range(len(a["step_start"])):
         wall = float(a["step_end"][i] - a["step_start"][i])
-        busy = sum(float(a[f"t_{k}"][i]) for k, _ in BUSY)
-        comm_exposed = float(a["t_communication"][i])
+        busy = sum(float(a[f"t_{k}"][i]) for k, _ in BUSY if f"t_{k}" in a)
+        comm_exposed = float(a[exposed][i])
         row = {"span": span, "step": labels[i] if i < len(labels) else f"step {i}",
                "step_number": int(a["step_number"][i]), "start_us": float(a["step_start"][i]),
                "end_us": float(a["step_end"][i]), "wall_us": wall, "gpu_busy_us": busy,
                "gpu_busy_pct": busy / wall if wall > 0 else None}
-        row.update({f"{k}_us": float(a[f"t_{k}"][i]) for k in CATEGORIES})
+        row.update({f"{k}_us": float(a[f"t_{k}"][i]) for k in categories})
         row.update(comm_overlapped_us=float(a["comm_overlapped_us"][i]), comm_exposed_us=comm_exposed,
                    kernel_count=int(a["kernel_count"][i]), kernel_us=float(a["kernel_us"][i]),
                    kernel_median_us=_num(a["kernel_median_us"][i]), flops=float(a["flops"][i]),
-                   flops_covered=_ratio(float(a["flops_kernel_us"][i]), float(a["kernel_us"][i])),
+                   compute_flop_share=_step_coverage(a, i),
                    sync_calls=int(a["sync_calls"][i]))
         row.update(_serving(section, i))
         rows.append(row)
@@ -60,6 +64,15 @@ def _serving(section: Section, i: int) -> Dict[str, Any]:
         values = section.arrays.get(f"step_{f}")
         out[f] = int(values[i]) if values is not None and i < len(values) and values[i] >= 0 else None
     return out
+def section_categories(section: Section) -> List[str]:
+    """The categories a span's split uses: the GPU ones, or a CPU-only span's (`cpu.py`)."""
+    return list(section.info.get("categories") or CATEGORIES)
+
+
+def _step_coverage(a: Dict[str, np.ndarray], i: int) -> Optional[float]:
+    """A step's FLOP coverage (summaries written before `compute_kernel_us` existed have none)."""
+    return coverage.share(float(a["flops_kernel_us"][i]), float(a["compute_kernel_us"][i])) \
+        if "compute_kernel_us" in a else None
 
 
 def _num(x: float) -> Optional[float]:
@@ -138,8 +151,6 @@ def headline(rows: List[Dict[str, Any]], views: List[ActivityView]) -> Dict[str,
     wall = float(sum(walls))
     busy = sum(r["gpu_busy_us"] for r in rows)
     flops = sum(r["flops"] for r in rows)
-    kernel_us = sum(r["kernel_us"] for r in rows)
-    covered_us = sum((r["flops_covered"] or 0.0) * r["kernel_us"] for r in rows)
     dom = max((dominant_dtype(v) for v in views), key=lambda d: d["time_us"],
               default={"dtype": None, "peak_tflops": None})
     tflops = flops / (wall * 1e-6) / 1e12 if wall > 0 and flops > 0 else None
@@ -152,14 +163,14 @@ def headline(rows: List[Dict[str, Any]], views: List[ActivityView]) -> Dict[str,
         "gpu_busy_pct": busy / wall if wall > 0 else None,
         "tflops": tflops, "mfu": tflops / dom["peak_tflops"] if tflops and dom["peak_tflops"] else None,
         "mfu_dtype": dom["dtype"], "peak_tflops": dom["peak_tflops"],
-        "flops_covered": covered_us / kernel_us if kernel_us > 0 else None,
+        coverage.KEY: coverage.flop_coverage([v.acts for v in views])[coverage.KEY],
         "tensor_core_share": tc_time / tc_total if tc_total > 0 else None,
         "kernels_per_step": float(np.mean([r["kernel_count"] for r in rows])) if rows else None,
         "kernel_median_us": float(np.median(medians)) if medians else None,
-        "breakdown_us": {k: float(sum(r[f"{k}_us"] for r in rows)) for k in CATEGORIES},
+        "breakdown_us": {k: float(sum(r[f"{k}_us"] for r in rows)) for k in _row_categories(rows)},
         "comm_overlapped_us": float(sum(r["comm_overlapped_us"] for r in rows)),
-        "compute_us": float(sum(r[f"{k}_us"] for r in rows for k in COMPUTE)),
-        "idle_us": float(sum(r[f"{k}_us"] for r in rows for k, _ in IDLE)),
+        "compute_us": float(sum(r.get(f"{k}_us", 0.0) for r in rows for k in COMPUTE)),
+        "idle_us": float(sum(r.get(f"{k}_us", 0.0) for r in rows for k, _ in IDLE)),
         "phases": phase_summary(rows, dom["peak_tflops"]),
     }
 
@@ -184,3 +195,9 @@ def phase_summary(rows: List[Dict[str, Any]], peak_tflops: Optional[float]) -> D
 def _mean(values) -> Optional[float]:
     known = [v for v in values if v is not None]
     return float(np.mean(known)) if known else None
+
+
+def _row_categories(rows: List[Dict[str, Any]]) -> List[str]:
+    """The categories the step rows carry, in the order of LABELS (GPU, then CPU-only)."""
+    present = {k[:-3] for r in rows for k in r if k.endswith("_us")}
+    return [k for k in LABELS if k in present]

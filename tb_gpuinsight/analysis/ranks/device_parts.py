@@ -18,6 +18,7 @@ import numpy as np
 from ...estimate.devices import DeviceSpec
 from ...trace.table import Interner, Table, unique_rows
 from ..kernels.grouping import merged_segments
+from ..kernels.coverage import is_compute_class, share as coverage_share
 from ..kernels.names import kernel_class
 from ..kernels.reasons import CODES, REASONS, reason_rows
 from ..kernels.roles import COPIES
@@ -30,7 +31,8 @@ TOP_FAMILIES = 5  # as `grouping._compute_coverage`
 def cards(parts: Parts, spans: Sequence[int]) -> Dict[str, Any]:
     """What the device cards of `spans` (positions in `parts`, in the order they combine) are made of, JSON-ready:
     `props` (per GPU, the device properties of the first span that ran on it, `span_devices.props_by_device`), `ids`
-    (the GPUs that ran something), `summaries` (per GPU, as `grouping.device_summary`) and `kernels` (kernel names,
+    (the GPUs that ran something), `summaries` (per GPU, as `grouping.device_summary`, and "all": every GPU of every
+    span together, busy time summed over the GPUs, what the All-ranks table adds up) and `kernels` (kernel names,
     in the combined label order: the device hint)."""
     spans = list(spans)
     order_of = np.full(parts.spans, -1, dtype=np.int64)
@@ -54,6 +56,8 @@ def cards(parts: Parts, spans: Sequence[int]) -> Dict[str, Any]:
         summaries[str(dev)] = _summary(parts, rows[mine], {c: v[mine] for c, v in col.items()},
                                        {c: v[mine] for c, v in code.items()}, labels, copy[mine],
                                        _busy(busy, dev))
+    if len(shown) > 1 or len(spans) > 1:  # what the All-ranks table sums: every rank's GPU together
+        summaries["all"] = _summary(parts, rows, col, code, labels, copy, sum(_busy(busy, d) for d in shown))
     names = labels["name"][1]
     ran = np.zeros(len(names) + 1, dtype=bool)
     ran[code["name"][np.array([k == "kernel" for k in kinds] + [False])[code["kind"]]]] = True
@@ -111,7 +115,6 @@ def _summary(parts: Parts, rows: np.ndarray, col: Dict[str, np.ndarray], code: D
         "kernel_time_us": kernel_time,
         "memop_time_us": total("total", copy),
         "kernel_count": int(col["count"][kernel].sum()),
-        "flop_time_share": _ratio(total("flop_time"), kernel_time),
         "byte_time_share": _ratio(total("byte_time"), kernel_time),
         "covered_time_share": _ratio(total("both_time"), kernel_time),
         "rated_time_share": _ratio(rated_time, kernel_time),
@@ -137,7 +140,8 @@ def _coverage(parts: Parts, rows: np.ndarray, col: Dict[str, np.ndarray], code: 
     distinct = np.array([classes.code(kernel_class(names[n], kinds[k], ops[o] if o >= 0 else None))
                          for n, k, o in uniq.tolist()], dtype=np.int32)
     cls = distinct[inverse.reshape(-1)] if len(rows) else np.zeros(0, dtype=np.int32)
-    compute = kernel & ~np.array([c == "communication" for c in classes.items] + [False])[cls]
+    flags = [is_compute_class(kinds[k], classes.items[c]) for (_, k, _), c in zip(uniq.tolist(), distinct.tolist())]
+    compute = kernel & (np.array(flags, dtype=bool)[inverse.reshape(-1)] if len(rows) else np.zeros(0, dtype=bool))
     compute_time = float(col["total"][compute].sum())
     unknown = compute & (col["unknown_count"] > 0)
     known_time = float(col["flop_time"][compute].sum())
@@ -151,7 +155,7 @@ def _coverage(parts: Parts, rows: np.ndarray, col: Dict[str, np.ndarray], code: 
                                                                        compute_time),
                       "reason": REASONS[reason][0] if reason in REASONS else "", "code": reason})
     found.sort(key=lambda r: -(r["time_share"] or 0))
-    return {"compute_time_us": compute_time, "compute_flop_share": _ratio(known_time, compute_time),
+    return {"compute_time_us": compute_time, "compute_flop_share": coverage_share(known_time, compute_time),
             "unrated_families": found[:TOP_FAMILIES]}
 
 

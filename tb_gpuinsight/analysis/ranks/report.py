@@ -14,8 +14,10 @@ exposed communication, overlapped communication, memcpy + memset, and idle by ca
 synchronisation, data loading, other), summing to the step's wall time; nothing is classified twice.
 Across ranks (`analyze`): instances are matched by (process group, collective, n-th of its kind in that group);
 for each, the last rank to arrive sets the start of the transfer: a rank's wait = last arrival - its arrival
-(clipped to its own end), transfer = its end - last arrival. The straggler is the rank that arrives last at the
-most collective time: others' waits for it are the time lost.
+(clipped to its own end), transfer = its end - last arrival. A rank's wait per step is the union of its wait
+intervals inside the step (collectives in flight together, as DDP's buckets, are not added: `waits.py`). The
+straggler is the rank that arrives last at the most collective time: others' waits for it (united per waiting rank,
+inside their steps) are the time lost.
 """
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ from ...trace.table import Table, unique_rows
 from . import collectives as coll
 from ..overview.breakdown import COMPUTE
 from ..overview.steps import step_windows
+from ..overview.cpu import CPU_CATEGORIES, compute_ops, split_cpu_steps
+from ..overview.host import Intervals, dataloader_intervals
+from .waits import WaitLedger, Windows
 
 SECTION = "distributed"
 _STEP_COLUMNS = ("number", "ts", "dur", "compute", "comm", "overlap", "memcpy", "idle")
@@ -99,55 +104,16 @@ def _step_of(ts: np.ndarray, steps: Dict[str, np.ndarray]) -> np.ndarray:
     return out
 
 
-def _merged(ts: np.ndarray, end: np.ndarray, lo: float, hi: float) -> Tuple[np.ndarray, np.ndarray]:
-    """Union of intervals clipped to [lo, hi), as sorted disjoint (starts, ends)."""
-    s, e = np.clip(ts, lo, hi), np.clip(end, lo, hi)
-    keep = e > s
-    s, e = s[keep], e[keep]
-    if not len(s):
-        return s, e
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]
-    last = np.r_[np.flatnonzero(new)[1:] - 1, len(s) - 1]
-    return s[new], reach[last]
-
-
-def _length(iv: Tuple[np.ndarray, np.ndarray]) -> float:
-    return float((iv[1] - iv[0]).sum())
-
-
-def _overlap(a: Tuple[np.ndarray, np.ndarray], b: Tuple[np.ndarray, np.ndarray]) -> float:
-    """Length of the intersection of two unions of disjoint intervals."""
-    if not len(a[0]) or not len(b[0]):
-        return 0.0
-    s = np.concatenate([a[0], b[0]])
-    e = np.concatenate([a[1], b[1]])
-    return _length(a) + _length(b) - _length(_merged(s, e, -np.inf, np.inf))
-
-
 def _cpu_breakdown(trace, table: Table, steps: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """Per step of a CPU-only trace: CPU compute (ops other than the collectives' own), exposed and overlapped
-    communication, idle (microseconds); memcpy is 0 (no GPU)."""
-    comm_ts, comm_end = table["ts"], table["ts"] + table["dur"]
-    ops = trace.ops
-    names = ops.strings.get("name", [])
-    marker = np.array([bool(coll.canonical_kind(n)) or n == "record_param_comms" for n in names], dtype=bool)
-    keep = ~marker[ops["name"]] if len(ops) and len(names) else np.zeros(len(ops), dtype=bool)
-    comp_ts, comp_end = ops["ts"][keep], (ops["ts"] + ops["dur"])[keep]
-    out = {k: np.zeros(len(steps["number"])) for k in ("compute", "comm", "overlap", "memcpy", "idle")}
-    for i, (lo, dur) in enumerate(zip(steps["ts"].tolist(), steps["dur"].tolist())):
-        hi = lo + dur
-        comp = _merged(comp_ts, comp_end, lo, hi)
-        comm = _merged(comm_ts, comm_end, lo, hi)
-        busy = _merged(np.concatenate([comp[0], comm[0]]), np.concatenate([comp[1], comm[1]]), lo, hi)
-        out["compute"][i] = _length(comp)
-        out["comm"][i] = _length(comm)
-        out["overlap"][i] = _overlap(comp, comm)
-        out["idle"][i] = dur - _length(busy)
-    return {"number": steps["number"], "ts": steps["ts"], "dur": steps["dur"], **out}
+    """Per step of a CPU-only trace, the Overview's CPU split (`overview/cpu.py`) in this view's columns: compute =
+    CPU ops and data loading, communication (all of it, and the part under CPU ops), idle = idle threads (us)."""
+    comm = Intervals(table["ts"], table["ts"] + table["dur"])
+    matrix, overlap = split_cpu_steps((steps["ts"], steps["ts"] + steps["dur"]), dataloader_intervals(trace),
+                                      compute_ops(trace), comm)
+    split = dict(zip(CPU_CATEGORIES, matrix.T))
+    return {"number": steps["number"], "ts": steps["ts"], "dur": steps["dur"],
+            "compute": split["cpu_ops"] + split["cpu_data_loading"], "comm": split["cpu_collectives"] + overlap,
+            "overlap": overlap, "memcpy": np.zeros(len(overlap)), "idle": split["cpu_idle"]}
 
 
 # ---------------------------------------------------------------------------------------------- across ranks
@@ -242,12 +208,14 @@ def analyze(traces: Sequence[RankTrace], datasheet=None) -> Report:
     for r, rows in splits.items():  # collectives belong to the steps of the split shown
         tables[r].columns["step"] = _step_of(tables[r]["ts"], {k: np.array([s[k] for s in rows]) if rows else
                                                                np.empty(0) for k in ("number", "ts", "dur")})
-    waits, instances, matched = _match(tables, problems)
-    steps = _step_rows(splits, waits)
-    ranks = _rank_rows(ranked, steps, instances)
+    ledger, instances, matched = _match(tables, problems)
+    windows: Dict[int, Windows] = {r: [(int(s["number"]), s["ts"], s["ts"] + s["dur"]) for s in rows]
+                                   for r, rows in splits.items()}
+    steps = _step_rows(splits, ledger.per_step(windows))
+    ranks = _rank_rows(ranked, steps, instances, ledger.caused(windows))
     link = _interconnect(ranked, datasheet)
     comm_table = _collective_rows(instances, tables, world, link)
-    strag = _stragglers(ranks, instances, steps)
+    strag = _stragglers(ranks, instances, ledger.total(windows))
     step_numbers = sorted({s["step"] for s in steps})
     _check_steps(ranked, steps, step_numbers, problems)
     source = next(iter(ranked.values())).section.info.get("source", "")
@@ -366,7 +334,8 @@ def _assign_ranks(traces: Sequence[RankTrace], problems: List[str]) -> Tuple[Dic
 
 
 def _match(tables: Dict[int, Table], problems: List[str]):
-    """Match instances across ranks; per rank and step the total wait; one dict per matched instance."""
+    """Match instances across ranks: every rank's wait intervals (`WaitLedger`) and one dict per matched
+    instance."""
     keyed: Dict[Tuple[str, str, int], Dict[int, int]] = {}
     for rank, t in tables.items():
         kinds, pgs = t.strings.get("kind", []), t.strings.get("pg", [])
@@ -376,7 +345,7 @@ def _match(tables: Dict[int, Table], problems: List[str]):
             n = count.get(k, 0)
             count[k] = n + 1
             keyed.setdefault((k[0], k[1], n), {})[rank] = i
-    waits: Dict[Tuple[int, int], float] = {}
+    ledger = WaitLedger()
     instances = []
     unmatched = 0
     for (pg, kind, n), members in keyed.items():
@@ -392,9 +361,8 @@ def _match(tables: Dict[int, Table], problems: List[str]):
         late = ranks[int(np.argmax(ts))]
         first = tables[ranks[0]]
         row = members[ranks[0]]
-        for r, w in zip(ranks, wait.tolist()):
-            step = int(tables[r]["step"][members[r]])
-            waits[(r, step)] = waits.get((r, step), 0.0) + w
+        for r, start, w in zip(ranks, ts.tolist(), wait.tolist()):
+            ledger.add(r, start, start + w, late)
         instances.append({
             "pg": pg, "kind": kind, "index": n, "ranks": len(ranks), "last_rank": late,
             "step": int(first["step"][row]), "ts": float(ts.min()),
@@ -410,7 +378,7 @@ def _match(tables: Dict[int, Table], problems: List[str]):
     if unmatched:
         problems.append(f"{unmatched} collective instance(s) seen on one rank only (not matched)")
     instances.sort(key=lambda x: x["ts"])
-    return waits, instances, len(instances)
+    return ledger, instances, len(instances)
 
 
 def _split(rank: int, t: RankTrace, problems: List[str]) -> List[Dict[str, Any]]:
@@ -451,17 +419,14 @@ def _step_rows(splits: Dict[int, List[Dict[str, Any]]], waits: Dict[Tuple[int, i
     return rows
 
 
-def _rank_rows(ranked: Dict[int, RankTrace], steps: List[Dict[str, Any]],
-               instances: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def _rank_rows(ranked: Dict[int, RankTrace], steps: List[Dict[str, Any]], instances: List[Dict[str, Any]],
+               caused: Dict[int, float]) -> List[Dict[str, Any]]:
     by_rank: Dict[int, List[Dict[str, Any]]] = {}
     for s in steps:
         by_rank.setdefault(s["rank"], []).append(s)
     last_count: Dict[int, int] = {}
-    caused: Dict[int, float] = {}
     for inst in instances:
-        r = inst["last_rank"]
-        last_count[r] = last_count.get(r, 0) + 1
-        caused[r] = caused.get(r, 0.0) + inst["lost_us"]
+        last_count[inst["last_rank"]] = last_count.get(inst["last_rank"], 0) + 1
     rows = []
     for rank, t in ranked.items():
         mine = by_rank.get(rank, [])
@@ -517,9 +482,9 @@ def _collective_rows(instances: List[Dict[str, Any]], tables: Dict[int, Table], 
 
 
 def _stragglers(ranks: List[Dict[str, Any]], instances: List[Dict[str, Any]],
-                steps: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """The rank(s) others wait for at collectives, with the evidence; none when the lost time is negligible."""
-    total_lost = sum(i["lost_us"] for i in instances)
+                total_lost: float) -> List[Dict[str, Any]]:
+    """The rank(s) others wait for at collectives, with the evidence; none when the lost time is negligible.
+    `total_lost`: all ranks' waiting inside their steps (each rank's waits united, `WaitLedger.total`)."""
     if not instances or total_lost <= 0 or len(ranks) < 2:
         return []
     waits = {r["rank"]: r["comm_wait_us"] or 0.0 for r in ranks}

@@ -32,6 +32,7 @@ from ..kernels.names import CLASSES as KERNEL_CLASSES, demangle, display_name, k
 from ..overview import host
 from ..overview.breakdown import CATEGORIES, IDLE, activity_categories, split_steps
 from ..overview.steps import step_windows
+from . import flows
 
 SECTION = "timeline"
 CPU_OP, RUNTIME = "CPU op", "runtime"
@@ -129,6 +130,7 @@ def build_index(trace, eff) -> TimelineIndex:
     _cpu_lanes(trace.ops, origin, names, lanes, parts)
     _device_lanes(lanes, parts)
     arrays = _events_and_segments(parts)
+    flows.launch_flows(trace, eff.activities, origin, arrays, arrays.pop("op"))
     arrays["gap_cause"] = _gap_causes(trace, eff.activities, origin, lanes, arrays)
     steps = step_windows(trace)
     has_steps = steps.annotated
@@ -139,10 +141,13 @@ def build_index(trace, eff) -> TimelineIndex:
                          (trace.meta.base_time_ns or 0) / 1000.0)
 
 
-def _lane_part(start, end, cls, name, act) -> Dict[str, np.ndarray]:
+def _lane_part(start, end, cls, name, act, op=None) -> Dict[str, np.ndarray]:
+    """One lane's events sorted by start; `act` their activity rows (-1 for CPU ops), `op` their op rows (-1 for
+    GPU activities: the flows of `flows.py` link the two)."""
     order = np.lexsort((-(end - start), start))
+    op = np.full(len(start), -1, dtype=np.int64) if op is None else op
     return {"start": start[order], "end": end[order], "cls": cls[order].astype(np.int8),
-            "name": name[order].astype(np.int32), "act": act[order].astype(np.int32)}
+            "name": name[order].astype(np.int32), "act": act[order].astype(np.int32), "op": op[order]}
 
 
 def _gpu_lanes(acts, origin: float, names: Interner, lanes: List, parts: List) -> None:
@@ -190,7 +195,8 @@ def _cpu_lanes(ops, origin: float, names: Interner, lanes: List, parts: List) ->
             lanes.append({"id": len(lanes), "kind": "cpu", "pid": pids[pid], "tid": tids[tid],
                           "depth": int(d - base), "label": f"thread {tids[tid]}" + (f" · depth {d - base}"
                                                                                      if d > base else "")})
-            parts.append(_lane_part(start[on], end[on], cls[on], code[ops["name"][on]], rows[on]))
+            parts.append(_lane_part(start[on], end[on], cls[on], code[ops["name"][on]], rows[on],
+                                    np.flatnonzero(on)))
 
 
 def _depths(parents: np.ndarray) -> np.ndarray:
@@ -216,7 +222,7 @@ def _device_lanes(lanes: List, parts: List) -> None:
 
 
 def _events_and_segments(parts: List[Dict[str, np.ndarray]]) -> Dict[str, np.ndarray]:
-    ev = {k: [] for k in ("start", "end", "cls", "name", "act")}
+    ev = {k: [] for k in ("start", "end", "cls", "name", "act", "op")}
     seg_s, seg_e, seg_c, seg_n = [], [], [], []
     lane_off = [0]
     for part in parts:
@@ -346,7 +352,7 @@ def _wide_events(index: TimelineIndex, lane: int, t0: float, t1: float, px: floa
     act = index.act[rows]
     out = {"start": _round(index.start[rows]), "dur": _round(index.end[rows] - index.start[rows]),
            "cls": index.cls[rows].tolist(), "name": index.name[rows].tolist(), "act": act.tolist(),
-           "index": rows.tolist()}
+           "index": rows.tolist(), **flows.viewport_flows(index, rows)}
     if efficiency is not None:
         eff = np.full(len(act), np.nan)
         eff[act >= 0] = efficiency[act[act >= 0]]  # CPU ops (-1) have none; a CPU-only trace has no table
@@ -496,7 +502,7 @@ def event(index: TimelineIndex, row: int) -> Dict[str, Any]:
     return {"index": row, "lane": lane, "lane_label": index.lanes[lane]["label"], "name": index.names[index.name[row]],
             "class": CLASSES[index.cls[row]], "start": float(index.start[row]),
             "dur": float(index.end[row] - index.start[row]), "act": int(index.act[row]),
-            "device": index.lanes[lane].get("device")}
+            "device": index.lanes[lane].get("device"), **flows.event_flows(index, row)}
 
 
 def meta(index: TimelineIndex) -> Dict[str, Any]:

@@ -125,6 +125,10 @@ class Stack:
         ev["start"] = _shift(ev["start"], self.offsets[i])
         ev["name"] = self.name_maps[i][np.asarray(ev["name"], dtype=np.int64)].tolist()
         ev["index"] = (np.asarray(ev["index"], dtype=np.int64) + int(self.event_base[i])).tolist()
+        if "src_lane" in ev:  # launch flows stay within their rank
+            base, off = int(self.lane_base[i]), self.offsets[i]
+            ev["src_lane"] = [None if v is None else v + base for v in ev["src_lane"]]
+            ev["src_ts"] = [None if v is None else v + off for v in ev["src_ts"]]
         return {**lane, "id": int(self.lane_base[i] + lane["id"]), "events": ev}
 
     def find(self, name: str, t0: Optional[float] = None, t1: Optional[float] = None,
@@ -169,6 +173,9 @@ class Stack:
         i, local = self._locate_event(row)
         r, ev = self.ranks[i], tl.event(self.ranks[i].index, local)
         lane = int(self.lane_base[i] + ev["lane"])
+        for link in [ev["launched_by"]] if "launched_by" in ev else ev.get("launched", []):
+            link.update(index=int(link["index"] + self.event_base[i]), lane=int(link["lane"] + self.lane_base[i]),
+                        start=link["start"] + self.offsets[i], ts=link["ts"] + self.offsets[i])
         return {**ev, "index": row, "lane": lane, "lane_label": self.lanes[lane]["label"],
                 "start": ev["start"] + self.offsets[i], "rank": r.rank, "worker": r.worker, "span": r.span}
 

@@ -1,0 +1,79 @@
+"""End to end at 1280x720: the Timeline draws launch -> kernel flows (the view's toggle and the selected event's),
+finds kernels by class ("gemm"), lists a CPU op's kernels with their efficiency in a resizable drawer; the Kernel
+efficiency tab names Tensile GEMMs by macro tile, matrix instruction and transposes, the raw name on hover."""
+from __future__ import annotations
+
+import os
+
+from .browser import plugin_in_browser, tensorboard, need_browser
+from .corpus import corpus_path
+
+CANVAS = "() => document.querySelector('.tl-canvas')?.timeline"
+SETTLED = "() => /items · query/.test(document.querySelector('.tl-status')?.textContent || '')"
+
+
+def test_timeline_flows_find_by_class_and_op_kernels(samples_tensorboard, tmp_path):
+    console: list = []
+    with plugin_in_browser(samples_tensorboard, console) as (page, frame):
+        page.set_viewport_size({"width": 1280, "height": 720})
+        frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
+        frame.locator("select[aria-label='Run']").select_option("bert_h100")
+        frame.locator("nav.tabs button", has_text="Timeline").click()
+        frame.wait_for_function(SETTLED, timeout=60000)
+        frame.locator("input[aria-label='Show launch flows']").check()
+        flows = frame.evaluate(f"""() => {{ const tl = ({CANVAS})();
+            return tl.flows && tl.data.lanes.flatMap(l => l.events.src_lane || []).filter(s => s != null).length; }}""")
+        assert flows > 10, flows
+        # Find by class: "gemm" lands on the longest GEMM and opens its drawer, which names the op that launched it.
+        frame.locator("input[aria-label='Find on timeline']").fill("gemm")
+        frame.locator("input[aria-label='Find on timeline']").press("Enter")
+        frame.wait_for_selector(".drawer:not([hidden]) .tl-launched-by", timeout=60000)
+        assert "Launched by aten::" in frame.locator(".drawer:not([hidden]) .tl-launched-by").inner_text()
+        assert frame.evaluate(f"() => ({CANVAS})().picked.length") == 1
+        frame.wait_for_function(SETTLED, timeout=60000)
+        page.screenshot(path=str(tmp_path / "timeline_flows_1280x720.png"))
+        # The drawer resizes by its grip; a CPU op's drawer lists its kernels with their % of roof.
+        grip = frame.locator(".drawer:not([hidden]) .drawer-grip")
+        box = grip.bounding_box()
+        page.mouse.move(box["x"] + 50, box["y"] + 2)
+        page.mouse.down()
+        page.mouse.move(box["x"] + 50, box["y"] + 120)
+        page.mouse.up()
+        sheet = frame.evaluate("() => getComputedStyle(document.documentElement).getPropertyValue('--gi-sheet')")
+        assert sheet.strip().endswith("px") and int(float(sheet.strip()[:-2])) < box["y"], sheet
+        op = frame.evaluate(f"""() => {{ const tl = ({CANVAS})();
+            for (const lane of tl.data.lanes) {{ const ev = lane.events;
+              for (let i = 0; i < ev.index.length; i++)
+                if (tl.names[ev.name[i]] === 'aten::addmm' || tl.names[ev.name[i]] === 'aten::mm')
+                  return {{index: ev.index[i], lane: lane.id, name: tl.names[ev.name[i]], start: ev.start[i], dur: ev.dur[i], act: -1}}; }}
+            return null; }}""")
+        assert op, "no matmul op drawn"
+        frame.evaluate(f"op => ({CANVAS})().cb.onPick(op)", op)
+        frame.wait_for_selector(".drawer:not([hidden]) .tl-kernels-table tbody tr", timeout=60000)
+        row = frame.locator(".drawer:not([hidden]) .tl-kernels-table tbody tr").first.inner_text()
+        assert "%" in row or "—" in row
+        assert frame.evaluate(f"() => ({CANVAS})().picked.length") >= 1
+    assert not console, console
+
+
+def test_tensile_rows_read_by_tile_and_transposes(tmp_path):
+    need_browser()
+    logdir = tmp_path / "logdir" / "vllm"
+    logdir.mkdir(parents=True)
+    os.symlink(corpus_path("tracelens/vllm_decode_full__graph_execution.json.gz"),
+               logdir / "mi300x.1700000000000.pt.trace.json.gz")
+    console: list = []
+    with tensorboard(str(tmp_path / "logdir"), str(tmp_path / "cache")) as url, \
+            plugin_in_browser(url, console) as (page, frame):
+        page.set_viewport_size({"width": 1280, "height": 720})
+        frame.wait_for_selector("select[aria-label='Run'] option[value='vllm']", state="attached", timeout=120000)
+        frame.locator("nav.tabs button", has_text="Kernel efficiency").click()
+        frame.locator("input[aria-label='Filter kernel names']").fill("Cijk")
+        frame.wait_for_function("() => [...document.querySelectorAll('.tabulator-row')]"
+                                ".filter(r => /MT\\d+x\\d+x\\d+ MI\\d+x\\d+x\\d+ [NT]{2} #/.test(r.textContent)).length >= 2",
+                                timeout=180000)
+        cells = frame.evaluate("() => [...document.querySelectorAll('.tabulator-row')].map(r => "
+                               "[...r.querySelectorAll('[title]')].map(e => e.getAttribute('title')).join(' '))")
+        assert any("Cijk_" in c for c in cells)  # the whole raw name on hover
+        page.screenshot(path=str(tmp_path / "tensile_rows_1280x720.png"))
+    assert not console, console
