@@ -2,10 +2,11 @@
 
     python benchmarks/memory_snapshot.py [--gb 1.0] [--frames 16] [--keep PATH]
 
-Writes a synthetic snapshot of about `--gb` GB, shaped as torch writes one (protocol 4, frame dicts shared through
-the pickle memo, a list of frames per entry, alloc / free_requested / free_completed entries with addresses, sizes,
-streams and microsecond times; 4,096 segments of 64 MiB with their blocks at the dump), opcode by opcode so that
-writing it takes no memory. Then reads and analyses it in a fresh process (the safe reader, columns, replay, the
+Writes a synthetic snapshot of about `--gb` GB, shaped as torch writes one (protocol 4, every dict and list
+memoized as pickle.dump does, frame dicts shared through the pickle memo, a list of frames per entry, alloc /
+free_requested / free_completed entries with addresses, sizes, streams and microsecond times; 4,096 segments of
+64 MiB with their blocks at the dump), opcode by opcode so that writing it takes no memory. Then reads and analyses
+it in a fresh process (the safe reader, columns, replay, the
 report) and prints wall time, peak RSS and their ratio to the file size.
 """
 from __future__ import annotations
@@ -63,8 +64,12 @@ class Writer:
             data = v.to_bytes((v.bit_length() + 8) // 8, "little", signed=True)
             self.buf += b"\x8a" + bytes([len(data)]) + data
 
-    def mapping(self, items) -> None:
-        self.buf += b"}("
+    def mapping(self, items, memo: bool = True) -> None:
+        """A dict, memoized as pickle.dump memoizes every container (so the unpickler's memo holds every entry)."""
+        self.buf += b"}"
+        if memo:
+            self.put()
+        self.buf += b"("
         for k, v in items:
             self.text(k)
             v()
@@ -79,7 +84,7 @@ def frames_pool(w: Writer, n_frames: int):
         name = f"/home/user/project/model/layer_{i % 40}.py" if user else \
             f"/usr/lib/python3.11/site-packages/torch/nn/modules/mod_{i}.py"
         w.mapping([("filename", lambda n=name: w.text(n)), ("line", lambda i=i: w.int(10 + i)),
-                   ("name", lambda i=i: w.text(f"fn_{i}"))])
+                   ("name", lambda i=i: w.text(f"fn_{i}"))], memo=False)
         ids.append(w.put())
     rng = random.Random(1)
     stacks = [[ids[120 + rng.randrange(80)]] + [ids[rng.randrange(120)] for _ in range(n_frames - 1)]
@@ -134,7 +139,9 @@ def write_snapshot(path: str, target_bytes: int, n_frames: int) -> int:
 
 
 def _frames(w: Writer, stack) -> None:
-    w.buf += b"]("
+    w.buf += b"]"
+    w.put()
+    w.buf += b"("
     for i in stack:
         w.get(i)
     w.buf += b"e"
