@@ -298,7 +298,11 @@ def _devices(evs: List, args: List) -> List[Optional[int]]:
 
 
 def _streams(args: List) -> List[Optional[int]]:
-    values = _of(args, "stream")
+    return _ints_or_text(_of(args, "stream"))
+
+
+def _ints_or_text(values: List) -> List[Optional[int]]:
+    """Int args some writers print as text ("0x0"): parsed only when a text value is there."""
     if str not in set(map(type, values)):
         return values
     return list(map(_stream_id, values))
@@ -326,6 +330,7 @@ def _build_kernels(cols: _Columns, evs: List, args: List, n: int, _shapes, _kind
     cols.add_floats("occupancy", _either(args, "occupancy", "occupancy_legacy"), n)
     cols.add_strings("grid", list(map(bytes, _of(args, "grid"))), n)
     cols.add_strings("block", list(map(bytes, _of(args, "block"))), n)
+    cols.add_ints("graph_node", _ints_or_text(_of(args, "graph_node")), n)
     _add_comm(cols, args, n, comms)
 
 
@@ -388,7 +393,7 @@ _ORDER = {
     "ops": ("name", "ts", "dur", "ext_id", "pid", "tid", "rf_id", "seq", "fwd_tid", "kernel_flop", "kernel_num_gb",
             "shape", "module", "comm", "event"),
     "kernels": ("name", "ts", "dur", "ext_id", "device", "stream", "correlation", "registers", "shared_mem",
-                "blocks_per_sm", "warps_per_sm", "occupancy", "grid", "block", "comm", "event"),
+                "blocks_per_sm", "warps_per_sm", "occupancy", "grid", "block", "graph_node", "comm", "event"),
     "memops": ("kind", "name", "ts", "dur", "ext_id", "device", "stream", "correlation", "bytes", "bandwidth", "event"),
     "launches": ("kind", "name", "ts", "dur", "ext_id", "pid", "tid", "correlation", "device", "stream",
                  "wait_stream", "wait_corr", "event"),

@@ -69,6 +69,7 @@ _ARG_FIELDS: Tuple[Tuple[str, str, Any], ...] = (
     ("grid", "grid", msgspec.Raw),
     ("block", "block", msgspec.Raw),
     ("registers", "registers per thread", Optional[int]),
+    ("graph_node", "graph node id", Union[int, str, None]),  # CUPTI's node of a graph-replayed kernel (CUDA 12+)
     ("shared_mem", "shared memory", Optional[int]),
     ("blocks_per_sm", "blocks per SM", Optional[float]),
     ("warps_per_sm", "warps per SM", Optional[float]),
@@ -109,7 +110,7 @@ TABLE_ARGS: Dict[str, Tuple[str, ...]] = {
     "ops": ("ext", "ext_legacy", "rf_id", "seq", "fwd_tid", "kernel_flop", "kernel_num_gb", "module")
     + _SHAPE_ATTRS + _COMM_ATTRS,
     "kernels": ("ext", "ext_legacy", "device", "stream", "correlation", "registers", "shared_mem", "blocks_per_sm",
-                "warps_per_sm", "occupancy", "occupancy_legacy", "grid", "block") + _COMM_ATTRS,
+                "warps_per_sm", "occupancy", "occupancy_legacy", "grid", "block", "graph_node") + _COMM_ATTRS,
     "memops": ("ext", "ext_legacy", "device", "stream", "correlation", "nbytes", "bandwidth"),
     "launches": ("ext", "ext_legacy", "correlation", "device", "stream", "wait_stream", "wait_corr"),
     "annotations": ("ext", "ext_legacy") + _SHAPE_ATTRS + _COMM_ATTRS,

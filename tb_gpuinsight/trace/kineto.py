@@ -177,6 +177,7 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
     if loaded is None:
         loaded = _read_whole(path, extra, read_progress, max_bytes, workers)
     top, reader, tables, json_bytes, total = loaded
+    _drop_unrecorded(tables["kernels"], "graph_node")
     trim_heap()  # what decoding freed goes back to the OS before the analysis allocates
     reader.shapes.items[:] = renumber_by_first_use(tables, "shape", reader.shapes.items)
     reader.comms.items[:] = renumber_by_first_use(tables, "comm", reader.comms.items)
@@ -189,6 +190,12 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
     if other_tool:
         raise TraceError(path, other_tool)
     return KinetoTrace(meta=meta, devices=devices, shapes=reader.shapes.items, comms=reader.comms.items, **tables)
+
+
+def _drop_unrecorded(table: Table, column: str) -> None:
+    """A column most traces never record (Kineto's `graph node id`) is kept only when some row has it."""
+    if column in table.columns and not (table.columns[column] >= 0).any():
+        del table.columns[column]
 
 
 _Loaded = Tuple[Any, _Reader, Dict[str, Table], int, int]  # header, reader, tables, JSON bytes, event count

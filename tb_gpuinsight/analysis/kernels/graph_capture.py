@@ -6,7 +6,8 @@ captured earlier. A trace recorded during the capture (vLLM's `capture_traces/`,
 `torch.compile(mode="reduce-overhead")` model or `torch.cuda.graph` captured) holds those launches: runtime calls
 that executed nothing (no kernel carries their correlation id), each under the op that issued it, with its shapes.
 
-Alignment, per graph launch of the replay (its kernels in time order) against each capture (the capture launches
+Alignment, per graph launch of the replay (its kernels in capture order: by Kineto's `graph node id` where the
+kernels carry it, else in time order) against each capture (the capture launches
 between two `*GraphInstantiate*` / `*EndCapture*` calls): tokens are the kernel name (ROCm launch calls carry it in
 a `kernel` arg; CUDA ones do not: unknown) or "memset" / "memcpy". A `difflib.SequenceMatcher` pairs equal names in
 order; between two matched runs, gaps of equal length on both sides pair position by position where the capture's
@@ -244,13 +245,27 @@ def _launches_of(cap: Any, report: MergeReport) -> Optional[CaptureLaunches]:
 
 
 def replay_groups(eff) -> Dict[int, np.ndarray]:
-    """Activity rows of each graph launch (by its correlation id), in time order."""
+    """Activity rows of each graph launch (by its correlation id), in capture order: by Kineto's `graph node id`
+    where every row of the launch has one (CUPTI numbers a graph's nodes as they are created, i.e. in the order
+    the capture recorded them, whatever streams replay them on), else in time order."""
     trace, acts = eff.trace, eff.activities
     corr = np.concatenate([trace.kernels["correlation"], trace.memops["correlation"]])
     rows = np.flatnonzero(acts["graph"])
     rows = rows[np.lexsort((acts["ts"][rows], corr[rows]))]
     keys, starts = np.unique(corr[rows], return_index=True)
-    return {int(k): part for k, part in zip(keys.tolist(), np.split(rows, starts[1:]))}
+    node = graph_nodes(trace)
+    groups = {}
+    for k, part in zip(keys.tolist(), np.split(rows, starts[1:])):
+        ids = node[part]
+        groups[int(k)] = part[np.argsort(ids, kind="stable")] if len(ids) and (ids >= 0).all() else part
+    return groups
+
+
+def graph_nodes(trace: KinetoTrace) -> np.ndarray:
+    """Per activity (kernels, then memops): the kernel's `graph node id`, -1 where not recorded."""
+    kernels = trace.kernels
+    node = kernels["graph_node"] if "graph_node" in kernels else np.full(len(kernels), -1, dtype=np.int64)
+    return np.concatenate([node.astype(np.int64), np.full(len(trace.memops), -1, dtype=np.int64)])
 
 
 def _signatures(acts: Table, groups: Dict[int, np.ndarray]) -> Dict[Tuple, List[np.ndarray]]:
