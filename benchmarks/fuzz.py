@@ -5,10 +5,13 @@
 A case is a fresh mutation of a seed group (the samples and small corpus traces; tests/test_fuzz.py's random
 mutations and tests/fuzz_cases.py's targeted ones: 401-digit device properties and base times, durations of 1e308
 and 1e400, `{"traceEvents":[1,2,3]}`, invalid UTF-8 file names, a rank of 2**70, 10 MB names, symlink loops, FIFOs,
-directories and sparse files named like traces). Each case runs through one CLI command in this process (the
-commands in turn); every --subprocess-every-th run is repeated as a real `tb-gpuinsight` process; every
+directories and sparse files named like traces; terminal escapes in names, ProfilerStep numbers past int64, memory
+on 300 devices, links out of the folder, bz2 under a .gz name, a 100 KB gzip file name). Each case runs through one
+CLI command in this process (the commands in turn); every --subprocess-every-th run is repeated as a real
+`tb-gpuinsight` process, every other one with its stdout on /dev/full (one line and exit 1 expected); every
 --route-every-th case also goes through the Python API and every route of the plugin (its WSGI app in-process,
-analysis included). Prints the totals (tracebacks, HTTP 500s, errors of more than one line, the slowest run), the
+analysis included). A raw control character in text output and a partial file left behind count as failures.
+Prints the totals (tracebacks, HTTP 500s, errors of more than one line, raw control bytes, the slowest run), the
 command x outcome and route x status tables, and each distinct failure; reproducers of CLI failures are kept under
 --out/<case>-<command>/.
 """
@@ -26,7 +29,7 @@ from typing import Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.fuzz_cli import NOT_ONE_LINE, OUTCOMES, TRACEBACK, CliFuzz, alarms  # noqa: E402
+from tests.fuzz_cli import NOT_ONE_LINE, OUTCOMES, RAW_CONTROL, TRACEBACK, CliFuzz, alarms  # noqa: E402
 from tests.test_fuzz import (CASE_TIMEOUT_S, ROUTE_STATUS, SLOWEST_ROUTE, Hang, make_case, run_case,  # noqa: E402
                              seeds)
 
@@ -70,6 +73,7 @@ def _totals(args, cli: CliFuzz, routes: RouteTally, seconds: float) -> List[str]
                            f"{route_tracebacks:,}, processes {cli.subprocess_failures:,} failed)"),
             ("HTTP 500s", f"{route_500:,}"),
             ("non-one-line errors", f"{counts[NOT_ONE_LINE] + multi_line:,}"),
+            ("raw control bytes", f"{counts[RAW_CONTROL]:,} runs printed one unescaped (CSV output excepted)"),
             ("other failures", f"{counts['other']:,} CLI, {sum(failures.values()) - route_tracebacks - multi_line:,} route cases, "
                                f"{routes.hangs} hangs"),
             ("slowest command", f"{cli.slowest[0]:.2f} s ({cli.slowest[1]})"),

@@ -2,14 +2,17 @@
 this process (`cli.main` with an argv, its streams captured) and, for a sample, as a real subprocess too.
 
 The documented outcomes are exit 0, and exit 2 with one line on stderr; `summarize` alone may exit 1 (some trace of
-its logdir failed, each listed on stdout). A traceback, a multi-line error or any other exit is a failure: reported,
-and with `saved`, its files and argv kept under saved/<case>-<command>/ (benchmarks/fuzz.py).
+its logdir failed, each listed on stdout). A traceback, a multi-line error, a raw control character in text output
+(a trace's names must reach a terminal escaped), a partial output file left behind, or any other exit is a failure:
+reported, and with `saved`, its files and argv kept under saved/<case>-<command>/ (benchmarks/fuzz.py). Every other
+run repeated as a process writes its stdout to /dev/full: it must end in one line and exit 1 (or as documented).
 """
 from __future__ import annotations
 
 import contextlib
 import io
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -22,9 +25,11 @@ from tests.test_fuzz import CASE_TIMEOUT_S, ROOT, Hang, _where, _write_group, ma
 
 # CLI outcomes: the documented ones are exit 0 and exit 2 with one line on stderr.
 # `summarize` alone exits 1 when some trace of its logdir failed (each listed on stdout): a batch's partial success.
-EXIT_0, EXIT_1, EXIT_2, TRACEBACK, NOT_ONE_LINE, OTHER = ("exit 0", "exit 1", "exit 2", "traceback",
-                                                         "not 1 line", "other")
-OUTCOMES = (EXIT_0, EXIT_2, EXIT_1, TRACEBACK, NOT_ONE_LINE, OTHER)
+EXIT_0, EXIT_1, EXIT_2, TRACEBACK, NOT_ONE_LINE, RAW_CONTROL, OTHER = (
+    "exit 0", "exit 1", "exit 2", "traceback", "not 1 line", "raw control", "other")
+OUTCOMES = (EXIT_0, EXIT_2, EXIT_1, TRACEBACK, NOT_ONE_LINE, RAW_CONTROL, OTHER)
+# What a terminal acts on: C0 controls but tab and newline, DEL, and C1 (as UTF-8), in text (not CSV) output.
+_CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
 DOCUMENTED_OUTCOMES = {EXIT_0, EXIT_2}
 
 
@@ -76,19 +81,28 @@ def run_cli(argv: List[str]) -> Tuple[str, str]:
         return OTHER, f"SystemExit({exc.code})"
     except BaseException as exc:  # noqa: BLE001  (what the fuzzer hunts)
         return TRACEBACK, f"{type(exc).__name__} at {_where(exc)}: {str(exc)[:200]}"
+    text = err.buffer.getvalue() + (b"" if "csv" in argv else out.buffer.getvalue())  # CSV keeps values raw
+    raw = _CONTROL.search(text)
+    if raw:
+        return RAW_CONTROL, f"{raw.group()!r} at byte {raw.start()}: {text[max(0, raw.start() - 40):raw.end() + 40]!r}"
     return _outcome(code, err.buffer.getvalue())
 
 
-def run_cli_subprocess(argv: List[str]) -> Tuple[str, str]:
-    """(outcome, detail) of the same run as `tb-gpuinsight` in a process of its own (this checkout's code)."""
+def run_cli_subprocess(argv: List[str], full_disk: bool = False) -> Tuple[str, str]:
+    """(outcome, detail) of the same run as `tb-gpuinsight` in a process of its own (this checkout's code); with
+    `full_disk`, its stdout is /dev/full (every write fails with ENOSPC): one line and exit 1 is documented too."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    try:
-        done = subprocess.run([sys.executable, "-m", "tb_gpuinsight.cli", *argv], capture_output=True, env=env,
-                              timeout=CASE_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return OTHER, f"hang (over {CASE_TIMEOUT_S} s)"
+    with open("/dev/full", "wb") if full_disk else contextlib.nullcontext(subprocess.PIPE) as stdout:
+        try:
+            done = subprocess.run([sys.executable, "-m", "tb_gpuinsight.cli", *argv], stdout=stdout,
+                                  stderr=subprocess.PIPE, env=env, timeout=CASE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return OTHER, f"hang (over {CASE_TIMEOUT_S} s)"
     if b"Traceback (most recent call last)" in done.stderr:
         return TRACEBACK, done.stderr.decode("utf-8", "replace").strip().splitlines()[-1][:200]
+    lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    if full_disk and done.returncode == 1 and len(lines) == 1 and "cannot write the output" in lines[0]:
+        return EXIT_0, "write failure said in one line"
     return _outcome(done.returncode, done.stderr)
 
 
@@ -132,10 +146,14 @@ class CliFuzz:
         start = time.perf_counter()
         outcome, detail = _timed(lambda: run_cli(argv))
         self.slowest = max(self.slowest, (time.perf_counter() - start, command))
+        partial = [p.name for p in out.rglob("*") if p.name.endswith(".tmp")]
+        if partial and outcome in DOCUMENTED_OUTCOMES | {OTHER}:
+            outcome, detail = OTHER, f"partial file left: {partial[:3]}"
         self._record(case, label, command, argv, folder, outcome, detail)
         if self.subprocess_every and sum(sum(c.values()) for c in self.table.values()) % self.subprocess_every == 0:
             self.subprocess_runs += 1
-            outcome, detail = _timed(lambda: run_cli_subprocess(argv))
+            full_disk = self.subprocess_runs % 2 == 0
+            outcome, detail = _timed(lambda: run_cli_subprocess(argv, full_disk))
             if outcome not in DOCUMENTED_OUTCOMES and not (command == "summarize" and detail.startswith("exit 1,")):
                 self.subprocess_failures += 1
                 self.report(f"case {case} ({label}) {command} as a process: {outcome}: {detail}")

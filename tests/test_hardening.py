@@ -81,11 +81,11 @@ def test_scanner_survives_an_exception(logdir, tmp_path, monkeypatch):
     calls = []
     real = service_mod.discover
 
-    def flaky(path):
+    def flaky(path, *args, **kwargs):
         calls.append(path)
         if len(calls) == 1:
             raise RuntimeError("boom")
-        return real(path)
+        return real(path, *args, **kwargs)
 
     monkeypatch.setattr(service_mod, "discover", flaky)
     service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=0.05)
