@@ -16,7 +16,7 @@ from .version import __version__  # noqa: F401 - public
 __all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
            "kernels_across_ranks", "kernel_table", "critical_path", "critical_path_ranks", "discover",
            "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index", "timeline_ranks",
-           "summarize", "export_parquet", "report", "profile", "trace_handler", "KinetoTrace",
+           "summarize", "export_parquet", "report", "profile", "trace_handler", "KinetoTrace", "devices",
            "GpuInsightError", "TraceError", "ConfigError"]
 
 # The module each lazily imported name comes from (the capture helpers need torch).
@@ -26,7 +26,7 @@ _HOMES = {"load": "loading", "companion_execution_traces": "loading", "analyze":
           **{name: "api" for name in ("augment", "diff", "shapes", "overview", "memory", "ranks",
                                       "kernels_across_ranks", "kernel_table", "critical_path", "critical_path_ranks",
                                       "read_tensor_trace", "timeline", "timeline_index", "timeline_ranks",
-                                      "summarize", "export_parquet", "report")}}
+                                      "summarize", "export_parquet", "report", "devices")}}
 
 
 __getattr__ = lazy_getattr(__name__, _HOMES, globals())
