@@ -16,7 +16,7 @@ from .version import __version__  # noqa: F401 - public
 __all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
            "memory_snapshot", "compare_memory_snapshots", "kernels_across_ranks", "kernel_table", "critical_path", "critical_path_ranks", "discover",
            "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index", "timeline_ranks",
-           "summarize", "export_parquet", "report", "trend", "profile", "trace_handler", "KinetoTrace",
+           "summarize", "export_parquet", "report", "trend", "profile", "trace_handler", "KinetoTrace", "devices",
            "GpuInsightError", "TraceError", "ConfigError"]
 
 # The module each lazily imported name comes from (the capture helpers need torch).
@@ -27,7 +27,7 @@ _HOMES = {"load": "loading", "companion_execution_traces": "loading", "analyze":
                                       "kernels_across_ranks", "kernel_table", "critical_path", "critical_path_ranks",
                                       "read_tensor_trace", "timeline", "timeline_index", "timeline_ranks",
                                       "summarize", "export_parquet", "report", "memory_snapshot",
-                                      "compare_memory_snapshots", "trend")}}
+                                      "compare_memory_snapshots", "trend", "devices")}}
 
 
 __getattr__ = lazy_getattr(__name__, _HOMES, globals())

@@ -4,7 +4,7 @@ inside the package imports `analyze` from pipeline.py and `load` from loading.py
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from .errors import ConfigError, TraceError
 from .loading import companion_execution_traces, load
@@ -18,6 +18,16 @@ def augment(src: "os.PathLike[str] | str", dst: "os.PathLike[str] | str", **opti
     from .analysis.kernels.augment import write_augmented
 
     return write_augmented(src, dst, analyze(src, **options))
+
+
+def devices(name: Optional[str] = None, devices_file: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The device datasheet's rows, as `tb-gpuinsight devices --format json` lists them: name, vendor, dense peaks
+    per dtype (`peak_tflops`, TFLOP/s; int8 TOPS), `dram_gbps`, `interconnect`, `source` and `note`. `name` (a
+    row's name or a common one: "B200", "h100 sxm") keeps the rows it fits; one fitting none raises ConfigError
+    naming rows to try. `devices_file`: a JSON file adding or overriding rows."""
+    from .estimate.device_names import datasheet_rows
+
+    return datasheet_rows(name, devices_file)
 
 
 def diff(a: "KinetoTrace | os.PathLike[str] | str", b: "KinetoTrace | os.PathLike[str] | str",

@@ -86,3 +86,12 @@ def test_devices_lists_the_datasheet():
     assert code == 0 and out.count("NVIDIA H100") == 3
     code, _, err = _cli(["devices", "GB200"])
     assert code == 2 and len(err) == 1 and B200 in err[0]
+
+
+def test_the_api_lists_the_same_rows():
+    rows = tb_gpuinsight.devices()
+    assert [r["name"] for r in rows] == [r.name for r in load_datasheet()]
+    assert [r["name"] for r in tb_gpuinsight.devices("NVIDIA B200")] == [B200]
+    assert len(tb_gpuinsight.devices("h100")) == 3
+    with pytest.raises(tb_gpuinsight.ConfigError, match="did you mean"):
+        tb_gpuinsight.devices("GB200")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Sequence
 
-from ..errors import ConfigError
 from ..trace.text import safe_text
 
 
@@ -22,16 +21,9 @@ def register(sub) -> None:
 
 def _cmd_devices(args) -> int:
     from ..estimate.datasheet import DTYPES
-    from ..estimate.device_names import resolve_device
-    from ..estimate.devices import describe_all, load_datasheet
+    from ..estimate.device_names import datasheet_rows
 
-    rows = load_datasheet(args.devices)
-    if args.name:
-        found = resolve_device(args.name, rows)
-        if found.spec is None and not found.fits:
-            raise ConfigError(found.refusal(args.name))
-        rows = [r for r in rows if r.name in found.fits]
-    described = describe_all(rows)
+    described = datasheet_rows(args.name, args.devices)
     if args.format == "json":
         print(json.dumps({"devices": described}, indent=1, ensure_ascii=True))
         return 0

@@ -11,8 +11,9 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..errors import ConfigError
 from .datasheet import DeviceSpec
 
 _VENDOR_WORDS = frozenset({"nvidia", "amd", "tesla", "geforce", "instinct", "radeon", "intel"})
@@ -56,6 +57,20 @@ def resolve_device(name: str, rows: Sequence[DeviceSpec]) -> Resolved:
     if len(spelled) == 1:  # a name the row lists for itself, as torch reports it ("NVIDIA H100 80GB HBM3")
         return Resolved(spelled[0], (spelled[0].name,))
     return Resolved(None, tuple(r.name for r in spelled), tuple(_by_model_number(wanted, rows)))
+
+
+def datasheet_rows(name: Optional[str] = None, devices_file: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The datasheet's rows as JSON-ready dicts (the built-in ones and a user file's); with `name`, the rows it fits
+    (one, or several for "H100"). A name fitting none raises ConfigError naming rows to try."""
+    from .devices import describe_all, load_datasheet
+
+    rows = load_datasheet(devices_file)
+    if name:
+        found = resolve_device(name, rows)
+        if not found.fits:
+            raise ConfigError(found.refusal(name))
+        rows = [r for r in rows if r.name in found.fits]
+    return describe_all(rows)
 
 
 def _fits(typed: str, word: str) -> bool:
