@@ -99,8 +99,8 @@ def build_server(desk: Desk) -> GpuInsightMCP:
     @tool
     def top_kernels(run: Run, worker: Worker = None, span: Span = None,
                     by: Annotated[Literal["time", "waste"], Field(
-                        description="'time': most GPU time first; 'waste': most time x (1 - efficiency) first, "
-                                    "unrated kernels left out")] = "time",
+                        description="'time': most GPU time first; 'waste': most time x (1 - efficiency) first "
+                                    "(rated compute kernels only, as the report)")] = "time",
                     offset: Offset = 0, limit: Limit = 10,
                     filter: Annotated[str, Field(description="only kernels whose name contains this text",
                                                  max_length=500)] = "") -> str:

@@ -135,9 +135,10 @@ def top_kernels(desk: Desk, run: str, worker: Optional[str] = None, span: Option
     if by == "time":
         table = desk.get("/kernels", **sel, offset=offset, limit=limit)
         rows, total = table["rows"], table["total"]
-    else:  # every row, ranked by the report's waste: time x (1 - efficiency), unrated kernels left out
+    else:  # every row, ranked by the report's waste: time x (1 - efficiency) of rated compute kernels
         every = desk.get("/kernels", **sel, limit=5000)["rows"]
-        rated = sorted((r for r in every if r.get("efficiency") is not None),
+        rated = sorted((r for r in every if r.get("efficiency") is not None and r["kind"] == "kernel" and
+                        "communication" not in (r.get("kernel_class"), r.get("bound"))),
                        key=lambda r: (-_waste_us(r), r["name"]))
         rows, total = rated[offset: offset + limit], len(rated)
     out = {"selection": _selection(run, worker, span), "by": by, "total": total, "offset": offset,
