@@ -13,12 +13,14 @@ CORPUS = Path(os.environ.get("TB_GPUINSIGHT_CORPUS", ROOT.parent / "shared" / "t
 
 
 def corpus_files():
-    """Every trace file of the corpus (empty when the corpus folder is absent); not the manifest nor vLLM's
-    capture index (`execution_details.json`, which names capture traces and is none itself)."""
+    """Every trace file of the corpus (empty when the corpus folder is absent); not the manifest, vLLM's capture
+    index (`execution_details.json`, which names capture traces and is none itself) nor the CUDA memory snapshots
+    (pickles, read by the snapshot reader and its own tests)."""
     if not CORPUS.is_dir():
         return []
     return sorted(p for p in CORPUS.rglob("*")
-                  if p.is_file() and p.name not in ("MANIFEST.md", "execution_details.json"))
+                  if p.is_file() and p.name not in ("MANIFEST.md", "execution_details.json")
+                  and not p.name.endswith((".pickle", ".pickle.gz")))
 
 
 def need_corpus():
