@@ -19,7 +19,6 @@ rates, like the device row.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -118,6 +117,8 @@ def from_dict(data: Any, source: str = "") -> ModelConfig:
     kinds = _first(data, ("layer_types",))
     layer_types = tuple(str(t) for t in kinds[1]) if kinds and isinstance(kinds[1], list) else ()
     quant = _quantization(_first(data, ("quantization_config",)))
+    import hashlib  # only with a config: a plain analysis imports no hashing
+
     text = json.dumps({"sizes": sizes, "quant": quant, "layers": layer_types}, sort_keys=True)
     return ModelConfig(sizes, keys, quant, layer_types, source, hashlib.sha256(text.encode()).hexdigest()[:16])
 
