@@ -5,6 +5,7 @@ band, MFU and class split, marked regression / improvement / none against the ru
     tb-gpuinsight trend LOGDIR                              # a table
     tb-gpuinsight trend LOGDIR --metric class:gemm --format json
     tb-gpuinsight trend LOGDIR --order-by batch_size --threshold 10
+    tb-gpuinsight trend LOGDIR --store DIR                  # from a summary store: no trace read
 """
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ def register(sub) -> None:
     p.add_argument("--threshold", default=5.0, type=float, metavar="PCT",
                    help="the smallest change that counts, in %% of the earlier runs' median (default 5)")
     p.add_argument("--order-by", metavar="HPARAM", help="order runs by this hparam's value instead of recording time")
+    p.add_argument("--store", metavar="DIR|URL",
+                   help="read the runs from this summary store (tb-gpuinsight summarize LOGDIR --store DIR, or the "
+                        "plugin's cache directory) instead of their traces; runs it lacks are read from their files")
     p.add_argument("--format", choices=("table", "json"), default="table")
     analysis_options(p)
     p.set_defaults(func=run)
@@ -40,7 +44,7 @@ def run(args) -> int:
 
     check_device(args)
     result = trend(args.logdir, metric=args.metric, threshold=args.threshold, order_by=args.order_by,
-                   dtype=args.dtype, device=args.device, devices_file=args.devices)
+                   store=args.store, dtype=args.dtype, device=args.device, devices_file=args.devices)
     if args.format == "json":
         print(json.dumps(result, indent=1))
         return 0
