@@ -257,7 +257,7 @@ def trend(logdir: "os.PathLike[str] | str", metric: str = "step", threshold: flo
     change. `metric`: "step", "kernel", "mfu" or "class:NAME" (an Overview class, e.g. "class:gemm");
     `threshold`: the smallest change in % that counts; `store`: a summary store (`summarize(logdir, store)`, or
     the plugin's cache directory) to read the runs from instead of their traces (a run it lacks is read from its
-    files). Returns `{"metric", "threshold_pct", "rule", "order", "runs": [{"run", "steps", "step_ms", "band_ms",
+    files). Returns `{"metric", "threshold", "rule", "order", "runs": [{"run", "steps", "step_ms", "band_ms",
     "mfu", "classes", "change", "why", "top", ...}], "problems", "from_store"}`. Options are those of `analyze`."""
     from .reporting.trend import logdir_trend
 

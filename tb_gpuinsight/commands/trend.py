@@ -57,12 +57,12 @@ def render(result: Dict[str, Any]) -> List[str]:
     """The trend as text: one row per run, then why each run is marked and the kernels behind each change."""
     rows = [dict(r, step_ms=_num(r["step_ms"]), band_ms=_num(r["band_ms"]), mfu=_num(r["mfu"], 2),
                  value=_num(r["value"])) for r in result["runs"]]
-    out = [f"metric: {result['metric']}, threshold {result['threshold_pct']:g}%, runs by {result['order']}", ""]
+    out = [f"metric: {result['metric']}, threshold {result['threshold']:g}%, runs by {result['order']}", ""]
     out += render_table(rows, COLUMNS, "(no runs)") + [""]
     for r in result["runs"]:
         out.append(f"{r['run']}: {r['change']}: {r['why']}")
         for k in r.get("top", []):
-            share = "" if k["share"] is None else f", {100 * k['share']:.0f}% of the change"
+            share = "" if k["share_of_change"] is None else f", {100 * k['share_of_change']:.0f}% of the change"
             out.append(f"    {k['kernel'][:80]} ({k['class']}): {k['a_ms']:,.3f} -> {k['b_ms']:,.3f} ms per step"
                        f" ({k['delta_ms']:+,.3f}{share})")
     out += [f"note: {p}" for p in result.get("problems", [])]
