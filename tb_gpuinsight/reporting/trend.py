@@ -25,6 +25,12 @@ def logdir_trend(logdir: "os.PathLike[str] | str", metric: str = "step", pct: fl
         raise ConfigError(str(exc)) from None
     digests: List[Digest] = []
     problems: List[str] = []
+    from ..trace.source import is_url
+
+    remote = is_url(os.fspath(logdir))
+    if remote and not store:
+        raise ConfigError(f"{os.fspath(logdir)}: the trend of a remote logdir reads its summaries: give --store "
+                          "(the store `tb-gpuinsight summarize LOGDIR --store DIR` filled)")
     stored = _Stored(store, logdir, options) if store else None
     for run in discover(logdir):
         if not run.workers:
@@ -32,8 +38,10 @@ def logdir_trend(logdir: "os.PathLike[str] | str", metric: str = "step", pct: fl
         worker = sorted(run.workers)[0]
         spans = run.workers[worker]
         try:
-            side = (stored and stored.side(run, worker)) or \
-                side_from_path(run.path, worker=worker, label=run.name, **options)
+            side = stored and stored.side(run, worker)
+            if side is None and remote:
+                raise ConfigError("not in the store: summarise it first")
+            side = side or side_from_path(run.path, worker=worker, label=run.name, **options)
         except GpuInsightError as exc:  # one unreadable run never hides the others
             problems.append(f"{run.name}: {exc}")
             continue
