@@ -7,7 +7,7 @@ the change of all GPU time per step (it can exceed 100 % or be negative when oth
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from .compare import DiffResult
 
