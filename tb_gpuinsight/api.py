@@ -293,17 +293,18 @@ def report(path: "os.PathLike[str] | str", baseline: "Optional[os.PathLike[str] 
 
 
 def trend(logdir: "os.PathLike[str] | str", metric: str = "step", threshold: float = 5.0,
-          order_by: Optional[str] = None, **options) -> Dict:
+          order_by: Optional[str] = None, store: Optional[str] = None, **options) -> Dict:
     """Every run of a logdir in recording order (or by the value of hparam `order_by`), each with its median step
     time, noise band, MFU and time per class, marked `regression` / `improvement` / `none` against the runs before
     it by the comparison rule (`analysis.diff.stats`, `analysis.diff.trend`), with the kernels behind each marked
     change. `metric`: "step", "kernel", "mfu" or "class:NAME" (an Overview class, e.g. "class:gemm");
-    `threshold`: the smallest change in % that counts. Returns `{"metric", "threshold_pct", "rule", "order",
-    "runs": [{"run", "steps", "step_ms", "band_ms", "mfu", "classes", "change", "why", "top", ...}], "problems"}`.
-    Options are those of `analyze`."""
+    `threshold`: the smallest change in % that counts; `store`: a summary store (`summarize(logdir, store)`, or
+    the plugin's cache directory) to read the runs from instead of their traces (a run it lacks is read from its
+    files). Returns `{"metric", "threshold", "rule", "order", "runs": [{"run", "steps", "step_ms", "band_ms",
+    "mfu", "classes", "change", "why", "top", ...}], "problems", "from_store"}`. Options are those of `analyze`."""
     from .reporting.trend import logdir_trend
 
-    return logdir_trend(logdir, metric, threshold, order_by, **options)
+    return logdir_trend(logdir, metric, threshold, order_by, store, **options)
 
 
 def read_tensor_trace(path: "os.PathLike[str] | str") -> "TensorTraceFile":

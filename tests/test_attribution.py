@@ -43,7 +43,8 @@ def test_report_baseline_section_attributes_the_change_per_step(runs):
     att = report["comparison"]["attribution"]
     gemm, add = att["classes"]["rows"]
     assert gemm["class"] == "GEMM" and gemm["a_ms"] == pytest.approx(0.4) and gemm["b_ms"] == pytest.approx(1.2)
-    assert gemm["share"] == pytest.approx(100) and add["delta_ms"] == pytest.approx(0) and add["share"] == 0
+    assert gemm["share_of_change"] == pytest.approx(100) and add["delta_ms"] == pytest.approx(0)
+    assert add["share_of_change"] == 0
     top = att["top"]["rows"][0]
     assert top["kernel"] == "ampere_sgemm_128x64_nn" and top["delta_ms"] == pytest.approx(0.8)
     step = report["comparison"]["metrics"][0]
@@ -79,11 +80,11 @@ def test_diff_route_gives_the_verdict_and_the_attribution(client):
     code, body = _get(client, "diff", **sides, threshold="10")
     assert code == 200, body
     v = body["verdict"]
-    assert v["verdict"] == "regression" and v["threshold_pct"] == 10 and v["a"]["kept"] == STEPS - 1
+    assert v["verdict"] == "regression" and v["threshold"] == 10 and v["a"]["kept"] == STEPS - 1
     assert v["a"]["median"] == pytest.approx(0.6) and v["b"]["median"] == pytest.approx(1.4)
     att = body["attribution"]
     assert att["unit"] == "ms per step" and att["classes"][0]["class"] == "GEMM"
-    assert att["classes"][0]["share"] == pytest.approx(1.0) and att["top"][0]["name"] == "ampere_sgemm_128x64_nn"
+    assert att["classes"][0]["share_of_change"] == pytest.approx(1.0) and att["top"][0]["name"] == "ampere_sgemm_128x64_nn"
     for bad in ("nan", "0", "-1", "inf", "x"):
         code, body = _get(client, "diff", **sides, threshold=bad)
         assert code == 400 and "threshold must be" in body["error"]
@@ -97,7 +98,7 @@ def test_trend_route_marks_the_slower_run_and_names_its_kernel(client):
     assert after["change"] == "regression" and after["against"] == ["before"]
     assert after["step_ms"] == pytest.approx(1.4) and before["classes"]["gemm"] == pytest.approx(0.4)
     assert 0 < before["mfu"] < 100 and after["mfu"] < before["mfu"]
-    assert after["top"][0]["kernel"] == "ampere_sgemm_128x64_nn" and after["top"][0]["share"] == pytest.approx(1)
+    assert after["top"][0]["kernel"] == "ampere_sgemm_128x64_nn" and after["top"][0]["share_of_change"] == pytest.approx(1)
     code, body = _get(client, "trend", metric="class:elementwise")
     assert code == 200 and [r["change"] for r in body["runs"]] == ["none", "none"]  # the add did not change
     for bad in ({"metric": "class:nope"}, {"metric": "x"}, {"threshold": "nan"}, {"threshold": "-2"}):

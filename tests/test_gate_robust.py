@@ -3,6 +3,7 @@ here with `tb_gpuinsight.profile()` and real torch: a baseline with one hiccup s
 without it, and the same loop at 3x the batch."""
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -97,15 +98,21 @@ def logdir(tmp_path_factory):
     return root
 
 
+# The machine running the tests may be shared: two identical runs recorded seconds apart were seen 20 % apart in
+# median step time under load. The 3x run is about +200 %: a 50 % threshold tells them apart on a busy machine too.
+THRESHOLD = "50"
+
+
 def test_gate_fails_the_3x_run_and_passes_the_repeat_despite_the_hiccup(capsys, logdir):
-    code, _, err = _cli(capsys, "diff", logdir / "base", logdir / "triple", "--fail-if-slower", "15")
+    code, _, err = _cli(capsys, "diff", logdir / "base", logdir / "triple", "--fail-if-slower", THRESHOLD)
     assert code == 1, err
     line = err.splitlines()[0]
     assert line.startswith("tb-gpuinsight: gate: FAIL: triple is slower than base: median step time ")
-    assert "noise band" in line and "base: " in line and "hiccup" in line and "threshold 15%" in line
-    hiccup = float(line.split("hiccup ")[1].split()[0].rstrip(",").replace(",", ""))
-    assert hiccup >= 1000 * HICCUP_S  # the slept step is the one reported and left out
-    code, _, err = _cli(capsys, "diff", logdir / "base", logdir / "repeat", "--fail-if-slower", "15")
+    assert "noise band" in line and "base: " in line and "hiccup" in line and f"threshold {THRESHOLD}%" in line
+    base_part = line.split("; base: ")[1].split("), triple")[0]
+    hiccups = [float(x.replace(",", "")) for x in re.findall(r"hiccup ([\d,.]+\d)", base_part)]
+    assert max(hiccups) >= 1000 * HICCUP_S  # the slept step is reported and left out
+    code, _, err = _cli(capsys, "diff", logdir / "base", logdir / "repeat", "--fail-if-slower", THRESHOLD)
     assert code == 0 and err.startswith("tb-gpuinsight: gate: pass: "), err
 
 
@@ -126,19 +133,21 @@ def test_gate_cannot_judge_too_few_steps(capsys, tmp_path):
 def test_trend_lists_the_runs_in_recording_order_and_marks_the_3x_run(capsys, logdir):
     import json
 
-    code, out, err = _cli(capsys, "trend", logdir, "--format", "json")
+    code, out, err = _cli(capsys, "trend", logdir, "--format", "json", "--threshold", THRESHOLD)
     assert code == 0, err
     data = json.loads(out)
     runs = data["runs"]
     assert [r["run"] for r in runs] == ["base", "repeat", "triple"]  # recording order, not name order
-    assert [r["change"] for r in runs] == ["none", "none", "regression"], [r["why"] for r in runs]
+    # the repeat is no regression (on a loaded machine it may come out faster: an improvement); the 3x run is
+    assert runs[0]["change"] == "none" and runs[1]["change"] != "regression", [r["why"] for r in runs]
     triple = runs[2]
-    assert triple["against"] == ["base", "repeat"] and triple["worse_pct"] > 100
+    assert triple["change"] == "regression" and triple["change_pct"] > float(THRESHOLD), triple["why"]
+    assert triple["against"] == (["base", "repeat"] if runs[1]["change"] == "none" else ["repeat"])
     assert set(runs[0]) >= {"run", "steps", "step_ms", "band_ms", "mfu", "classes", "change", "why"}
     assert runs[0]["steps"] == 10 and runs[0]["left_out"] >= 2  # the first step and the slept one (at least)
     assert runs[0]["mfu"] is None and runs[0]["classes"] == {}  # a CPU run: no MFU, no GPU class
     code, out, _ = _cli(capsys, "trend", logdir)
-    assert code == 0 and "triple: regression: worse than 2 runs (base .. repeat)" in out
+    assert code == 0 and "triple: regression: worse than " in out
 
 
 @pytest.mark.parametrize("argv, word", [(("--metric", "class:nope"), "unknown metric"),
@@ -146,3 +155,19 @@ def test_trend_lists_the_runs_in_recording_order_and_marks_the_3x_run(capsys, lo
 def test_trend_bad_options_are_one_line_and_exit_2(capsys, logdir, argv, word):
     code, out, err = _cli(capsys, "trend", logdir, *argv)
     assert code == 2 and out == "" and err.count("\n") == 1 and word in err
+
+
+def test_trend_from_a_summary_store_reads_no_trace(logdir, tmp_path, monkeypatch):
+    """After `summarize`, the trend comes from the store alone: reading a trace would fail here."""
+    store = str(tmp_path / "store")
+    report = tb_gpuinsight.summarize(logdir, store=store, workers=1)
+    assert report.done == 3 and not report.failed
+
+    def no_trace_read(*args, **kwargs):
+        raise AssertionError("a trace was read")
+
+    monkeypatch.setattr("tb_gpuinsight.reporting.sides.side_from_path", no_trace_read)
+    data = tb_gpuinsight.trend(logdir, store=store, threshold=float(THRESHOLD))
+    assert data["from_store"] == 3 and data["problems"] == []
+    assert [r["run"] for r in data["runs"]] == ["base", "repeat", "triple"]
+    assert data["runs"][2]["change"] == "regression"

@@ -269,11 +269,11 @@ def _attribution(att: Dict[str, Any]) -> Dict[str, Any]:
     their share of the change in GPU time per step."""
     unit = att["unit"]
     cols = [("a_ms", "baseline", unit), ("b_ms", "this run", unit), ("delta_ms", "change", unit),
-            ("share", "share of the change", "%")]
+            ("share_of_change", "share of the change", "%")]
 
     def rows(entries, keys):
         return [dict({k: e[k] for k in keys}, a_ms=e["a_ms"], b_ms=e["b_ms"], delta_ms=e["delta_ms"],
-                     share=_pct(e["share"])) for e in entries]
+                     share_of_change=_pct(e["share_of_change"])) for e in entries]
 
     return {"gpu_time": {"a": fig(att["a_ms"], unit, att["source"]), "b": fig(att["b_ms"], unit, att["source"])},
             "classes": table([("class", "kernel class", "")] + cols, rows(att["classes"], ("class",)), att["source"]),

@@ -3,7 +3,7 @@
 `overview` sections and cached analyses, and kept until one of its spans changes.
 
     /trend  ?metric=step|kernel|mfu|class:NAME&threshold=PCT
-            -> {metric, threshold_pct, rule, order, runs: [{run, steps, step_ms, band_ms, mfu, classes, change,
+            -> {metric, threshold, rule, order, runs: [{run, steps, step_ms, band_ms, mfu, classes, change,
                 why, top, ...}], pending: [runs still being analysed], problems: [one line per failed run]}
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ def trend_route(plugin, request) -> Dict[str, Any]:
             digests.append(_digest(plugin.service, run["run"], worker))
         except GpuInsightError as exc:  # a failed run is named, the others still trend
             problems.append(f"{run['run']}: {exc}")
-    out = trend(digests, metric, pct) if digests else {"metric": metric, "threshold_pct": pct, "runs": []}
+    out = trend(digests, metric, pct) if digests else {"metric": metric, "threshold": pct, "runs": []}
     out.update(order="recording time (earliest span stamp)", pending=pending, problems=problems)
     return out
 

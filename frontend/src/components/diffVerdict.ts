@@ -17,12 +17,13 @@ export interface DiffVerdict {
   a: StepSample;
   b: StepSample;
   worse: number | null;
-  worse_pct: number | null;
+  /** % of A's median; positive: B is worse. */
+  change_pct: number | null;
   band: number | null;
   beyond_noise: boolean | null;
   judgeable: boolean;
   rule: string;
-  threshold_pct: number;
+  threshold: number;
   verdict: "regression" | "improvement" | "none" | "undecided";
   label: string;
   unit: string;
@@ -36,7 +37,7 @@ export interface AttributionEntry {
   a_ms: number;
   b_ms: number;
   delta_ms: number;
-  share: number | null;
+  share_of_change: number | null;
 }
 
 export interface DiffAttribution {
@@ -74,13 +75,13 @@ function left(s: StepSample): string {
 }
 
 function headline(v: DiffVerdict): string {
-  const change = v.worse_pct === null ? "" : `${v.worse_pct >= 0 ? "+" : "−"}${Math.abs(v.worse_pct).toFixed(1)} % slower`;
+  const change = v.change_pct === null ? "" : `${v.change_pct >= 0 ? "+" : "−"}${Math.abs(v.change_pct).toFixed(1)} % slower`;
   const band = v.band === null ? "noise band unknown" : `noise band ±${ms(v.band)}`;
-  return `median ${v.label} ${ms(v.a.median)} → ${ms(v.b.median)} (${change}; ${band}; threshold ${v.threshold_pct} %)`;
+  return `median ${v.label} ${ms(v.a.median)} → ${ms(v.b.median)} (${change}; ${band}; threshold ${v.threshold} %)`;
 }
 
 function entryTable(rows: AttributionEntry[], first: string, name: (r: AttributionEntry) => HTMLElement | string): HTMLElement {
-  const head = h("tr", {}, ...[first, "A", "B", "Δ", "share of change"].map((t) => h("th", { text: t })));
+  const head = h("tr", {}, ...[first, "A", "B", "Δ", "part of Δ"].map((t) => h("th", { text: t })));
   const body = rows.map((r) =>
     h(
       "tr",
@@ -89,7 +90,7 @@ function entryTable(rows: AttributionEntry[], first: string, name: (r: Attributi
       h("td", { text: ms(r.a_ms) }),
       h("td", { text: ms(r.b_ms) }),
       h("td", { class: r.delta_ms > 0 ? "delta delta-slower" : r.delta_ms < 0 ? "delta delta-faster" : "delta delta-same", text: signedMs(r.delta_ms) }),
-      h("td", { text: r.share === null ? "—" : pct(r.share) }),
+      h("td", { text: r.share_of_change === null ? "—" : pct(r.share_of_change) }),
     ),
   );
   return h("table", { class: "gi-stat-table" }, h("thead", {}, head), h("tbody", {}, ...body));

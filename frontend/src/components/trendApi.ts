@@ -9,7 +9,7 @@ export interface TrendKernel {
   a_ms: number;
   b_ms: number;
   delta_ms: number;
-  share: number | null;
+  share_of_change: number | null;
 }
 
 export interface TrendRun {
@@ -27,13 +27,13 @@ export interface TrendRun {
   change: TrendChange;
   why: string;
   against?: string[];
-  worse_pct?: number | null;
+  change_pct?: number | null;
   top: TrendKernel[];
 }
 
 export interface TrendResponse {
   metric: string;
-  threshold_pct: number;
+  threshold: number;
   rule?: string;
   order: string;
   runs: TrendRun[];

@@ -52,7 +52,7 @@ function runRows(r: TrendRun): HTMLElement[] {
       h("td", { text: k.class }),
       h("td", { text: `${ms(k.a_ms)} → ${ms(k.b_ms)}` }),
       h("td", { class: k.delta_ms > 0 ? "delta delta-slower" : "delta delta-faster", text: `${k.delta_ms > 0 ? "+" : "−"}${Math.abs(k.delta_ms).toFixed(3)} ms` }),
-      h("td", { attrs: { colspan: "3" }, text: k.share === null ? "" : `${pct(k.share)} of the change` }),
+      h("td", { attrs: { colspan: "3" }, text: k.share_of_change === null ? "" : `${pct(k.share_of_change)} of the change` }),
     ),
   );
   return [main, ...behind];
@@ -129,7 +129,7 @@ class TrendsView implements TabView {
       h(
         "section",
         { class: "panel" },
-        h("div", { class: "panel-head" }, h("h2", { class: "panel-title", text: `${label} by run` }), h("span", { class: "muted small", text: `${res.runs.length} runs · ${marked} marked · threshold ${res.threshold_pct} % · order: ${res.order}` })),
+        h("div", { class: "panel-head" }, h("h2", { class: "panel-title", text: `${label} by run` }), h("span", { class: "muted small", text: `${res.runs.length} runs · ${marked} marked · threshold ${res.threshold} % · order: ${res.order}` })),
         this.chart.el,
       ),
       h(

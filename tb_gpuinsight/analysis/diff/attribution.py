@@ -7,7 +7,7 @@ the change of all GPU time per step (it can exceed 100 % or be negative when oth
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from .compare import DiffResult
 
@@ -25,7 +25,7 @@ def attribute(result: DiffResult, steps_a: int, steps_b: int, top: int = TOP) ->
     def entry(a_us: Optional[float], b_us: Optional[float]) -> Dict[str, Any]:
         a_ms, b_ms = (a_us or 0.0) * fa / 1000, (b_us or 0.0) * fb / 1000
         return {"a_ms": a_ms, "b_ms": b_ms, "delta_ms": b_ms - a_ms,
-                "share": (b_ms - a_ms) / total if total else None}
+                "share_of_change": (b_ms - a_ms) / total if total else None}
 
     classes = [dict({"class": c["class"]}, **entry(c["time_us_a"], c["time_us_b"])) for c in result.classes]
     classes.sort(key=lambda c: (-abs(c["delta_ms"]), c["class"]))
@@ -62,7 +62,7 @@ def _printable(text: str) -> str:
 
 
 def _move(e: Dict[str, Any]) -> str:
-    share = "" if e["share"] is None else f", {100 * e['share']:.0f}%"
+    share = "" if e["share_of_change"] is None else f", {100 * e['share_of_change']:.0f}%"
     return f"{e['a_ms']:,.3f} -> {e['b_ms']:,.3f} ({e['delta_ms']:+,.3f}{share})"
 
 

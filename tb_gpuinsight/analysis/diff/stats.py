@@ -156,10 +156,10 @@ class Comparison:
                 "needed, after the first step of each span and outliers); record more steps (active=8 or more)")
 
     def to_dict(self, pct: Optional[float] = None) -> Dict[str, Any]:
-        out = {"a": self.a.to_dict(), "b": self.b.to_dict(), "worse": self.worse, "worse_pct": self.worse_pct,
+        out = {"a": self.a.to_dict(), "b": self.b.to_dict(), "worse": self.worse, "change_pct": self.worse_pct,
                "band": self.band, "beyond_noise": self.beyond_noise, "judgeable": self.judgeable, "rule": RULE}
         if pct is not None:
-            out.update(threshold_pct=pct, verdict=self.verdict(pct))
+            out.update(threshold=pct, verdict=self.verdict(pct))
         return out
 
 

@@ -118,14 +118,14 @@ def trend(digests: Sequence[Digest], metric: str = "step", pct: float = 5.0) -> 
             names = [x.run for x, _ in segment]
             entry.update(change=verdict if verdict in ("regression", "improvement") else "none",
                          why=_why(c, verdict, names, pct), against=names,
-                         worse_pct=c.worse_pct, noise_band=c.band)
+                         change_pct=c.worse_pct, noise_band=c.band)
             if verdict in ("regression", "improvement"):
                 entry["top"] = _behind(d, [x for x, _ in segment])
                 segment = [(d, s)]
             elif verdict == "none":
                 segment.append((d, s))
         out.append(entry)
-    return {"metric": metric, "threshold_pct": pct, "rule": RULE + "; " + SEQUENTIAL, "runs": out}
+    return {"metric": metric, "threshold": pct, "rule": RULE + "; " + SEQUENTIAL, "runs": out}
 
 
 SEQUENTIAL = ("each run against the pooled steps of the runs since the last marked change; a regression or "
@@ -165,7 +165,7 @@ def _behind(d: Digest, before: List[Digest]) -> List[Dict[str, Any]]:
         rows.append({"kernel": name, "class": cls, "a_ms": a, "b_ms": b, "delta_ms": b - a})
     total = sum(r["delta_ms"] for r in rows)
     for r in rows:
-        r["share"] = r["delta_ms"] / total if total else None
+        r["share_of_change"] = r["delta_ms"] / total if total else None
     rows.sort(key=lambda r: (-abs(r["delta_ms"]), r["kernel"]))
     return [r for r in rows if r["delta_ms"]][:TOP]
 
