@@ -12,22 +12,30 @@ CANVAS = "() => document.querySelector('.tl-canvas')?.timeline"
 SETTLED = "() => /items · query/.test(document.querySelector('.tl-status')?.textContent || '')"
 
 
+def _bert_timeline(frame) -> None:
+    frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
+    frame.locator("select[aria-label='Run']").select_option("bert_h100")
+    frame.locator("nav.tabs button", has_text="Timeline").click()
+    frame.wait_for_function(SETTLED, timeout=60000)
+
+
+def _find_gemm(frame) -> None:
+    frame.locator("input[aria-label='Find on timeline']").fill("gemm")
+    frame.locator("input[aria-label='Find on timeline']").press("Enter")
+    frame.wait_for_selector(".drawer:not([hidden]) .tl-launched-by", timeout=60000)
+
+
 def test_timeline_flows_find_by_class_and_op_kernels(samples_tensorboard, tmp_path):
     console: list = []
     with plugin_in_browser(samples_tensorboard, console) as (page, frame):
         page.set_viewport_size({"width": 1280, "height": 720})
-        frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
-        frame.locator("select[aria-label='Run']").select_option("bert_h100")
-        frame.locator("nav.tabs button", has_text="Timeline").click()
-        frame.wait_for_function(SETTLED, timeout=60000)
+        _bert_timeline(frame)
         frame.locator("input[aria-label='Show launch flows']").check()
         flows = frame.evaluate(f"""() => {{ const tl = ({CANVAS})();
             return tl.flows && tl.data.lanes.flatMap(l => l.events.src_lane || []).filter(s => s != null).length; }}""")
         assert flows > 10, flows
         # Find by class: "gemm" lands on the longest GEMM and opens its drawer, which names the op that launched it.
-        frame.locator("input[aria-label='Find on timeline']").fill("gemm")
-        frame.locator("input[aria-label='Find on timeline']").press("Enter")
-        frame.wait_for_selector(".drawer:not([hidden]) .tl-launched-by", timeout=60000)
+        _find_gemm(frame)
         assert "Launched by aten::" in frame.locator(".drawer:not([hidden]) .tl-launched-by").inner_text()
         assert frame.evaluate(f"() => ({CANVAS})().picked.length") == 1
         frame.wait_for_function(SETTLED, timeout=60000)
@@ -84,13 +92,8 @@ def test_reload_keeps_diff_sides_timeline_find_and_selected_event(samples_tensor
     (its highlights) and the selected event (its drawer)."""
     console: list = []
     with plugin_in_browser(samples_tensorboard, console) as (page, frame):
-        frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
-        frame.locator("select[aria-label='Run']").select_option("bert_h100")
-        frame.locator("nav.tabs button", has_text="Timeline").click()
-        frame.wait_for_function(SETTLED, timeout=60000)
-        frame.locator("input[aria-label='Find on timeline']").fill("gemm")
-        frame.locator("input[aria-label='Find on timeline']").press("Enter")
-        frame.wait_for_selector(".drawer:not([hidden]) .tl-launched-by", timeout=60000)
+        _bert_timeline(frame)
+        _find_gemm(frame)
         found = frame.evaluate(f"() => ({CANVAS})().highlight.length")
         picked = frame.evaluate(f"() => ({CANVAS})().selected")
         assert found > 1 and picked is not None
