@@ -1,5 +1,5 @@
-"""Estimate coverage over a folder of traces: per trace and device, the share of kernel time with a FLOP estimate
-and with a byte estimate, the datasheet row matched, the time-weighted efficiency, and where the shapes behind
+"""Estimate coverage over a folder of traces: per trace and device, the FLOP coverage (FLOPs known for % of compute
+kernel time, analysis/kernels/coverage.py), the share of kernel time with a byte estimate, the datasheet row matched, the time-weighted efficiency, and where the shapes behind
 the kernel time came from (rec = recorded by the profiler, ET = an Execution Trace's linked nodes, ET+v = recorded
 dims with the ET's Concrete Inputs, ET+p = the ET's shapes propagated to other iterations, cap = a graph's capture,
 inf = inferred convolution parameters, none = no shapes or no op) with the companion Execution Trace used
@@ -7,8 +7,8 @@ inf = inferred convolution parameters, none = no shapes or no op) with the compa
 
     python benchmarks/coverage.py [FOLDER]              (default: ../shared/traces)
     python benchmarks/coverage.py --reasons [FOLDER]    why the rest has no rating: % of kernel time per reason code
-    python benchmarks/coverage.py --families [FOLDER]   FLOPs known for % of compute kernel time (communication
-                                                        aside) and the kernel families without FLOPs, with reasons
+    python benchmarks/coverage.py --families [FOLDER]   FLOPs known for % of compute kernel time (communication,
+                                                        copies and fills aside) and the kernel families without FLOPs, with reasons
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def main() -> None:
         for d in devices:
             s = d["summary"]
             row = (d["spec"] or {}).get("name") or "unknown"
-            print(f"{name:<58}{d['id']:>4}  {row[:29]:<30}{s['kernel_count']:>8}{_pct(s['flop_time_share']):>8}"
+            print(f"{name:<58}{d['id']:>4}  {row[:29]:<30}{s['kernel_count']:>8}{_pct(s['compute_flop_share']):>8}"
                   f"{_pct(s['byte_time_share']):>8}{_pct(s['efficiency']):>7}  {sources}")
 
 

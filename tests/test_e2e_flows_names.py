@@ -12,22 +12,30 @@ CANVAS = "() => document.querySelector('.tl-canvas')?.timeline"
 SETTLED = "() => /items · query/.test(document.querySelector('.tl-status')?.textContent || '')"
 
 
+def _bert_timeline(frame) -> None:
+    frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
+    frame.locator("select[aria-label='Run']").select_option("bert_h100")
+    frame.locator("nav.tabs button", has_text="Timeline").click()
+    frame.wait_for_function(SETTLED, timeout=60000)
+
+
+def _find_gemm(frame) -> None:
+    frame.locator("input[aria-label='Find on timeline']").fill("gemm")
+    frame.locator("input[aria-label='Find on timeline']").press("Enter")
+    frame.wait_for_selector(".drawer:not([hidden]) .tl-launched-by", timeout=60000)
+
+
 def test_timeline_flows_find_by_class_and_op_kernels(samples_tensorboard, tmp_path):
     console: list = []
     with plugin_in_browser(samples_tensorboard, console) as (page, frame):
         page.set_viewport_size({"width": 1280, "height": 720})
-        frame.wait_for_selector("select[aria-label='Run']", timeout=60000)
-        frame.locator("select[aria-label='Run']").select_option("bert_h100")
-        frame.locator("nav.tabs button", has_text="Timeline").click()
-        frame.wait_for_function(SETTLED, timeout=60000)
+        _bert_timeline(frame)
         frame.locator("input[aria-label='Show launch flows']").check()
         flows = frame.evaluate(f"""() => {{ const tl = ({CANVAS})();
             return tl.flows && tl.data.lanes.flatMap(l => l.events.src_lane || []).filter(s => s != null).length; }}""")
         assert flows > 10, flows
         # Find by class: "gemm" lands on the longest GEMM and opens its drawer, which names the op that launched it.
-        frame.locator("input[aria-label='Find on timeline']").fill("gemm")
-        frame.locator("input[aria-label='Find on timeline']").press("Enter")
-        frame.wait_for_selector(".drawer:not([hidden]) .tl-launched-by", timeout=60000)
+        _find_gemm(frame)
         assert "Launched by aten::" in frame.locator(".drawer:not([hidden]) .tl-launched-by").inner_text()
         assert frame.evaluate(f"() => ({CANVAS})().picked.length") == 1
         frame.wait_for_function(SETTLED, timeout=60000)
@@ -76,4 +84,40 @@ def test_tensile_rows_read_by_tile_and_transposes(tmp_path):
                                "[...r.querySelectorAll('[title]')].map(e => e.getAttribute('title')).join(' '))")
         assert any("Cijk_" in c for c in cells)  # the whole raw name on hover
         page.screenshot(path=str(tmp_path / "tensile_rows_1280x720.png"))
+    assert not console, console
+
+
+def test_reload_keeps_diff_sides_timeline_find_and_selected_event(samples_tensorboard):
+    """A reload of the plugin's frame lands on the same view: the Diff's B (and a pinned A), the Timeline's Find
+    (its highlights) and the selected event (its drawer)."""
+    console: list = []
+    with plugin_in_browser(samples_tensorboard, console) as (page, frame):
+        _bert_timeline(frame)
+        _find_gemm(frame)
+        found = frame.evaluate(f"() => ({CANVAS})().highlight.length")
+        picked = frame.evaluate(f"() => ({CANVAS})().selected")
+        assert found > 1 and picked is not None
+        frame.evaluate("() => location.reload()")
+        from .browser import plugin_frame
+        frame = plugin_frame(page)
+        frame.wait_for_function(f"n => ({CANVAS})()?.highlight.length === n", arg=found, timeout=60000)
+        frame.wait_for_function(f"i => ({CANVAS})()?.selected === i", arg=picked, timeout=60000)
+        assert frame.locator("input[aria-label='Find on timeline']").input_value() == "gemm"
+        frame.wait_for_selector(".drawer:not([hidden]) .kernel-name", timeout=60000)
+        # Diff: B chosen by hand survives a reload.
+        frame.locator("nav.tabs button", has_text="Diff").click()
+        b_run = frame.locator("select[aria-label='Run B']")
+        b_run.wait_for(timeout=60000)
+        frame.wait_for_function("() => document.querySelectorAll(\"select[aria-label='Run B'] option\").length > 1",
+                                timeout=60000)
+        current = b_run.input_value()
+        other = [v for v in b_run.evaluate("s => [...s.options].map(o => o.value)") if v != current][0]
+        b_run.select_option(other)
+        frame.wait_for_function("r => decodeURIComponent(parent.location.hash).includes('gi.diff.b_run=' + r)",
+                                arg=other, timeout=30000)
+        frame.evaluate("() => location.reload()")
+        frame = plugin_frame(page)
+        frame.wait_for_selector("select[aria-label='Run B']", timeout=60000)
+        frame.wait_for_function("r => document.querySelector(\"select[aria-label='Run B']\")?.value === r",
+                                arg=other, timeout=60000)
     assert not console, console

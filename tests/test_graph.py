@@ -125,7 +125,11 @@ def test_view_of_big_graph_is_capped_and_laid_out():
     assert sum(n["size"] for n in view["nodes"]) + len(opened) == len(g.et)
     everything = gv.view_json(tree, g, figs, set(range(len(tree.parent))))
     assert everything["capped"] and len(everything["nodes"]) <= gv.MAX_VISIBLE
-    assert any(n["critical"] for n in view["nodes"]) and any(e["critical"] for e in view["edges"])
+    assert any(n["critical_ops"] for n in view["nodes"]) and any(e["critical"] for e in view["edges"])
+    # Outlined: the path's own ops only, never a group for holding one (the outline was on nearly every node).
+    shown = everything["nodes"]
+    assert any(n["critical"] for n in shown) and all(n["kind"] != "group" for n in shown if n["critical"])
+    assert sum(n["critical"] for n in shown) < sum(n["critical_ops"] > 0 for n in shown)
     # Every visible node's parent is an opened node (the browser draws it as the compound box around it).
     boxes = {e["id"]: e for e in view["expanded"]}
     assert all(n["parent"] is None or n["parent"] in boxes for n in view["nodes"])

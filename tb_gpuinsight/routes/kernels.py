@@ -7,6 +7,7 @@ import numpy as np
 
 from ..analysis.ranks import report as rk
 from ..analysis.kernels.efficiency import AUTO, DeviceReport, Efficiency, aggregate
+from ..analysis.kernels.grouping import device_summary
 from ..analysis.ranks.device_parts import device_reports
 from ..analysis.kernels.names import display_name
 from ..analysis.kernels.rows import SORTABLE, group_rows, name_filter, sort_order
@@ -47,10 +48,22 @@ def devices_route(plugin, request) -> Dict[str, Any]:
     return devices(plugin.analysis(request), datasheet)
 
 
+def _all_ranks_summary(eff: Efficiency) -> Optional[Dict[str, Any]]:
+    """As the index's "all" card (`device_parts.cards`): every GPU of every span together, busy time summed (None
+    for one GPU of one span: its card is the whole)."""
+    acts = eff.activities
+    spans = len(np.unique(acts["span"])) if "span" in acts else min(len(acts), 1)
+    if len(np.unique(acts["device"])) < 2 and spans < 2:  # as the index: GPUs or spans that ran something
+        return None
+    whole = device_summary(eff.activities)
+    whole["gpu_busy_us"] = sum(d.summary["gpu_busy_us"] for d in eff.devices.values() if d.summary)
+    return whole
+
+
 def devices(eff: Efficiency, datasheet: Sequence[DeviceSpec] = ()) -> Dict[str, Any]:
     """Device reports of an analysis, plus what the device picker needs (`device_answer`)."""
     kernels = [n for n, k in zip(eff.activities.strings["name"], _kinds_of_names(eff)) if k]
-    return device_answer(eff.devices, kernels, datasheet)
+    return {**device_answer(eff.devices, kernels, datasheet), "all_ranks": _all_ranks_summary(eff)}
 
 
 def device_answer(reports: Dict[int, DeviceReport], kernels: List[str],

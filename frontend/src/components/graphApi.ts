@@ -17,7 +17,10 @@ export interface GraphNode {
   flops: number;
   kernels: number;
   efficiency: number | null;
-  critical: number;
+  /** The node itself is an op of the critical path (what the graph outlines). */
+  critical: boolean;
+  /** Ops of the critical path in the node's subtree (a group holds some without being on the path itself). */
+  critical_ops: number;
   shapes: string;
 }
 

@@ -361,7 +361,7 @@ export class GraphCanvas {
           full: n.label,
           kind: n.kind,
           expandable: n.expandable,
-          critical: n.critical > 0,
+          critical: n.critical,
           fill: colorOf(n, this.colorBy, max, this.theme),
           parent: parentOf(n.parent),
           up: n.parent,

@@ -92,7 +92,7 @@ export function nodeDetails(d: NodeDetails, actions: NodeActions, span: string):
       stat("FLOPs", s.flops ? flop(s.flops) : UNKNOWN),
       stat("Efficiency", pct(s.efficiency), "time-weighted efficiency of the kernels below"),
       stat("ET nodes", count(s.size)),
-      stat("On critical path", s.critical ? `${count(s.critical)} op${s.critical === 1 ? "" : "s"}` : "no"),
+      stat("On critical path", s.critical ? "yes (outlined)" : s.critical_ops ? `no; holds ${count(s.critical_ops)} op${s.critical_ops === 1 ? "" : "s"} of it` : "no"),
     ),
     buttons,
   ];

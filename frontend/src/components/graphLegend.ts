@@ -38,7 +38,7 @@ export function graphLegend(by: ColorBy, max: number, theme: Theme): HTMLElement
       "div",
       { class: "graph-legend-items" },
       swatch("", eff ? "no rated kernel" : "none", { background: unknownFill(theme) }),
-      swatch("graph-swatch-critical", "critical path", { color: CRITICAL }),
+      swatch("graph-swatch-critical", "critical path: its ops outlined", { color: CRITICAL }),
       swatch("graph-swatch-expandable", "expandable"),
       swatch("graph-swatch-group", "op group"),
     ),

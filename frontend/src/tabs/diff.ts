@@ -30,6 +30,7 @@ import { verdictPanel } from "../components/diffVerdict";
 import { emptyState, errorState, inlineError, loadingState, requestErrorState } from "../components/states";
 import { debounce, field, h, replace, select } from "../dom";
 import { count, time } from "../format";
+import { tabLink, writeTabLink } from "../deeplink";
 import { Store } from "../state";
 import { mountSnapshotDiff } from "./memorySnapshot";
 import type { TabDef, TabView } from "./types";
@@ -104,6 +105,20 @@ function devicesText(devices: readonly string[]): string {
   const counts = new Map<string, number>();
   for (const d of devices) counts.set(d, (counts.get(d) ?? 0) + 1);
   return [...counts].map(([d, n]) => (n > 1 ? `${n} × ${d}` : d)).join(", ");
+}
+
+/** The sides kept in the deep link: B always (`gi.diff.b_run`, `b_worker`, `b_span`), A when pinned (it follows
+ * the header otherwise): a reload compares the same two. */
+function writeSides(s: DiffState): void {
+  const side = (p: string, sel: Selection | null) => ({ [`${p}_run`]: sel?.run ?? null, [`${p}_worker`]: sel?.worker ?? null, [`${p}_span`]: sel?.span ?? null });
+  writeTabLink("diff", { ...side("b", s.b), ...side("a", s.pinned ? s.a : null) });
+}
+
+function linkedSides(header: Selection): { a: Selection | null; b: Selection | null } {
+  const p = tabLink("diff");
+  const side = (x: string): Selection | null =>
+    p[`${x}_run`] ? { ...header, run: p[`${x}_run`], worker: p[`${x}_worker`] ?? header.worker, span: p[`${x}_span`] ?? "all" } : null;
+  return { a: side("a"), b: side("b") };
 }
 
 class DiffView implements TabView {
@@ -256,11 +271,12 @@ class DiffView implements TabView {
   private async start(): Promise<void> {
     replace(this.result, loadingState("Looking for runs…"));
     if (!(await this.loadRuns())) return;
-    const a = reconcileSide(this.runs, this.header);
-    const b = await this.suggested(a);
+    const link = linkedSides(this.header);
+    const a = reconcileSide(this.runs, link.a ?? this.header);
+    const b = link.b ? reconcileSide(this.runs, link.b) : await this.suggested(a);
     if (this.controller.signal.aborted) return;
     const before = this.store.get();
-    this.store.set({ a, b }); // compares through onChange when a side changed
+    this.store.set({ a, b, ...(link.a ? { pinned: true } : {}) }); // compares through onChange when a side changed
     if (this.store.get() === before) {
       this.renderSides();
       void this.load();
@@ -526,7 +542,10 @@ class DiffView implements TabView {
       if (changed.has(key)) el.value = state[key];
     }
     if (changed.has("pinned")) this.renderHint();
-    if (changed.has("a") || changed.has("b") || changed.has("pinned")) this.renderSides();
+    if (changed.has("a") || changed.has("b") || changed.has("pinned")) {
+      this.renderSides();
+      writeSides(state);
+    }
     if (RELOAD_ALL.some((k) => changed.has(k))) {
       void this.load();
       return;

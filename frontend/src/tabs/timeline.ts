@@ -29,12 +29,12 @@ export function depthFor(frac: number): number {
   return 12;
 }
 
-/** The viewport kept in the deep link (`gi.timeline.t0`, `t1`, `tspan`): a reload of the page or of the plugin's
- * frame lands on the same range of the same span. */
-function readHash(): { t0?: number; t1?: number; tspan?: string } {
+/** The view kept in the deep link (`gi.timeline.t0`, `t1`, `tspan`, the Find (`find` text or `find_key`) and the
+ * selected event `ev`): a reload of the page or of the plugin's frame lands on the same view. */
+function readHash(): { t0?: number; t1?: number; tspan?: string; find?: string; findKey?: string; ev?: number } {
   const p = tabLink(TAB_ID);
   const num = (v: string | undefined) => (v !== undefined && v !== "" && Number.isFinite(Number(v)) ? Number(v) : undefined);
-  return { t0: num(p.t0), t1: num(p.t1), tspan: p.tspan };
+  return { t0: num(p.t0), t1: num(p.t1), tspan: p.tspan, find: p.find, findKey: p.find_key, ev: num(p.ev) };
 }
 
 class TimelineTabView implements TabView {
@@ -124,8 +124,25 @@ class TimelineTabView implements TabView {
     const scope = this.renderChip();
     if (target) void this.find(target);
     else if (scope) this.showScope();
-    else if (hash.t0 !== undefined && hash.t1 !== undefined && hash.t1 > hash.t0 && hash.tspan === this.tspan) this.canvas?.setViewport(hash.t0, hash.t1);
+    else if (hash.t0 !== undefined && hash.t1 !== undefined && hash.t1 > hash.t0 && hash.tspan === this.tspan) void this.restore(hash);
     else this.canvas?.fit();
+  }
+
+  /** The view of the deep link: its Find (highlights), then its range, then its selected event. */
+  private async restore(hash: ReturnType<typeof readHash>): Promise<void> {
+    if (hash.find || hash.findKey) {
+      const box = this.host.querySelector<HTMLInputElement>("input[aria-label='Find on timeline']");
+      if (box && hash.find) box.value = hash.find;
+      await this.find(hash.findKey ? { name: hash.find ?? "", key: hash.findKey } : { name: hash.find ?? "", partial: true }, false);
+    }
+    this.canvas?.setViewport(hash.t0 as number, hash.t1 as number);
+    if (hash.ev === undefined) return;
+    try {
+      const ev = await timelineApi.event(this.spanSel, this.tspan, hash.ev, this.controller.signal);
+      this.pick({ lane: ev.lane, index: ev.index, name: ev.name, act: ev.act, start: ev.start, dur: ev.dur });
+    } catch (err) {
+      if (!isAbort(err)) writeTabLink(TAB_ID, { ev: null }); // an event of another trace: drop it
+    }
   }
 
   /** The Overview's step scope when it is a step of the span drawn (never when ranks are stacked). */
@@ -164,6 +181,9 @@ class TimelineTabView implements TabView {
       if (e.key !== "Enter" || !text) return;
       if (text === searched && this.found) void this.step(this.findPos + (e.shiftKey ? -1 : 1));
       else void this.find({ name: (searched = text), partial: true });
+    });
+    findBox.addEventListener("search", () => {
+      if (!findBox.value.trim()) writeTabLink(TAB_ID, { find: null, find_key: null }); // cleared: out of the link
     });
     const perfettoStatus = h("span", { class: "muted small tl-perfetto-status" });
     const traceUrl = api.traceUrl(this.sel.run, this.sel.worker, this.tspan);
@@ -369,8 +389,9 @@ class TimelineTabView implements TabView {
 
   /** Highlight every occurrence of a name (by its key), or of every name containing a typed part, and land on the
    * longest one (its details open); the occurrences are stepped through in time order. */
-  private async find(target: TimelineTarget): Promise<void> {
+  private async find(target: TimelineTarget, land = true): Promise<void> {
     const signal = this.controller.signal;
+    writeTabLink(TAB_ID, { find: target.key ? (target.name.length <= 200 ? target.name : null) : target.name, find_key: target.key ?? null });
     try {
       let res = await timelineApi.find(this.spanSel, this.tspan, findQuery(target), signal);
       // A name named without its key (another tab's link): the exact name when one matches, else every match.
@@ -387,6 +408,7 @@ class TimelineTabView implements TabView {
         return;
       }
       this.canvas?.setHighlight(res.occurrences);
+      if (!land) return replace(this.notice, this.findBar(res)); // restored from the link: its range and event follow
       const longest = res.occurrences.findIndex((o) => o.index === res.longest?.index);
       await this.step(longest >= 0 ? longest : 0, res.longest);
     } catch (err) {
@@ -440,6 +462,7 @@ class TimelineTabView implements TabView {
 
   private pick(ev: PickedEvent | null): void {
     this.canvas?.setSelected(ev ? ev.index : null);
+    writeTabLink(TAB_ID, { ev: ev ? String(ev.index) : null });
     this.canvas?.setPickedFlows([]);
     if (!ev) {
       this.details.close();

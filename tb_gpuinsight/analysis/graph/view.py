@@ -244,7 +244,8 @@ def representatives(tree: Tree, visible: Sequence[int]) -> np.ndarray:
 @dataclass
 class Figures:
     """Per display node, over its subtree: CPU time (a linked node's own inclusive time, else its children's),
-    GPU time, FLOPs, kernel count, rated kernel time and efficiency x time, ops on the critical path."""
+    GPU time, FLOPs, kernel count, rated kernel time and efficiency x time, ops on the critical path; and whether
+    the node itself is an op of the path (`on_path`: what the graph outlines, not every group that holds one)."""
     cpu_us: np.ndarray
     gpu_us: np.ndarray
     flops: np.ndarray
@@ -252,6 +253,7 @@ class Figures:
     rated_us: np.ndarray
     eff_us: np.ndarray
     critical: np.ndarray
+    on_path: np.ndarray
 
 
 def figures(tree: Tree, graph: ExecutionGraph) -> Figures:
@@ -274,7 +276,7 @@ def figures(tree: Tree, graph: ExecutionGraph) -> Figures:
             out[key][node] = mine + sum(out[key][k] for k in kids)
         linked = node < tree.n_rows and not np.isnan(graph.cpu_dur[node])
         out["cpu_us"][node] = graph.cpu_dur[node] if linked else sum(out["cpu_us"][k] for k in kids)
-    return Figures(**out)
+    return Figures(**out, on_path=np.r_[on_path, np.zeros(n - tree.n_rows)].astype(bool))
 
 
 def _kind(tree: Tree, graph: ExecutionGraph, node: int) -> str:
@@ -301,7 +303,7 @@ def node_json(tree: Tree, graph: ExecutionGraph, figs: Figures, node: int) -> Di
             "size": int(tree.size[node]), "cpu_us": _num(figs.cpu_us[node]), "gpu_us": float(figs.gpu_us[node]),
             "flops": float(figs.flops[node]), "kernels": int(figs.kernels[node]),
             "efficiency": float(figs.eff_us[node] / rated) if rated > 0 else None,
-            "critical": int(figs.critical[node]),
+            "critical": bool(figs.on_path[node]), "critical_ops": int(figs.critical[node]),
             "shapes": shape_text(graph.et.inputs[node]) if node < tree.n_rows else ""}
 
 

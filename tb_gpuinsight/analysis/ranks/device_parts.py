@@ -56,7 +56,7 @@ def cards(parts: Parts, spans: Sequence[int]) -> Dict[str, Any]:
         summaries[str(dev)] = _summary(parts, rows[mine], {c: v[mine] for c, v in col.items()},
                                        {c: v[mine] for c, v in code.items()}, labels, copy[mine],
                                        _busy(busy, dev))
-    if len(shown) > 1 or len(spans) > 1:  # what the All-ranks table sums: every rank's GPU together
+    if len(ids) > 1 or len(np.unique(col["span"])) > 1:  # what the All-ranks table sums: every rank's GPU together
         summaries["all"] = _summary(parts, rows, col, code, labels, copy, sum(_busy(busy, d) for d in shown))
     names = labels["name"][1]
     ran = np.zeros(len(names) + 1, dtype=bool)
