@@ -16,7 +16,6 @@ from typing import Optional, Sequence, Tuple
 
 from . import terminal
 from .errors import GpuInsightError
-from .logdir import set_follow_symlinks
 from .trace.source import set_max_trace_gb
 
 EXIT_BAD_INPUT = 2
@@ -55,6 +54,8 @@ def _run(argv: Optional[Sequence[str]]) -> int:
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
     try:
+        from .logdir import set_follow_symlinks  # here: a command that reads one trace never discovers
+
         set_max_trace_gb(getattr(args, "max_trace_gb", None))
         set_follow_symlinks(True if getattr(args, "follow_symlinks", False) else None)
         code = args.func(args) or 0

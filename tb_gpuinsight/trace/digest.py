@@ -9,7 +9,6 @@ ctime, which no program can set back.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from typing import Dict, Optional, Tuple
@@ -31,6 +30,8 @@ def content_digest(path: str, st: Optional[os.stat_result] = None) -> str:
         found = _memo.get(key)
     if found is not None:
         return found
+    import hashlib  # here: importing it costs a command's startup (OpenSSL), and only discovery digests
+
     digest = hashlib.blake2b(str(st.st_size).encode("ascii"), digest_size=16)
     try:
         with open(path, "rb") as f:
