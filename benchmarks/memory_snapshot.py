@@ -6,8 +6,8 @@ Writes a synthetic snapshot of about `--gb` GB, shaped as torch writes one (prot
 memoized as pickle.dump does, frame dicts shared through the pickle memo, a list of frames per entry, alloc /
 free_requested / free_completed entries with addresses, sizes, streams and microsecond times; 4,096 segments of
 64 MiB with their blocks at the dump), opcode by opcode so that writing it takes no memory. Then reads and analyses
-it in a fresh process (the safe reader, columns, replay, the
-report) and prints wall time, peak RSS and their ratio to the file size.
+it in a fresh process (the safe reader, columns, replay, the report) and prints wall time, peak RSS and their ratio
+to the file size.
 """
 from __future__ import annotations
 
@@ -86,6 +86,7 @@ def frames_pool(w: Writer, n_frames: int):
         w.mapping([("filename", lambda n=name: w.text(n)), ("line", lambda i=i: w.int(10 + i)),
                    ("name", lambda i=i: w.text(f"fn_{i}"))], memo=False)
         ids.append(w.put())
+        w.buf += b"0"  # POP: the frame stays in the memo only
     rng = random.Random(1)
     stacks = [[ids[120 + rng.randrange(80)]] + [ids[rng.randrange(120)] for _ in range(n_frames - 1)]
               for _ in range(500)]
@@ -101,7 +102,11 @@ def write_snapshot(path: str, target_bytes: int, n_frames: int) -> int:
         w.put()
         stacks = frames_pool(w, n_frames)
         w.text("device_traces")
-        w.buf += b"](]("  # the list of devices, device 0's list, MARK
+        w.buf += b"]"  # the list of devices
+        w.put()
+        w.buf += b"(]"  # MARK, device 0's list
+        w.put()
+        w.buf += b"("
         live, sizes, t, n, k = {}, {}, 1_700_000_000_000_000, 0, 0
         while f.tell() + len(w.buf) < target_bytes:
             slot = k % SLOTS
@@ -125,7 +130,9 @@ def write_snapshot(path: str, target_bytes: int, n_frames: int) -> int:
             k += 1
         w.buf += b"ees"  # last batch into device 0's list, that list into the devices list, SETITEM
         w.text("segments")
-        w.buf += b"]("
+        w.buf += b"]"
+        w.put()
+        w.buf += b"("
         for s in range(SLOTS):
             addr = BASE + s * SEGMENT
             blocks = [(addr, live[s], "active_allocated"), (addr + live[s], SEGMENT - live[s], "inactive")] \
@@ -148,7 +155,9 @@ def _frames(w: Writer, stack) -> None:
 
 
 def _blocks(w: Writer, blocks) -> None:
-    w.buf += b"]("
+    w.buf += b"]"
+    w.put()
+    w.buf += b"("
     for addr, size, state in blocks:
         requested = size if state != "inactive" else 0
         w.mapping([("address", lambda a=addr: w.int(a)), ("size", lambda z=size: w.int(z)),

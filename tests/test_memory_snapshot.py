@@ -412,3 +412,63 @@ def test_two_devices_each_with_its_own_stacks(tmp_path):
     assert [r["frame"] for r in zero["at_peak"]] == ["/home/u/dev1.py:1"] and zero["peak_allocated_bytes"] == 5000
     with pytest.raises(Exception, match="no device 5"):
         memory_snapshot(str(path), device=5)
+
+
+# ------------------------------------------------------------------------------- streaming while loading
+
+def _history_columns(snap):
+    return {d: [h.action.tolist(), h.addr.tolist(), h.size.tolist(), [snap.stacks[s] for s in h.stack.tolist()]]
+            for d, h in snap.histories.items()}
+
+
+class _Count:
+    """A sink that counts what it is handed, and keeps nothing."""
+
+    def __init__(self):
+        self.entries = 0
+
+    def take(self, trace, entries):
+        self.entries += len(entries)
+
+
+def test_streamed_reading_gives_the_whole_reads_report(real, tmp_path):
+    from tb_gpuinsight.analysis.memory.snapshot import report
+    from tb_gpuinsight.analysis.memory.snapshot_model import from_dict, load_snapshot
+
+    whole = from_dict(real, read_snapshot(real))
+    count = _Count()
+    left = read_snapshot(real, sink=count, stream_bytes=8192)  # the entries handed over leave the lists
+    assert count.entries >= 4000 and count.entries + len(left["device_traces"][0]) == len(whole.histories[0])
+    streamed = load_snapshot(real, stream_bytes=8192)
+    assert _history_columns(streamed) == _history_columns(whole)
+    assert report(streamed) == report(whole)
+    # two devices, both streamed
+    trace = [[{"action": "alloc", "addr": 4096 * i, "size": 10 + d, "time_us": i,
+               "frames": [{"filename": f"/u/d{d}.py", "line": i % 7, "name": "f"}]} for i in range(3000)]
+             for d in range(2)]
+    path = tmp_path / "two.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": trace}, protocol=4))
+    two = load_snapshot(path, stream_bytes=4096)
+    assert _history_columns(two) == _history_columns(from_dict(str(path), read_snapshot(path)))
+
+
+def test_a_file_referring_back_to_a_streamed_entry_is_read_whole(tmp_path):
+    from tb_gpuinsight.analysis.memory.snapshot_model import load_snapshot
+
+    entries = [{"action": "alloc", "addr": 4096 * i, "size": 100, "time_us": i, "frames": []} for i in range(3000)]
+    path = tmp_path / "back.pickle"  # the first entry again after the history: a memo reference to a streamed dict
+    path.write_bytes(pickle.dumps({"device_traces": [entries], "segments": [], "again": entries[0]}, protocol=4))
+    snap = load_snapshot(path, stream_bytes=4096)
+    assert len(snap.histories[0]) == 3000 and snap.histories[0].size.sum() == 300_000
+
+
+def test_a_payload_after_the_streamed_history_is_refused_and_never_runs(tmp_path):
+    marker = tmp_path / "payload-ran"
+    entries = [{"action": "alloc", "addr": 4096 * i, "size": 100, "frames": []} for i in range(3000)]
+    path = tmp_path / "late.pickle"
+    path.write_bytes(pickle.dumps({"device_traces": [entries], "segments": [_Payload(str(marker))]}, protocol=4))
+    from tb_gpuinsight.analysis.memory.snapshot_model import load_snapshot
+
+    with pytest.raises(SnapshotError, match="refused.*posix.system"):
+        load_snapshot(path, stream_bytes=4096)
+    assert not marker.exists()

@@ -1,8 +1,10 @@
 """A memory snapshot in columns: per device its allocator history as numpy arrays, the segments and blocks at the
 dump, and one table of distinct call stacks (each event keeps a stack id, not its frames).
 
-Built from the dict `snapshot_read.read_snapshot` returns; the dict's parts are dropped as they are converted, so
-that only the columns stay in memory.
+Built while the file loads: the allocator history streams out of the unpickler into column chunks
+(`snapshot_stream`), and one stack id per distinct list of frame objects is looked up, so a stack's frames are
+converted once however many entries share them. The rest of the dict (segments, the last entries) is converted after
+loading and dropped as it goes, so that only the columns stay in memory.
 """
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .snapshot_read import read_snapshot
+from .snapshot_read import NOT_AN_ENTRY, SnapshotError, read_snapshot
+from .snapshot_stream import STREAM_BYTES, StreamFallback
 
 # Trace entry actions, in the allocator's words (torch.cuda.memory._snapshot's TraceEntry).
 ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
@@ -92,6 +95,7 @@ class _Stacks:
         self.table: List[Tuple[Frame, ...]] = [()]
         self._by_value: Dict[Tuple[Frame, ...], int] = {(): NO_STACK}
         self._by_ids: Dict[Tuple[int, ...], int] = {}
+        self._held: List[Any] = []  # the frame objects whose ids key _by_ids: held, so no id is reused meanwhile
 
     def ids_of(self, lists: List[Any]) -> List[int]:
         """`id_of` of each list, the quick key looked up inline (the bulk of a snapshot's entries)."""
@@ -102,8 +106,9 @@ class _Stacks:
         return out
 
     def forget_ids(self) -> None:
-        """Drop the identity keys: once the dicts they name are freed, their ids may be reused."""
+        """Drop the identity keys and the frames they hold."""
         self._by_ids.clear()
+        self._held.clear()
 
     def id_of(self, frames: Any) -> int:
         if not isinstance(frames, list) or not frames:
@@ -115,7 +120,10 @@ class _Stacks:
             hit = self._by_value.setdefault(value, len(self.table))
             if hit == len(self.table):
                 self.table.append(value)
+            if len(self._by_ids) >= _MAX_ID_KEYS:  # frames not shared in the file: keys would hold them all
+                self.forget_ids()
             self._by_ids[key] = hit
+            self._held.append(frames[:])
         return hit
 
 
@@ -126,22 +134,65 @@ def _frame(f: Any) -> Frame:
     return (str(f.get("filename", "?")), line if isinstance(line, int) else 0, str(f.get("name", "?")))
 
 
-def load_snapshot(path: "os.PathLike[str] | str", limit: int = 0) -> Snapshot:
-    """Read a snapshot file safely (`read_snapshot`) and convert it to columns."""
+_MAX_ID_KEYS = 1 << 20
+
+
+class _Streamed:
+    """Receives trace entries while the file loads (`snapshot_stream.EntrySink`): per trace list, column chunks."""
+
+    def __init__(self, stacks: _Stacks) -> None:
+        self.stacks = stacks
+        self.chunks: Dict[int, Tuple[List[Any], List[List[np.ndarray]]]] = {}  # id -> (the list, its chunks)
+        self.malformed: set = set()
+
+    def take(self, trace: List[Any], entries: List[Any]) -> None:
+        _, chunks = self.chunks.setdefault(id(trace), (trace, []))
+        if id(trace) in self.malformed or not all(e.__class__ is dict and isinstance(e.get("action"), str)
+                                                  for e in entries):
+            self.malformed.add(id(trace))
+            return
+        chunks.append(_columns(entries, self.stacks))
+
+    def pop(self, path: str, trace: Any) -> List[List[np.ndarray]]:
+        """The chunks streamed from `trace` (none if it was not streamed), checked to be all trace entries."""
+        held = self.chunks.pop(id(trace), None)
+        if held is None or held[0] is not trace:
+            return []
+        if id(trace) in self.malformed:
+            raise SnapshotError(path, NOT_AN_ENTRY)
+        return held[1]
+
+
+def load_snapshot(path: "os.PathLike[str] | str", limit: int = 0, stream_bytes: int = STREAM_BYTES) -> Snapshot:
+    """Read a snapshot file safely (`read_snapshot`) and convert it to columns, its history streamed while loading
+    (every `stream_bytes` of input); read whole where the file does not allow streaming."""
+    stacks = _Stacks()
+    streamed: Optional[_Streamed] = _Streamed(stacks)
+    try:
+        return from_dict(os.fspath(path), read_snapshot(path, limit, streamed, stream_bytes), stacks, streamed)
+    except StreamFallback:
+        streamed = None
     return from_dict(os.fspath(path), read_snapshot(path, limit))
 
 
-def from_dict(path: str, data: Dict[str, Any]) -> Snapshot:
-    """Columns of a snapshot dict; empties the dict's trace lists as it goes (they are the bulk of its memory)."""
-    stacks = _Stacks()
+def from_dict(path: str, data: Dict[str, Any], stacks: Optional[_Stacks] = None,
+              streamed: Optional[_Streamed] = None) -> Snapshot:
+    """Columns of a snapshot dict (with the chunks streamed out of its trace lists, if any); empties the dict's trace
+    lists as it goes (they are the bulk of its memory)."""
+    stacks = stacks or _Stacks()
     traces = data.get("device_traces") or []
     histories = {}
     for device in range(len(traces)):
         entries, traces[device] = traces[device], None
+        parts = streamed.pop(path, entries) if streamed else []
         if entries:
-            histories[device] = _history(device, entries, stacks)
-        del entries
-        stacks.forget_ids()
+            parts.append(_columns(entries, stacks))
+        if parts:
+            histories[device] = _history(device, parts)
+        del entries, parts
+    if streamed and streamed.chunks:  # a list of entries streamed that is not a device's trace: read it whole
+        raise StreamFallback()
+    stacks.forget_ids()
     segs = [s for s in data.get("segments") or []]
     blocks = [(i, b) for i, s in enumerate(segs) for b in (s.get("blocks") or []) if isinstance(b, dict)]
     settings = data.get("allocator_settings")
@@ -164,7 +215,19 @@ def from_dict(path: str, data: Dict[str, Any]) -> Snapshot:
 _ACTION_CODE = {name: i for i, name in enumerate(ACTIONS)}
 
 
-def _history(device: int, entries: List[Dict[str, Any]], stacks: _Stacks) -> History:
+def _history(device: int, parts: List[List[np.ndarray]]) -> History:
+    """One device's history from its column chunks, concatenated one column at a time (each column's chunks are
+    freed before the next is joined)."""
+    columns = []
+    for k in range(len(parts[0])):
+        columns.append(parts[0][k] if len(parts) == 1 else np.concatenate([p[k] for p in parts]))
+        for p in parts:
+            p[k] = None
+    return History(device, *columns)
+
+
+def _columns(entries: List[Dict[str, Any]], stacks: _Stacks) -> List[np.ndarray]:
+    """action, addr, size, time_us and stack of trace entries, as History's columns."""
     codes = _ACTION_CODE
     action = np.array([codes.get(e["action"], OTHER_ACTION) for e in entries], dtype=np.int8)
     # an OOM entry has no address: its `device_free` (the bytes CUDA still reported free) takes the column
@@ -177,7 +240,7 @@ def _history(device: int, entries: List[Dict[str, Any]], stacks: _Stacks) -> His
         time_us = np.array([float(t) if isinstance(t, (int, float)) and abs(t) < 1e300 else np.nan for t in times],
                            dtype=np.float64)
     stack = np.array(stacks.ids_of([e.get("frames") for e in entries]), dtype=np.int32)
-    return History(device, action, addr, size, time_us, stack)
+    return [action, addr, size, time_us, stack]
 
 
 def _ints(values: List[Any]) -> np.ndarray:

@@ -7,7 +7,9 @@ A pickle can run code while it loads: it names a callable (GLOBAL / STACK_GLOBAL
 lists, tuples, strings, numbers, booleans and None, so `_PlainUnpickler.find_class` refuses every name and nothing
 the file names is ever imported or called; persistent ids are refused by the unpickler itself.
 
-Memory: the whole file is unpickled at once (C unpickler), then compacted to numpy columns and the dicts dropped.
+Memory: given a sink (`snapshot_model.load_snapshot` gives one), the allocator history streams out of the unpickler
+while it loads (`snapshot_stream`): every 16 MB of input the entries completed so far become columns and their dicts
+are freed, so they never all exist at once. Without a sink the whole file is unpickled at once.
 The file's uncompressed size is capped by the same setting as a trace's (`max_trace_bytes`); the reader stops
 reading at the cap, so a gzip bomb cannot fill memory.
 """
@@ -18,10 +20,11 @@ import io
 import os
 import pickle
 import zlib
-from typing import Any, Dict
+from typing import Any, Callable, Dict, Optional
 
 from ...errors import TraceError
 from ...trace.source import CAP_SETTINGS, max_trace_bytes, open_regular, os_error_reason
+from .snapshot_stream import STREAM_BYTES, Drain, EntrySink, StreamFallback, is_memo_miss
 
 GZIP_MAGIC = b"\x1f\x8b"
 PICKLE_MAGIC = b"\x80"  # PROTO opcode: protocol 2 and later (torch writes 4 or 5)
@@ -45,6 +48,7 @@ class _Capped(io.RawIOBase):
     def __init__(self, inner, limit: int) -> None:
         super().__init__()
         self.inner, self.limit, self.done = inner, limit, 0
+        self.on_read: Optional[Callable[[int], None]] = None  # told the bytes read so far, after each read
 
     def readable(self) -> bool:
         return True
@@ -54,6 +58,8 @@ class _Capped(io.RawIOBase):
         self.done += n or 0
         if self.done > self.limit:
             raise _TooLarge()
+        if self.on_read is not None:
+            self.on_read(self.done)
         return n
 
 
@@ -66,9 +72,14 @@ def looks_like_snapshot(path: "os.PathLike[str] | str") -> bool:
     return os.fspath(path).lower().endswith(SUFFIXES)
 
 
-def read_snapshot(path: "os.PathLike[str] | str", limit: int = 0) -> Dict[str, Any]:
+def read_snapshot(path: "os.PathLike[str] | str", limit: int = 0, sink: Optional[EntrySink] = None,
+                  stream_bytes: int = STREAM_BYTES) -> Dict[str, Any]:
     """The snapshot dict of `path` (plain or gzip'd), checked to be a snapshot. Raises SnapshotError with a one-line
-    reason for anything else: not a pickle, a pickle naming code, cut short, damaged, over the size cap."""
+    reason for anything else: not a pickle, a pickle naming code, cut short, damaged, over the size cap.
+
+    With a `sink`, trace entries are handed to it while loading and taken out of their lists (see the module doc);
+    the lists in the dict returned hold only the entries after the last hand-over. Raises StreamFallback where the
+    file refers back to an entry handed over: read it again without a sink."""
     limit = limit or max_trace_bytes()
     try:
         raw = open_regular(path)
@@ -79,20 +90,26 @@ def read_snapshot(path: "os.PathLike[str] | str", limit: int = 0) -> Dict[str, A
         raw.seek(0)
         zipped = head == GZIP_MAGIC
         stream = gzip.GzipFile(fileobj=raw, mode="rb") if zipped else raw
-        capped = io.BufferedReader(_Capped(stream, limit), 1 << 20)
+        counted = _Capped(stream, limit)
+        capped = io.BufferedReader(counted, min(1 << 20, stream_bytes))
         try:
             first = capped.peek(1)[:1]
             if first != PICKLE_MAGIC:
                 what = "empty" if not first else "not a pickle (protocol 2 or later) and not gzip"
                 raise SnapshotError(path, f"{what}: a memory snapshot is the file that "
                                           "torch.cuda.memory._dump_snapshot writes")
-            data = _PlainUnpickler(capped).load()
-        except SnapshotError:
+            unpickler = _PlainUnpickler(capped)
+            if sink is not None:
+                counted.on_read = Drain(unpickler, sink, stream_bytes)
+            data = unpickler.load()
+        except (SnapshotError, StreamFallback):
             raise
         except _TooLarge:
             raise SnapshotError(path, f"{'inflates past' if zipped else 'is larger than'} {limit / 1e9:.3g} GB; "
                                       f"raise the cap to read it ({CAP_SETTINGS})") from None
         except pickle.UnpicklingError as exc:
+            if sink is not None and is_memo_miss(exc):
+                raise StreamFallback() from None
             if "truncated" not in str(exc):
                 raise SnapshotError(path, _reason(exc)) from None
             raise SnapshotError(path, _CUT, incomplete=True) from None
@@ -110,6 +127,7 @@ def read_snapshot(path: "os.PathLike[str] | str", limit: int = 0) -> Dict[str, A
     return data
 
 
+NOT_AN_ENTRY = "a 'device_traces' entry is not a dict with an 'action': not a memory snapshot"
 _CUT = "cut short: the pickle ends before its STOP (a truncated or unfinished file)"
 
 
@@ -135,4 +153,4 @@ def check_shape(path, data: Any) -> None:
         raise SnapshotError(path, "'device_traces' is not a list of lists: not a memory snapshot")
     for trace in traces:
         if not all(isinstance(e, dict) and isinstance(e.get("action"), str) for e in trace):
-            raise SnapshotError(path, "a 'device_traces' entry is not a dict with an 'action': not a memory snapshot")
+            raise SnapshotError(path, NOT_AN_ENTRY)

@@ -10,7 +10,7 @@ the dump's live blocks. Reserved bytes follow `segment_alloc` / `segment_map` (+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 
@@ -65,47 +65,61 @@ def replay(snap: Snapshot, device: int) -> Replay:
     live = (b.state != INACTIVE) & (snap.seg_device[b.segment] == device) if len(b.state) else np.zeros(0, bool)
     # requested bytes, as the history's entries count them (a block's size is rounded up by the allocator)
     at_dump = dict(zip(b.addr[live].tolist(), zip(b.requested[live].tolist(), b.stack[live].tolist())))
-    action, addr, size, stack = (h.action.tolist(), h.addr.tolist(), h.size.tolist(), h.stack.tolist())
-    initial = _alive_before(at_dump, action, addr, size, stack)
-    start, end, a_addr, a_size, a_stack = [], [], [], [], []
-    open_at: Dict[int, int] = {}
-    for a, (s, st) in initial.items():
-        open_at[a] = len(start)
-        start.append(BEFORE), end.append(len(h)), a_addr.append(a), a_size.append(s), a_stack.append(st)
+    initial = _alive_before(at_dump, h)
+    # one row per allocation, in numpy from the start (n_initial + n_alloc rows): Python lists of every row would
+    # take ~100 B each; the history is walked in chunks for the same reason
+    rows = len(initial) + int(np.count_nonzero(h.action == ALLOC))
+    start, end = np.full(rows, BEFORE, dtype=np.int64), np.full(rows, len(h), dtype=np.int64)
+    a_addr, a_size, a_stack = (np.zeros(rows, dtype=np.int64) for _ in range(3))
+    a_addr[:len(initial)] = list(initial)
+    a_size[:len(initial)] = [s for s, _ in initial.values()]
+    a_stack[:len(initial)] = [st for _, st in initial.values()]
+    open_at: Dict[int, int] = {a: k for k, a in enumerate(initial)}
     delta = np.zeros(len(h), dtype=np.int64)
-    for i, act in enumerate(action):
+    n = len(initial)
+    for i, act, adr, sz, st in _events(h):
+        k = open_at.pop(adr, None)
+        if k is not None:  # a free, or an alloc twice without a completed free (a cut history): k ends here
+            end[k] = i
+            delta[i] -= a_size[k]
         if act == ALLOC:
-            k = open_at.pop(addr[i], None)
-            if k is not None:  # allocated twice without a completed free (a cut history): the first ends here
-                end[k] = i
-                delta[i] -= a_size[k]
-            open_at[addr[i]] = len(start)
-            start.append(i), end.append(len(h)), a_addr.append(addr[i]), a_size.append(size[i])
-            a_stack.append(stack[i])
-            delta[i] += size[i]
-        elif act == FREE_COMPLETED:
-            k = open_at.pop(addr[i], None)
-            if k is not None:
-                end[k] = i
-                delta[i] -= a_size[k]
+            open_at[adr] = n
+            start[n], a_addr[n], a_size[n], a_stack[n] = i, adr, sz, st
+            delta[i] += sz
+            n += 1
     allocated = _curve(sum(s for s, _ in initial.values()), delta)
     seg_delta = _segment_delta(h)
     reserved_at_dump = int(snap.seg_size[snap.seg_device == device].sum())
     reserved = _curve(reserved_at_dump - int(seg_delta.sum()), seg_delta)
-    arrays = [np.array(x, dtype=np.int64) for x in (start, end, a_addr, a_size, a_stack)]
-    return Replay(device, h, allocated, reserved, *arrays, allocated_at_dump=int(allocated[-1]),
-                  reserved_at_dump=reserved_at_dump)
+    return Replay(device, h, allocated, reserved, start, end, a_addr, a_size, a_stack,
+                  allocated_at_dump=int(allocated[-1]), reserved_at_dump=reserved_at_dump)
 
 
-def _alive_before(at_dump: Dict[int, Tuple[int, int]], action, addr, size, stack) -> Dict[int, Tuple[int, int]]:
+_CHUNK = 1 << 18
+
+
+def _events(h: History, backwards: bool = False) -> Iterator[Tuple[int, int, int, int, int]]:
+    """(index, action, addr, size, stack) of the history's alloc and free_completed events, a chunk of Python
+    values at a time."""
+    chunks = range(0, len(h), _CHUNK)
+    for base in (reversed(chunks) if backwards else chunks):
+        part = slice(base, base + _CHUNK)
+        act = h.action[part]
+        pick = np.nonzero((act == ALLOC) | (act == FREE_COMPLETED))[0]
+        rows = zip((pick + base).tolist(), act[pick].tolist(), h.addr[part][pick].tolist(),
+                   h.size[part][pick].tolist(), h.stack[part][pick].tolist())
+        yield from (reversed(list(rows)) if backwards else rows)
+
+
+def _alive_before(at_dump: Dict[int, Tuple[int, int]], h: History) -> Dict[int, Tuple[int, int]]:
     """The allocations alive before the first event: the dump's live blocks walked back through the history (a
     completed free means the block was alive before it, an alloc that it was not)."""
     live = dict(at_dump)
-    for i in range(len(action) - 1, -1, -1):
-        if action[i] == FREE_COMPLETED:
-            live[addr[i]] = (size[i], stack[i])
-        elif action[i] == ALLOC:
-            live.pop(addr[i], None)
+    for _, act, adr, sz, st in _events(h, backwards=True):
+        if act == FREE_COMPLETED:
+            live[adr] = (sz, st)
+        else:
+            live.pop(adr, None)
     return live
 
 
