@@ -150,6 +150,8 @@ RULE_CASES = {
     "dataloader_stall": ("kineto/worker0.1623143089861.pt.trace.json.gz", "samples/bert_h100"),
     "exposed_comm": ("param/dlrm_8ranks/worker0_step_12.1694128201545.pt.trace.json.gz",
                      "kineto/worker0.1623143089861.pt.trace.json.gz"),
+    "profiler_stack": ("tracelens/h100__facebook_timesformer-base-finetuned-k400__1016002.json.gz",
+                       "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"),
 }
 
 

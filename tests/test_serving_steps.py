@@ -158,3 +158,16 @@ def test_each_step_has_its_mfu_against_the_selections_peak(tmp_path):
     peak = result.headline["peak_tflops"]
     assert step["mfu"] == pytest.approx(step["flops"] / (step["wall_us"] * 1e-6) / 1e12 / peak)
     assert step["mfu"] == pytest.approx(result.headline["mfu"])
+
+
+@pytest.mark.skipif(not os.path.isdir(CORPUS), reason="corpus traces (../shared/traces) not present")
+def test_a_step_whose_host_time_dwarfs_its_gpu_time_names_the_profilers_stack_recording():
+    """timesformer on an H100 (with_stack: 42,330 python_function events in 383 ms) idles the GPU 59 % of its
+    step: the profiler's own Python recording is named, with its rate; Qwen (GPU busy 92 %) is not."""
+    rec = {r["id"]: r for r in tb_gpuinsight.overview(
+        os.path.join(CORPUS, "h100__facebook_timesformer-base-finetuned-k400__1016002.json.gz")).recommendations}
+    figures = rec["profiler_stack"]["figures"]
+    assert figures["python_events"] == 42330 and figures["python_events_per_ms"] > 100
+    assert figures["gpu_idle_share"] > 0.5
+    qwen = tb_gpuinsight.overview(os.path.join(CORPUS, "h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"))
+    assert "profiler_stack" not in {r["id"] for r in qwen.recommendations}

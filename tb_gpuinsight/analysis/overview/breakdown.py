@@ -212,7 +212,9 @@ def build_section(ctx: SectionContext) -> Section:
     info = {"source": windows.source, "labels": windows.labels, "categories": list(categories), "cpu_only": cpu_only,
             "phases": [m["phase"] for m in windows.meta],
             "launch_gap_us": LAUNCH_GAP_US, "has_cpu_ops": bool(len(trace.ops)), "gpu_activities": int(len(acts)),
-            "sync_evidence": host.sync_evidence(trace), "missing": _missing(trace, windows, len(acts))}
+            "sync_evidence": host.sync_evidence(trace), "missing": _missing(trace, windows, len(acts)),
+            "python_events": int((trace.meta.category_counts or {}).get("python_function", 0)),
+            "duration_us": float(trace.meta.duration_us or 0.0)}
     return Section("overview", info, arrays)
 
 

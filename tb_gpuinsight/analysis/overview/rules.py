@@ -276,6 +276,27 @@ def exposed_comm(rule: Rule, d: SpanData) -> Optional[Dict[str, Any]]:
                   top, [_link(d, t["name"]) for t in top])
 
 
+PYTHON_EVENT_US = 1.0  # the profiler's own work per recorded Python call (with_stack), an order of magnitude
+PYTHON_EVENTS_PER_MS = 20  # below it the stack recording costs < 2 % of host time at PYTHON_EVENT_US each
+
+
+def profiler_stack(rule: Rule, d: SpanData) -> Optional[Dict[str, Any]]:
+    """Host time dwarfs GPU time (GPU idle >= 50 % of the step) in a trace recording many Python calls
+    (with_stack=True: python_function events): the profiler's own stack recording is a likely part of that host
+    time. Recoverable (an estimate): PYTHON_EVENT_US per event at the trace's event rate, within the idle time."""
+    events, span_us = d.section.info.get("python_events", 0), d.section.info.get("duration_us") or 0.0
+    idle = d.wall_us - d.total("gpu_busy_us")
+    rate = events / (span_us / 1000) if span_us > 0 else 0.0
+    if not d.wall_us or idle < rule.threshold * d.wall_us or rate < PYTHON_EVENTS_PER_MS:
+        return None
+    overhead = min(idle, d.wall_us * rate * PYTHON_EVENT_US / 1000)
+    return _found(rule, d, overhead, "The GPU idles most of the step while the trace records many Python calls "
+                  "per ms: part of the host time is the profiler's own stack recording. Profile again without "
+                  "with_stack=True (keep record_shapes) to measure the host side as it runs unprofiled.",
+                  {"python_events_per_ms": rate, "gpu_idle_share": idle / d.wall_us,
+                   "python_events": events})
+
+
 RULES: List[Rule] = [
     Rule("low_efficiency", "Kernels far below their roofline dominate GPU time", 0.05,
          "each kernel >= 5 % of kernel time at < 30 % of its roofline: well-tuned library kernels reach 60-90 %; "
@@ -301,6 +322,9 @@ RULES: List[Rule] = [
     Rule("exposed_comm", "Exposed communication", 0.10,
          "communication not hidden under compute >= 10 % of step time: bucket/prefetch tuning typically hides "
          "half of it, so less would recover < 5 %", exposed_comm),
+    Rule("profiler_stack", "Host time inflated by the profiler's stack recording", 0.50,
+         f"GPU idle >= 50 % of the step with >= {PYTHON_EVENTS_PER_MS} python_function events per ms: at ~1 us of "
+         "profiler work each that is >= 2 % of host time", profiler_stack),
 ]
 
 
