@@ -101,7 +101,7 @@ def run_cli_subprocess(argv: List[str], full_disk: bool = False) -> Tuple[str, s
     if b"Traceback (most recent call last)" in done.stderr:
         return TRACEBACK, done.stderr.decode("utf-8", "replace").strip().splitlines()[-1][:200]
     lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-    if full_disk and done.returncode == 1 and len(lines) == 1 and "cannot write the output" in lines[0]:
+    if full_disk and done.returncode == 1 and lines and "cannot write the output" in lines[-1]:  # after its notes
         return EXIT_0, "write failure said in one line"
     return _outcome(done.returncode, done.stderr)
 
