@@ -222,4 +222,4 @@ def test_the_corpus_vllm_decode_moe_is_sized_with_its_padded_hidden_size():
         ogs = np.isin(eff.activities["name"], [i for i, n in enumerate(names) if n.startswith("_matmul_ogs")])
         assert set(np.array(_col(eff, "flops_reason"))[ogs].tolist()) and \
             all(r.startswith("from graph capture: sub-op shapes") for r in np.array(_col(eff, "flops_reason"))[ogs])
-    assert sized.summary()[0]["summary"]["flop_time_share"] >= plain.summary()[0]["summary"]["flop_time_share"]
+    assert sized.summary()[0]["summary"]["compute_flop_share"] >= plain.summary()[0]["summary"]["compute_flop_share"]
