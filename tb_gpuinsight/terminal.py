@@ -29,6 +29,12 @@ def visible(text: str) -> str:
     return text.translate(_ESCAPES)
 
 
+def unwrapped(stream: IO[str]) -> IO[str]:
+    """The stream a `SafeStream` writes to (`stream` itself otherwise): for a wire protocol whose own encoder
+    escapes control characters and which needs the byte stream under the text (the MCP server's stdio)."""
+    return stream.stream if isinstance(stream, SafeStream) and stream.stream is not None else stream
+
+
 class SafeStream(io.TextIOBase):
     """A text stream that writes terminal-safe text to `stream`. A missing stream (Python sets sys.stdout to None
     when descriptor 1 is closed) fails on the first write, as a closed descriptor does."""

@@ -23,6 +23,9 @@ def register(sub) -> None:
 
 def _cmd_mcp(args) -> int:
     import os
+    import sys
+
+    from .. import terminal
 
     try:
         from ..mcp_server.server import serve
@@ -34,6 +37,8 @@ def _cmd_mcp(args) -> int:
         raise ConfigError("--wait must be from 0 to 3600 seconds")
     if "://" not in args.logdir and not os.path.isdir(args.logdir):
         raise ConfigError(f"{args.logdir}: not a directory")
+    # JSON-RPC on stdio: its encoder escapes control characters, and the SDK writes to the bytes under the text.
+    sys.stdout, sys.stderr = terminal.unwrapped(sys.stdout), terminal.unwrapped(sys.stderr)
     serve(args.logdir, store=args.store, devices_file=args.devices or os.environ.get("TB_GPUINSIGHT_DEVICES"),
           workers=args.workers, max_trace_gb=args.max_trace_gb, wait_s=args.wait)
     return 0
