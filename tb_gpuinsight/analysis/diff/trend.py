@@ -46,8 +46,9 @@ def digest(run: str, worker: str, order: Any, overview: Overview, eff: Efficienc
     """The digest of one run's (one worker's) Overview and rated analysis."""
     h = overview.headline or {}
     n = max(len(overview.steps), 1)
+    # A CPU-only run's step rows carry the CPU split (overview/cpu.py): its GPU categories are zero.
     rows = [{"span": r["span"], "wall_us": r["wall_us"], "kernel_us": r["kernel_us"], "flops": r["flops"],
-             **{f"{k}_us": r[f"{k}_us"] for k in CATEGORIES}} for r in overview.steps]
+             **{f"{k}_us": r.get(f"{k}_us", 0.0) for k in CATEGORIES}} for r in overview.steps]
     classes = {k: h["breakdown_us"][k] / n / 1000 for k, _ in BUSY if h.get("breakdown_us", {}).get(k)}
     mfu = 100 * h["mfu"] if h.get("mfu") is not None else None
     return Digest(run, worker, order, rows, mfu, h.get("peak_tflops"), classes, _kernels(eff, n))
