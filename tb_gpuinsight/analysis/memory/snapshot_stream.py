@@ -91,6 +91,8 @@ class Drain:
             del memo
             source = _MemoSource(_memo_pickle([k for k, _ in kept]), [v for _, v in kept])
             source.load()
+            del kept
+            self.unpickler.memo.clear()  # frees the old memo before the new one is copied in: two arrays, not three
             self.unpickler.memo = source.memo
 
 
