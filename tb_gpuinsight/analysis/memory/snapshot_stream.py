@@ -92,7 +92,11 @@ class Drain:
             source = _MemoSource(_memo_pickle([k for k, _ in kept]), [v for _, v in kept])
             source.load()
             del kept
-            self.unpickler.memo.clear()  # frees the old memo before the new one is copied in: two arrays, not three
+            # the memo is an array as long as the file's highest index: setting an empty one first frees the old
+            # before the new is copied in (two such arrays at once, not three; clear() would allocate a third)
+            empty = _MemoSource(b"\x80\x04N.", [])
+            empty.load()
+            self.unpickler.memo = empty.memo
             self.unpickler.memo = source.memo
 
 
