@@ -22,6 +22,10 @@ import struct
 from typing import Any, Dict, List, Protocol
 
 STREAM_BYTES = 16 << 20  # input read between two drains: bounds the entries alive as Python objects
+# A drain copies the whole memo: after one that keeps K entries, the next waits for at least K * this many bytes,
+# so a file whose memo holds much that is never streamed (its trace lists not memoized, huge segments) is drained
+# a few times, not every 16 MB.
+_BYTES_PER_KEPT = 64
 
 
 class StreamFallback(Exception):
@@ -65,15 +69,15 @@ class Drain:
 
     def __call__(self, done: int) -> None:
         if done >= self.next_at:
-            self.next_at = done + self.every
             try:
-                self.drain()
+                self.next_at = done + max(self.every, self.drain() * _BYTES_PER_KEPT)
             except (MemoryError, StreamFallback):
                 raise
             except Exception:  # anything unforeseen here: the whole read again, never a half-streamed result
                 raise StreamFallback() from None
 
-    def drain(self) -> None:
+    def drain(self) -> int:
+        """Hand the completed entries over and take them out of the memo; returns the memo entries kept."""
         memo = self.unpickler.memo.copy()
         dropped: set = set()
         for value in memo.values():
@@ -86,13 +90,21 @@ class Drain:
                 dropped.update([id(f) for f in [e.get("frames") for e in entries if e.__class__ is dict]
                                 if f.__class__ is list])
                 del entries
-        if dropped:
-            kept = [(k, v) for k, v in memo.items() if id(v) not in dropped]
-            del memo
-            source = _MemoSource(_memo_pickle([k for k, _ in kept]), [v for _, v in kept])
-            source.load()
-            self.unpickler.memo = source.memo
-
+        if not dropped:
+            return len(memo)
+        kept = [(k, v) for k, v in memo.items() if id(v) not in dropped]
+        del memo
+        source = _MemoSource(_memo_pickle([k for k, _ in kept]), [v for _, v in kept])
+        source.load()
+        n_kept = len(kept)
+        del kept
+        # the memo is an array as long as the file's highest index: setting an empty one first frees the old
+        # before the new is copied in (two such arrays at once, not three; clear() would allocate a third)
+        empty = _MemoSource(b"\x80\x04N.", [])
+        empty.load()
+        self.unpickler.memo = empty.memo
+        self.unpickler.memo = source.memo
+        return n_kept
 
 
 def is_memo_miss(exc: BaseException) -> bool:
