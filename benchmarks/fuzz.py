@@ -83,11 +83,11 @@ def _totals(args, cli: CliFuzz, routes: RouteTally, seconds: float) -> List[str]
 
 def _command_table(table) -> List[str]:
     width = max(len(c) for c in table)
-    lines = [f"{'command':<{width}}" + "".join(f"{o:>11}" for o in OUTCOMES)]
+    lines = [f"{'command':<{width}}" + "".join(f"{o:>12}" for o in OUTCOMES)]
     for command, counts in table.items():
-        lines.append(f"{command:<{width}}" + "".join(f"{counts[o]:>11,}" for o in OUTCOMES))
+        lines.append(f"{command:<{width}}" + "".join(f"{counts[o]:>12,}" for o in OUTCOMES))
     totals = {o: sum(c[o] for c in table.values()) for o in OUTCOMES}
-    lines.append(f"{'all':<{width}}" + "".join(f"{totals[o]:>11,}" for o in OUTCOMES))
+    lines.append(f"{'all':<{width}}" + "".join(f"{totals[o]:>12,}" for o in OUTCOMES))
     return lines
 
 

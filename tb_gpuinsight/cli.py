@@ -49,7 +49,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _run(argv: Optional[Sequence[str]]) -> int:
     parser = _parser(_command_name(sys.argv[1:] if argv is None else argv))
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:  # --help or a usage error: what argparse wrote must reach its reader too
+        try:
+            sys.stdout.flush()
+        except OSError as exc:
+            return _write_failed(exc)
+        if getattr(sys.stdout, "error", None) is not None:
+            return _write_failed(sys.stdout.error)
+        raise
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
@@ -71,17 +80,22 @@ def _run(argv: Optional[Sequence[str]]) -> int:
         print("tb-gpuinsight: error: the input nests too deeply to process", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as exc:
-        if not isinstance(exc, BrokenPipeError) and exc.errno not in _WRITE_ERRORS:
-            raise
-        _discard_stdout()
-        with contextlib.suppress(OSError):
-            print(f"tb-gpuinsight: error: {terminal.write_failure(exc)}", file=sys.stderr)
-        return EXIT_WRITE_FAILED
+        return _write_failed(exc)
     except KeyboardInterrupt:
         return 130
 
 
 _WRITE_ERRORS = (errno.EPIPE, errno.ENOSPC, errno.EBADF, errno.EDQUOT, errno.EFBIG)
+
+
+def _write_failed(exc: OSError) -> int:
+    """A failed write of the output as one line and exit 1 (another OSError is raised again)."""
+    if not isinstance(exc, BrokenPipeError) and exc.errno not in _WRITE_ERRORS:
+        raise exc
+    _discard_stdout()
+    with contextlib.suppress(OSError):
+        print(f"tb-gpuinsight: error: {terminal.write_failure(exc)}", file=sys.stderr)
+    return EXIT_WRITE_FAILED
 
 
 def _discard_stdout() -> None:

@@ -43,11 +43,16 @@ class SafeStream(io.TextIOBase):
         super().__init__()
         self.stream = stream
         self._raw = False
+        self.error: Optional[OSError] = None  # the last failed write (argparse swallows its own)
 
     def write(self, text: str) -> int:
-        if self.stream is None:
-            raise OSError(errno.EBADF, "the output is closed")
-        self.stream.write(text if self._raw else visible(text))
+        try:
+            if self.stream is None:
+                raise OSError(errno.EBADF, "the output is closed")
+            self.stream.write(text if self._raw else visible(text))
+        except OSError as exc:
+            self.error = exc
+            raise
         return len(text)
 
     @contextlib.contextmanager

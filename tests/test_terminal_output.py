@@ -91,12 +91,12 @@ def _closed_pipe() -> int:
     return write
 
 
-@pytest.mark.parametrize("case", ["full disk", "closed pipe", "read-only descriptor", "closed stdout"])
+@pytest.mark.parametrize("case", ["full disk", "closed pipe", "read-only descriptor", "closed stdout", "help, full disk"])
 def test_failed_writes_to_stdout_end_in_one_line_and_exit_1(case):
     trace = str(SAMPLES / "minitoy_mi250" / "mi250-node.1724000000000000000.pt.trace.json.gz")
-    if case == "full disk":
-        with open("/dev/full", "w") as full:
-            proc = _cli(["analyze", trace], stdout=full)
+    if case.endswith("full disk"):
+        with open("/dev/full", "w") as full:  # argparse itself swallows a failed write of --help
+            proc = _cli(["ls", "--help"] if case.startswith("help") else ["analyze", trace], stdout=full)
     elif case == "closed pipe":
         fd = _closed_pipe()
         try:

@@ -167,7 +167,7 @@ def tensors(sel: Selected, request) -> Dict[str, Any]:
 def _joined(sel: Selected) -> sh.Tensors:
     from ..trace.tensortrace import read_tensor_trace
 
-    key = (tuple((e.path, e.size, e.mtime_ns) for e in sel.tensor_traces), tuple(s.key for s in sel.spans))
+    key = (tuple((e.path, e.size, e.version) for e in sel.tensor_traces), tuple(s.key for s in sel.spans))
     return _TENSORS.get(key, lambda: sh.join_tensors([read_tensor_trace(e.path) for e in sel.tensor_traces],
                                                       sh.Timeline.concat([s.timeline for s in sel.spans])))
 
