@@ -126,6 +126,21 @@ def test_no_module_over_the_line_limit():
     assert not long, f"modules over {MAX_LINES} lines (split them by what they do): {long}"
 
 
+# The thin layers stay thin: the service (split by what it does), the command line and each route module.
+THIN_MAX_LINES = 400
+THIN = ("tb_gpuinsight.service", "tb_gpuinsight.cli", "tb_gpuinsight.routes")
+
+
+def test_service_cli_and_routes_stay_thin():
+    long = {}
+    for name, (path, _) in modules().items():
+        if name in THIN or name.startswith(tuple(f"{t}." for t in THIN)):
+            lines = len(path.read_text(encoding="utf-8").splitlines())
+            if lines > THIN_MAX_LINES:
+                long[name] = lines
+    assert not long, f"service, cli and route modules over {THIN_MAX_LINES} lines (split them): {long}"
+    assert "tb_gpuinsight.service.follow" in modules()  # the check sees the service's parts
+
 def test_the_checks_see_circles_and_function_level_imports(tmp_path):
     """A package with a circle closed only by a relative import inside a function is caught; without it, none."""
     pkg = tmp_path / "pkg"

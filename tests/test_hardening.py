@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tb_gpuinsight import service as service_mod
+from tb_gpuinsight.service import follow as follow_mod
 from tb_gpuinsight.service import LogdirService
 
 from .test_plugin import BERT, _ready, _wait, logdir  # noqa: F401  (fixture)
@@ -79,7 +80,7 @@ def test_dead_worker_marks_only_its_span_and_the_pool_recovers(logdir, tmp_path)
 
 def test_scanner_survives_an_exception(logdir, tmp_path, monkeypatch):
     calls = []
-    real = service_mod.discover
+    real = follow_mod.discover
 
     def flaky(path, *args, **kwargs):
         calls.append(path)
@@ -87,7 +88,7 @@ def test_scanner_survives_an_exception(logdir, tmp_path, monkeypatch):
             raise RuntimeError("boom")
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(service_mod, "discover", flaky)
+    monkeypatch.setattr(follow_mod, "discover", flaky)  # the scan looks it up there
     service = LogdirService(str(logdir), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=0.05)
     service.start()
     try:
