@@ -135,6 +135,7 @@ export interface KernelRow {
   demangled?: string | null;
   /** GEMM, attention, conv, elementwise, reduction, norm, communication, memcpy, memset or other. */
   kernel_class?: string | null;
+  fused_from?: string | null; // the ops an Inductor kernel was fused from (its name), not its class
   /** What `kernel_ops` takes back instead of the name (names can be any length). */
   name_key?: string;
   op?: string | null;

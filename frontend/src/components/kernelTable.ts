@@ -172,6 +172,16 @@ export class KernelTable {
         formatter: fmt((r) => (r.kernel_class ? cellText(r.kernel_class) : unknown("not classified by this server"))),
       },
       {
+        title: "Fused from",
+        field: "fused_from",
+        minWidth: 120,
+        widthGrow: 1,
+        visible: false, // shown once a page holds an Inductor kernel (see `onLoaded`)
+        headerSort: false,
+        titleFormatter: header("Fused from", "The ops Inductor fused into this kernel (from its name); the class says what the kernel does"),
+        formatter: fmt((r) => (r.fused_from ? cellText(r.fused_from) : h("span", { text: "" }))),
+      },
+      {
         title: "Op",
         field: "op",
         minWidth: 150,
@@ -305,6 +315,7 @@ export class KernelTable {
       fetchPage: ({ sorter, offset, limit }) =>
         opts.fetchPage({ sort: sorter?.field ?? "total_us", order: sorter?.dir === "asc" ? "asc" : "desc", offset, limit }),
       onLoaded: (res) => {
+        if (res.rows.some((r) => r.fused_from)) void this.table.whenBuilt(async (table) => table.showColumn("fused_from"));
         opts.onLoaded(res.total, res.dtype);
         opts.onRows(res.rows);
       },
