@@ -256,3 +256,14 @@ def test_api_frames(hand_made):
     steps = hand_made.steps_frame()
     assert {"wall_us", "gemm_us", "sync_us", "comm_overlapped_us", "kernel_count"} <= set(steps.columns)
     assert hand_made.headline["gpu_busy_pct"] == pytest.approx(0.345)
+
+
+def test_recommendation_items_name_kernels_readably(capsys):
+    """A recommendation's kernels carry their display name beside the raw one (links look the raw one up); the CLI
+    prints the display name, never a raw template name."""
+    result = tb_gpuinsight.overview(os.path.join(SAMPLES, "bert_h100"))
+    items = [it for rec in result.recommendations for it in rec["items"] if it.get("name", "").startswith("void ")]
+    assert items and all(it["display_name"] and not it["display_name"].startswith("void ") for it in items)
+    assert main(["overview", os.path.join(SAMPLES, "bert_h100")]) == 0
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("   - ")]
+    assert printed and not [line for line in printed if "void " in line or "<(" in line]

@@ -122,6 +122,6 @@ def _figures(figures: Dict[str, Any]) -> str:
 
 
 def _item(item: Dict[str, Any]) -> str:
-    name = item.get("name") or item.get("call") or ""
-    rest = {k: v for k, v in item.items() if k not in ("name", "call")}
+    name = item.get("display_name") or item.get("name") or item.get("call") or ""
+    rest = {k: v for k, v in item.items() if k not in ("name", "call", "display_name")}
     return f"{name[:90]}  " + ", ".join(f"{k}={_num(v) if isinstance(v, (int, float)) else v}" for k, v in rest.items())

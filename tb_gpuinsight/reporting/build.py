@@ -165,7 +165,7 @@ def _evidence(key: str, value: Any) -> Dict[str, Any]:
 def _item(item: Dict[str, Any]) -> Dict[str, Any]:
     name = item.get("name") or item.get("call") or ""
     return {"name": name, "display_name": name_fields(name)["display_name"] if item.get("name") else name,
-            "evidence": [_evidence(k, v) for k, v in item.items() if k not in ("name", "call")]}
+            "evidence": [_evidence(k, v) for k, v in item.items() if k not in ("name", "call", "display_name")]}
 
 
 def _waste(side: Side) -> Dict[str, Any]:

@@ -160,9 +160,9 @@ export function recommendationList(recs: Recommendation[], onLink: (filter: stri
               "ul",
               { class: "ov-rec-items" },
               ...r.items.map((item) => {
-                const name = String(item.name ?? item.call ?? "");
-                const rest = Object.entries(item).filter(([k]) => k !== "name" && k !== "call");
-                return h("li", null, h("span", { class: "mono", text: name }), " ", h("span", { class: "muted", text: rest.map(([k, v]) => `${label(k)} ${value(v, k)}`).join(" · ") }));
+                const name = String(item.display_name ?? item.name ?? item.call ?? "");
+                const rest = Object.entries(item).filter(([k]) => k !== "name" && k !== "call" && k !== "display_name");
+                return h("li", null, h("span", { class: "mono", text: name, title: String(item.name ?? name) }), " ", h("span", { class: "muted", text: rest.map(([k, v]) => `${label(k)} ${value(v, k)}`).join(" · ") }));
               }),
             )
           : null,

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...sections import Section
 from ..kernels.efficiency import Efficiency
+from ..kernels.names import display_name
 from .breakdown import CATEGORIES
 from .figures import ActivityView
 
@@ -92,7 +93,12 @@ def _found(rule: Rule, d: SpanData, recoverable_total: float, advice: str, figur
     per_step = recoverable_total / d.steps
     return {"id": rule.id, "title": rule.title, "advice": advice, "threshold": rule.why, "span": d.span,
             "recoverable_us": per_step, "recoverable_share": per_step / (d.wall_us / d.steps) if d.wall_us else None,
-            "figures": figures, "items": list(items), "links": list(links)}
+            "figures": figures, "items": [_named(it) for it in items], "links": list(links)}
+
+
+def _named(item: Dict[str, Any]) -> Dict[str, Any]:
+    """An evidence item with its kernel's readable name beside the raw one (which links and lookups use)."""
+    return {**item, "display_name": display_name(item["name"])} if item.get("name") else dict(item)
 
 
 def _link(d: SpanData, name: str, op: str = "") -> Dict[str, Any]:
