@@ -33,6 +33,8 @@ def snapshot_path(path: str) -> Optional[str]:
         return found[0] if found else None
     if looks_like_snapshot(path):
         return path
+    if not os.path.isfile(path):  # a FIFO or a device: opening one to sniff it would wait for a writer
+        return None
     try:
         with open(path, "rb") as f:
             return path if f.read(1) == b"\x80" else None
