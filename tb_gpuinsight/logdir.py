@@ -407,6 +407,22 @@ def _basename(path: str) -> str:
     return path.rsplit("/", 1)[-1] if is_url(path) else os.path.basename(path)
 
 
+# What each file version sniffed as: a server rescans its logdir every few seconds, and reading (and inflating) the
+# head of every unchanged trace again each time costs more than the rest of the scan. A rewrite changes the ctime.
+_SNIFFED: Dict[Tuple[str, int, int, int, int], "Sniffed"] = {}
+_SNIFFED_LIMIT = 200_000
+
+
+def _sniffed(path: str, st: os.stat_result) -> "Sniffed":
+    key = (path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    found = _SNIFFED.get(key)
+    if found is None:
+        if len(_SNIFFED) >= _SNIFFED_LIMIT:
+            _SNIFFED.clear()
+        found = _SNIFFED[key] = sniff(path)
+    return found
+
+
 def _entry(path: str) -> Optional[FileEntry]:
     try:
         st = os.stat(path)
@@ -418,7 +434,7 @@ def _entry(path: str) -> Optional[FileEntry]:
         return FileEntry(path, MEMORY_SNAPSHOT, st.st_size, st.st_mtime_ns)
     if os.path.basename(path) == MODEL_CONFIG_NAME:
         return FileEntry(path, MODEL_CONFIG, st.st_size, st.st_mtime_ns)
-    sniffed = sniff(path)
+    sniffed = _sniffed(path, st)
     if sniffed.kind == OTHER and is_foreign(sniffed):
         sniffed = Sniffed(UNREADABLE, f"skipped: {sniffed.reason}")
     if sniffed.kind == OTHER:
