@@ -18,6 +18,7 @@ from .corpus import corpus_path
 
 H100_TRACE = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 B200 = "NVIDIA B200 (HGX, 1000 W)"
+GB200 = "NVIDIA GB200 (NVL72, per GPU)"
 
 
 def _cli(argv):
@@ -50,7 +51,7 @@ def test_a_name_fitting_none_is_answered_by_model_number():
     rows = load_datasheet()
     assert resolve_device("L40", rows).suggestions[0] == "NVIDIA L40S"  # a model beginning with it: not the same GPU
     assert resolve_device("mi300", rows).suggestions[0] == "AMD Instinct MI300X"
-    assert set(resolve_device("GB200", rows).suggestions[:2]) == {B200, "NVIDIA H200 SXM 141GB"}  # the same number
+    assert set(resolve_device("GH200", rows).suggestions[:3]) == {B200, GB200, "NVIDIA H200 SXM 141GB"}  # the same number
     assert resolve_device("B100", rows).suggestions[0] == B200  # the same letters
     assert resolve_device("xyz", rows).suggestions == ()
     assert words("NVIDIA GeForce RTX-4090") == ("rtx", "4090")
@@ -62,8 +63,10 @@ def test_analyze_rates_as_the_row_a_common_name_gives():
     assert code == 0 and f"-> {B200}" in out, err
     code, _, err = _cli(["analyze", trace, "--device", "H100"])
     assert code == 2 and len(err) == 1 and "fits 3 datasheet rows" in err[0] and "NVIDIA H100 PCIe 80GB" in err[0]
-    code, _, err = _cli(["analyze", trace, "--device", "GB200"])
-    assert code == 2 and len(err) == 1 and f"did you mean '{B200}'" in err[0]
+    code, _, err = _cli(["analyze", trace, "--device", "GH200"])
+    assert code == 2 and len(err) == 1 and "did you mean 'NVIDIA H200 SXM 141GB'" in err[0] and B200 in err[0]
+    code, out, err = _cli(["analyze", trace, "--device", "GB200", "--top", "1"])  # a row of its own
+    assert code == 0 and f"-> {GB200}" in out, err
     eff = tb_gpuinsight.analyze(trace, device="b200")  # the API takes the same names
     assert {d.match.spec.name for d in eff.devices.values()} == {B200}
 
@@ -84,7 +87,7 @@ def test_devices_lists_the_datasheet():
     assert next(r for r in listed if r["name"] == B200)["peak_tflops"]["bf16"] == 2250
     code, out, _ = _cli(["devices", "h100"])
     assert code == 0 and out.count("NVIDIA H100") == 3
-    code, _, err = _cli(["devices", "GB200"])
+    code, _, err = _cli(["devices", "GH200"])
     assert code == 2 and len(err) == 1 and B200 in err[0]
 
 
@@ -94,4 +97,4 @@ def test_the_api_lists_the_same_rows():
     assert [r["name"] for r in tb_gpuinsight.devices("NVIDIA B200")] == [B200]
     assert len(tb_gpuinsight.devices("h100")) == 3
     with pytest.raises(tb_gpuinsight.ConfigError, match="did you mean"):
-        tb_gpuinsight.devices("GB200")
+        tb_gpuinsight.devices("GH200")
