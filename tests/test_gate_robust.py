@@ -82,6 +82,19 @@ def record(run, batch: int, hiccup_step=None, active: int = 10) -> None:
             prof.step()
 
 
+def _base_and_repeat_alike(root) -> bool:
+    """Record base and repeat; False when the machine's load changed between them (their recordings' wall times,
+    the hiccup aside, differ by over 30 %): what the repeat is compared against must be the same work, and another
+    process taking the cores for a second is not the code's change. The fixture then records both again."""
+    started = time.perf_counter()
+    record(root / "base", 512, hiccup_step=5)
+    base = time.perf_counter() - started - HICCUP_S
+    started = time.perf_counter()
+    record(root / "repeat", 512)
+    repeat = time.perf_counter() - started
+    return 1 / 1.3 < repeat / base < 1.3
+
+
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
     """base (one hiccup step), repeat (the same without it), triple (3x the batch), recorded in this order."""
@@ -89,9 +102,10 @@ def logdir(tmp_path_factory):
     torch.set_num_threads(1)  # the same work per step whatever else the machine runs
     try:
         record(tmp_path_factory.mktemp("warm") / "warm", 512, active=3)  # the process's first profile is slower
-        root = tmp_path_factory.mktemp("logdir")
-        record(root / "base", 512, hiccup_step=5)
-        record(root / "repeat", 512)
+        for _ in range(3):
+            root = tmp_path_factory.mktemp("logdir")
+            if _base_and_repeat_alike(root):
+                break
         record(root / "triple", 3 * 512)
     finally:
         torch.set_num_threads(threads)

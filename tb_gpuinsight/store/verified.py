@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from typing import Dict, Optional, Tuple
 
 from .summaries import _atomic_write
@@ -23,6 +24,9 @@ RECORD_SUFFIX = ".check.json"
 _BLOCK = 1 << 20
 _checked: Dict[str, Tuple[int, int, int, int, str]] = {}  # path -> (size, mtime, ctime, inode, sha256) found intact
 _lock = threading.Lock()
+# A file changed less than this before it was hashed may change again within the same clock tick, keeping its ctime:
+# such a file is hashed again on its next read rather than remembered ("racily clean", as git treats its index).
+_RACY_NS = 2_000_000_000
 
 
 def record(path: str) -> bool:
@@ -47,11 +51,12 @@ def intact(path: str) -> bool:
     with _lock:
         if _checked.get(path) == stamp:
             return True
+    started = time.time_ns()
     try:
         ok = _digest(path) == expected
     except OSError:
         return False
-    if ok:
+    if ok and st.st_ctime_ns < started - _RACY_NS:
         with _lock:
             _checked[path] = stamp
     return ok
