@@ -14,7 +14,8 @@ from .lazy import lazy_getattr
 from .version import __version__  # noqa: F401 - public
 
 __all__ = ["load", "analyze", "companion_execution_traces", "augment", "diff", "shapes", "overview", "memory", "ranks",
-           "memory_snapshot", "compare_memory_snapshots", "kernels_across_ranks", "kernel_table", "critical_path", "critical_path_ranks", "discover",
+           "memory_snapshot", "compare_memory_snapshots", "kernels_across_ranks", "kernel_table", "critical_path",
+           "critical_path_ranks", "discover",
            "sniff", "read_tensor_trace", "TensorTrace", "timeline", "timeline_index", "timeline_ranks",
            "summarize", "export_parquet", "report", "trend", "profile", "trace_handler", "KinetoTrace", "devices",
            "GpuInsightError", "TraceError", "ConfigError"]
