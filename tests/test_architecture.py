@@ -142,6 +142,58 @@ def test_service_cli_and_routes_stay_thin():
     assert not long, f"service, cli and route modules over {THIN_MAX_LINES} lines (split them): {long}"
     assert "tb_gpuinsight.service.follow" in modules()  # the check sees the service's parts
 
+# The consumers (routes, report, commands, MCP server, plugin, CLI, API module) use the layers below through their
+# public names only: no `_private` name imported from outside their own package, and no route imports the plugin
+# (handlers reach the logdir through `plugin.service`; a download is an ordinary route returning a `Document`).
+CONSUMERS = ("routes", "reporting", "commands", "mcp_server", "plugin", "cli", "api")
+
+
+def private_imports(root: Path = PACKAGE) -> List[str]:
+    """`module -> source: name` for every underscore name a consumer imports from outside its own package, and
+    every import of the plugin module by a route."""
+    mods, out = modules(root), []
+    package = root.name
+    for name, (path, is_pkg) in sorted(mods.items()):
+        parts = name.split(".")
+        if len(parts) < 2 or parts[1] not in CONSUMERS:
+            continue
+        own = ".".join(parts[:2])
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = _from_target(name, is_pkg, node)
+            if not base.startswith(package) or base == own or base.startswith(own + "."):
+                continue
+            out += [f"{name} -> {base}: {a.name}" for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")]
+            if parts[1] == "routes" and (base == f"{package}.plugin" or
+                                         (base == package and any(a.name == "plugin" for a in node.names))):
+                out.append(f"{name} -> {package}.plugin")
+    return out
+
+
+def test_consumers_use_public_names_only():
+    bad = private_imports()
+    assert not bad, "private names imported across layers (make them public where they live): " + "; ".join(bad)
+    from tb_gpuinsight.routes import ROUTE_MODULES
+    assert "tb_gpuinsight.routes.report" in ROUTE_MODULES  # the report's downloads: an ordinary route
+
+
+def test_the_private_name_check_sees_a_route_reaching_into_the_plugin(tmp_path):
+    pkg = tmp_path / "tbg"
+    (pkg / "routes").mkdir(parents=True)
+    (pkg / "analysis").mkdir()
+    for init in (pkg / "__init__.py", pkg / "routes" / "__init__.py", pkg / "analysis" / "__init__.py"):
+        init.write_text("")
+    (pkg / "plugin.py").write_text("def _error(): pass\n")
+    (pkg / "analysis" / "rules.py").write_text("def _kernel_efficiency(): pass\n")
+    (pkg / "routes" / "params.py").write_text("def _limit(): pass\n")
+    (pkg / "routes" / "report.py").write_text(
+        "from ..plugin import _error\nfrom ..analysis.rules import _kernel_efficiency\nfrom .params import _limit\n")
+    assert sorted(private_imports(pkg)) == ["tbg.routes.report -> tbg.analysis.rules: _kernel_efficiency",
+                                            "tbg.routes.report -> tbg.plugin", "tbg.routes.report -> tbg.plugin: _error"]
+
+
 def test_the_checks_see_circles_and_function_level_imports(tmp_path):
     """A package with a circle closed only by a relative import inside a function is caught; without it, none."""
     pkg = tmp_path / "pkg"

@@ -1,7 +1,8 @@
 """The rank index of a run (store/rank_index.py, analysis/rank_table.py): the Distributed tab's answers from one
 object per run equal the answers computed from every rank's own summary, on the real 8-rank DLRM step and on a gloo
-DDP run recorded here by real torch; the index is written by `summarize`, updated for a changed rank only, refused
-and rebuilt when damaged, and works the same from an S3-compatible server."""
+DDP run recorded here by real torch; the index is written by `summarize` and the plugin's background writer, never
+by a request, updated for a changed rank only, refused and rebuilt when damaged, and works the same from an
+S3-compatible server."""
 from __future__ import annotations
 
 import os
@@ -10,6 +11,7 @@ import types
 
 import pytest
 
+from tb_gpuinsight.routes import kernels as kernel_routes
 from tb_gpuinsight.store import envelope as cache
 from tb_gpuinsight.store import rank_table
 from tb_gpuinsight.routes import ranks as ranks_routes
@@ -29,6 +31,7 @@ def _request(**args):
 def _plugin(logdir: str, store: str):
     service = LogdirService(logdir, store=store, workers=0, scan_interval=3600)
     service.scan()
+    assert service.indexes.writer.wait_idle(300)  # the index build its first scan queued, if any, is done
     return types.SimpleNamespace(service=service)
 
 
@@ -70,7 +73,13 @@ def test_gloo_run_from_the_index_equals_the_per_rank_computation(tmp_path):
     indexed = _from_index(plugin, "ddp")
     assert indexed == _per_rank(plugin, "ddp")
     assert indexed["report"]["source"] == "cpu" and indexed["report"]["stragglers"][0]["rank"] == 1
-    assert open_store(str(tmp_path / "store"))._read(ri.index_name("ddp")) is not None  # written on that request
+    store = open_store(str(tmp_path / "store"))
+    assert store._read(ri.index_name("ddp")) is None  # a request writes no index
+    plugin.service.scan()  # every rank analysed and stored: the writer builds the index
+    assert plugin.service.indexes.writer.wait_idle(300)
+    assert store._read(ri.index_name("ddp")) is not None
+    assert _from_index(plugin, "ddp") == indexed
+    plugin.service.stop()
 
 
 def test_a_changed_rank_reads_only_its_own_summary(dlrm, tmp_path, monkeypatch):
@@ -86,8 +95,9 @@ def test_a_changed_rank_reads_only_its_own_summary(dlrm, tmp_path, monkeypatch):
     report = summarize(str(logdir), str(store), workers=0)
     assert report.done == 1
     index = ri.load(open_store(str(store)), "dlrm")
-    reads = count_summary_reads(monkeypatch)
     plugin = _plugin(str(logdir), str(store))
+    assert plugin.service.indexes.writer.wait_idle(300)  # its first scan's build (the index is current)
+    reads = count_summary_reads(monkeypatch)
     chosen = ranks_routes._chosen_spans(plugin, "dlrm", -1)[0]
     spans = [(s.key, w, s.span, s.identity) for w, s in chosen]
     assert len(index.inputs) == 8 and set(index.inputs) == {s[0] for s in spans}
@@ -109,13 +119,47 @@ def test_a_damaged_index_is_refused_deleted_and_rebuilt(dlrm, tmp_path):
     data[-100] ^= 0xFF  # one flipped byte: the checksum fails
     path.write_bytes(bytes(data))
     assert ri.load(open_store(str(store_dir)), "dlrm") is None and not path.exists()
-    plugin = _plugin(str(dlrm / "logdir"), str(store_dir))
-    assert _from_index(plugin, "dlrm") == _per_rank(plugin, "dlrm")
+    plugin = _plugin(str(dlrm / "logdir"), str(store_dir))  # its first scan queues the index build
+    assert plugin.service.indexes.writer.wait_idle(300)
     assert ri.load(open_store(str(store_dir)), "dlrm") is not None  # rebuilt from the summaries
+    assert _from_index(plugin, "dlrm") == _per_rank(plugin, "dlrm")
+    plugin.service.stop()
     # An index of another run under this run's name is refused too.
     other = ri.RankIndex("other")
     with pytest.raises(cache.CorruptSummary):
         ri.from_bytes(ri.to_bytes(other), "dlrm")
+
+
+def _files(folder) -> dict:
+    """Every file under `folder`: its bytes, size and modification time."""
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_request_writes_nothing_to_the_store(dlrm, tmp_path):
+    """The rank index is the writer's: requests that find it damaged answer from the ranks' summaries (the same
+    report and All-ranks kernel table) and leave the store exactly as they found it, nothing written or deleted."""
+    store_dir = tmp_path / "store"
+    shutil.copytree(dlrm / "store", store_dir)
+    plugin = _plugin(str(dlrm / "logdir"), str(store_dir))
+    assert plugin.service.indexes.writer.wait_idle(300)  # the first scan's build (the index is current)
+    objects = sorted((store_dir / "ranks").iterdir())
+    assert len(objects) == 3  # the report index, the kernel rows, the kernel tables
+    for path in objects:
+        data = bytearray(path.read_bytes())
+        data[-100] ^= 0xFF  # one flipped byte: the checksum fails
+        path.write_bytes(bytes(data))
+    before = _files(store_dir)
+    assert _from_index(plugin, "dlrm") == _per_rank(plugin, "dlrm")
+    ranks_routes.heatmap_route(plugin, _request(run="dlrm", order="straggler", size=2))
+    table = kernel_routes.kernels_route(plugin, _request(run="dlrm", worker="*", group="op"))
+    assert table["rank_count"] == 8 and table["rows"]
+    assert _files(store_dir) == before
+    plugin.service.stop()
+    fresh = _plugin(str(dlrm / "logdir"), str(store_dir))  # a server started on it: its writer rebuilds them
+    assert fresh.service.indexes.writer.wait_idle(300)
+    assert ri.load(open_store(str(store_dir)), "dlrm") is not None
+    fresh.service.stop()
 
 
 def test_heatmap_pages_order_and_search(dlrm):

@@ -33,6 +33,7 @@ def _request(**args):
 def _plugin(logdir: str, store: str):
     service = LogdirService(logdir, store=store, workers=0, scan_interval=3600)
     service.scan()
+    assert service.indexes.writer.wait_idle(300)  # the index build its first scan queued, if any, is done
     ranks_routes._REPORTS._items.clear()  # as a fresh server: no answer kept in memory
     return types.SimpleNamespace(service=service, analysis=lambda req: service.analysis(
         req.args["run"], req.args["worker"], req.args.get("span", "all"), req.args.get("dtype", "auto")))
@@ -164,7 +165,11 @@ def test_gloo_run_table_from_the_index_equals_the_combined_analysis(tmp_path):
         _same(_combined(plugin, request), indexed)
         assert indexed["rank_count"] == 3
     _cards_and_roofline_alike(plugin, "ddp", (None, 0))
-    assert rkn.load_answers(open_store(str(tmp_path / "store")), "ddp")  # written on that request
+    assert not rkn.load_answers(open_store(str(tmp_path / "store")), "ddp")  # a request writes no index
+    plugin.service.scan()  # every rank analysed and stored: the writer builds the index
+    assert plugin.service.indexes.writer.wait_idle(300)
+    assert rkn.load_answers(open_store(str(tmp_path / "store")), "ddp")
+    plugin.service.stop()
 
 
 def test_a_changed_rank_reads_only_its_own_summary(dlrm, tmp_path, monkeypatch):
@@ -195,17 +200,19 @@ def test_damaged_or_foreign_kernel_index_is_refused_deleted_and_rebuilt(dlrm, tm
     store_dir = tmp_path / "store"
     shutil.copytree(dlrm / "store", store_dir)
     store = open_store(str(store_dir))
+    plugin = _plugin(str(dlrm / "logdir"), str(store_dir))
     for name in (rkn.inputs_name("dlrm"), rkn.answers_name("dlrm")):
         path = store_dir / name
         data = bytearray(path.read_bytes())
         data[-100] ^= 0xFF  # one flipped byte: the checksum fails
         path.write_bytes(bytes(data))
-    plugin = _plugin(str(dlrm / "logdir"), str(store_dir))
+    request = _request(run="dlrm", worker="*", group="op", limit=5000)
+    _same(_combined(plugin, request), kernel_routes.kernels_route(plugin, request))  # from the summaries
+    assert (store_dir / rkn.answers_name("dlrm")).exists()  # a request leaves them: the writer replaces them
     assert rkn.load_answers(store, "dlrm") == {} and not (store_dir / rkn.answers_name("dlrm")).exists()
     assert rkn.load_inputs(store, "dlrm", plugin.service.datasheet()) is None
     assert not (store_dir / rkn.inputs_name("dlrm")).exists()
-    request = _request(run="dlrm", worker="*", group="op", limit=5000)
-    _same(_combined(plugin, request), kernel_routes.kernels_route(plugin, request))
+    plugin = _plugin(str(dlrm / "logdir"), str(store_dir))  # a server started on it: its writer rebuilds them
     assert rkn.load_answers(store, "dlrm") and rkn.load_inputs(store, "dlrm", plugin.service.datasheet())
     # Another run's objects under this run's name are refused too; another datasheet's inputs are not used.
     shutil.copy(store_dir / rkn.answers_name("dlrm"), store_dir / rkn.answers_name("other"))
@@ -258,6 +265,9 @@ def test_the_plugin_writes_the_index_once_its_ranks_are_analysed(dlrm, tmp_path,
     shutil.copytree(dlrm / "store", store_dir, ignore=shutil.ignore_patterns("ranks"))
     plugin = _plugin(str(dlrm / "logdir"), str(store_dir))
     worker3 = next(s for s in plugin.service.ready_states("dlrm", "*", "all") if s.worker.startswith("worker3"))
+    assert plugin.service.indexes.writer.wait_idle(300)  # its first scan indexed the run: start without it
+    plugin.service.stop()
+    shutil.rmtree(store_dir / "ranks")
     os.unlink(store_dir / worker3.key)
     plugin = _plugin(str(dlrm / "logdir"), str(store_dir))  # analyses worker3 in this scan (workers=0)
     assert not (store_dir / "ranks").exists()  # the scan listed the store before worker3 was in it

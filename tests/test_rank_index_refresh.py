@@ -38,6 +38,9 @@ def _one_rank_left(dlrm, store_dir) -> LogdirService:
     service = LogdirService(str(dlrm / "logdir"), store=str(store_dir), workers=0, scan_interval=3600)
     service.scan()
     last = next(s for s in service.ready_states("dlrm", "*", "all") if s.worker.startswith("worker3"))
+    assert service.indexes.writer.wait_idle(LIVENESS_S)  # its first scan indexed the run: start without it
+    service.stop()
+    shutil.rmtree(store_dir / "ranks")
     os.unlink(store_dir / last.key)
     service = LogdirService(str(dlrm / "logdir"), store=str(store_dir), workers=0, scan_interval=3600)
     service.scan()  # analyses it (workers=0) after listing the store: not indexed by this scan
@@ -62,10 +65,11 @@ def test_the_scan_does_not_wait_for_the_index_build(dlrm, tmp_path, monkeypatch)
         assert not scanner.is_alive()  # the scan ended while the build is held
         assert service.indexes.writer.busy() == ["dlrm"]
         assert not (tmp_path / "store" / "ranks").exists()
-        # a request meanwhile answers as before the index: built on it, the same report
+        # a request meanwhile answers from the summaries, the same report, and writes no index
         ranks_routes._REPORTS._items.clear()
         plugin = type("Plugin", (), {"service": service})()
         during = ranks_routes.rank_report(plugin, _request(run="dlrm"))[0].to_dict(10 ** 6)
+        assert not (tmp_path / "store" / "ranks").exists()
     finally:
         release.set()
         scanner.join(LIVENESS_S)

@@ -114,7 +114,8 @@ def all_ranks_table(plugin, request, group: str) -> Tuple[Any, int]:
             return service.analysis(run, worker, name)
 
         present = [s.key for s in service.span_states(run, ALL_WORKERS, ALL_SPANS)]
-        return rank_kernels.tables_for(service.store, run, chosen, ranks, present, service.datasheet(), fallback)[0]
+        return rank_kernels.tables_for(service.store, run, chosen, ranks, present, service.datasheet(), fallback,
+                                       write=False)[0]
 
     key = ("kernels", run, tuple(c[0] for c in chosen), tuple(ranks))
     return _REPORTS.get(key, build)[group], len(workers)
@@ -147,7 +148,7 @@ def index_report(plugin, run: str, chosen: List[Tuple[str, Any]]) -> rk.Report:
 
     spans = [(state.key, worker, state.span, state.identity) for worker, state in chosen]
     present = [state.key for state in service.span_states(run, ALL_WORKERS, ALL_SPANS)]
-    return rank_table.report_for(service.store, run, spans, present, service.datasheet(), fallback)[0]
+    return rank_table.report_for(service.store, run, spans, present, service.datasheet(), fallback, write=False)[0]
 
 
 def per_rank_report(plugin, run: str, chosen: List[Tuple[str, Any]]) -> rk.Report:

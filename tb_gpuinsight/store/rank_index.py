@@ -188,8 +188,9 @@ def _reading(what: str):
 
 # ------------------------------------------------------------------------------------------------ store I/O
 
-def load(store, run: str) -> Optional[RankIndex]:
-    """The run's index from a store (one read), or None when there is none, or it is damaged (then deleted)."""
+def load(store, run: str, write: bool = True) -> Optional[RankIndex]:
+    """The run's index from a store (one read), or None when there is none, or it is damaged (then deleted, unless
+    `write` is False: a request reads only, the writer's next build replaces it)."""
     if not store:
         return None
     name = index_name(run)
@@ -199,7 +200,8 @@ def load(store, run: str) -> Optional[RankIndex]:
     try:
         return from_bytes(cache_mod.unseal(data), run)
     except cache_mod.CorruptSummary:
-        store._delete(name)
+        if write:
+            store._delete(name)
         return None
 
 

@@ -58,19 +58,19 @@ def sheet_digest(datasheet: Any) -> str:
 
 
 def tables_for(store, run: str, chosen: Sequence[Chosen], ranks: Sequence[int], present: Sequence[str],
-               datasheet: Any, fallback: Optional[Reader] = None,
-               reader: Optional[Reader] = None) -> Tuple[Dict[str, Any], Dict[str, int]]:
+               datasheet: Any, fallback: Optional[Reader] = None, reader: Optional[Reader] = None,
+               write: bool = True) -> Tuple[Dict[str, Any], Dict[str, int]]:
     """The All-ranks tables {"name": ..., "op": ..., "device": ...} and device cards (`device_parts.cards`,
     under "cards") of `chosen` spans of `run` (`ranks[i]` the rank of the i-th)
-    through the index in `store` (updated and written back when it changed), and what it cost:
-    {"summaries_read", "from_index"}. `present`: every summary key of the run now; `fallback` reads a span the
-    store does not hold (in-memory summaries); `reader` reads a span instead of the store (default: its summary in
-    `store`)."""
+    through the index in `store` (updated and written back when it changed, unless `write` is False: a request
+    reads the index and writes nothing, the index is the writer's), and what it cost: {"summaries_read",
+    "from_index"}. `present`: every summary key of the run now; `fallback` reads a span the store does not hold
+    (in-memory summaries); `reader` reads a span instead of the store (default: its summary in `store`)."""
     key = digest(chosen, ranks, datasheet)
-    answers = load_answers(store, run)
+    answers = load_answers(store, run, write)
     if key in answers:
         return answers[key], {"summaries_read": 0, "from_index": 1}
-    keys, parts = load_inputs(store, run, datasheet) or ([], None)
+    keys, parts = load_inputs(store, run, datasheet, write) or ([], None)
     reader = reader or _store_reader(store, {c[0]: c[3] for c in chosen}, datasheet)
     keys, parts, read = _updated(keys, parts, chosen, present, reader, fallback)
     where = {k: i for i, k in enumerate(keys)}
@@ -81,6 +81,8 @@ def tables_for(store, run: str, chosen: Sequence[Chosen], ranks: Sequence[int], 
     tables: Dict[str, Any] = {group: kp.merge(parts, spans, span_rank, keys_) for group, keys_ in KERNEL_KEYS.items()}
     tables["device"] = kp.merge(parts, spans, span_rank, ROOFLINE_KEYS)
     tables["cards"] = device_parts.cards(parts, spans)
+    if not write:
+        return tables, {"summaries_read": read, "from_index": 0}
     if read:
         save_inputs(store, run, keys, parts, datasheet)
     answers[key] = tables
@@ -151,9 +153,10 @@ def _save(store, name: str, header: Dict[str, Any], arrays: Dict[str, np.ndarray
     return store._write(name, cache_mod.seal(out.getvalue()))
 
 
-def _load(store, name: str, run: str, form: str, decode: Callable[[Dict[str, Any], Any], Any]) -> Any:
+def _load(store, name: str, run: str, form: str, decode: Callable[[Dict[str, Any], Any], Any],
+          write: bool = True) -> Any:
     """`decode(header, archive)` of one object, None when absent, or damaged, foreign, another engine's (then
-    deleted)."""
+    deleted, unless `write` is False)."""
     data = store._read(name) if store else None
     if data is None:
         return None
@@ -165,7 +168,8 @@ def _load(store, name: str, run: str, form: str, decode: Callable[[Dict[str, Any
                     raise cache_mod.CorruptSummary("rank kernel index of another run, format or engine")
                 return decode(header, archive)
     except cache_mod.CorruptSummary:
-        store._delete(name)
+        if write:
+            store._delete(name)
         return None
 
 
@@ -185,8 +189,9 @@ def save_inputs(store, run: str, keys: List[str], parts: kp.Parts, datasheet: An
     return _save(store, inputs_name(run), header, arrays)
 
 
-def load_inputs(store, run: str, datasheet: Any) -> Optional[Tuple[List[str], kp.Parts]]:
-    """(summary keys, their per-kernel rows) of `run`; None when absent, damaged or rated on another datasheet."""
+def load_inputs(store, run: str, datasheet: Any, write: bool = True) -> Optional[Tuple[List[str], kp.Parts]]:
+    """(summary keys, their per-kernel rows) of `run`; None when absent, damaged (then deleted, unless `write` is
+    False) or rated on another datasheet."""
     def decode(header: Dict[str, Any], archive) -> Optional[Tuple[List[str], kp.Parts]]:
         if header.get("datasheet") != sheet_digest(datasheet):
             return None
@@ -205,7 +210,7 @@ def load_inputs(store, run: str, datasheet: Any) -> Optional[Tuple[List[str], kp
         if parts.spans != len(header["keys"]):
             raise cache_mod.CorruptSummary("rank kernel index: spans and keys disagree")
         return list(header["keys"]), parts
-    return _load(store, inputs_name(run), run, INPUTS_FORMAT, decode)
+    return _load(store, inputs_name(run), run, INPUTS_FORMAT, decode, write)
 
 
 def save_answers(store, run: str, answers: Dict[str, Dict[str, Any]]) -> bool:
@@ -220,13 +225,14 @@ def save_answers(store, run: str, answers: Dict[str, Dict[str, Any]]) -> bool:
                                             "answers": meta}, arrays)
 
 
-def load_answers(store, run: str) -> Dict[str, Dict[str, Any]]:
-    """The kept All-ranks tables and device cards of `run` by digest ({} when none, or damaged)."""
+def load_answers(store, run: str, write: bool = True) -> Dict[str, Dict[str, Any]]:
+    """The kept All-ranks tables and device cards of `run` by digest ({} when none, or damaged: then deleted,
+    unless `write` is False)."""
     def decode(header: Dict[str, Any], archive) -> Dict[str, Dict[str, Any]]:
         return {a["digest"]: {**{g: Table("groups", {c: archive[f"a{i}_{g}__{c}"] for c in cols}, a["strings"][g])
                                  for g, cols in a["columns"].items()}, "cards": a["cards"]}
                 for i, a in enumerate(header["answers"])}
-    return _load(store, answers_name(run), run, ANSWERS_FORMAT, decode) or {}
+    return _load(store, answers_name(run), run, ANSWERS_FORMAT, decode, write) or {}
 
 
 __all__ = ["tables_for", "digest", "load_inputs", "save_inputs", "load_answers", "save_answers", "inputs_name",

@@ -6,8 +6,8 @@ ranks on an object store).
 One build at a time per run (one thread builds them all, in turn): a newer state of a run replaces its queued build,
 never the one running. `stop()` drops the queue and ends the running build at its next summary read (the index
 objects are written whole, so a build ended early leaves the previous ones as they were). A failing build is logged
-with a one-line reason; the next change of the run tries again. Requests meanwhile answer as without the index
-(the previous index, or built on the first request).
+with a one-line reason; the next change of the run tries again. Requests only read the index (they write nothing):
+meanwhile they answer from the previous index, or from the ranks' summaries.
 """
 from __future__ import annotations
 
@@ -125,9 +125,9 @@ class IndexRefresher:
                 self._done.setdefault(name, None)  # still being analysed: indexed once every rank is
                 continue
             signature = tuple(sorted(spans))
-            if first:  # all analysed before this server found it: indexed by summarize (else on first request)
-                self._done[name] = signature
-            elif self._done[name] != signature:
+            # all analysed before this server found it (`first`): built too; an index `summarize` wrote is
+            # current, and its build reads that index only, no summary
+            if first or self._done[name] != signature:
                 self._done[name] = signature
                 self.writer.submit(name, self._job(several[name], keys))
 

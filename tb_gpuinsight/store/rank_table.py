@@ -48,12 +48,14 @@ def digest(chosen: Sequence[Chosen], datasheet: Any) -> str:
 
 
 def report_for(store, run: str, chosen: Sequence[Chosen], present: Sequence[str], datasheet: Any,
-               fallback: Optional[Reader] = None, reader: Optional[Reader] = None) -> Tuple[rk.Report, Dict[str, int]]:
+               fallback: Optional[Reader] = None, reader: Optional[Reader] = None,
+               write: bool = True) -> Tuple[rk.Report, Dict[str, int]]:
     """The report of `chosen` spans of `run` through its rank index in `store` (updated and written back when
-    it changed), and what it cost: {"summaries_read", "from_index"}. `present`: every summary key the run has
-    now (inputs of other keys are dropped); `fallback` reads a span the store does not hold (in-memory
+    it changed, unless `write` is False: a request reads the index and writes nothing, the index is the
+    writer's: `index_logdir`), and what it cost: {"summaries_read", "from_index"}. `present`: every summary key
+    the run has now (inputs of other keys are dropped); `fallback` reads a span the store does not hold (in-memory
     summaries); `reader` reads a span instead of the store (default: its summary in `store`)."""
-    index = ri.load(store, run) or ri.RankIndex(run)
+    index = ri.load(store, run, write) or ri.RankIndex(run)
     key = digest(chosen, datasheet)
     stored = index.reports.get(key)
     if stored is not None:
@@ -69,6 +71,8 @@ def report_for(store, run: str, chosen: Sequence[Chosen], present: Sequence[str]
     if len(traces) < len(chosen):
         raise rk.RanksError(f"run {run!r}: {len(chosen) - len(traces)} rank summary(ies) could not be read")
     report = rk.analyze(traces, datasheet)
+    if not write:
+        return report, {"summaries_read": count, "from_index": 0}
     try:
         index.remember(key, to_json(report))
     except (TypeError, ValueError):  # a value JSON cannot hold: answered, not stored
@@ -155,7 +159,7 @@ def index_logdir(store, root: str, runs: Sequence[Any], extra_args: Sequence[str
     keys = store.keys() if keys is None else keys
     skipped = {}
     for run in runs:
-        if len(run.workers) < 2:  # one worker: indexed by the plugin if its Distributed tab is asked for
+        if len(run.workers) < 2:  # one worker: its Distributed tab reads its one summary
             continue
         jobs = {(s.worker, s.name): span_job(root, run, s, extra_args) for s in run.spans()}
         chosen = [(job.key, worker, span.name, job.identity) for worker, span in latest_spans(run)
