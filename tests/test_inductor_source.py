@@ -140,3 +140,19 @@ def test_the_source_decides_an_in_place_epilogue_the_order_leaves_open(tmp_path)
     (path.parent / name).write_text((DATA / LAUNCHES[kernel]["file"]).read_text())
     nbytes, reason, source = _kernel_row(path)
     assert nbytes == HAND[kernel] and source == "inductor" and reason == "Inductor's kernel_num_gb, in the kernel's source"
+
+
+@pytest.mark.parametrize("kernel", sorted(HAND))
+def test_the_order_based_figure_without_the_source_is_what_its_label_says(kernel):
+    """Without the file, bytes come from the argument order (estimate/triton.py): an exact figure is the hand
+    count, a lower bound is below it, an upper bound above it (tiled kernels included: ynumel x xnumel)."""
+    from tb_gpuinsight.estimate.flops import estimate_op
+
+    dims, types, concrete = _record(LAUNCHES[kernel]["args"])
+    e = estimate_op(kernel, tuple(tuple(d) for d in dims), tuple(types), tuple(concrete))
+    if e.bytes_reason.startswith("lower bound:"):
+        assert e.bytes <= HAND[kernel]
+    elif e.bytes_reason.startswith("upper bound:"):
+        assert e.bytes >= HAND[kernel]
+    else:
+        assert e.bytes_reason.startswith("Inductor argument roles") and e.bytes == HAND[kernel]

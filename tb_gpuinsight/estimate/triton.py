@@ -57,23 +57,29 @@ class Traffic:
     note: str
 
 
-def _numels(op: str, args: OpArgs) -> Optional[tuple[int, ...]]:
-    """The iteration space: the trailing integer scalars (xnumel[, r0_numel]), None when not recorded."""
+def _numels(op: str, args: OpArgs, sizes: list[int]) -> Optional[tuple[int, ...]]:
+    """The iteration space: the trailing integer scalars (xnumel[, r0_numel]), None when not recorded. A tiled
+    pointwise kernel passes ynumel, xnumel (and znumel): the fewest trailing numels whose product is the size of
+    one of its buffers (an output has it) make its space, as one number."""
     want = 1 if op.startswith(POINTWISE) else 2 if op.startswith(REDUCTION) else 0
     if not want:
         return None
     ints = [args.opt_value(i) for i in range(len(args)) if not args.is_tensor(i)]
     ints = [v for v in ints if isinstance(v, int) and not isinstance(v, bool)]
+    if want == 1:
+        tiled = next((k for k in (1, 2, 3) if len(ints) >= k and all(v > 0 for v in ints[-k:])
+                      and numel(tuple(ints[-k:])) in sizes), 1)
+        return (numel(tuple(ints[-tiled:])),) if ints and all(v > 0 for v in ints[-tiled:]) else None
     return tuple(ints[-want:]) if len(ints) >= want and all(v > 0 for v in ints[-want:]) else None
 
 
 def inductor_traffic(op: str, args: OpArgs, tensors: list) -> Optional[Traffic]:
     """Read + written bytes from Inductor's argument roles, or None when the iteration space is not recorded."""
-    space = _numels(op, args)
+    sizes = [numel(s) for _, s, _ in tensors]
+    space = _numels(op, args, sizes)
     if space is None:
         return None
     outputs = {space[0], numel(space)}  # sizes an output can have
-    sizes = [numel(s) for _, s, _ in tensors]
     nbytes = [n * b for n, (_, _, b) in zip(sizes, tensors)]
     ops = set(fused_ops(op))
     gather = bool(ops & _GATHER)
