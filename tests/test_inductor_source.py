@@ -74,6 +74,10 @@ def test_a_launch_that_does_not_match_its_source_is_not_sized():
     src = _without_inductor_figures(parse_source((DATA / launch["file"]).read_text()))
     assert launch_bytes(src, *_record(launch["args"][1:])) is None  # an argument fewer
     assert parse_source("def f(:\n") is None and parse_source("x = 1\n") is None
+    template = parse_source("@triton.jit\ndef triton_tem_fused_mm_0(arg_A, arg_B, out_ptr0, BLOCK_M: tl.constexpr):\n"
+                            "    a = tl.load(arg_A + (0))\n    tl.store(out_ptr0 + (0), a)\n")
+    assert template.args == ("arg_A", "arg_B", "out_ptr0")  # a GEMM template reads its operands by other names
+    assert launch_bytes(template, [[64, 64], [64, 64], [64, 64]], ["float"] * 3, ["", "", ""]) is None
 
 
 def test_only_inductor_kernel_files_are_looked_for(tmp_path):

@@ -35,6 +35,7 @@ from .dtypes import itemsize
 _HASH = re.compile(r"^[a-z0-9]{16,80}$")
 _BUFFER = re.compile(r"^(in_out_ptr|in_ptr|out_ptr)\d+$")
 _NUMEL = re.compile(r"^[xyzr]\d*_?numel$")
+_SIZE = re.compile(r"^ks\d+$")  # a dynamic size the index expressions use
 MAX_SOURCE_BYTES = 4 << 20  # a generated kernel is a few KB; anything larger is not one
 
 
@@ -214,6 +215,8 @@ def source_bytes(src: KernelSource, tensors: Sequence[Optional[Tuple[int, int]]]
         return src.num_gb * 1e9, "Inductor's kernel_num_gb, in the kernel's source"
     if len(tensors) != len(src.args) or len(scalars) != len(src.args):
         return None
+    if any(not (_BUFFER.match(a) or _NUMEL.match(a) or _SIZE.match(a)) for a in src.args):
+        return None  # a template's or workspace's argument (arg_A, ws_ptr): not the layout Inductor's rule reads
     space = 1
     numels = [(i, a) for i, a in enumerate(src.args) if _NUMEL.match(a)]
     if not numels:
