@@ -160,3 +160,22 @@ def test_the_order_based_figure_without_the_source_is_what_its_label_says(kernel
         assert e.bytes >= HAND[kernel]
     else:
         assert e.bytes_reason.startswith("Inductor argument roles") and e.bytes == HAND[kernel]
+
+
+def test_capture_keeps_the_kernels_beside_the_trace_where_the_analysis_finds_them(tmp_path):
+    """tb_gpuinsight.profile copies the Triton kernels Inductor loaded into {logdir}/inductor_kernels/<xx>/: a
+    wrapper or C++ module (no @triton.jit) is not copied, a kernel is copied once, and the analysis of a trace in
+    that logdir sizes its launch from the copy."""
+    from tb_gpuinsight.capture.inductor_kernels import FOLDER, keep_kernel_sources
+
+    kernel = "triton_poi_fused_add_mul_slice_0"
+    path, name = _compiled_trace(tmp_path, kernel)
+    wrapper = tmp_path / "cwrapperwrapperwrapperwrapper.py"
+    wrapper.write_text("def call(args):\n    pass\n")
+    loaded = [str(DATA / LAUNCHES[kernel]["file"]), str(wrapper)]
+    seen: set = set()
+    assert keep_kernel_sources(str(path.parent), loaded, seen) == 1
+    assert keep_kernel_sources(str(path.parent), loaded, seen) == 0 and len(seen) == 2
+    assert [p.name for p in (path.parent / FOLDER).rglob("*.py")] == [name]
+    nbytes, reason, source = _kernel_row(path)
+    assert nbytes == HAND[kernel] and source == "inductor" and reason.startswith("Inductor's kernel_num_gb")
