@@ -57,7 +57,7 @@ def test_the_python_stack_tells_alike_nested_layers_apart(tmp_path, python):
     sized = trace.ops["shape"] >= 0
     stacks = python_stacks(trace)
     assert (stacks >= 0).all() and len(set(stacks[trace.ops["ts"] < 200].tolist())) == 2
-    filled, by_python = fill_by_call_stack(trace.ops, sized, 1, stacks)
+    filled, by_python = fill_by_call_stack(trace.ops, sized, 1, lambda: stacks)
     assert filled == by_python == 4
     addmm = [dims for name, dims in _second_iteration_dims(trace) if name == "aten::addmm"]
     assert addmm == [[[w[1]], list(x), list(w)] for x, w in LAYERS]  # each layer its own shapes
@@ -68,5 +68,5 @@ def test_without_a_python_stack_alike_nested_ops_stay_without_shapes(tmp_path):
     sized = trace.ops["shape"] >= 0
     stacks = python_stacks(trace)
     assert (stacks < 0).all()
-    assert fill_by_call_stack(trace.ops, sized, 1, stacks) == (0, 0)  # two shapes for one nesting: ambiguous
+    assert fill_by_call_stack(trace.ops, sized, 1, lambda: stacks) == (0, 0)  # two shapes for one nesting: ambiguous
     assert all(dims is None for _, dims in _second_iteration_dims(trace))

@@ -185,7 +185,7 @@ def _fill_from_et(trace, path: str, report: EnrichReport, et_outputs: Dict[int, 
     _propagate(trace, np.array(filled, dtype=np.int64), report)
     sized = np.isin(ops["shape_source"], [SOURCES.index(s) for s in (ET_SHAPES, ET_VALUES, PROPAGATED)])
     report.et_by_call_stack, report.et_by_python_stack = fill_by_call_stack(
-        ops, sized, SOURCES.index(PROPAGATED), python_stacks(trace))
+        ops, sized, SOURCES.index(PROPAGATED), lambda: python_stacks(trace))
     report.et_unmatched = _unmatched(trace, np.array(filled, dtype=np.int64))
     return True
 

@@ -11,7 +11,7 @@ nn.Module calls of `with_stack` that hold it), that code is part of the key, tri
 alike (every Linear's addmm under an aten::linear) are then told apart by the line or module that called them."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -105,11 +105,11 @@ def _module_chains(ops, modules) -> np.ndarray:
 
 
 def fill_by_call_stack(ops, from_et: np.ndarray, source_code: int,
-                       python: Optional[np.ndarray] = None) -> Tuple[int, int]:
+                       python: Optional[Callable[[], np.ndarray]] = None) -> Tuple[int, int]:
     """Give each op without shapes the one shape the ET-sized ops (`from_et`: mask) of its call stack (and, in a
-    backward node, its forward op's shapes) share; mark them `source_code`. `python`: per op, the code of the Python
-    stack that ran it (-1 none; `python_stacks`), tried first where recorded. Returns how many ops were filled, and
-    how many of them by a key with the Python stack."""
+    backward node, its forward op's shapes) share; mark them `source_code`. `python`: gives, per op, the code of the
+    Python stack that ran it (-1 none; `python_stacks`), tried first where recorded; called only when there is an
+    op to fill. Returns how many ops were filled, and how many of them by a key with the Python stack."""
     todo = ops["shape"] < 0
     if not from_et.any() or not todo.any():
         return 0, 0
@@ -117,16 +117,17 @@ def fill_by_call_stack(ops, from_et: np.ndarray, source_code: int,
     stack = call_stacks(ops, parents)
     anchor = forward_anchors(ops, parents)
     variants = [np.stack([stack, anchor], axis=1), stack[:, None]]  # the narrower key first
-    with_python = python is not None and bool((python >= 0).any())
+    pystack = python() if python is not None else np.full(len(stack), -1, dtype=np.int64)
+    with_python = bool((pystack >= 0).any())
     if with_python:
-        variants = [np.stack([stack, python, anchor], axis=1), np.stack([stack, python], axis=1)] + variants
+        variants = [np.stack([stack, pystack, anchor], axis=1), np.stack([stack, pystack], axis=1)] + variants
     filled = by_python = 0
     for i, keys in enumerate(variants):
         shapes: Dict[Tuple[int, ...], Set[int]] = {}
         for key, code in zip(map(tuple, keys[from_et].tolist()), ops["shape"][from_et].tolist()):
             shapes.setdefault(key, set()).add(code)
         for row in np.flatnonzero(ops["shape"] < 0).tolist():
-            if with_python and i < 2 and python[row] < 0:
+            if with_python and i < 2 and pystack[row] < 0:
                 continue  # no Python stack recorded for this op: its key would say nothing more
             found = shapes.get(tuple(keys[row].tolist()))
             if found is not None and len(found) == 1:
