@@ -14,15 +14,14 @@ iteration space; twice for an in-place buffer. A source compiled with ``benchmar
 its ``inductor_meta``; those win. The file is parsed as text (``ast``), never imported or run.
 
 Where the file is looked for (only a file named ``<kernel_hash>.py``, hash of letters and digits): beside the
-trace (its folder, one folder down, or an Inductor cache copied there, ``<cache>/<hash[1:3]>/<hash>.py``), then
-the path the trace recorded when it lies in an Inductor cache (a ``torchinductor_*`` folder or
-``$TORCHINDUCTOR_CACHE_DIR``), i.e. on the machine that compiled the model.
+trace only (its folder, one folder down, or an Inductor cache copied there, ``<cache>/<hash[1:3]>/<hash>.py``, as
+``tb_gpuinsight.profile`` keeps them). Never at the path the trace recorded: a trace names any path it likes, and
+the same trace must give the same figures on every machine that reads it.
 """
 from __future__ import annotations
 
 import ast
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -67,11 +66,6 @@ def candidates(kernel_file: str, trace_path: Optional[str]) -> List[Path]:
     if trace_path:
         here = Path(trace_path).parent
         out += [here / name, *sorted(here.glob(f"*/{name}")), *sorted(here.glob(f"*/{stem[1:3]}/{name}"))]
-    recorded = Path(kernel_file)
-    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if recorded.is_absolute() and (recorded.parent.parent.name.startswith("torchinductor_")
-                                   or (cache and recorded.parent.parent == Path(cache))):
-        out.append(recorded)
     return out
 
 
