@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .oracle import AGREE, CLASSES, NOT_COMPARED, PEER_WRONG, TRACES, agreement_share, available, checks_for
+from .oracle import AGREE, CLASSES, NOT_COMPARED, ORACLES, PEER_WRONG, TRACES, agreement_share, available, checks_for
 
 
 @pytest.fixture(scope="module")
@@ -18,6 +18,13 @@ def checks():
         assert not unjoined, f"{name}: peer rows that joined no op of ours: {unjoined}"
         out += mine
     return out
+
+
+def test_every_corpus_trace_with_a_peer_report_is_checked(checks):
+    """A peer report added to the oracles folder is joined too, never silently left out."""
+    reports = {d.name for d in ORACLES.iterdir() if (d / "unified_perf_summary.csv").is_file()}
+    assert reports and reports == set(TRACES)
+    assert {c.trace for c in checks} == set(TRACES)
 
 
 @pytest.mark.parametrize("cls", CLASSES)

@@ -43,7 +43,7 @@ from ..estimate.bytes import CONV_FORWARD_OPS, OpArgs, UnknownEstimate, _CONV_SP
     conv_output_shape
 from ..trace.et import ExecutionTrace, load_et
 from ..trace.strides import fold_strides
-from .et_stack import fill_by_call_stack
+from .et_stack import fill_by_call_stack, python_stacks
 from .graph.et_link import link_et
 
 RECORDED, ET_SHAPES, INFERRED, ET_VALUES = "recorded", "ET shapes", "inferred", "recorded + ET values"
@@ -69,6 +69,7 @@ class EnrichReport:
     et_propagated: int = 0  # ops of other iterations that took the ET-filled shapes of their twin op
     et_iterations: int = 0  # op sequences (per thread) found repeating the one the ET covers
     et_by_call_stack: int = 0  # ops no iteration match reached, sized by the ET-sized ops of their call stack
+    et_by_python_stack: int = 0  # of those, sized with the Python stack (Call stack / module calls) in the key
     et_unmatched: Dict[str, int] = field(default_factory=dict)  # ops of a kind the ET sized left without shapes
     inferred: int = 0  # convolution ops whose parameters were inferred
     ambiguous: int = 0  # convolution ops left unknown (no unique solution)
@@ -183,7 +184,8 @@ def _fill_from_et(trace, path: str, report: EnrichReport, et_outputs: Dict[int, 
                 filled.append(op_row)
     _propagate(trace, np.array(filled, dtype=np.int64), report)
     sized = np.isin(ops["shape_source"], [SOURCES.index(s) for s in (ET_SHAPES, ET_VALUES, PROPAGATED)])
-    report.et_by_call_stack = fill_by_call_stack(ops, sized, SOURCES.index(PROPAGATED))
+    report.et_by_call_stack, report.et_by_python_stack = fill_by_call_stack(
+        ops, sized, SOURCES.index(PROPAGATED), lambda: python_stacks(trace))
     report.et_unmatched = _unmatched(trace, np.array(filled, dtype=np.int64))
     return True
 

@@ -4,13 +4,18 @@ all of those agree on one shape. Iterations whose op sequence differs from the E
 an autograd thread whose order varies) are thereby sized where their call stack says which op they are. A backward op's call stack alone often names several shapes (every layer's
 AddmmBackward0 runs an mm); its autograd node's sequence number then names the forward op it differentiates, and
 the forward op's shapes (sized by then) tell the layers apart. An op still without one shape stays unknown, and is
-listed by `enrich`'s report as unmatched."""
+listed by `enrich`'s report as unmatched.
+
+Where the trace recorded the Python code that ran each op (its "Call stack" frames, its "Module Hierarchy", or the
+nn.Module calls of `with_stack` that hold it), that code is part of the key, tried first: two layers whose ops nest
+alike (every Linear's addmm under an aten::linear) are then told apart by the line or module that called them."""
 from __future__ import annotations
 
-from typing import Dict, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
+from ..trace.table import Table
 from .correlate import op_parents
 
 _DEPTH = 8  # enclosing ops read: enough to tell one module's op from another's, without unbounded keys
@@ -59,24 +64,75 @@ def forward_anchors(ops, parents: np.ndarray) -> np.ndarray:
     return out
 
 
-def fill_by_call_stack(ops, from_et: np.ndarray, source_code: int) -> int:
+def python_stacks(trace) -> np.ndarray:
+    """Per op, a code for the Python code that ran it (-1 where none is recorded): its "Call stack" frames (with_stack
+    in 2021-22 releases), else its "Module Hierarchy", else the names of the nn.Module calls (python_function events
+    of later releases) that hold it on its thread, innermost first, up to _DEPTH."""
+    ops = trace.ops
+    for col in ("stack", "module"):
+        texts = ops.strings.get(col, []) if col in ops else []
+        if any(texts):
+            blank = np.array([not t for t in texts] + [True], dtype=bool)  # the last entry: code -1
+            codes = ops[col].astype(np.int64)
+            return np.where(blank[codes], -1, codes)
+    return _module_chains(ops, trace.modules)
+
+
+def _module_chains(ops, modules) -> np.ndarray:
+    out = np.full(len(ops), -1, dtype=np.int64)
+    if not len(modules) or not len(ops):
+        return out
+    threads: Dict[Tuple[str, str], int] = {}
+    tid = [threads.setdefault(key, len(threads)) for table in (modules, ops)
+           for key in zip(table.values("pid"), table.values("tid"))]
+    both = Table("nesting", {"ts": np.concatenate([modules["ts"], ops["ts"]]),
+                             "dur": np.concatenate([modules["dur"], ops["dur"]]),
+                             "pid": np.zeros(len(tid), dtype=np.int64), "tid": np.array(tid, dtype=np.int64)})
+    parents = op_parents(both).tolist()
+    names = modules.values("name")
+    keys: Dict[Tuple[str, ...], int] = {}
+    first = len(modules)
+    for row in range(len(ops)):
+        chain: List[str] = []
+        up, steps = parents[first + row], 0
+        while up >= 0 and len(chain) < _DEPTH and steps < 4 * _DEPTH:
+            if up < first:
+                chain.append(names[up] or "")
+            up, steps = parents[up], steps + 1
+        if chain:
+            out[row] = keys.setdefault(tuple(chain), len(keys))
+    return out
+
+
+def fill_by_call_stack(ops, from_et: np.ndarray, source_code: int,
+                       python: Optional[Callable[[], np.ndarray]] = None) -> Tuple[int, int]:
     """Give each op without shapes the one shape the ET-sized ops (`from_et`: mask) of its call stack (and, in a
-    backward node, its forward op's shapes) share; mark them `source_code`. Returns how many ops were filled."""
+    backward node, its forward op's shapes) share; mark them `source_code`. `python`: gives, per op, the code of the
+    Python stack that ran it (-1 none; `python_stacks`), tried first where recorded; called only when there is an
+    op to fill. Returns how many ops were filled, and how many of them by a key with the Python stack."""
     todo = ops["shape"] < 0
     if not from_et.any() or not todo.any():
-        return 0
+        return 0, 0
     parents = op_parents(ops)
     stack = call_stacks(ops, parents)
     anchor = forward_anchors(ops, parents)
-    filled = 0
-    for keys in (np.stack([stack, anchor], axis=1), stack[:, None]):  # the narrower key first
+    variants = [np.stack([stack, anchor], axis=1), stack[:, None]]  # the narrower key first
+    pystack = python() if python is not None else np.full(len(stack), -1, dtype=np.int64)
+    with_python = bool((pystack >= 0).any())
+    if with_python:
+        variants = [np.stack([stack, pystack, anchor], axis=1), np.stack([stack, pystack], axis=1)] + variants
+    filled = by_python = 0
+    for i, keys in enumerate(variants):
         shapes: Dict[Tuple[int, ...], Set[int]] = {}
         for key, code in zip(map(tuple, keys[from_et].tolist()), ops["shape"][from_et].tolist()):
             shapes.setdefault(key, set()).add(code)
         for row in np.flatnonzero(ops["shape"] < 0).tolist():
+            if with_python and i < 2 and pystack[row] < 0:
+                continue  # no Python stack recorded for this op: its key would say nothing more
             found = shapes.get(tuple(keys[row].tolist()))
             if found is not None and len(found) == 1:
                 ops["shape"][row] = next(iter(found))
                 ops["shape_source"][row] = source_code
                 filled += 1
-    return filled
+                by_python += int(with_python and i < 2)
+    return filled, by_python

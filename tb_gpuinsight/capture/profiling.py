@@ -38,6 +38,7 @@ import torch
 from torch.profiler import ExecutionTraceObserver, ProfilerActivity
 
 from ..errors import ConfigError
+from .inductor_kernels import keep_kernel_sources, loaded_kernel_files
 from .scalars import ScalarWriter
 from .tensortrace import TensorTrace
 
@@ -65,7 +66,8 @@ class TraceHandler:
 
     def __init__(self, logdir: "os.PathLike[str] | str", worker_name: Optional[str] = None, use_gzip: bool = False,
                  execution_trace: bool = True, tensor_trace: bool = True, scalars: bool = True,
-                 hparams: Optional[Mapping[str, Any]] = None, memory_snapshot: bool = False) -> None:
+                 hparams: Optional[Mapping[str, Any]] = None, memory_snapshot: bool = False,
+                 kernel_sources: bool = True) -> None:
         self.logdir = os.fspath(logdir)
         if hparams and not scalars:
             raise ConfigError("hparams are written with the scalars: leave scalars=True to record them")
@@ -82,6 +84,7 @@ class TraceHandler:
         weakref.finalize(self, shutil.rmtree, self._tmp, True)
         self._et: Optional[ExecutionTraceObserver] = None  # ours, registered for the window in progress
         self._recorder: Optional[TensorTrace] = None
+        self._kernels: Optional[set] = set() if kernel_sources else None  # Inductor kernel files seen
 
     # ------------------------------------------------------------------------ execution_trace_observer protocol
 
@@ -131,6 +134,8 @@ class TraceHandler:
             self._finish_execution_trace(base)
             self._finish_tensor_trace(base)
         self._finish_memory_snapshot(base)
+        if self._kernels is not None:
+            keep_kernel_sources(self.logdir, loaded_kernel_files(), self._kernels)
         self.spans.append(base)
         if self.scalars is not None:
             self.scalars.write_span(path)
@@ -200,7 +205,8 @@ class TraceHandler:
 
 def trace_handler(logdir: "os.PathLike[str] | str", worker_name: Optional[str] = None, use_gzip: bool = False,
                   execution_trace: bool = True, tensor_trace: bool = True, scalars: bool = True,
-                  hparams: Optional[Mapping[str, Any]] = None, memory_snapshot: bool = False) -> TraceHandler:
+                  hparams: Optional[Mapping[str, Any]] = None, memory_snapshot: bool = False,
+                  kernel_sources: bool = True) -> TraceHandler:
     """A handler writing, per span, the Kineto trace, an Execution Trace and a tensor.trace. Pass it to the profiler
     as both `on_trace_ready` and `execution_trace_observer` (or `**handler.profiler_args()`) so that the first span
     is complete too. `scalars`: after each span, write its per-step headline figures (step time, GPU busy, MFU,
@@ -208,9 +214,12 @@ def trace_handler(logdir: "os.PathLike[str] | str", worker_name: Optional[str] =
     (`capture/scalars.py`); False for none. `hparams`: the run's hyperparameters ({name: str/bool/int/float}), written
     with the scalars so TensorBoard's HParams dashboard compares runs by them. `memory_snapshot`: record the CUDA
     allocator's history during each recorded window and dump it beside the span's trace
-    (`{worker}.{time_ns}.memory_snapshot.pickle`: peak by source line, fragmentation and OOMs in the Memory tab)."""
+    (`{worker}.{time_ns}.memory_snapshot.pickle`: peak by source line, fragmentation and OOMs in the Memory tab).
+    `kernel_sources`: copy the Triton kernels torch.compile generated into `{logdir}/inductor_kernels/` after each
+    span (capture/inductor_kernels.py), which makes the bytes of kernels compiled without Inductor's figures exact;
+    False for none."""
     return TraceHandler(logdir, worker_name, use_gzip, execution_trace, tensor_trace, scalars, hparams,
-                        memory_snapshot)
+                        memory_snapshot, kernel_sources)
 
 
 def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1, active: int = 3, repeat: int = 1,
@@ -218,7 +227,8 @@ def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1,
             profile_memory: bool = True, with_stack: bool = False, worker_name: Optional[str] = None,
             use_gzip: bool = False, execution_trace: bool = True, tensor_trace: bool = True,
             inductor_figures: bool = True, scalars: bool = True, hparams: Optional[Mapping[str, Any]] = None,
-            memory_snapshot: bool = False, **profiler_kwargs: Any) -> "torch.profiler.profile":
+            memory_snapshot: bool = False, kernel_sources: bool = True,
+            **profiler_kwargs: Any) -> "torch.profiler.profile":
     """`torch.profiler.profile` with sensible defaults (the activities this machine has, `record_shapes=True`,
     `profile_memory=True`, a `schedule(wait, warmup, active, repeat)`) and a `trace_handler` writing every span's
     files to `logdir`. Call `prof.step()` once per training step.
@@ -232,7 +242,8 @@ def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1,
     every Triton kernel torch.compile generates from now on records Inductor's own `kernel_flop` and
     `kernel_num_gb` (exact FLOPs and bytes; without them a Triton kernel's bytes are only inferred from its buffers
     and its FLOPs are unknown). It changes what Inductor generates, not how fast it runs; a model compiled before
-    this call keeps its kernels. CUDA graphs (`mode="reduce-overhead"`, vLLM/SGLang graphs): replayed kernels have
+    this call keeps its kernels, whose bytes are made exact by `kernel_sources=True` (the default: the generated
+    kernel files are copied into `{logdir}/inductor_kernels/` after each span). CUDA graphs (`mode="reduce-overhead"`, vLLM/SGLang graphs): replayed kernels have
     no launching op; keep the first calls (the graph capture) inside a recorded span, i.e. `wait=0` or enter this
     block before the first compiled call, so the capture's launches and shapes are in the logdir to rate them.
 
@@ -250,7 +261,7 @@ def profile(logdir: "os.PathLike[str] | str", *, wait: int = 1, warmup: int = 1,
     if activities is None:
         warn_gpu_build_without_gpu()
     handler = trace_handler(logdir, worker_name, use_gzip, execution_trace, tensor_trace, scalars, hparams,
-                            memory_snapshot)
+                            memory_snapshot, kernel_sources)
     prof = torch.profiler.profile(
         activities=list(activities) if activities is not None else available_activities(),
         schedule=torch.profiler.schedule(skip_first=skip_first, wait=wait, warmup=warmup, active=active,

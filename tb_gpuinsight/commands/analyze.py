@@ -128,4 +128,8 @@ def _shape_source_lines(eff) -> List[str]:
         verdict = (f"used, {et['linked']:,} ops linked by {et['method']}" if et["used"] else
                    f"not used: {et['reason']}")
         lines.append(f"  Execution Trace {os.path.basename(et['path'])}: {verdict}")
+    if info.get("et_by_call_stack") or info.get("et_unmatched"):
+        unmatched = ", ".join(f"{name} x{count:,}" for name, count in info["et_unmatched"].items())
+        lines.append(f"  sized by call stack: {info['et_by_call_stack']:,} ops ({info['et_by_python_stack']:,} with "
+                     f"their Python stack); not matched: {unmatched or 'none'}")
     return lines

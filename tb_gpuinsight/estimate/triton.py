@@ -17,6 +17,9 @@ reduction). The roles follow from that order and the iteration space:
 A buffer larger than the iteration space (a slice, a strided view or a gather of a bigger buffer) is counted in full
 (an upper bound for it) unless the fused ops name a gather (``embedding``, ``index``, ``gather``): one element read
 per iterated element. FLOPs stay unknown, with the one step that records them.
+
+Where the kernel's generated file is found (estimate/inductor_source.py, applied per launch by the attribution),
+its named roles and index expressions replace these order-based figures: exact, slices included.
 """
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ from .registry import register_prefix
 
 ENABLE = ("compile with torch._inductor.config.benchmark_kernel=True (TORCHINDUCTOR_BENCHMARK_KERNEL=1): Inductor "
           "then records kernel_flop and kernel_num_gb on every Triton kernel")
+# The exact figure without benchmark_kernel: the kernel's generated file (estimate/inductor_source.py).
+SOURCE = "; exact with the kernel's Inductor source (<kernel_hash>.py) beside the trace"
 POINTWISE, REDUCTION = ("triton_poi_",), ("triton_red_", "triton_per_")
 # Fused ops that only create values: a kernel of one buffer made of them writes it without reading it.
 _CREATION = {"fill", "zeros", "ones", "full", "arange", "iota", "empty", "new_zeros", "new_ones", "new_full",
@@ -52,23 +57,29 @@ class Traffic:
     note: str
 
 
-def _numels(op: str, args: OpArgs) -> Optional[tuple[int, ...]]:
-    """The iteration space: the trailing integer scalars (xnumel[, r0_numel]), None when not recorded."""
+def _numels(op: str, args: OpArgs, sizes: list[int]) -> Optional[tuple[int, ...]]:
+    """The iteration space: the trailing integer scalars (xnumel[, r0_numel]), None when not recorded. A tiled
+    pointwise kernel passes ynumel, xnumel (and znumel): the fewest trailing numels whose product is the size of
+    one of its buffers (an output has it) make its space, as one number."""
     want = 1 if op.startswith(POINTWISE) else 2 if op.startswith(REDUCTION) else 0
     if not want:
         return None
     ints = [args.opt_value(i) for i in range(len(args)) if not args.is_tensor(i)]
     ints = [v for v in ints if isinstance(v, int) and not isinstance(v, bool)]
+    if want == 1:
+        tiled = next((k for k in (1, 2, 3) if len(ints) >= k and all(v > 0 for v in ints[-k:])
+                      and numel(tuple(ints[-k:])) in sizes), 1)
+        return (numel(tuple(ints[-tiled:])),) if ints and all(v > 0 for v in ints[-tiled:]) else None
     return tuple(ints[-want:]) if len(ints) >= want and all(v > 0 for v in ints[-want:]) else None
 
 
 def inductor_traffic(op: str, args: OpArgs, tensors: list) -> Optional[Traffic]:
     """Read + written bytes from Inductor's argument roles, or None when the iteration space is not recorded."""
-    space = _numels(op, args)
+    sizes = [numel(s) for _, s, _ in tensors]
+    space = _numels(op, args, sizes)
     if space is None:
         return None
     outputs = {space[0], numel(space)}  # sizes an output can have
-    sizes = [numel(s) for _, s, _ in tensors]
     nbytes = [n * b for n, (_, _, b) in zip(sizes, tensors)]
     ops = set(fused_ops(op))
     gather = bool(ops & _GATHER)
@@ -115,12 +126,14 @@ def _flops(op: str, args: OpArgs, out_dims: Any) -> None:
 def _bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) -> tuple[float, str]:
     traffic = inductor_traffic(op, args, tensors)
     if traffic is not None:
-        prefix = "" if traffic.kind == "exact" else "inferred: " if traffic.kind == "range" else f"{traffic.kind}: "
-        return traffic.bytes, f"{prefix}Inductor argument roles: {traffic.note}"[:400]
+        if traffic.kind == "exact":
+            return traffic.bytes, f"Inductor argument roles: {traffic.note}"[:400]
+        prefix = "inferred: " if traffic.kind == "range" else f"{traffic.kind}: "
+        return traffic.bytes, f"{prefix}Inductor argument roles: {traffic.note}"[:400 - len(SOURCE)] + SOURCE
     sizes = [numel(s) * b for _, s, b in tensors]
     low, high = max(sizes), sum(sizes)
     return float(high), (f"inferred: buffer sizes give {low:.4g} to {high:.4g} bytes; every buffer touched once in "
-                         f"full is used (the iteration space is not recorded). For exact bytes, {ENABLE}")
+                         f"full is used (the iteration space is not recorded). For exact bytes, {ENABLE}{SOURCE}")
 
 
 for _prefix in ("triton_poi_", "triton_red_", "triton_per_", "triton_tem_", "triton_mm", "triton_bmm", "triton_"):

@@ -189,7 +189,7 @@ class _Columns:
         return Table(name, columns, strings)
 
 
-_STRING_COLUMNS = {"name", "kind", "pid", "tid", "grid", "block", "module"}
+_STRING_COLUMNS = {"name", "kind", "pid", "tid", "grid", "block", "module", "kernel_file", "stack"}
 _EMPTY_DTYPE = {**{c: np.int32 for c in _STRING_COLUMNS}, "event": np.int64, "device_type": np.int32,
                 "device_id": np.int32, "addr": np.int64, "bytes": np.int64, "shape": np.int32, "comm": np.int32}
 
@@ -254,6 +254,8 @@ def _build_ops(cols: _Columns, evs: List, args: List, n: int, shapes: Interner, 
     cols.add_ints("fwd_tid", _of(args, "fwd_tid"), n)
     cols.add_floats("kernel_flop", _of(args, "kernel_flop"), n)
     cols.add_floats("kernel_num_gb", _of(args, "kernel_num_gb"), n)
+    cols.add_strings("kernel_file", _of(args, "kernel_file"), n)
+    cols.add_strings("stack", _of(args, "stack"), n)
     cols.add("shape", _shape_codes(args, shapes, n))
     cols.add_strings("module", _of(args, "module"), n)
     _add_comm(cols, args, n, comms)
@@ -391,7 +393,7 @@ def _build_modules(cols: _Columns, evs: List, args: List, n: int, _shapes, _kind
 # Every table also has "event": the row's index in traceEvents (to write augmented traces, link back).
 _ORDER = {
     "ops": ("name", "ts", "dur", "ext_id", "pid", "tid", "rf_id", "seq", "fwd_tid", "kernel_flop", "kernel_num_gb",
-            "shape", "module", "comm", "event"),
+            "kernel_file", "stack", "shape", "module", "comm", "event"),
     "kernels": ("name", "ts", "dur", "ext_id", "device", "stream", "correlation", "registers", "shared_mem",
                 "blocks_per_sm", "warps_per_sm", "occupancy", "grid", "block", "graph_node", "comm", "event"),
     "memops": ("kind", "name", "ts", "dur", "ext_id", "device", "stream", "correlation", "bytes", "bandwidth", "event"),

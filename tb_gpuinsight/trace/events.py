@@ -79,6 +79,8 @@ _ARG_FIELDS: Tuple[Tuple[str, str, Any], ...] = (
     ("bandwidth", "memory bandwidth (GB/s)", Optional[float]),
     ("kernel_flop", "kernel_flop", Optional[float]),
     ("kernel_num_gb", "kernel_num_gb", Optional[float]),
+    ("kernel_file", "kernel_file", Optional[str]),  # the Inductor-generated source of a Triton kernel's launch
+    ("stack", "Call stack", Optional[str]),  # Python frames of an op (with_stack, 2021-22 releases)
     ("module", "Module Hierarchy", Optional[str]),
     ("addr", "Addr", Optional[int]),
     ("alloc_bytes", "Bytes", Optional[int]),
@@ -107,7 +109,8 @@ _SHAPE_ATTRS = ("dims", "dims_legacy", "types", "concrete", "strides")
 # The args each table reads (besides the External id every activity table has); a table's args are decoded only
 # for the events that go to it, into a struct of these fields alone.
 TABLE_ARGS: Dict[str, Tuple[str, ...]] = {
-    "ops": ("ext", "ext_legacy", "rf_id", "seq", "fwd_tid", "kernel_flop", "kernel_num_gb", "module")
+    "ops": ("ext", "ext_legacy", "rf_id", "seq", "fwd_tid", "kernel_flop", "kernel_num_gb", "kernel_file", "stack",
+            "module")
     + _SHAPE_ATTRS + _COMM_ATTRS,
     "kernels": ("ext", "ext_legacy", "device", "stream", "correlation", "registers", "shared_mem", "blocks_per_sm",
                 "warps_per_sm", "occupancy", "occupancy_legacy", "grid", "block", "graph_node") + _COMM_ATTRS,

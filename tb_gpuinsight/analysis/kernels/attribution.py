@@ -8,12 +8,13 @@ every gap keeps its reason. The model is described in `efficiency.py`'s docstrin
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ...estimate.devices import normalize_dtype
 from ...estimate.flops import OpEstimate, estimate_op, freeze
+from ...estimate.inductor_source import KernelSource, find_source, launch_bytes
 from ...estimate.memo import default_memo
 from ...estimate.model_config import ModelConfig
 from ...estimate.model_sized import has_rule, size_from_config
@@ -118,6 +119,7 @@ def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray, model_config: Optiona
         row = used[i]
         table.append(_with_inductor(table[index[i]], ops["kernel_flop"][row], ops["kernel_num_gb"][row]))
         index[i] = len(table) - 1
+    _with_sources(trace, used, np.isnan(ops["kernel_num_gb"][used]), index, table, inductor)
     is_region = np.fromiter((n.startswith(COMPILED_REGIONS) for n in names), dtype=bool, count=len(names))
     wrapper = is_region[ops["name"][used]] if len(names) else np.zeros(len(used), dtype=bool)
     index[wrapper & ~inductor] = -1  # a compiled region's inputs say nothing of its kernels
@@ -156,6 +158,40 @@ def _with_inductor(est: OpEstimate, kernel_flop: float, kernel_num_gb: float) ->
     nbytes, bytes_reason = (est.bytes, est.bytes_reason) if np.isnan(kernel_num_gb) else \
         (float(kernel_num_gb) * 1e9, "")
     return OpEstimate(flops, flops_reason, nbytes, bytes_reason, est.dtype)
+
+
+def _with_sources(trace: KinetoTrace, used: np.ndarray, unsized: np.ndarray, index: np.ndarray,
+                  table: List[OpEstimate], inductor: np.ndarray) -> None:
+    """Triton launches without Inductor's bytes whose generated source is found (estimate/inductor_source.py):
+    bytes from its roles and index expressions, FLOPs from its inductor_meta when recorded. In place."""
+    files = trace.ops.strings.get("kernel_file", [])
+    if not any(files):
+        return
+    codes, shapes = trace.ops["kernel_file"][used], trace.ops["shape"][used]
+    sources: Dict[int, Optional[KernelSource]] = {}
+    done: Dict[Tuple[int, int, int], int] = {}
+    for i in np.flatnonzero(unsized & (codes >= 0)).tolist():
+        code, shape = int(codes[i]), int(shapes[i])
+        if not files[code] or shape < 0:
+            continue
+        key = (code, shape, int(index[i]))
+        if key not in done:
+            if code not in sources:
+                sources[code] = find_source(files[code], trace.meta.path)
+            est = _from_source(sources[code], trace.shape(shape), table[index[i]]) if sources[code] else None
+            if est is not None:
+                table.append(est)
+            done[key] = len(table) - 1 if est is not None else -1
+        if done[key] >= 0:
+            index[i], inductor[i] = done[key], True
+
+
+def _from_source(src: KernelSource, shape: Tuple[Any, Any, Any], est: OpEstimate) -> Optional[OpEstimate]:
+    sized = launch_bytes(src, *shape)
+    if sized is None:
+        return None
+    flops, flops_reason = (est.flops, est.flops_reason) if src.flop is None else (src.flop, "")
+    return OpEstimate(flops, flops_reason, sized[0], sized[1], est.dtype)
 
 
 @dataclass
