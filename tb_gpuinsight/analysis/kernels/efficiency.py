@@ -119,7 +119,7 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
         memop_links = link_activities(trace.memops, trace.ops, trace.launches, parents)
         acts = _activities(trace, kernel_links, memop_links)
     with stage("estimate"):
-        estimates = _op_estimates(trace, acts["op"], model_config)
+        estimates = _op_estimates(trace, acts["op"], model_config, parents)
         _attribute(acts, _OpFacts(trace, estimates, under_compiled_region(trace.ops, parents)))
         size_from_subops(trace, acts)  # kernels their op cannot size, from the op's sub-ops before the launch
         size_from_forward(trace, acts)  # an autograd Function's backward kernels, from its forward op
