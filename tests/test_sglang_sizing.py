@@ -151,3 +151,22 @@ def test_aiter_paged_attention_v1_is_read_with_its_own_argument_order():
     assert est.flops == 2 * 256 * 32 * 8 * 700  # min(max_context_len 700, 64 pages x 16) per sequence
     assert est.bytes == 2 * 8 * 32 * 128 * 2 + 8 * 700 * 8 * 128 * 2 * 2 + (8 * 64 + 8) * 4
     assert "max_context_len 700" in est.bytes_reason
+
+
+def test_a_wrapper_launching_its_childs_kernel_is_rated_through_the_child(tmp_path):
+    """A Python wrapper op (no rule of its own: every argument it gets, the 6.6 GB KV pool included, would be
+    charged) whose child records the paged decode's arguments and launches nothing: the kernel takes the
+    child's figures, said so."""
+    name, dims, types, concrete = ragged_op(pages=32 * 4096)
+    wrapper = ("sglang::paged_decode_wrapper", dims[2:5] + [[33], [32 * 4096]], types[2:5] + [INT, INT],
+               [""] * 5)
+    eff = tb_gpuinsight.analyze(trace_file(tmp_path, [wrapper, (name, dims, types, concrete)],
+                                           kernel="paged_attention_ll4mi", kernel_us=300), model_config="")
+    child = estimate_op(name, dims, types, concrete)
+    acts = eff.activities
+    assert acts["bytes"][0] == child.bytes and acts["flops"][0] == child.flops
+    assert _row(eff, "bytes_reason").startswith("through its sub-op aiter::paged_attention_ragged: upper bound")
+    assert not bool(acts["over_roof"][0])
+    alone = tb_gpuinsight.analyze(trace_file(tmp_path, [wrapper], kernel="paged_attention_ll4mi", kernel_us=300),
+                                  model_config="")
+    assert alone.activities["bytes"][0] > 10 * child.bytes and bool(alone.activities["over_roof"][0])

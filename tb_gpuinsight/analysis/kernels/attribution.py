@@ -21,6 +21,7 @@ from ...trace.table import Interner, Table, unique_rows
 from ..correlate import COMPILED_REGIONS, NO_OP, graph_replayed
 from .config_sizing import size_from_model_config
 from .helper_bytes import helper_rows_bytes
+from .wrapped_sizing import rate_through_children
 from .reasons import CODES
 from .roles import (COMPUTE, COPIES, EPILOGUE, LAYOUT, MEMCPY, MEMSET, ROLE_REASONS, ROLES, SPLITK, WORK,
                     helper_bytes_reason, kernel_role)
@@ -111,11 +112,15 @@ def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray, model_config: Optiona
     table = _estimates(trace, [(names[n], s) for n, s in distinct.tolist()])
     index = which.reshape(-1).astype(np.int64)
     configured = index < 0  # all False
+    first = np.full(len(distinct), -1, dtype=np.int64)
+    first[which.reshape(-1)[::-1]] = used[::-1]  # each signature's first op row
+    sigs = [(names[n], s) for n, s in distinct.tolist()]
+    if parents is not None:  # a wrapper that launches its child's kernel takes the child's figures
+        rate_through_children(trace, sigs, first, table, parents, set(used.tolist()),
+                              lambda pairs: _estimates(trace, pairs))
     if model_config is not None:
-        first = np.full(len(distinct), -1, dtype=np.int64)
-        first[which.reshape(-1)[::-1]] = used[::-1]  # each signature's first op row
-        sized = size_from_model_config(trace, [(names[n], s) for n, s in distinct.tolist()], first, table,
-                                       model_config, parents if parents is not None else np.empty(0, np.int64))
+        sized = size_from_model_config(trace, sigs, first, table, model_config,
+                                       parents if parents is not None else np.empty(0, np.int64))
         configured = np.isin(index, sized)
     inductor = ~np.isnan(ops["kernel_flop"][used]) | ~np.isnan(ops["kernel_num_gb"][used])
     for i in np.flatnonzero(inductor).tolist():
