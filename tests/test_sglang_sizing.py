@@ -124,10 +124,11 @@ def test_paged_decode_is_charged_the_query_the_kv_pages_it_names_and_the_output(
     assert est.bytes_reason.startswith("upper bound: the KV tokens the page list names")
 
 
-def test_a_page_list_longer_than_the_cache_counts_the_cache_at_most():
-    name, dims, types, concrete = ragged_op(pages=4 * POOL)  # a buffer sized max batch x max context
+def test_a_page_list_naming_the_whole_cache_is_a_buffer_not_this_calls_read():
+    # SGLang's CUDA-graph decode hands a kv_indices buffer of max batch x max context: not the pages read
+    name, dims, types, concrete = ragged_op(pages=4 * POOL)
     est = estimate_op(name, dims, types, concrete)
-    assert est.flops == 2 * 256 * 32 * POOL
+    assert est.flops is None and est.bytes is None and "a buffer sized for the longest contexts" in est.bytes_reason
 
 
 def test_a_sglang_decode_step_over_a_13_gb_pool_is_not_above_the_dram_roof(tmp_path):
@@ -170,3 +171,10 @@ def test_a_wrapper_launching_its_childs_kernel_is_rated_through_the_child(tmp_pa
     alone = tb_gpuinsight.analyze(trace_file(tmp_path, [wrapper], kernel="paged_attention_ll4mi", kernel_us=300),
                                   model_config="")
     assert alone.activities["bytes"][0] > 10 * child.bytes and bool(alone.activities["over_roof"][0])
+    # a child whose rule cannot size the call (its page list is a whole-cache buffer): unknown, not every argument
+    name, dims, types, concrete = ragged_op(pages=4 * POOL)
+    wrapper = ("sglang::paged_decode_wrapper", dims[2:5] + [[33], [4 * POOL]], types[2:5] + [INT, INT], [""] * 5)
+    eff = tb_gpuinsight.analyze(trace_file(tmp_path, [wrapper, (name, dims, types, concrete)],
+                                           kernel="paged_attention_ll4mi", kernel_us=300), model_config="")
+    assert eff.activities["bytes"][0] != eff.activities["bytes"][0] and not bool(eff.activities["over_roof"][0])
+    assert "through its sub-op aiter::paged_attention_ragged: the page list" in _row(eff, "bytes_reason")

@@ -4,8 +4,9 @@ query reads the KV pages its block table or page-index list names, never the who
 The cache is an argument of these ops (the engine's KV pool: every layer's pages, gigabytes), so charging every
 argument counts the pool once per call, tens of times the physical read. Instead, per call:
 
-    KV tokens read = pages named x page size     (at most the cache's own pages; an upper bound when the list is a
-                                                  buffer the engine sized for its longest contexts)
+    KV tokens read = pages named x page size     (an upper bound: the list may be a buffer the engine sized for its
+                                                  longest contexts; one naming the whole cache or more is such a
+                                                  buffer, not this call's pages: then unknown)
     FLOPs = 2 x (D + D_v) x Hq x query rows per sequence x KV tokens     (Q K^T and P V)
     bytes = query read + output written + KV tokens x (K + V bytes per token) + page lists and lengths read
 
@@ -25,8 +26,8 @@ from typing import Any, Optional
 from .args import OpArgs, UnknownEstimate, numel
 from .registry import register
 
-NAMED = ("upper bound: the KV tokens the page list names (the engine may size it for its longest contexts), "
-         "at most the cache's pages; per-sequence lengths are not recorded")
+NAMED = ("upper bound: the KV tokens the page list names (the engine may size it for its longest contexts); "
+         "per-sequence lengths are not recorded")
 TABLE = ("upper bound: every sequence counted at its block table's capacity{cap}; per-sequence context lengths "
          "are not recorded")
 
@@ -56,7 +57,11 @@ def _problem(args: OpArgs, q_at: int, tokens: float, page: int, note: str) -> di
         raise UnknownEstimate(f"query {list(q)} is not [rows, heads, head dim]")
     sizes = _sizes(args)
     capacity = k[0] * page
-    kv_tokens = min(tokens, capacity)
+    if tokens >= capacity:  # a CUDA-graph buffer sized for max batch x max context, not what this call reads
+        raise UnknownEstimate(f"the page list or block tables name {tokens:,.0f} KV tokens, the whole cache "
+                              f"({capacity:,} tokens) or more: a buffer sized for the longest contexts, not this "
+                              "call's pages; per-sequence lengths are not recorded")
+    kv_tokens = tokens
     per_token = _per_token(k, sizes.get(q_at + 1, 2), page) + _per_token(v, sizes.get(q_at + 2, 2), page)
     return {"q": q, "kv_tokens": kv_tokens, "kv_bytes": kv_tokens * per_token, "q_size": sizes.get(q_at, 2),
             "d_v": v[-1] if len(v) == 4 else q[2], "note": note, "q_at": q_at}

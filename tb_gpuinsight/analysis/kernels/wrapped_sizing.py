@@ -5,7 +5,8 @@ attention) may own the kernel launch while the op that records the attention's r
 block tables) runs inside it without launching anything itself. The wrapper has no rule of its own, so its
 generic custom-op bytes charge every argument it was given: the whole KV pool, tens of times the read. Such a
 wrapper takes the figures of its one ruled sub-op that launched nothing (its reasons say "through its sub-op"),
-never both: the sub-op's own figures reach no kernel.
+never both: the sub-op's own figures reach no kernel. Where that rule cannot size the call, the wrapper is unknown
+with the rule's reason, not charged every argument.
 """
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from typing import Callable, List, Sequence, Set, Tuple
 
 import numpy as np
 
+from ...estimate.args import op_key
 from ...estimate.custom import is_custom
 from ...estimate.flops import OpEstimate
+from ...estimate.registry import lookup
 from ...trace.kineto import KinetoTrace
 from ..correlate import descends
 
@@ -38,8 +41,8 @@ def rate_through_children(trace: KinetoTrace, ops: List[Tuple[str, int]], rows: 
             continue
         (sub_name, code), = subs
         found = estimate([(sub_name, code)])[0]
-        if found.flops is None or found.bytes is None:
-            continue
+        if lookup(op_key(sub_name)) is None or (found.bytes_reason or "").startswith(GENERIC):
+            continue  # no rule knows the child either: the wrapper keeps its own (partial) figures
         table[i] = OpEstimate(found.flops, THROUGH.format(name=sub_name, reason=found.flops_reason), found.bytes,
                               THROUGH.format(name=sub_name, reason=found.bytes_reason), found.dtype)
         done.append(i)
