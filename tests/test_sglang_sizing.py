@@ -178,3 +178,32 @@ def test_a_wrapper_launching_its_childs_kernel_is_rated_through_the_child(tmp_pa
                                            kernel="paged_attention_ll4mi", kernel_us=300), model_config="")
     assert eff.activities["bytes"][0] != eff.activities["bytes"][0] and not bool(eff.activities["over_roof"][0])
     assert "through its sub-op aiter::paged_attention_ragged: the page list" in _row(eff, "bytes_reason")
+
+
+# --------------------------------------------------------------- FlashAttention-3 (SGLang's backend on Hopper)
+
+def fa3_op(q, k, table=None, cu=None, max_q="", max_k="", causal="True"):
+    """sgl_kernel::fwd(q, k, v, k_new, v_new, q_v, out, cu_seqlens_q, cu_seqlens_k, cu_seqlens_k_new, seqused_q,
+    seqused_k, max_seqlen_q, max_seqlen_k, page_table, ..., softmax_scale 23, is_causal 24, ...)."""
+    dims = [q, k, k, [], [], [], [], cu or [], cu or [], [], [], [q[0]] if table else [], [], [], table or []]
+    dims += [[]] * 20
+    paged = INT if table else ""  # an absent (None) argument records no type
+    types = [BF16, BF16, BF16, "", "", "", "", INT, INT, "", "", paged, "Scalar", "Scalar", paged] + [""] * 20
+    concrete = [""] * 12 + [str(max_q), str(max_k), ""] + [""] * 8 + ["0.088", causal] + [""] * 10
+    return "sgl_kernel::fwd", dims, types, concrete
+
+
+def test_fa3_paged_decode_reads_each_sequences_page_table_capacity_at_most():
+    est = estimate_op(*fa3_op([32, 32, 128], [20000, 16, 8, 128], table=[32, 256], cu=[33], max_q=1))
+    assert est.flops == 2 * 256 * 32 * 32 * 256 * 16  # 32 sequences x 4096 tokens, 32 heads, D = D_v = 128
+    assert est.bytes == 2 * 32 * 32 * 128 * 2 + 32 * 4096 * 8 * 128 * 2 * 2 + (33 + 33 + 32 + 32 * 256) * 4
+    assert "page table's capacity (256 pages x 16 tokens)" in est.bytes_reason
+    # a CUDA-graph page table as large as the cache: not this call's pages
+    est = estimate_op(*fa3_op([32, 32, 128], [20000, 16, 8, 128], table=[160, 2560], cu=[33], max_q=1))
+    assert est.bytes is None and "a buffer sized for the longest contexts" in est.bytes_reason
+
+
+def test_fa3_varlen_prefill_counts_causal_pairs_of_packed_sequences():
+    est = estimate_op(*fa3_op([1000, 32, 128], [1000, 8, 128], cu=[5], max_q=250, max_k=250))
+    assert est.flops == 2 * 256 * 32 * 4 * (250 * 251 // 2)  # 4 sequences of 250, causal
+    assert est.bytes == 2 * 1000 * 32 * 128 * 2 + 2 * 1000 * 8 * 128 * 2 + 2 * 5 * 4
