@@ -216,3 +216,36 @@ def test_augmented_replay_carries_the_captured_figures(tmp_path):
     events = json.load(gzip.open(out))["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
     assert sum("kernel_flop" in e["args"] for e in kernels) >= 24  # every replayed GEMM and attention kernel
+
+
+# ------------------------------------------------------------------------------------------ execution graph
+
+@pytest.mark.parametrize("folder, nodes", [
+    ("cuda_graph", {"aten::addmm": 24, "aten::_cudnn_attention_forward": 12, "aten::native_layer_norm": 12,
+                    "aten::add": 12, "aten::gelu": 6}),
+    ("reduce_overhead", {"aten::addmm": 24, "aten::_cudnn_attention_forward": 12, "triton_poi_fused_gelu_view_2": 6}),
+])
+def test_the_execution_graph_counts_replayed_kernels_at_their_captured_ops(folder, nodes):
+    """The capture span of each H200 pair (its ET beside it) captures the graph and replays it 3 times: each
+    replayed kernel counts at the ET node of the op that captured it (eager: nowhere, or the whole compiled
+    region), marked "graph capture" as Kernel efficiency and Tensor shapes mark it."""
+    from tb_gpuinsight.analysis.graph import view as gv
+    from tb_gpuinsight.analysis.graph.build import load_graph
+
+    kineto = sorted((DATA / folder).glob("*.pt.trace.json.gz"))[0]
+    graph = load_graph(str(kineto).replace(".pt.trace.json.gz", ".et.json.gz"), kineto)
+    acts = graph.efficiency.activities
+    replayed = acts["graph"].astype(bool)
+    at = {}
+    for row, rows in graph.kernels.rows.items():
+        n = int(replayed[rows].sum())
+        if n:
+            at[graph.et.names[row]] = at.get(graph.et.names[row], 0) + n
+    assert all(at.get(name) == n for name, n in nodes.items())
+    assert "Torch-Compiled Region: 0/0" not in at and sum(at.values()) == int(replayed.sum())
+    assert graph.kernels.captured_us.sum() == pytest.approx(acts["dur"][replayed].sum())
+    tree = gv.build_tree(graph)
+    figs = gv.figures(tree, graph)
+    mm = next(r for r in graph.kernels.rows if graph.et.names[r] == "aten::addmm")
+    node = gv.node_json(tree, graph, figs, mm)
+    assert node["source"] == "graph capture" and node["captured_us"] > 0 and node["kernels"] == 3  # 3 replays

@@ -162,12 +162,35 @@ def test_each_step_has_its_mfu_against_the_selections_peak(tmp_path):
 
 @pytest.mark.skipif(not os.path.isdir(CORPUS), reason="corpus traces (../shared/traces) not present")
 def test_a_step_whose_host_time_dwarfs_its_gpu_time_names_the_profilers_stack_recording():
-    """timesformer on an H100 (with_stack: 42,330 python_function events in 383 ms) idles the GPU 59 % of its
-    step: the profiler's own Python recording is named, with its rate; Qwen (GPU busy 92 %) is not."""
+    """timesformer on an H100 (with_stack: 42,330 python_function events in the trace, 42,205 of them in its one
+    383 ms step) idles the GPU 59 % of its step: the profiler's own Python recording is named, with the step's
+    rate; Qwen (GPU busy 92 %) is not."""
     rec = {r["id"]: r for r in tb_gpuinsight.overview(
         os.path.join(CORPUS, "h100__facebook_timesformer-base-finetuned-k400__1016002.json.gz")).recommendations}
     figures = rec["profiler_stack"]["figures"]
-    assert figures["python_events"] == 42330 and figures["python_events_per_ms"] > 100
+    assert figures["python_events"] == 42205 and figures["python_events_per_ms"] > 100
+    assert (figures["steps_flagged"], figures["steps_judged"]) == (1, 1)
     assert figures["gpu_idle_share"] > 0.5
     qwen = tb_gpuinsight.overview(os.path.join(CORPUS, "h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"))
     assert "profiler_stack" not in {r["id"] for r in qwen.recommendations}
+
+
+def test_the_python_call_rate_is_judged_per_step(tmp_path):
+    """Two steps of 1 ms with the same idle GPU: the first records 60 python_function events (60 per ms), the
+    second none. Only the first is the profiler's doing; the trace's rate (30 per ms) would blame both."""
+    events = []
+    for i, ts in enumerate((1000, 2000)):
+        events.append(_x("user_annotation", f"ProfilerStep#{i + 1}", ts, 1000))
+        events += [_x("cpu_op", "aten::mm", ts + 100, 50, **{"External id": 10 + i}),
+                   _x("cuda_runtime", "cudaLaunchKernel", ts + 110, 5, correlation=10 + i, **{"External id": 10 + i}),
+                   _x("kernel", "ampere_sgemm_128x64_nn", ts + 200, 100, pid=0, tid=7, correlation=10 + i, device=0,
+                      stream=7, grid=[64, 1, 1], block=[256, 1, 1])]
+    events += [_x("python_function", f"model.py(12): f{j}", 1000 + 15 * j, 10) for j in range(60)]
+    path = tmp_path / "worker.1700000000000.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": [MI300], "traceEvents": events}))
+    result = tb_gpuinsight.overview(path)
+    assert [r["python_events"] for r in result.steps] == [60, 0]
+    rec = {r["id"]: r for r in result.recommendations}["profiler_stack"]
+    figures = rec["figures"]
+    assert (figures["steps_flagged"], figures["steps_judged"], figures["python_events"]) == (1, 2, 60)
+    assert figures["python_events_per_ms"] == pytest.approx(60) and rec["recoverable_us"] == pytest.approx(60 / 2)

@@ -90,6 +90,15 @@ def link_activities(activities: Table, ops: Table, launches: Table, parents: np.
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
 
 
+def descends(row: int, op: int, parents: np.ndarray) -> bool:
+    """Op `row` is nested (at any depth) inside op `op` (`parents` from `op_parents`)."""
+    while row >= 0:
+        row = int(parents[row])
+        if row == op:
+            return True
+    return False
+
+
 def graph_replayed(launch: np.ndarray, launches: Table) -> np.ndarray:
     """Per activity: launched by a CUDA/HIP graph launch call (a replay of captured work)."""
     names = launches.strings.get("name", [])

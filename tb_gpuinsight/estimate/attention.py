@@ -404,8 +404,9 @@ def _cache_by_name_bytes(op: str, args: OpArgs, tensors: list, out_dims: Any) ->
     _cache_by_name(op, args, out_dims)
 
 
-register("vllm::unified_attention vllm::unified_attention_with_output", "attention", flops=_cache_by_name,
-         bytes=_cache_by_name_bytes, source="vLLM schema (query, key, value, output, layer_name, ...)")
+register("vllm::unified_attention vllm::unified_attention_with_output sglang::unified_attention_with_output "
+         "sglang::unified_attention_with_output_and_lse", "attention", flops=_cache_by_name,
+         bytes=_cache_by_name_bytes, source="vLLM / SGLang schema (query, key, value, output, layer_name or id, ...)")
 
 
 # vLLM's paged decode attention: paged_attention_v1(out, query[seqs, Hq, D], key_cache[blocks, Hk, D/x, block, x],

@@ -66,6 +66,10 @@ def _hidden_weights(op: str, args: OpArgs, out_dims: Any) -> None:
 register("vllm::moe_forward vllm::moe_forward_shared", "moe", flops=_hidden_weights,
          bytes=lambda op, args, tensors, out_dims: _hidden_weights(op, args, out_dims),
          source="vLLM schema moe_forward(hidden_states, router_logits, layer_name)")
+register("sglang::moe_forward_piecewise_cuda_graph_impl sglang::fused_moe_bypassed_piecewise_cuda_graph_impl "
+         "sglang::flashinfer_fp4_moe_forward_piecewise_cuda_graph_impl", "moe", flops=_hidden_weights,
+         bytes=lambda op, args, tensors, out_dims: _hidden_weights(op, args, out_dims),
+         source="SGLang schema *_piecewise_cuda_graph_impl(hidden_states, ..., router_logits, ..., layer_id)")
 
 
 def _topk_softmax_flops(op: str, args: OpArgs, out_dims: Any) -> int:

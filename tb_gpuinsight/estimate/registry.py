@@ -72,7 +72,7 @@ def register_suffix(suffix: str, family: str, **formulas: Any) -> None:
 
 
 # Modules of one library's ops across families (each entry still names its family).
-LIBRARIES = ("transformer_engine", "autograd_functions", "attention_functions")
+LIBRARIES = ("transformer_engine", "autograd_functions", "attention_functions", "paged_decode", "flash_attn3")
 
 
 @functools.lru_cache(maxsize=1)

@@ -135,9 +135,11 @@ def _build(service, et_path: str, kineto_path: str, path_et_ids: Optional[np.nda
     try:
         from ..loading import load
         from ..analysis.kernels.efficiency import analyze_trace
+        from ..analysis.kernels.graph_capture import with_captures
 
         trace = load(kineto_path, extra_args=service.extra_args)
         eff = analyze_trace(trace, datasheet=service.datasheet(), device_name=device_name)
+        eff = with_captures(eff, datasheet=service.datasheet(), device_name=device_name)  # replays via captured ops
     except GpuInsightError as exc:  # the ET alone still gives a graph, without times
         warning = f"Kineto trace not usable, graph shown without times: {exc}"
     graph = build_graph(et, trace, eff)

@@ -111,8 +111,11 @@ def _load_summary(data: bytes) -> Tuple[Summary, Any]:
 
 
 def meta_dict(meta) -> Dict[str, Any]:
-    """A TraceMeta (dataclass) as a JSON-ready dict."""
-    return _jsonable(dataclasses.asdict(meta))
+    """A TraceMeta (dataclass) as a JSON-ready dict (the python_function counts by time bucket stay out: the
+    overview section carries them per step)."""
+    out = dataclasses.asdict(meta)
+    out.pop("python_calls", None)
+    return _jsonable(out)
 
 
 def _jsonable(value: Any) -> Any:

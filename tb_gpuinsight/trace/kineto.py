@@ -75,6 +75,7 @@ class TraceMeta:
     has_external_ids: bool = False
     versions: Dict[str, Any] = field(default_factory=dict)
     category_counts: Dict[str, int] = field(default_factory=dict)
+    python_calls: Dict[int, int] = field(default_factory=dict)  # start bucket (reader.PYTHON_BUCKET_US) -> events
     event_count: int = 0
     malformed_events: int = 0  # traceEvents entries that are no JSON object: skipped
     malformed_args: int = 0  # field values dropped (the total of dropped_fields)
@@ -379,6 +380,7 @@ def _meta(path: str, top: Any, reader: _Reader, tables: Dict[str, Table], device
         has_external_ids=bool(len(ops) and (ops["ext_id"] >= 0).any()),
         versions=versions,
         category_counts={(k or "(none)"): v for k, v in counts.most_common()},
+        python_calls=dict(reader.python_calls),
         event_count=total, malformed_events=reader.malformed,
         malformed_args=sum(reader.log.dropped.values()),
         coerced_fields=dict(reader.log.coerced.most_common()), dropped_fields=dict(reader.log.dropped.most_common()),

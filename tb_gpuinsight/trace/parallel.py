@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -40,12 +40,13 @@ class Part:
     t_min: float
     t_max: float
     first: int = 0  # added to the part's "event" column (a part decoded on its own counts its events from 0)
+    python_calls: Counter = field(default_factory=Counter)
 
 
 def part_of(reader: Any, tables: Dict[str, Table], first: int = 0) -> Part:
     """A finished reader's tables and counts as a Part."""
     return Part(tables, reader.shapes.items, reader.comms.items, reader.counts, reader.log.coerced,
-                reader.log.dropped, reader.malformed, reader.t_min, reader.t_max, first)
+                reader.log.dropped, reader.malformed, reader.t_min, reader.t_max, first, reader.python_calls)
 
 
 def decode_workers(workers: Optional[int], file_bytes: Optional[int] = None, path: str = "") -> int:
@@ -127,6 +128,7 @@ def merge_into(reader: Any, parts: List[Part]) -> Dict[str, Table]:
     comm_maps = [_remap(comms, p.comms) for p in parts]
     for part in parts:
         reader.counts.update(part.counts)
+        reader.python_calls.update(part.python_calls)
         reader.log.coerced.update(part.coerced)
         reader.log.dropped.update(part.dropped)
         reader.malformed += part.malformed

@@ -24,6 +24,9 @@ _NAME = operator.attrgetter("name")
 _IS_MODULE = operator.methodcaller("startswith", MODULE_PREFIX)
 
 
+PYTHON_BUCKET_US = 100.0  # resolution of the python_function counts (a decode step lasts ~10 ms)
+
+
 class _Routes:
     """Where events go, decided once per distinct (category, phase) rather than per event: a code per
     (table, kind), NOWHERE, or a BY_NAME code for events whose destination depends on their name (MEMORY_EVENT,
@@ -113,6 +116,7 @@ class _Reader:
         self.keys = Interner()  # the (category, phase) pairs met so far
         self.route = _Routes()
         self.counts: Counter = Counter()
+        self.python_calls: Counter = Counter()  # PYTHON_BUCKET_US bucket -> python_function events starting in it
         self.malformed = 0
         self._holes = False  # the last decoded chunk holds None for entries that were no object
         self.t_min = np.inf
@@ -171,6 +175,7 @@ class _Reader:
         dest[np.isnan(ts) | wild] = _Routes.NOWHERE
         by_name = np.flatnonzero(dest <= _Routes.MEMORY_BY_NAME)
         if len(by_name):  # memory instants and module calls are told by their names
+            self._count_python_calls(ts[by_name[dest[by_name] == _Routes.MODULE_BY_NAME]])
             rows = by_name.tolist()
             names = list(map(_NAME, map(evs.__getitem__, rows)))
             memory = dest[by_name] == _Routes.MEMORY_BY_NAME
@@ -179,6 +184,13 @@ class _Reader:
             dest[by_name] = np.where(keep, np.where(memory, route.add(("memory", "")), route.add(("modules", ""))),
                                      _Routes.NOWHERE)
         return dest
+
+    def _count_python_calls(self, starts: np.ndarray) -> None:
+        """python_function events (with_stack recordings) by start-time bucket: the rate of the profiler's own
+        stack recording per step, without keeping the events."""
+        if len(starts):
+            buckets, counts = np.unique(np.floor(starts / PYTHON_BUCKET_US).astype(np.int64), return_counts=True)
+            self.python_calls.update(dict(zip(buckets.tolist(), counts.tolist())))
 
     def _decode(self, raws: Sequence[msgspec.Raw]) -> List:
         buf = b"[" + b",".join(raws) + b"]"

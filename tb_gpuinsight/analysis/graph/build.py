@@ -33,6 +33,7 @@ class Kernels:
     flops: Optional[np.ndarray] = None
     rated_us: Optional[np.ndarray] = None  # kernel time with an efficiency
     eff_us: Optional[np.ndarray] = None  # sum of efficiency x time (time-weighted mean = eff_us / rated_us)
+    captured_us: Optional[np.ndarray] = None  # of gpu_us: graph-replayed kernels counted at their captured op
 
 
 @dataclass
@@ -106,11 +107,12 @@ def load_graph(et_path: "os.PathLike[str] | str", kineto_path: "os.PathLike[str]
         return build_graph(et)
     from ...loading import load
     from ..kernels.efficiency import analyze_trace
+    from ..kernels.graph_capture import with_captures
 
     from .critical_path.path import compute
 
     trace = load(kineto_path, extra_args=extra_args)
-    eff = analyze_trace(trace, datasheet=datasheet)
+    eff = with_captures(analyze_trace(trace, datasheet=datasheet), datasheet=datasheet)  # replays via captured ops
     graph = build_graph(et, trace, eff)
     graph.joint = compute(trace, eff.activities, [et_path])
     graph.use_path(graph.joint.seg["et_id"])
@@ -188,9 +190,11 @@ def _cpu_times(link: Link, host) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def _kernels(et: ExecutionTrace, link: Link, trace, host, efficiency) -> Kernels:
-    """Each activity goes to the ET node of its launching op, or of that op's nearest linked enclosing op."""
+    """Each activity goes to the ET node of its launching op, or of that op's nearest linked enclosing op; a
+    kernel replayed from a CUDA/HIP graph captured in this trace goes to its captured op's node (the capture merge,
+    `kernels/graph_capture.py`), counted in `captured_us` too."""
     out = Kernels(gpu_us=np.zeros(len(et)), flops=np.zeros(len(et)), rated_us=np.zeros(len(et)),
-                  eff_us=np.zeros(len(et)))
+                  eff_us=np.zeros(len(et)), captured_us=np.zeros(len(et)))
     if efficiency is None or trace is None or link.linked == 0:
         return out
     from ..correlate import op_parents
@@ -201,11 +205,15 @@ def _kernels(et: ExecutionTrace, link: Link, trace, host, efficiency) -> Kernels
     node_of_op[op_rows[op_rows >= 0]] = linked[op_rows >= 0]
     parents = op_parents(trace.ops)
     acts = efficiency.activities
-    for a, op in enumerate(acts["op"].tolist()):
+    captured = getattr(efficiency, "captured_op", None)
+    ops = np.where(captured >= 0, captured, acts["op"]) if captured is not None else acts["op"]
+    for a, op in enumerate(ops.tolist()):
         while op >= 0 and node_of_op[op] < 0:
             op = int(parents[op])
         if op >= 0:
             _add_kernel(out, int(node_of_op[op]), a, acts)
+            if captured is not None and captured[a] >= 0:
+                out.captured_us[int(node_of_op[op])] += float(acts["dur"][a])
     return out
 
 

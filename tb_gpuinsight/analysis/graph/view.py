@@ -254,14 +254,17 @@ class Figures:
     eff_us: np.ndarray
     critical: np.ndarray
     on_path: np.ndarray
+    captured_us: Optional[np.ndarray] = None  # of gpu_us: graph-replayed kernels counted through captured ops
 
 
 def figures(tree: Tree, graph: ExecutionGraph) -> Figures:
     """Subtree totals of every display node (computed once per graph)."""
     n = len(tree.parent)
+    captured = graph.kernels.captured_us if graph.kernels.captured_us is not None else np.zeros(tree.n_rows)
     own = {"gpu_us": graph.kernels.gpu_us, "flops": graph.kernels.flops, "rated_us": graph.kernels.rated_us,
-           "eff_us": graph.kernels.eff_us}
-    out = {k: np.zeros(n) for k in ("cpu_us", "gpu_us", "flops", "kernels", "rated_us", "eff_us", "critical")}
+           "eff_us": graph.kernels.eff_us, "captured_us": captured}
+    summed = ("gpu_us", "flops", "rated_us", "eff_us", "kernels", "critical", "captured_us")
+    out = {k: np.zeros(n) for k in ("cpu_us",) + summed}
     kernel_count = np.zeros(tree.n_rows)
     for row, rows in graph.kernels.rows.items():
         kernel_count[row] = len(rows)
@@ -269,7 +272,7 @@ def figures(tree: Tree, graph: ExecutionGraph) -> Figures:
     on_path[graph.critical_rows()] = 1
     for node in reversed(_preorder(tree)):
         kids = tree.children[node]
-        for key in ("gpu_us", "flops", "rated_us", "eff_us", "kernels", "critical"):
+        for key in summed:
             mine = 0.0
             if node < tree.n_rows:
                 mine = {"kernels": kernel_count, "critical": on_path}.get(key, own.get(key))[node]
@@ -304,6 +307,8 @@ def node_json(tree: Tree, graph: ExecutionGraph, figs: Figures, node: int) -> Di
             "flops": float(figs.flops[node]), "kernels": int(figs.kernels[node]),
             "efficiency": float(figs.eff_us[node] / rated) if rated > 0 else None,
             "critical": bool(figs.on_path[node]), "critical_ops": int(figs.critical[node]),
+            "captured_us": float(figs.captured_us[node]) if figs.captured_us is not None else 0.0,
+            "source": "graph capture" if figs.captured_us is not None and figs.captured_us[node] > 0 else "",
             "shapes": shape_text(graph.et.inputs[node]) if node < tree.n_rows else ""}
 
 

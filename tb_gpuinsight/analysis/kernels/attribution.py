@@ -17,11 +17,12 @@ from ...estimate.flops import OpEstimate, estimate_op, freeze
 from ...estimate.inductor_source import KernelSource, find_source, launch_bytes
 from ...estimate.memo import default_memo
 from ...estimate.model_config import ModelConfig
-from ...estimate.model_sized import has_rule, size_from_config
 from ...trace.kineto import KinetoTrace
 from ...trace.table import Interner, Table, unique_rows
 from ..correlate import COMPILED_REGIONS, NO_OP, graph_replayed
+from .config_sizing import size_from_model_config
 from .helper_bytes import helper_rows_bytes
+from .wrapped_sizing import rate_through_children
 from .reasons import CODES
 from .roles import (COMPUTE, COPIES, EPILOGUE, LAYOUT, MEMCPY, MEMSET, ROLE_REASONS, ROLES, SPLITK, WORK,
                     helper_bytes_reason, kernel_role)
@@ -99,7 +100,8 @@ class _OpEstimates:
         return {row: self.table[i] for row, i in zip(self.used.tolist(), self.index.tolist()) if i >= 0}
 
 
-def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray, model_config: Optional[ModelConfig] = None) -> _OpEstimates:
+def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray, model_config: Optional[ModelConfig] = None,
+                  parents: Optional[np.ndarray] = None) -> _OpEstimates:
     """Estimate once per distinct (op name, shape signature) among ops that launched something; Inductor's figures
     where the op carries them; the model config's for ops that hide their weights or KV cache (`model_config`);
     none for compiled-region wrappers."""
@@ -111,8 +113,15 @@ def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray, model_config: Optiona
     table = _estimates(trace, [(names[n], s) for n, s in distinct.tolist()])
     index = which.reshape(-1).astype(np.int64)
     configured = index < 0  # all False
+    first = np.full(len(distinct), -1, dtype=np.int64)
+    first[which.reshape(-1)[::-1]] = used[::-1]  # each signature's first op row
+    sigs = [(names[n], s) for n, s in distinct.tolist()]
+    if parents is not None:  # a wrapper that launches its child's kernel takes the child's figures
+        rate_through_children(trace, sigs, first, table, parents, set(used.tolist()),
+                              lambda pairs: _estimates(trace, pairs))
     if model_config is not None:
-        sized = _from_config(trace, [(names[n], s) for n, s in distinct.tolist()], table, model_config)
+        sized = size_from_model_config(trace, sigs, first, table, model_config,
+                                       parents if parents is not None else np.empty(0, np.int64))
         configured = np.isin(index, sized)
     inductor = ~np.isnan(ops["kernel_flop"][used]) | ~np.isnan(ops["kernel_num_gb"][used])
     for i in np.flatnonzero(inductor).tolist():
@@ -124,20 +133,6 @@ def _op_estimates(trace: KinetoTrace, op_rows: np.ndarray, model_config: Optiona
     wrapper = is_region[ops["name"][used]] if len(names) else np.zeros(len(used), dtype=bool)
     index[wrapper & ~inductor] = -1  # a compiled region's inputs say nothing of its kernels
     return _OpEstimates(used, index, table, inductor, configured & ~inductor)
-
-
-def _from_config(trace: KinetoTrace, ops: List[Tuple[str, int]], table: List[OpEstimate],
-                 config: ModelConfig) -> List[int]:
-    """Replace, in place, the estimates of ops a model-config rule covers; returns their indices in `table`."""
-    sized = []
-    for i, (name, code) in enumerate(ops):
-        if not has_rule(name) or code < 0:
-            continue
-        est = size_from_config(name, *trace.shape(code), config)
-        if est is not None:
-            table[i] = est
-            sized.append(i)
-    return sized
 
 
 def _estimates(trace: KinetoTrace, ops: List[Tuple[str, int]]) -> List[OpEstimate]:

@@ -80,6 +80,9 @@ class Efficiency:
     span_props: List[List[Dict[str, Any]]] = field(default_factory=list, repr=False, compare=False)
     # the model's config that sized ops hiding their weights or KV cache (graph captures merged later use it too)
     model_config: Optional[ModelConfig] = field(default=None, repr=False, compare=False)
+    # per activity, the op row in `trace` of the captured op a replayed kernel ran (its graph captured in this same
+    # trace; -1 else): the execution graph counts the kernel at that op (graph_capture.py)
+    captured_op: Optional[np.ndarray] = field(default=None, repr=False, compare=False)
 
     def by_name(self, device: Optional[int] = None) -> Table:
         """One row per (device, kind, kernel name)."""
@@ -119,7 +122,7 @@ def analyze_trace(trace: KinetoTrace, dtype: str = AUTO, datasheet: Optional[Seq
         memop_links = link_activities(trace.memops, trace.ops, trace.launches, parents)
         acts = _activities(trace, kernel_links, memop_links)
     with stage("estimate"):
-        estimates = _op_estimates(trace, acts["op"], model_config)
+        estimates = _op_estimates(trace, acts["op"], model_config, parents)
         _attribute(acts, _OpFacts(trace, estimates, under_compiled_region(trace.ops, parents)))
         size_from_subops(trace, acts)  # kernels their op cannot size, from the op's sub-ops before the launch
         size_from_forward(trace, acts)  # an autograd Function's backward kernels, from its forward op
@@ -149,7 +152,7 @@ def rate(eff: Efficiency, dtype: str = AUTO, datasheet: Optional[Sequence[Device
     for report in devices.values():
         report.summary = device_summary(acts.take(acts["device"] == report.id))
     return Efficiency(eff.trace, acts, devices, dtype, eff.op_estimates, eff.device_props, eff.shapes,
-                      span_props=eff.span_props, model_config=eff.model_config)
+                      span_props=eff.span_props, model_config=eff.model_config, captured_op=eff.captured_op)
 
 
 def rate_as_suggested(eff: Efficiency, dtype: str = AUTO,

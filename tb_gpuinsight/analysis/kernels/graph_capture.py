@@ -212,10 +212,12 @@ def merge_captures(eff, captures: Sequence[Any], report: Optional[MergeReport] =
             continue
         entries[index].update(used=True, graph_launches=len(pairs), paired=int(sum(len(r) for r, _ in pairs)))
         del entries[index]["reason"]
-        syn, rows = _synthetic_trace(eff.trace, launches, pairs)
+        syn, rows, op_rows = _synthetic_trace(eff.trace, launches, pairs)
         part = analyze_trace(syn, dtype=AUTO, model_config=eff.model_config).activities
         size_captured(part, rows, pairs, launches.trace, launches.rows)  # sizes only the capture's sub-ops show
         state.take(part, rows, syn)
+        if launches.trace is eff.trace:  # captured in this trace: its ops are this trace's
+            state.captured_op[rows] = np.where(part["op"] >= 0, op_rows[np.maximum(part["op"], 0)], NO_OP)
         merged[rows] = True
     report.merged = int(merged.sum())
     report.merged_time_share = float(dur[merged].sum()) / total
@@ -224,7 +226,7 @@ def merge_captures(eff, captures: Sequence[Any], report: Optional[MergeReport] =
     size_attention_from_steps(eff.trace.annotations, state.acts, state.shapes.get, eff.model_config,
                               prefix=f"{FROM_CAPTURE}: ")
     unrated = Efficiency(eff.trace, state.acts, {}, AUTO, eff.op_estimates, eff.device_props, state.shapes,
-                         model_config=eff.model_config)
+                         model_config=eff.model_config, captured_op=state.captured_op)
     return unrated, report
 
 
@@ -324,10 +326,11 @@ def _best_segment(sig: Tuple, launches: CaptureLaunches, source: int) -> Optiona
 
 
 def _synthetic_trace(replay: KinetoTrace, launches: CaptureLaunches,
-                     pairs: List[Tuple[np.ndarray, np.ndarray]]) -> Tuple[KinetoTrace, np.ndarray]:
+                     pairs: List[Tuple[np.ndarray, np.ndarray]]) -> Tuple[KinetoTrace, np.ndarray, np.ndarray]:
     """A trace whose ops are copies of the capture's (one set per graph launch, shifted apart in time) and whose
-    activities are the paired replayed ones, linked to those copies by External id. Returns it and the replay's
-    activity rows in the synthetic trace's activity order (kernels, then memops)."""
+    activities are the paired replayed ones, linked to those copies by External id. Returns it, the replay's
+    activity rows in the synthetic trace's activity order (kernels, then memops) and each synthetic op's row in
+    the capture trace."""
     cap = launches.trace
     parents = op_parents(cap.ops)
     span = float(np.nanmax(cap.ops["ts"] + cap.ops["dur"]) - np.nanmin(cap.ops["ts"])) + 1.0 if len(cap.ops) else 1.0
@@ -354,7 +357,7 @@ def _synthetic_trace(replay: KinetoTrace, launches: CaptureLaunches,
     syn = KinetoTrace(meta=replay.meta, devices=replay.devices, ops=ops, kernels=kernels, memops=memops,
                       launches=replay.launches.take(np.empty(0, np.int64)), annotations=cap.annotations,
                       shapes=cap.shapes, comms=cap.comms)
-    return syn, np.concatenate([rows[is_kernel], rows[~is_kernel]])
+    return syn, np.concatenate([rows[is_kernel], rows[~is_kernel]]), op_rows_a
 
 
 def _with_ancestors(ops: np.ndarray, parents: np.ndarray) -> np.ndarray:
@@ -391,6 +394,7 @@ class _Merged:
         self.shapes = dict(eff.shapes)
         self.next_shape = max([len(eff.trace.shapes) if eff.trace is not None else 0, *self.shapes]) + 1
         self.source = SOURCES.index("capture")
+        self.captured_op = np.full(len(acts), NO_OP, dtype=np.int64)
 
     def take(self, part: Table, rows: np.ndarray, syn: KinetoTrace) -> None:
         acts = self.acts

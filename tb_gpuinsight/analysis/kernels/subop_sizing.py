@@ -21,7 +21,7 @@ from ...estimate.flops import OpEstimate
 from ...estimate.moe_subops import SubOp, matches, size_kernel
 from ...trace.kineto import KinetoTrace
 from ...trace.table import Table
-from ..correlate import GRAPH_LAUNCHES, NO_OP, link_activities, op_parents
+from ..correlate import GRAPH_LAUNCHES, NO_OP, descends, link_activities, op_parents
 from .attribution import SOURCES
 from .reasons import CODES
 
@@ -175,7 +175,7 @@ def _descendants(trace: KinetoTrace, wanted: np.ndarray,
     out: Dict[int, Tuple[np.ndarray, list, list]] = {}
     for op in wanted.tolist():
         lo, hi = np.searchsorted(starts, [float(ops["ts"][op]), float(ops["ts"][op] + ops["dur"][op])], side="left")
-        rows = [int(r) for r in order[lo:hi + 1].tolist() if r != op and _descends(int(r), op, parents)]
+        rows = [int(r) for r in order[lo:hi + 1].tolist() if r != op and descends(int(r), op, parents)]
         keys = [(int(ops["name"][r]), int(ops["shape"][r])) for r in rows]
         for key, row in zip(keys, rows):
             if key not in decoded:
@@ -207,14 +207,6 @@ def _launch_of(correlations: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     found = len(order) > 0
     hit = (correlations[order][pos] == wanted) & (wanted >= 0) if found else np.zeros(len(wanted), dtype=bool)
     return np.where(hit, order[pos] if found else NO_OP, NO_OP)
-
-
-def _descends(row: int, op: int, parents: np.ndarray) -> bool:
-    while row >= 0:
-        row = int(parents[row])
-        if row == op:
-            return True
-    return False
 
 
 def _sub_op(trace: KinetoTrace, row: int) -> SubOp:

@@ -203,10 +203,12 @@ def build_section(ctx: SectionContext) -> Section:
                        np.where(compute & known, kdur, 0)])
     sync_mask = host.sync_calls(trace)
     sync_count, = _per_step(windows, trace.launches["ts"][sync_mask], [np.ones(int(sync_mask.sum()))])
+    py_start, py_count = _python_calls(trace)
+    python_count, = _per_step(windows, py_start, [py_count])
     arrays = {"step_start": windows.start, "step_end": windows.end, "step_number": windows.number.astype(np.int64),
               "comm_overlapped_us": overlap, "kernel_count": count, "kernel_us": kernel_us, "flops": flops,
               "compute_kernel_us": compute_us, "flops_kernel_us": flops_us, "kernel_median_us": _median_per_step(windows, kts, kdur),
-              "sync_calls": sync_count}
+              "sync_calls": sync_count, "python_events": python_count}
     arrays.update({f"t_{key}": matrix[:, i] for i, key in enumerate(categories)})
     arrays.update(serving_arrays(windows))
     info = {"source": windows.source, "labels": windows.labels, "categories": list(categories), "cpu_only": cpu_only,
@@ -216,6 +218,15 @@ def build_section(ctx: SectionContext) -> Section:
             "python_events": int((trace.meta.category_counts or {}).get("python_function", 0)),
             "duration_us": float(trace.meta.duration_us or 0.0)}
     return Section("overview", info, arrays)
+
+
+def _python_calls(trace) -> Tuple[np.ndarray, np.ndarray]:
+    """(bucket middle time, python_function events) of the reader's per-bucket counts (reader.PYTHON_BUCKET_US)."""
+    from ...trace.reader import PYTHON_BUCKET_US
+
+    calls = getattr(trace.meta, "python_calls", None) or {}
+    start = np.fromiter(calls.keys(), dtype=np.float64, count=len(calls))
+    return (start + 0.5) * PYTHON_BUCKET_US, np.fromiter(calls.values(), dtype=np.float64, count=len(calls))
 
 
 def _missing(trace, windows: StepWindows, n_acts: int) -> List[str]:

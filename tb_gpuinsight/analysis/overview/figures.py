@@ -48,7 +48,8 @@ def step_rows(section: Section, span: str = "") -> List[Dict[str, Any]]:
                    kernel_count=int(a["kernel_count"][i]), kernel_us=float(a["kernel_us"][i]),
                    kernel_median_us=_num(a["kernel_median_us"][i]), flops=float(a["flops"][i]),
                    compute_flop_share=_step_coverage(a, i),
-                   sync_calls=int(a["sync_calls"][i]))
+                   sync_calls=int(a["sync_calls"][i]),
+                   python_events=int(a["python_events"][i]) if "python_events" in a else None)
         row.update(_serving(section, i))
         rows.append(row)
     return rows

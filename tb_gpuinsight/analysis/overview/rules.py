@@ -287,20 +287,32 @@ PYTHON_EVENTS_PER_MS = 20  # below it the stack recording costs < 2 % of host ti
 
 
 def profiler_stack(rule: Rule, d: SpanData) -> Optional[Dict[str, Any]]:
-    """Host time dwarfs GPU time (GPU idle >= 50 % of the step) in a trace recording many Python calls
-    (with_stack=True: python_function events): the profiler's own stack recording is a likely part of that host
-    time. Recoverable (an estimate): PYTHON_EVENT_US per event at the trace's event rate, within the idle time."""
-    events, span_us = d.section.info.get("python_events", 0), d.section.info.get("duration_us") or 0.0
-    idle = d.wall_us - d.total("gpu_busy_us")
-    rate = events / (span_us / 1000) if span_us > 0 else 0.0
-    if not d.wall_us or idle < rule.threshold * d.wall_us or rate < PYTHON_EVENTS_PER_MS:
+    """Steps whose host time dwarfs their GPU time (GPU idle >= 50 % of the step) while recording many Python
+    calls (with_stack=True: python_function events), each step judged on its own events per ms: the profiler's
+    own stack recording is a likely part of that host time. Recoverable (an estimate): PYTHON_EVENT_US per event
+    of those steps, within their idle time."""
+    hit = [(r, r["wall_us"] - r["gpu_busy_us"], _python_events(r, d)) for r in d.rows if r["wall_us"] > 0]
+    hit = [(r, idle, n) for r, idle, n in hit if idle >= rule.threshold * r["wall_us"]
+           and n * 1000 / r["wall_us"] >= PYTHON_EVENTS_PER_MS]
+    if not hit:
         return None
-    overhead = min(idle, d.wall_us * rate * PYTHON_EVENT_US / 1000)
-    return _found(rule, d, overhead, "The GPU idles most of the step while the trace records many Python calls "
+    wall = sum(r["wall_us"] for r, _, _ in hit)
+    idle, events = sum(i for _, i, _ in hit), sum(n for _, _, n in hit)
+    overhead = sum(min(i, n * PYTHON_EVENT_US) for _, i, n in hit)
+    return _found(rule, d, overhead, "The GPU idles most of the step while the step records many Python calls "
                   "per ms: part of the host time is the profiler's own stack recording. Profile again without "
                   "with_stack=True (keep record_shapes) to measure the host side as it runs unprofiled.",
-                  {"python_events_per_ms": rate, "gpu_idle_share": idle / d.wall_us,
-                   "python_events": events})
+                  {"python_events_per_ms": events * 1000 / wall, "gpu_idle_share": idle / wall,
+                   "python_events": events, "steps_judged": len(d.rows), "steps_flagged": len(hit)})
+
+
+def _python_events(row: Dict[str, Any], d: SpanData) -> float:
+    """A step's python_function events; a summary written before they were counted per step has the trace's
+    rate only, spread over the step."""
+    if row.get("python_events") is not None:
+        return float(row["python_events"])
+    events, span_us = d.section.info.get("python_events", 0), d.section.info.get("duration_us") or 0.0
+    return events * row["wall_us"] / span_us if span_us > 0 else 0.0
 
 
 RULES: List[Rule] = [

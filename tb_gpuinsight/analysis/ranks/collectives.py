@@ -260,8 +260,9 @@ def _from_kernels(trace: "KinetoTrace", rows: np.ndarray, kernel_ops: Optional[n
         if not COMM_KERNEL.search(name):  # symmetric-memory, custom all-reduce, DeepEP: no NCCL markers
             _family_marker(trace, marker, name, op)
         marker.kind = marker.kind or kernel_kind(name)
-        _append(cols, marker, ts, dur, kinds, pgs, dtypes, algo=algos.code(kernel_algorithm(name)), stream=stream,
-                activity=r, source=1)
+        algo = kernel_algorithm(name) or ("" if COMM_KERNEL.search(name) else classify(name).family)  # its family
+        _append(cols, marker, ts, dur, kinds, pgs, dtypes, algo=algos.code(algo), stream=stream, activity=r,
+                source=1)
     return _finish(cols, kinds, pgs, algos, dtypes)
 
 

@@ -453,6 +453,9 @@ def _interconnect(ranked: Dict[int, RankTrace], datasheet) -> Dict[str, Any]:
     return {"gbps": gbps, "how": how, "device": devices[0].get("name")}
 
 
+UNSIZED = "no tensor recorded: the launching op records no size (a DeepEP or custom kernel moves its own buffers)"
+
+
 def _collective_rows(instances: List[Dict[str, Any]], tables: Dict[int, Table], world: Optional[int],
                      link: Dict[str, Any]) -> List[Dict[str, Any]]:
     """One row per (process group, collective, size, dtype): count, time per rank, wait, transfer, algbw, busbw."""
@@ -476,7 +479,8 @@ def _collective_rows(instances: List[Dict[str, Any]], tables: Dict[int, Table], 
                      "time_per_rank_us": _f(per_rank.mean()), "total_time_per_rank_us": _f(per_rank.sum()),
                      "wait_us": _f(waits.mean()), "transfer_us": _f(np.median(transfer)),
                      "algbw_gbps": _f(algbw), "busbw_factor": _f(factor), "busbw_gbps": _f(busbw),
-                     "pct_link": _f(busbw / link["gbps"]) if link.get("gbps") else None})
+                     "pct_link": _f(busbw / link["gbps"]) if link.get("gbps") else None,
+                     "reason": "" if size == size else UNSIZED})
     rows.sort(key=lambda r: -(r["total_time_per_rank_us"] or 0))
     return rows
 

@@ -63,6 +63,8 @@ export interface CollectiveRow {
   busbw_factor: number | null;
   busbw_gbps: number | null;
   pct_link: number | null;
+  /** Why the size is unknown (a family kernel whose launching op records no tensor); "" when sized. */
+  reason?: string;
 }
 
 export interface Straggler {

@@ -56,7 +56,7 @@ function collectiveCells(c: CollectiveRow): Cell[] {
   return [
     c.kind + (c.pg ? ` (pg ${c.pg})` : ""),
     c.dtype || "—",
-    bytes(c.bytes),
+    c.bytes == null && c.reason ? h("span", { class: "muted", title: c.reason, text: "— no tensor recorded" }) : bytes(c.bytes),
     count(c.group_size),
     c.algo || "—",
     count(c.count),
@@ -175,7 +175,7 @@ class DistributedView implements TabView {
   }
 
   private summary(d: RanksResponse): HTMLElement {
-    const source = d.source === "kernel" ? "NCCL/RCCL kernels" : "CPU (gloo) collectives";
+    const source = d.source === "kernel" ? "communication kernels: NCCL/RCCL and kernel families" : "CPU (gloo) collectives";
     const parts = [
       `${count(d.rank_count)} rank trace${d.rank_count === 1 ? "" : "s"} of world size ${d.world_size ?? "—"}`,
       `${count(d.step_numbers.length)} step${d.step_numbers.length === 1 ? "" : "s"}`,

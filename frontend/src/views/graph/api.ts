@@ -21,6 +21,9 @@ export interface GraphNode {
   critical: boolean;
   /** Ops of the critical path in the node's subtree (a group holds some without being on the path itself). */
   critical_ops: number;
+  /** GPU time of graph-replayed kernels counted here through their captured ops ("graph capture"). */
+  captured_us?: number;
+  source?: string;
   shapes: string;
 }
 

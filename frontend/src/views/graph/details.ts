@@ -87,7 +87,7 @@ export function nodeDetails(d: NodeDetails, actions: NodeActions, span: string):
       "div",
       { class: "stats" },
       stat("CPU time", time(s.cpu_us)),
-      stat("GPU time", s.kernels ? time(s.gpu_us) : UNKNOWN),
+      stat("GPU time", s.kernels ? time(s.gpu_us) + (s.captured_us ? ` · ${time(s.captured_us)} from graph capture` : "") : UNKNOWN),
       stat("Kernels", count(s.kernels)),
       stat("FLOPs", s.flops ? flop(s.flops) : UNKNOWN),
       stat("Efficiency", pct(s.efficiency), "time-weighted efficiency of the kernels below"),
