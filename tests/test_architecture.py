@@ -4,6 +4,7 @@ lines. See docs/architecture.md."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
@@ -162,3 +163,83 @@ def test_the_pipeline_check_sees_an_analysis_importing_the_store():
              "tb_gpuinsight.store.worker": {"tb_gpuinsight.analysis.kernels.efficiency"}}
     assert pipeline_violations(graph) == ["tb_gpuinsight.analysis.kernels.rows -> tb_gpuinsight.store.worker",
                                           "tb_gpuinsight.trace.kineto -> tb_gpuinsight.estimate.devices"]
+
+
+# The frontend (frontend/src, TypeScript): each view's files in views/<view>/, only what two or more views share in
+# components/, and no import circle between its modules either.
+FRONTEND_SRC = PACKAGE.parent / "frontend" / "src"
+# `import ... from "x"`, `export ... from "x"` (one line or several), `import "x"` and `import("x")`; a statement
+# in a comment starts with `//` or `*` and does not match.
+TS_IMPORT = re.compile(
+    r"""^\s*(?:import|export)\s+(?:type\s+)?[\w\s{},*$]*?\bfrom\s*["']([^"']+)["']"""
+    r"""|^\s*import\s*["']([^"']+)["']"""
+    r"""|\bimport\(\s*["']([^"']+)["']\s*\)""", re.M)
+# At most this many files of components/ may be named after one view (a shared table named by what it lists).
+MAX_VIEW_NAMED_SHARED = 2
+# Names a view's files went by before its folder, beside the folder's own name.
+VIEW_ALIASES = {"kernels": ("kernel", "kernelEfficiency"), "shapes": ("shape", "tensorShapes"),
+                "graph": ("executionGraph",), "distributed": ("ranks", "rank"), "trends": ("trend",)}
+
+
+def ts_import_graph(root: Path = FRONTEND_SRC) -> Dict[str, Set[str]]:
+    """Frontend module (path under `root`) -> the frontend modules it imports (packages from node_modules left out)."""
+    graph: Dict[str, Set[str]] = {}
+    for path in sorted(root.rglob("*.ts")):
+        found: Set[str] = set()
+        for m in TS_IMPORT.finditer(path.read_text(encoding="utf-8")):
+            spec = next(s for s in m.groups() if s)
+            if not spec.startswith("."):
+                continue
+            base = (path.parent / spec).resolve()
+            target = next((c for c in (base.with_name(base.name + ".ts"), base / "index.ts", base)
+                           if c.suffix == ".ts" and c.is_file()), None)
+            if target is not None:
+                found.add(target.relative_to(root.resolve()).as_posix())
+        graph[path.relative_to(root).as_posix()] = found
+    return graph
+
+
+def view_named(components: Path, views: Path) -> List[str]:
+    """Files of the shared `components` folder whose name starts with a view's (`graphCanvas` of `views/graph/`)."""
+    names = set()
+    for folder in (p.name for p in views.iterdir() if p.is_dir()):
+        names |= {folder, *VIEW_ALIASES.get(folder, ())}
+    out = []
+    for stem in sorted(p.stem for p in components.glob("*.ts")):
+        if any(stem == n or (stem.startswith(n) and stem[len(n)].isupper()) for n in names):
+            out.append(stem)
+    return out
+
+
+def test_no_frontend_import_circle():
+    graph = ts_import_graph()
+    assert "views/index.ts" in graph["main.ts"] and "api.ts" in graph["main.ts"]  # the parse sees imports
+    cycle = find_cycle(graph)
+    assert cycle is None, "frontend import circle: " + " -> ".join(cycle)
+
+
+def test_shared_components_are_not_named_after_a_view():
+    named = view_named(FRONTEND_SRC / "components", FRONTEND_SRC / "views")
+    assert len(named) <= MAX_VIEW_NAMED_SHARED, (
+        f"components/ files named after a view (move them to frontend/src/views/<view>/): {named}")
+
+
+def test_the_frontend_checks_see_circles_and_view_names(tmp_path):
+    """A circle closed by a several-line import of a folder's index.ts is caught, a commented one is not; files of
+    the shared folder are counted by the view name they start with."""
+    src = tmp_path / "src"
+    (src / "views" / "graph").mkdir(parents=True)
+    (src / "components").mkdir()
+    (src / "api.ts").write_text('import { x } from "./components/picker";\nimport tabulator from "tabulator";\n')
+    (src / "components" / "picker.ts").write_text('// import { y } from "../api";\nimport "../views";\n')
+    (src / "views" / "index.ts").write_text('export {\n  graphTab,\n} from "./graph/tab";\n')
+    (src / "views" / "graph" / "tab.ts").write_text('const m = import("../../api");\n')
+    graph = ts_import_graph(src)
+    assert graph["api.ts"] == {"components/picker.ts"} and graph["components/picker.ts"] == {"views/index.ts"}
+    assert find_cycle(graph) is not None
+    (src / "views" / "graph" / "tab.ts").write_text('/* import { y } from "../../api"; */\n')
+    assert find_cycle(ts_import_graph(src)) is None
+    for name in ("graphCanvas", "graph", "graphite", "rankBars", "states"):
+        (src / "components" / f"{name}.ts").write_text("")
+    (src / "views" / "distributed").mkdir()
+    assert view_named(src / "components", src / "views") == ["graph", "graphCanvas", "rankBars"]

@@ -68,10 +68,10 @@ def test_sixteen_ranks_are_told_apart():
     assert _min_distance(ranks[:8]) >= 16
 
 
-@pytest.mark.parametrize("path", ["components/timelineCanvas.ts", "components/overviewCharts.ts",
-                                  "components/criticalPathApi.ts", "components/ranksCharts.ts"])
+@pytest.mark.parametrize("path", ["views/timeline/canvas.ts", "views/overview/charts.ts",
+                                  "views/criticalPath/api.ts", "views/distributed/charts.ts"])
 def test_tabs_take_category_colours_from_the_palette(path):
     text = (SRC / path).read_text()
-    assert 'from "../palette"' in text
+    assert re.search(r'from "(\.\./)+palette"', text), path
     # no map of category keys to colour literals of its own
     assert not re.search(r'^\s*"?(GEMM|gemm|cpu_op|data_loading|"data loading")"?:\s*"#', text, re.M), path

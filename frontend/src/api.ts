@@ -4,8 +4,7 @@
 // that page carries `<base href="plugin/gpuinsight/">` (tensorboard/backend/application.py, _serve_plugin_entry).
 // Relative URLs therefore resolve against `<prefix>/data/plugin/gpuinsight/`, where the routes are served: "./runs"
 // is `<prefix>/data/plugin/gpuinsight/runs`, whatever `--path_prefix` is. All route URLs are built from this base.
-import { deviceOverride } from "./components/devicePicker";
-import type { DiffAttribution, DiffVerdict } from "./components/diffVerdict";
+import type { DiffAttribution, DiffVerdict } from "./views/diff/verdict";
 
 export const API_BASE = "./";
 
@@ -337,6 +336,14 @@ export async function getJson<T>(route: string, params: Params = {}, signal?: Ab
 
 export function isAbort(err: unknown): boolean {
   return err instanceof DOMException && err.name === "AbortError";
+}
+
+/** The device the user picked for a run, or null. The shell hands in the picker's lookup at start
+ * (components/devicePicker.ts), so this module imports nothing back from the components that call it. */
+let deviceOverride: (run: string | null | undefined) => string | null = () => null;
+
+export function useDeviceOverride(lookup: (run: string | null | undefined) => string | null): void {
+  deviceOverride = lookup;
 }
 
 export function selParams(sel: Selection): Params {

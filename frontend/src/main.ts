@@ -1,6 +1,6 @@
 // Entry point. TensorBoard imports this module in the plugin iframe and calls render() with no arguments.
 import tabulatorCss from "tabulator-tables/dist/css/tabulator_simple.min.css";
-import { api, type RunInfo, type RunsResponse, type Selection } from "./api";
+import { api, useDeviceOverride, type RunInfo, type RunsResponse, type Selection } from "./api";
 import { Picker } from "./components/picker";
 import {
   emptyState,
@@ -15,7 +15,7 @@ import { fullTextOnHover, h, replace } from "./dom";
 import { setExportContext } from "./export";
 import { ALL_SPANS, ALL_WORKERS, loadPrefs, nav, savePrefs, Store, type AppState } from "./state";
 import appCss from "./styles.css";
-import { TABS, type TabDef, type TabView } from "./tabs";
+import { TABS, type TabDef, type TabView } from "./views";
 import { DeviceBanner, deviceOverride } from "./components/devicePicker";
 import { startTheme } from "./theme";
 
@@ -352,6 +352,7 @@ let app: App | null = null;
 
 /** Build the plugin UI into document.body. */
 export function render(): void {
+  useDeviceOverride(deviceOverride);
   injectStyles();
   startTheme();
   document.body.classList.add("gi-body");

@@ -4,7 +4,7 @@ import type { CellComponent, ColumnDefinition } from "tabulator-tables";
 import type { Order } from "../api";
 import { h } from "../dom";
 import { errorMessage, RemoteTable } from "./remoteTable";
-import type { Page } from "./shapesApi";
+import type { Page } from "../views/shapes/api";
 
 export interface ShapesColumn<T> {
   field: string;
