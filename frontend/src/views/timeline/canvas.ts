@@ -529,21 +529,14 @@ export class TimelineCanvas {
     if (this.flows && this.data) {
       for (const lane of this.data.lanes) {
         const ev = lane.events;
-        if (!ev.src_lane) continue;
         for (let i = 0; i < ev.start.length && all.length < MAX_FLOWS; i++) {
-          const src = ev.src_lane[i];
+          const src = ev.src_lane?.[i];
           const ts = ev.src_ts?.[i];
           if (src != null && ts != null) all.push({ fromLane: src, fromTs: ts, toLane: lane.id, toTs: ev.start[i] });
-        }
-      }
-      // Forward -> backward links, drawn once from the forward op (the end that starts first).
-      for (const lane of this.data.lanes) {
-        const ev = lane.events;
-        if (!ev.fb_lane) continue;
-        for (let i = 0; i < ev.start.length && all.length < MAX_FLOWS; i++) {
-          const other = ev.fb_lane[i];
-          const ts = ev.fb_ts?.[i];
-          if (other != null && ts != null && ts > ev.start[i]) all.push({ fromLane: lane.id, fromTs: ev.start[i], toLane: other, toTs: ts, fwdBwd: true });
+          // a forward -> backward link, drawn once: from the forward op (the end that starts first)
+          const other = ev.fb_lane?.[i];
+          const at = ev.fb_ts?.[i];
+          if (other != null && at != null && at > ev.start[i]) all.push({ fromLane: lane.id, fromTs: ev.start[i], toLane: other, toTs: at, fwdBwd: true });
         }
       }
     }
