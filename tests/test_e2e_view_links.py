@@ -45,13 +45,19 @@ def test_timeline_forward_backward_flows_and_op_details(samples_tensorboard, tmp
         frame.locator("input[aria-label='Show launch flows']").check()
         op = _forward_op(frame)
         assert op, "no forward op with a backward link drawn"
+        # Zoomed to the forward op's neighbourhood: the nested ops (and so both kinds of flow) are drawn.
+        frame.evaluate(f"op => ({CANVAS})().setViewport(op.start - 300, op.start + 1500)", op)
+        frame.wait_for_function(f"() => ({CANVAS})().data.t1 - ({CANVAS})().data.t0 < 2000", timeout=60000)
+        frame.wait_for_function(SETTLED, timeout=60000)
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(_shots(tmp_path) / "issue-41-timeline-flows.png"))  # launch and fwd->bwd flows
         frame.evaluate(f"op => ({CANVAS})().cb.onPick(op)", op)
         frame.wait_for_selector(".drawer:not([hidden]) .tl-op-link button", timeout=60000)
         assert frame.locator(".drawer:not([hidden]) .tl-op-inputs tbody tr").count() >= 1  # shapes and dtypes
         picked = frame.evaluate(f"() => ({CANVAS})().picked")
         assert any(f.get("fwdBwd") for f in picked), picked  # the dashed arrow to its backward op
         frame.wait_for_function(SETTLED, timeout=60000)
-        page.screenshot(path=str(_shots(tmp_path) / "issue-41-timeline-flows.png"))
+        page.screenshot(path=str(_shots(tmp_path) / "issue-41-timeline-op-details.png"))
         # The backward op is one click away: the timeline moves there and selects it.
         target = frame.locator(".drawer:not([hidden]) .tl-op-link button").first.inner_text()
         frame.locator(".drawer:not([hidden]) .tl-op-link button").first.click()

@@ -563,6 +563,10 @@ class TimelineTabView implements TabView {
 
   update(sel: Selection): void {
     this.teardown();
+    if (sel.run !== this.sel.run || sel.worker !== this.sel.worker) {
+      // the linked span, range, Find and event belong to the selection left (the view's toggles stay)
+      writeTabLink(TAB_ID, { tspan: null, t0: null, t1: null, ev: null, find: null, find_key: null });
+    }
     this.sel = sel;
     this.controller = new AbortController();
     this.start();
