@@ -54,6 +54,7 @@ def fwd_bwd_links(ops, op_rows: np.ndarray) -> np.ndarray:
     peer = np.full(n, -1, dtype=np.int32)
     if not n or not len(ops) or "seq" not in ops:
         return peer
+    op_rows = np.asarray(op_rows, dtype=np.int64)
     event_of_op = np.full(len(ops), -1, dtype=np.int64)
     cpu = np.flatnonzero(op_rows >= 0)
     event_of_op[op_rows[cpu]] = cpu

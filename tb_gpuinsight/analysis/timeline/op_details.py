@@ -22,6 +22,7 @@ MAX_STACK = 32  # frames shown for one op: deeper nesting is recursion, not info
 def add_details(trace, arrays: Dict[str, np.ndarray], op_rows: np.ndarray) -> Dict[str, list]:
     """Add the per-event codes to `arrays`; answer the lists they index (kept in the index's info)."""
     ops = trace.ops
+    op_rows = np.asarray(op_rows, dtype=np.int64)  # an empty trace's concatenation is float
     cpu = np.flatnonzero(op_rows >= 0)
     rows = op_rows[cpu]
     none = np.full(len(rows), -1, dtype=np.int64)
