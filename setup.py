@@ -29,6 +29,9 @@ setup(
         # (`DF16b` bfloat16 in ROCm CK kernels) that the system's libstdc++ (cxxfilt) and the pure-Python
         # itanium_demangler reject. No wheel for Linux aarch64: there names stay raw (`demangled` is None).
         "cpp-demangle>=0.1.2; platform_machine in 'x86_64 AMD64 arm64'",
+        # pycxxfilt: LLVM's demangler (~0.15 MB abi3 wheel) for the clang 18+ manglings cpp-demangle rejects
+        # (template parameter declarations, `Tn...`, in current hipcc kernels); without it those show their qualified name.
+        "pycxxfilt>=1.2; python_version >= '3.11'",
     ],
     extras_require={
         # torch for recording (tb_gpuinsight.profile, TensorTrace). Reading traces needs no torch: the estimates'

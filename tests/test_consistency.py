@@ -6,7 +6,9 @@ buckets so that two all-reduces are in flight at every step):
 - the shares of one list (rows, segments, causes, items) sum to at most 100 % of their total;
 - a part is never larger than the whole it belongs to: a rank's or span's split adds up to its step or wall time,
   its waits and idle causes fit inside it; every per-step figure of a rank (the Distributed heatmap's) fits inside
-  that step; the time others waited for a rank fits inside their steps.
+  that step; the time others waited for a rank fits inside their steps;
+- a CPU-only run names no GPU idle cause; no display name is a mangled `_Z...` name; an All-ranks device card
+  names the ranks it adds up; a graph node outlined as critical is an op of the path.
 Each failure names the route, the run and the JSON path.
 """
 from __future__ import annotations
@@ -207,8 +209,54 @@ def _others_waited_problems(body: Any) -> List[str]:
     return out
 
 
+GPU_IDLE = ("data_loading", "sync", "launch_bound", "host_bound", "idle_other")
+
+
+def _cpu_run_problems(body: Any) -> List[str]:
+    """A run with CPU categories (no GPU activity) names no GPU idle cause, in its categories or its steps."""
+    cats = body.get("categories") if isinstance(body, dict) else None
+    if not (isinstance(cats, list) and any(isinstance(c, dict) and c.get("key") == "cpu_ops" for c in cats)):
+        return []
+    out = [f"categories: {c['key']}" for c in cats if isinstance(c, dict) and c.get("key") in GPU_IDLE]
+    for i, step in enumerate(body.get("steps") or []):
+        out += [f"steps[{i}].{k}_us = {step[f'{k}_us']}" for k in GPU_IDLE if (step.get(f"{k}_us") or 0) > 0]
+    return out
+
+
+def _readable_name_problems(body: Any) -> List[str]:
+    """No display name (a table's, a critical-path segment's, a recommendation link's label) is a mangled
+    Itanium name: every `_Z...` name is demangled, or shown by its qualified name, before display."""
+    out = []
+    for path, node in _nodes(body):
+        if not isinstance(node, dict):
+            continue
+        for key in ("display_name", "label"):
+            value = node.get(key)
+            if isinstance(value, str) and value.startswith("_Z"):
+                out.append(f"{path}.{key} = {value[:60]}")
+    return out
+
+
+def _card_rank_problems(body: Any) -> List[str]:
+    """An All-ranks device answer names, for every card's GPU, the ranks the card adds up."""
+    if not isinstance(body, dict) or not body.get("device_ranks"):
+        return []
+    ranks = body["device_ranks"]
+    return [f"devices[{d.get('id')}]: no ranks named" for d in body.get("devices") or []
+            if d.get("summary") and not ranks.get(str(d.get("id")))]
+
+
+def _critical_node_problems(body: Any) -> List[str]:
+    """A graph node outlined as critical is itself an op of the path (it holds at least that one op)."""
+    nodes = body.get("nodes") if isinstance(body, dict) else None
+    return [f"nodes[{i}] ({node.get('label')}): critical without a path op" for i, node in enumerate(nodes or [])
+            if isinstance(node, dict) and node.get("critical") is True and not node.get("critical_ops")]
+
+
 RULES = {"bounded shares": _bounded_share_problems, "shares of one list": _list_share_problems,
-         "parts within their whole": _part_whole_problems}
+         "parts within their whole": _part_whole_problems, "CPU runs described as CPU": _cpu_run_problems,
+         "readable names": _readable_name_problems, "cards name their ranks": _card_rank_problems,
+         "critical nodes are path ops": _critical_node_problems}
 
 
 def test_every_route_answered(answers):
@@ -235,7 +283,13 @@ def test_the_rule_catches_a_contradiction(rule):
               "parts within their whole": {"ranks": [{"step_us": 754.0, "steps": 3, "comm_wait_us": 1378.0}]},
               "others waited within their steps": {"ranks": [
                   {"rank": 0, "step_us": 225.0, "steps": 3, "others_waited_us": 0.0},
-                  {"rank": 1, "step_us": 229.0, "steps": 3, "others_waited_us": 3492.9}]}}
+                  {"rank": 1, "step_us": 229.0, "steps": 3, "others_waited_us": 3492.9}]},
+              "CPU runs described as CPU": {"categories": [{"key": "cpu_ops"}, {"key": "cpu_idle"}],
+                                            "steps": [{"cpu_ops_us": 5.0, "host_bound_us": 203.7}]},
+              "readable names": {"rows": [{"name": "_ZN7sgl_hip3fooEv", "display_name": "_ZN7sgl_hip3fooEv"}]},
+              "cards name their ranks": {"devices": [{"id": 0, "summary": {"kernel_time_us": 6830.0}}],
+                                         "device_ranks": {"1": [1]}},
+              "critical nodes are path ops": {"nodes": [{"id": 3, "critical": True, "critical_ops": 0}]}}
     assert RULES[rule](broken[rule])
     assert not _bounded_share_problems({"rows": [{"pct_peak": 1.3, "over_roof": True}]})
 

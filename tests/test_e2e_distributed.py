@@ -44,12 +44,13 @@ def test_distributed_tab_on_dlrm(tmp_path):
         frame.get_by_role("tab", name="Kernel efficiency").click()
         frame.wait_for_selector(".tag-communication", timeout=120000)
         assert "communication" in frame.locator(".tag-communication").first.inner_text()
-        # "All ranks": every rank's trace in one analysis; each rank ran on its own GPU, so one card per rank.
+        # "All ranks": every rank's trace in one analysis; each rank ran on its own GPU, so one card per rank, each
+        # naming the rank it adds up.
         frame.locator("select[aria-label='Worker']").select_option(label="All ranks (8)")
         frame.locator(".ke-summary-head").click()  # the cards start folded into one line above the table
         frame.wait_for_function(
             "() => new Set([...document.querySelectorAll('.badge')].map(b => b.innerText)"
-            ".filter(t => /^GPU [0-7]$/.test(t))).size === 8",
+            ".filter(t => /^GPU ([0-7]) · rank \\1$/.test(t))).size === 8",
             timeout=120000)
         frame.wait_for_selector(".tag-communication", timeout=60000)
         # The table spans every rank: its spread over the ranks in its own columns (every NCCL kernel on all 8).

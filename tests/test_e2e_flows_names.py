@@ -4,6 +4,7 @@ efficiency tab names Tensile GEMMs by macro tile, matrix instruction and transpo
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from .browser import plugin_in_browser, tensorboard, need_browser
 from .corpus import corpus_path
@@ -83,7 +84,7 @@ def test_tensile_rows_read_by_tile_and_transposes(tmp_path):
         cells = frame.evaluate("() => [...document.querySelectorAll('.tabulator-row')].map(r => "
                                "[...r.querySelectorAll('[title]')].map(e => e.getAttribute('title')).join(' '))")
         assert any("Cijk_" in c for c in cells)  # the whole raw name on hover
-        page.screenshot(path=str(tmp_path / "tensile_rows_1280x720.png"))
+        page.screenshot(path=str(Path(os.environ.get("GI_SCREENSHOTS") or tmp_path) / "issue-41-tensile-rows.png"))
     assert not console, console
 
 

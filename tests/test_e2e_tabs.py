@@ -192,3 +192,23 @@ def test_all_ranks_overview_names_ranks(page):
     steps = frame.evaluate("() => [...document.querySelectorAll('.ov-step')].map(b => b.textContent)")
     assert sorted(s.split(" · ")[-1] for s in steps) == [f"rank {r}" for r in range(8)], steps
     frame.locator("select[aria-label='Worker']").select_option(index=0)
+
+
+def test_all_ranks_device_cards_name_their_ranks(page):
+    """Kernel efficiency in All ranks: each GPU's card says which ranks it adds up (DLRM: rank i on GPU i)."""
+    frame = _open(page, "dlrm", "Kernel efficiency")
+    frame.locator("select[aria-label='Worker']").select_option("*")
+    frame.wait_for_function("() => [...document.querySelectorAll('.card-head .badge')]"
+                            ".some(b => /· (rank|ranks|all ranks)/.test(b.textContent))", timeout=180000)
+    badges = frame.evaluate("() => [...document.querySelectorAll('.card-head .badge')].map(b => b.textContent)")
+    assert badges and all(re.fullmatch(r"GPU \d+ · (rank \d+|ranks [\d–, ]+|all ranks)", b) for b in badges), badges
+    frame.locator("select[aria-label='Worker']").select_option(index=0)
+    frame.wait_for_function("() => [...document.querySelectorAll('.card-head .badge')]"
+                            ".every(b => /^GPU \\d+$/.test(b.textContent))", timeout=180000)
+
+
+def test_a_cpu_runs_step_chart_legend_follows_cpu_categories(page):
+    frame = _open(page, "cpu_mlp", "Overview")
+    frame.wait_for_function("() => document.querySelector('.ov-step-chart')?.dataset.series", timeout=60000)
+    series = frame.evaluate("() => document.querySelector('.ov-step-chart').dataset.series").split("|")
+    assert series and not [s for s in series if s.startswith("idle:") or "GPU" in s], series

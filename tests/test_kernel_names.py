@@ -9,7 +9,7 @@ import pytest
 from werkzeug.datastructures import MultiDict
 
 import tb_gpuinsight
-from tb_gpuinsight.analysis.kernels import names as kernel_names
+from tb_gpuinsight.analysis.kernels import itanium, names as kernel_names
 from tb_gpuinsight.analysis.kernels.names import (CLASSES, DEMANGLER, classify, demangle, display_name, kernel_class,
                                                   name_fields, name_scopes, uses_tensor_cores, words)
 from tb_gpuinsight.analysis.kernels.rows import disambiguate, group_rows
@@ -122,6 +122,33 @@ def test_itanium_names_demangle_and_plain_names_do_not():
     assert demangle(CASES[0][1]) is None  # CUPTI already demangled it
     assert demangle("_Zgarbage") is None  # malformed: shown raw, no error
     assert name_fields(CK)["demangled"] == text
+
+
+# Clang 18+ (hipcc) mangles template parameter declarations (`TnPFT_RKS3_E`) that older demanglers reject whole
+# (the SGLang ROCm activation kernel, as a 2025 MI300X trace records it).
+SGL_HIP = "_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_S5_EEEEvPS3_PS4_i"
+
+
+def test_template_parameter_declarations_never_leave_a_name_mangled():
+    assert not display_name(SGL_HIP).startswith("_Z")
+    assert display_name(SGL_HIP).startswith("sgl_hip::activation::act_and_mul_kernel")
+    assert itanium.qualified_name(SGL_HIP) == "sgl_hip::activation::act_and_mul_kernel<…>"
+    assert itanium.qualified_name("_ZN5outerIiE5innerEv") == "outer<…>::inner"
+    assert itanium.qualified_name("_Z3foov") == "foo" and itanium.qualified_name("foo") is None
+    assert itanium.qualified_name("_ZN999tooLongE") is None  # a length past the end: not a name
+
+
+def test_llvm_demangler_reads_template_parameter_declarations():
+    if "llvm" not in dict(itanium.DEMANGLERS):
+        pytest.skip("LLVM's demangler (pycxxfilt) has no wheel for this Python: the qualified name is shown")
+    text = demangle(SGL_HIP)
+    assert text.startswith("void sgl_hip::activation::act_and_mul_kernel<__hip_bfloat16, &")
+    assert "silu<__hip_bfloat16>" in text
+    assert display_name(SGL_HIP) == "sgl_hip::activation::act_and_mul_kernel<silu>"
+    # Every `_Z` template kernel whose prefix parses reads demangled or qualified, never raw.
+    for name in ("_ZN7sgl_hip3moe23topkGatingSoftmaxKernelILi8ELi8ELi4ELi16ELi32EiEEvPKfPKbPfiPT4_Piiii.kd",
+                 "_ZN5aiter37dynamic_per_group_scaled_quant_kernelIDF16bDB8_Li32EEEvPT0_PfPKT_PKfiliibPKii"):
+        assert demangle(name) and not display_name(name).startswith("_Z")
 
 
 def test_tensile_names_sharing_a_long_prefix_stay_distinct(corpus):

@@ -10,6 +10,7 @@ import pytest
 
 import tb_gpuinsight
 from tb_gpuinsight.analysis.overview import CATEGORIES, build_overview
+from tb_gpuinsight.analysis.kernels.names import display_name
 from tb_gpuinsight.analysis.overview.rules import RULES
 from tb_gpuinsight.cli import main
 
@@ -267,3 +268,5 @@ def test_recommendation_items_name_kernels_readably(capsys):
     assert main(["overview", os.path.join(SAMPLES, "bert_h100")]) == 0
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("   - ")]
     assert printed and not [line for line in printed if "void " in line or "<(" in line]
+    links = [link for rec in result.recommendations for link in rec["links"] if link["filter"].startswith("void ")]
+    assert links and all(link["label"] == display_name(link["filter"]) for link in links)  # buttons read short

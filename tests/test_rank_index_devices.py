@@ -78,3 +78,24 @@ def test_all_ranks_card_sums_what_the_table_sums(mixed):
     assert whole["kernel_time_us"] == pytest.approx(kernel_time, rel=1e-6)
     assert whole["kernel_time_us"] >= max(c["kernel_time_us"] for c in cards)
     assert whole["gpu_busy_us"] == pytest.approx(sum(c["gpu_busy_us"] for c in cards), rel=1e-9)
+
+
+def test_every_gpu_card_names_the_ranks_it_adds_up(mixed):
+    """In All ranks a GPU id's card adds up every rank that ran on that id (both ranks here ran on GPU 0): the
+    answer names those ranks, the same from the rank index and from the combined analysis (a forced dtype)."""
+    plugin = _plugin(str(mixed / "logdir"), str(mixed / "store"))
+    indexed = kernel_routes.devices_route(plugin, _request(run="mixed", worker="*", span="all"))
+    combined = kernel_routes.devices_route(plugin, _request(run="mixed", worker="*", span="all", dtype="fp32"))
+    service = plugin.service
+    eff = service.analysis("mixed", "*", "all")
+    expected = {}
+    for i, state in enumerate(service.ready_states("mixed", "*", "all")):
+        own = service.analysis("mixed", state.worker, state.span)
+        for dev in np.unique(own.activities["device"]).tolist():
+            expected.setdefault(str(dev), set()).add(i)
+    assert {k: set(v) for k, v in indexed["device_ranks"].items()} == expected
+    assert indexed["device_ranks"] == combined["device_ranks"]
+    assert {str(d["id"]) for d in indexed["devices"]} <= set(indexed["device_ranks"]) and len(eff.devices) >= 1
+    one = kernel_routes.devices_route(plugin, _request(run="mixed", worker=service.ready_states("mixed", "*", "all")[0].worker,
+                                                       span="all"))
+    assert one["device_ranks"] == {}  # one worker: the card is its own

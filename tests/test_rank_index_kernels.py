@@ -78,7 +78,8 @@ def _cards_and_roofline_alike(plugin, run: str, devices=(None,)) -> None:
     """/devices and /roofline of "All ranks" from the index equal those of the combined analysis."""
     request = _request(run=run, worker="*")
     eff = plugin.analysis(request)
-    _alike(kernel_routes.devices(eff, plugin.service.datasheet()), kernel_routes.devices_route(plugin, request))
+    _alike(kernel_routes.devices(eff, plugin.service.datasheet(), ranks_routes.span_ranks(plugin, request)),
+           kernel_routes.devices_route(plugin, request))
     for device in devices:
         request = _request(run=run, worker="*", **({} if device is None else {"device": device}))
         _alike(kernel_routes.roofline(eff, device), kernel_routes.roofline_route(plugin, request))
@@ -232,7 +233,7 @@ def test_other_ratings_and_step_windows_use_the_combined_analysis(dlrm, monkeypa
     for args in ({"dtype": "fp16"}, {"device_name": plugin.service.datasheet()[0].name}):
         request = _request(run="dlrm", worker="*", **args)
         assert kernel_routes.devices_route(plugin, request) == kernel_routes.devices(
-            plugin.analysis(request), plugin.service.datasheet())
+            plugin.analysis(request), plugin.service.datasheet(), ranks_routes.span_ranks(plugin, request))
         assert kernel_routes.roofline_route(plugin, request)["dtype"] == args.get("dtype", "fp32")
     assert not calls
 

@@ -430,3 +430,95 @@ def test_find_by_class(tmp_path):
     assert classes == {"GEMM"}
     code, attn = get("timeline/find", q="attention")
     assert code == 200 and attn["count"] > 0
+
+
+def _flow_pairs(path, trace, cat):
+    """(start op row, end op row) of every flow of category `cat` as the trace file writes them: an `s` and an `f`
+    event of one id, each bound to the op of its thread that starts at its time. Read independently of the index."""
+    import gzip
+
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    at = {}
+    for row, e in enumerate(trace.ops["event"].tolist()):
+        at.setdefault((str(events[e].get("tid")), float(events[e]["ts"])), row)
+    ends = {}
+    for e in events:
+        if e.get("cat") == cat and e.get("ph") in ("s", "f"):
+            ends.setdefault(e["id"], {})[e["ph"]] = at.get((str(e["tid"]), float(e["ts"])))
+    return {(p["s"], p["f"]) for p in ends.values() if p.get("s") is not None and p.get("f") is not None}
+
+
+@pytest.mark.parametrize("name", ["hta/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+                                  "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz"])
+def test_forward_backward_links_are_the_traces_fwdbwd_flows(name):
+    """Each forward op links to its backward op exactly as the trace's own `fwdbwd` flow events do (905 on the
+    V100 ResNet trace): the same pairs, none more, none fewer."""
+    path = corpus_path(name)
+    trace = gi.load(path)
+    index = tl.build_index(trace, gi.analyze(trace))
+    expected = _flow_pairs(path, trace, "fwdbwd")
+    assert expected
+    peer = flows.fwd_bwd_links(trace.ops, np.arange(len(trace.ops)))
+    found = {(i, int(p)) for i, p in enumerate(peer.tolist()) if p >= 0 and trace.ops["fwd_tid"][i] <= 0}
+    assert found == expected
+    # In the index: both ends know each other, the backward op starts after its forward op, and the viewport
+    # carries the other end's lane and start for drawing.
+    linked = np.flatnonzero(index.fb_peer >= 0)
+    assert len(linked) == 2 * len(expected)
+    assert (index.fb_peer[index.fb_peer[linked]] == linked).all()
+    fwd = tl.event(index, int(linked[0]))
+    side = "backward" if "backward" in fwd else "forward"
+    assert fwd[side]["index"] == int(index.fb_peer[linked[0]])
+    view = tl.viewport(index, 0.0, index.duration_us, 4000, max_events=100000)
+    drawn = [(lane["id"], l, t) for lane in view["lanes"] for l, t in
+             zip(lane["events"].get("fb_lane", []), lane["events"].get("fb_ts", [])) if l is not None]
+    assert drawn and all(index.lanes[l]["kind"] == "cpu" for _, l, _ in drawn)
+
+
+def test_a_cpu_ops_details_come_from_the_index(bert, tmp_path):
+    """A CPU op's shapes, dtypes, Python stack (the nn.Module calls around it, with_stack) and kernels come from the
+    stored index, restored from its section as a request sees it."""
+    trace, built = bert
+    index = tl.TimelineIndex.from_section(built.to_section())
+    names = np.array(index.names, dtype=object)[index.name]
+    addmm = [int(i) for i in np.flatnonzero((names == "aten::addmm") & (index.act < 0))]
+    assert addmm
+    ev = tl.event(index, addmm[0])
+    assert ev["inputs"]["dims"] and len(ev["inputs"]["types"]) == len(ev["inputs"]["dims"])
+    assert "c10::BFloat16" in ev["inputs"]["types"] or "float" in ev["inputs"]["types"]
+    assert ev["stack"] and ev["stack"][0].startswith("Bert")  # outermost module first
+    # The stack is the modules whose calls enclose the op on its thread, checked against the trace's table.
+    mods, op = trace.modules, trace.ops
+    row = int(np.flatnonzero((op["ts"] - index.origin_us >= index.start[addmm[0]] - 1e-3) &
+                             (op["ts"] - index.origin_us <= index.start[addmm[0]] + 1e-3))[0])
+    around = [(float(mods["ts"][i]), mods.strings["name"][mods["name"][i]]) for i in range(len(mods))
+              if mods["ts"][i] <= op["ts"][row] and mods["ts"][i] + mods["dur"][i] >= op["ts"][row] + op["dur"][row]]
+    assert [n for _, n in sorted(around)] == ev["stack"]
+    assert ev["launched"]
+    logdir = tmp_path / "logdir" / "bert"
+    logdir.mkdir(parents=True)
+    os.symlink(BERT, logdir / "h100.pt.trace.json.gz")
+    get = _serve(tmp_path / "logdir", tmp_path / "cache", run="bert", worker="h100", span="all")
+    code, body = get("timeline/event", index=addmm[0])
+    assert code == 200 and body["inputs"] == ev["inputs"] and body["stack"] == ev["stack"]
+
+
+def test_no_two_boxes_of_a_lane_overlap():
+    """Overlapping events of one lane (here CPU ops deeper than the deepest lane) go to sub-rows: no lane holds
+    two overlapping boxes, and every event is still drawn once."""
+    from tb_gpuinsight.analysis.timeline import layout
+
+    trace = gi.load(corpus_path("hta/trace_diff__control.json.gz"))
+    index = tl.build_index(trace, gi.analyze(trace))
+    rows = [lane for lane in index.lanes if lane.get("row")]
+    assert rows and all("row" in lane["label"] for lane in rows)
+    for lane in index.lanes:
+        a, b = int(index.lane_off[lane["id"]]), int(index.lane_off[lane["id"] + 1])
+        s, e = index.start[a:b], index.end[a:b]
+        assert not (s[1:] < np.maximum.accumulate(e)[:-1] - layout.TOLERANCE_US).any(), lane["label"]
+    steps = sum(1 for n in trace.ops.strings["name"] if n.startswith("ProfilerStep#"))
+    drawn_ops = int((index.act < 0).sum())
+    assert drawn_ops == len(trace.ops) - int(np.isin(trace.ops["name"], [i for i, n in enumerate(
+        trace.ops.strings["name"]) if n.startswith("ProfilerStep#")]).sum()) and steps >= 0
+    assert list(layout.sub_rows(np.array([0.0, 1.0, 2.0, 5.0]), np.array([3.0, 4.0, 6.0, 7.0]))) == [0, 1, 2, 0]

@@ -124,6 +124,8 @@ export interface DevicesResponse {
   devices: DeviceInfo[];
   /** "All ranks": every rank's GPU together (what the All-ranks kernel table sums). */
   all_ranks?: DeviceSummary | null;
+  /** All ranks: per GPU id, the ranks its card adds up. */
+  device_ranks?: Record<string, number[]>;
 }
 
 export interface KernelRow {

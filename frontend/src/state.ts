@@ -1,5 +1,6 @@
 // Application state: a tiny observable store, plus the preferences kept across reloads of the plugin iframe.
 import type { Dtype, Group, RunInfo, SpanInfo } from "./api";
+import { readLink, writeLink } from "./deeplink";
 
 export type Listener<T> = (state: T, changed: ReadonlySet<keyof T>) => void;
 
@@ -124,6 +125,20 @@ export interface NavState {
 }
 
 export const nav = new Store<NavState>({ scope: null, focus: null, request: null });
+
+// The Overview's step scope survives a reload: a shell key of the deep link (`gi.scope`), kept across tabs.
+function linkedScope(text: string | undefined): StepScope | null {
+  try {
+    const s = text ? (JSON.parse(text) as StepScope) : null;
+    return s && typeof s.run === "string" && typeof s.span === "string" && Number.isFinite(s.t0) && Number.isFinite(s.t1) ? s : null;
+  } catch {
+    return null; // a hand-edited link: no scope
+  }
+}
+nav.set({ scope: linkedScope(readLink().scope) });
+nav.subscribe((s, changed) => {
+  if (changed.has("scope")) writeLink({ scope: s.scope ? JSON.stringify(s.scope) : null });
+});
 let navSeq = 0;
 
 /** Ask the shell to show `tab` (and, when given, switch the header to `worker`, then `span`). */

@@ -14,6 +14,7 @@ from typing import Any, List
 from ..analysis.graph.critical_path.path import CriticalPath, CriticalPathReport
 from ..analysis.graph.critical_path.deps import CAUSES, NO_GPU
 from ..errors import GpuInsightError
+from .text import elide
 
 
 def register(sub) -> None:
@@ -72,7 +73,7 @@ def render(report: CriticalPathReport, step: Any = None, top: int = 20) -> List[
         for i in chosen:
             s = cp.steps[i]
             wall = s["wall_us"] or 1.0
-            out.append(f"   {s['step'][:20]:<20}{_ms(s['wall_us']):>11}{_ms(s['path_us']):>11}"
+            out.append(f"   {elide(s['step'], 20):<20}{_ms(s['wall_us']):>11}{_ms(s['path_us']):>11}"
                        + "".join(f"{100 * s['causes'][c] / wall:>14.1f}%" for c in CAUSES))
         for i in chosen:
             out.extend(_segments(cp, i, top))
@@ -103,7 +104,7 @@ def _segments(cp: CriticalPath, step: int, top: int) -> List[str]:
         where = f"stream {s['stream']}" if s["stream"] is not None else \
             f"thread {s['thread']}" if s["thread"] is not None else ""
         out.append(f"     {s['start_us'] / 1000:>10.3f} ms  {_ms(s['dur_us']):>9} ms {100 * s['share']:5.1f}%  "
-                   f"{s['cause']:<13} {s['kind']:<11} {where:<14} {s['name'][:80]}")
+                   f"{s['cause']:<13} {s['kind']:<11} {where:<14} {elide(s['display_name'], 100)}")
     return out
 
 
@@ -113,7 +114,7 @@ def render_ranks(frame) -> List[str]:
            + "  longest segment"]
     for r in frame.to_dict("records"):
         wall = r["wall_us"] or 1.0
-        out.append(f"{str(r['worker'])[:24]:<24}{r['rank']:>5}{_ms(r['wall_us']):>11}{_ms(r['path_us']):>11}"
+        out.append(f"{elide(str(r['worker']), 24):<24}{r['rank']:>5}{_ms(r['wall_us']):>11}{_ms(r['path_us']):>11}"
                    + "".join(f"{100 * r[c + '_us'] / wall:>14.1f}%" for c in CAUSES)
                    + f"  {(r['top_name'] or '')[:50]} ({_ms(r['top_dur_us'] or 0)} ms)")
     out.append("")

@@ -14,7 +14,7 @@ from typing import Any, Dict, List
 from ..analysis.kernels import coverage
 from ..analysis.overview import LABELS, Overview
 from .options import model_config_arg, model_config_option
-from .text import print_csv
+from .text import elide, print_csv
 
 
 def register(sub) -> None:
@@ -44,6 +44,9 @@ def run(args) -> int:
     return 0
 
 
+STEP_TITLE = 32  # the widest step column title
+
+
 def _ms(us: Any) -> str:
     return "-" if us is None else f"{us / 1000:,.3f}"
 
@@ -64,12 +67,19 @@ def render(result: Overview) -> List[str]:
            *(_cpu_lines() if "cpu_ops" in result.categories else [*_gpu_lines(h), *_phase_lines(h.get("phases") or {})]),
            ""]
     steps = result.steps[:8]
-    out.append(f"{'ms per step':<28}" + "".join(f"{_title(r)[-12:]:>13}" for r in steps))
+    # A column as wide as its step's title (up to STEP_TITLE; a longer one is cut in the middle, whole in JSON/CSV).
+    titles = [elide(_title(r), STEP_TITLE) for r in steps]
+    widths = [max(12, len(t)) + 1 for t in titles]
+
+    def row(label: str, cells: List[str]) -> str:
+        return f"{label:<28}" + "".join(c.rjust(w) for c, w in zip(cells, widths))
+
+    out.append(row("ms per step", titles))
     for key in result.categories:
         if any(r.get(f"{key}_us", 0.0) > 0 for r in result.steps):
-            out.append(f"{LABELS[key]:<28}" + "".join(f"{_ms(r[f'{key}_us']):>13}" for r in steps))
-    out.append(f"{'= wall time':<28}" + "".join(f"{_ms(r['wall_us']):>13}" for r in steps))
-    out.append(f"{'(comm. overlapped)':<28}" + "".join(f"{_ms(r['comm_overlapped_us']):>13}" for r in steps))
+            out.append(row(LABELS[key], [_ms(r[f"{key}_us"]) for r in steps]))
+    out.append(row("= wall time", [_ms(r["wall_us"]) for r in steps]))
+    out.append(row("(comm. overlapped)", [_ms(r["comm_overlapped_us"]) for r in steps]))
     out.append("")
     out.append("recommendations (recoverable time per step):" if result.recommendations else
                "recommendations: none (no rule's threshold is reached)")

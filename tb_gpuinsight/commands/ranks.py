@@ -8,6 +8,7 @@ from typing import List
 from ..analysis.ranks.report import IDLE_CAUSES, Report, from_run_dir
 from ..estimate.devices import load_datasheet
 from ..terminal import raw_output
+from .text import elide
 
 _PARTS = ("ranks", "steps", "collectives", "instances", "stragglers")
 
@@ -48,7 +49,7 @@ def describe(report: Report) -> List[str]:
              f"{'idle':>8}{'host':>7}{'launch':>7}{'sync':>7}{'data':>7}{'other':>7}"
              f"{'wait':>8}{'last':>6}{'total waited ms':>17}"]
     for r in report.ranks:
-        lines.append(f"{r['rank']:>5} {r['worker'][:21]:<22}{_ms(r['step_us']):>9}{_ms(r['compute_us']):>9}"
+        lines.append(f"{r['rank']:>5} {elide(r['worker'], 21):<22}{_ms(r['step_us']):>9}{_ms(r['compute_us']):>9}"
                      f"{_ms(r['comm_exposed_us']):>9}{_ms(r['comm_overlapped_us']):>9}{_ms(r['memcpy_us']):>8}"
                      f"{_ms(r['idle_us']):>8}{_causes(r)}"
                      f"{_ms(r['comm_wait_us']):>8}{r['arrived_last']:>6}"
@@ -63,7 +64,7 @@ def describe(report: Report) -> List[str]:
     for c in report.collectives:
         pct = f"{c['pct_link']:.1%}" if c["pct_link"] is not None else "-"
         lines.append(f"{c['kind']:<15}{c['dtype'][:9]:<10}{_num(c['bytes'], '.0f'):>12}{c['group_size']:>4} "
-                     f"{c['algo'][:12]:<12}{c['count']:>6}{_ms(c['total_time_per_rank_us']):>14}"
+                     f"{elide(c['algo'], 12):<12}{c['count']:>6}{_ms(c['total_time_per_rank_us']):>14}"
                      f"{_ms(c['wait_us']):>13}{_num(c['transfer_us'], '.1f'):>13}{_num(c['algbw_gbps'], '.3f'):>11}"
                      f"{_num(c['busbw_gbps'], '.3f'):>11}{pct:>8}")
     lines.append("")

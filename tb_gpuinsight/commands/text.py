@@ -32,10 +32,16 @@ def render_table(rows: List[Dict], columns: Sequence[Column], empty: str = "(non
     return out
 
 
+def elide(text: str, width: int) -> str:
+    """`text` cut to `width` in the middle (`~` marks the cut), so both ends stay readable."""
+    if len(text) <= width:
+        return text
+    half = (width - 1) // 2
+    return text[:half] + "~" + text[len(text) - (width - 1 - half):]
+
+
 def _cell(text: str, width: int, key: str) -> str:
-    if len(text) > width:
-        half = (width - 1) // 2
-        text = text[:half] + "~" + text[len(text) - (width - 1 - half):]
+    text = elide(text, width)
     return text.ljust(width) if key in _LEFT else text.rjust(width)
 
 

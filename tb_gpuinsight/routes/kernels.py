@@ -8,7 +8,7 @@ import numpy as np
 from ..analysis.ranks import report as rk
 from ..analysis.kernels.efficiency import AUTO, DeviceReport, Efficiency, aggregate
 from ..analysis.kernels.grouping import device_summary
-from ..analysis.ranks.device_parts import device_reports
+from ..analysis.ranks.device_parts import device_ranks, device_reports
 from ..analysis.kernels.names import display_name
 from ..analysis.kernels.rows import SORTABLE, group_rows, name_filter, sort_order
 from ..estimate.devices import DTYPES, DeviceSpec, device_hint
@@ -44,8 +44,8 @@ def devices_route(plugin, request) -> Dict[str, Any]:
         card = all_ranks_table(plugin, request, "cards")[0]
         # the cards of the selection's table: every rank's GPU together, beside each GPU's own
         return {**device_answer(device_reports(card, datasheet), card["kernels"], datasheet),
-                "all_ranks": card["summaries"].get("all")}
-    return devices(plugin.analysis(request), datasheet)
+                "all_ranks": card["summaries"].get("all"), "device_ranks": card.get("ranks", {})}
+    return devices(plugin.analysis(request), datasheet, span_ranks(plugin, request))
 
 
 def _all_ranks_summary(eff: Efficiency) -> Optional[Dict[str, Any]]:
@@ -60,10 +60,15 @@ def _all_ranks_summary(eff: Efficiency) -> Optional[Dict[str, Any]]:
     return whole
 
 
-def devices(eff: Efficiency, datasheet: Sequence[DeviceSpec] = ()) -> Dict[str, Any]:
-    """Device reports of an analysis, plus what the device picker needs (`device_answer`)."""
-    kernels = [n for n, k in zip(eff.activities.strings["name"], _kinds_of_names(eff)) if k]
-    return {**device_answer(eff.devices, kernels, datasheet), "all_ranks": _all_ranks_summary(eff)}
+def devices(eff: Efficiency, datasheet: Sequence[DeviceSpec] = (),
+            span_rank: Optional[np.ndarray] = None) -> Dict[str, Any]:
+    """Device reports of an analysis, plus what the device picker needs (`device_answer`); given the rank of each
+    span of an All-ranks analysis, per GPU the ranks its card adds up (`device_ranks`)."""
+    acts = eff.activities
+    kernels = [n for n, k in zip(acts.strings["name"], _kinds_of_names(eff)) if k]
+    ranks = device_ranks(acts["device"], acts["span"], span_rank) if "span" in acts else {}
+    return {**device_answer(eff.devices, kernels, datasheet), "all_ranks": _all_ranks_summary(eff),
+            "device_ranks": ranks}
 
 
 def device_answer(reports: Dict[int, DeviceReport], kernels: List[str],

@@ -80,7 +80,7 @@ def tables_for(store, run: str, chosen: Sequence[Chosen], ranks: Sequence[int], 
     spans, span_rank = [where[c[0]] for c in chosen], np.asarray(ranks, dtype=np.int64)
     tables: Dict[str, Any] = {group: kp.merge(parts, spans, span_rank, keys_) for group, keys_ in KERNEL_KEYS.items()}
     tables["device"] = kp.merge(parts, spans, span_rank, ROOFLINE_KEYS)
-    tables["cards"] = device_parts.cards(parts, spans)
+    tables["cards"] = device_parts.cards(parts, spans, span_rank)
     if not write:
         return tables, {"summaries_read": read, "from_index": 0}
     if read:

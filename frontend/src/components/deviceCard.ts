@@ -33,12 +33,27 @@ function peakList(peaks: Record<string, number | null | undefined>, dtype: Dtype
   );
 }
 
-export function deviceCard(dev: DeviceInfo, dtype: Dtype, selected: boolean, onSelect?: () => void): HTMLElement {
+/** "rank 3", "ranks 0–3, 6", "all ranks": which ranks a card of an All-ranks selection adds up. */
+export function rankLabel(ranks: number[], rankCount: number): string {
+  if (ranks.length === rankCount && rankCount > 1) return "all ranks";
+  const sorted = [...ranks].sort((a, b) => a - b);
+  const runs: string[] = [];
+  for (let i = 0; i < sorted.length; i++) {
+    let j = i;
+    while (j + 1 < sorted.length && sorted[j + 1] === sorted[j] + 1) j++;
+    runs.push(j > i ? `${sorted[i]}–${sorted[j]}` : String(sorted[i]));
+    i = j;
+  }
+  return `${sorted.length === 1 ? "rank" : "ranks"} ${runs.join(", ")}`;
+}
+
+export function deviceCard(dev: DeviceInfo, dtype: Dtype, selected: boolean, onSelect?: () => void, ranks?: { of: number[]; count: number }): HTMLElement {
   const spec = dev.spec;
+  const who = ranks?.of.length ? rankLabel(ranks.of, ranks.count) : "";
   const head = h(
     "div",
     { class: "card-head" },
-    h("span", { class: "badge", text: `GPU ${dev.id}` }),
+    h("span", { class: "badge", text: who ? `GPU ${dev.id} · ${who}` : `GPU ${dev.id}`, title: who ? `This card adds up GPU ${dev.id} of ${who}` : undefined }),
     h("span", { class: "card-title", text: dev.trace_name || "(no name in trace)", title: dev.trace_name }),
   );
   const body: HTMLElement[] = [];

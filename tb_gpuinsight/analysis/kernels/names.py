@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ...estimate.formats import peak_key
+from . import itanium
 
 CLASSES = ("GEMM", "attention", "conv", "elementwise", "reduction", "norm", "communication", "memcpy", "memset",
            "other")
@@ -43,7 +44,7 @@ def normalize(name: str) -> str:
 
 
 _NOISE_ARG = re.compile(r"^(?:-?[\d.]+[uUlLfF]*|true|false|(?:unsigned |signed |const )*(?:char|short|int|long|long long|"
-                        r"float|double|bool|half|at::Half|c10::\w+|__half|__nv_bfloat16|__hip_\w+|std::\w+)\s*[*&]*|"
+                        r"float|double|bool|half|at::Half|c10::\w+|__half|__nv_bfloat16|__hip_\w+|std::\w+|_BitInt\(\d+\))\s*[*&]*|"
                         r"[\w:]*Float8\w*|[\w:]*BFloat16|[\w:]*Half|[\w:]*complex)$")
 
 
@@ -289,32 +290,19 @@ def kernel_class(name: str, kind: str = "kernel", op: Optional[str] = None, flop
 
 # ---------------------------------------------------------------------------------------------- display names
 
-def _load_demangler():
-    """cpp_demangle (the gimli-rs Rust demangler as a wheel): follows the current Itanium ABI (`DF16b` bfloat16 in
-    ROCm CK names, which the system's libstdc++ and the pure-Python parsers reject). Optional on platforms without
-    a wheel: names then stay as recorded and `demangle` answers None."""
-    try:
-        from cpp_demangle import demangle as impl
-    except ImportError:  # pragma: no cover - depends on the platform's wheel
-        return None
-    return impl
-
-
-_DEMANGLE = _load_demangler()
-DEMANGLER = "cpp_demangle" if _DEMANGLE else None
+# cpp_demangle (the gimli-rs Rust demangler as a wheel) follows the current Itanium ABI (`DF16b` bfloat16 in ROCm CK
+# names, which the system's libstdc++ and the pure-Python parsers reject); LLVM's demangler reads what it does not
+# yet (clang 18's template parameter declarations, see `itanium`). Both optional on platforms without a wheel.
+DEMANGLER = itanium.DEMANGLERS[0][0] if itanium.DEMANGLERS else None
 
 
 @functools.lru_cache(maxsize=65536)
 def demangle(name: str) -> Optional[str]:
     """The demangled form of an Itanium-mangled name (`_Z...`), or None when the name is not mangled (most kernel
     names in traces are already demangled by CUPTI / roctracer) or cannot be demangled here."""
-    if not name.startswith("_Z") or _DEMANGLE is None:
+    if not name.startswith("_Z"):
         return None
-    try:
-        text = _DEMANGLE(name)
-    except Exception:  # noqa: BLE001 - a malformed symbol is shown raw, never an error
-        return None
-    return text if text and text != name else None
+    return itanium.demangled(name)
 
 
 # Namespaces that say nothing about which kernel it is (every PyTorch kernel lives in at::native).
@@ -352,7 +340,7 @@ def display_name(name: str) -> str:
     past NAME_CHARS is shortened from its head (real names stay under 2 KiB; folding megabytes costs seconds)."""
     if len(name) > NAME_CHARS:
         return name_head(name)[:_DISPLAY_MAX - 1] + "…"
-    text = (demangle(name) or name).strip()
+    text = (demangle(name) or itanium.qualified_name(name) or name).strip()
     if _TENSILE.match(text):
         return _tensile(text)
     text = _ANON.sub("", text)
@@ -441,10 +429,14 @@ def _fold(head: str, args: List[str], depth: int = 0) -> str:
     return f"{head}<{', '.join(kept)}>" if kept else head
 
 
+# A function argument (`&__hip_bfloat16 silu<__hip_bfloat16>(...)`, as LLVM prints it): its address-of and return type.
+_FUNCTION_ARG = re.compile(r"^&(?:[\w:]+ )*")
+
+
 def _fold_arg(arg: str, depth: int) -> str:
     """One template argument's identity: a functor's or lambda owner's name (`sigmoid_kernel_cuda(...)::{lambda}`
     -> `sigmoid_kernel_cuda`), '' for numbers, dtypes, enum casts and plumbing."""
-    arg = arg.strip()
+    arg = _FUNCTION_ARG.sub("", arg.strip())
     if not arg or _NOISE_ARG.match(arg) or re.match(r"^\(.*\)-?\d+$", arg):  # `(cudnnKernelDataType_t)2`
         return ""
     head, inner = _split_call(arg)

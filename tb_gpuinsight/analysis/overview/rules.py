@@ -102,7 +102,9 @@ def _named(item: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _link(d: SpanData, name: str, op: str = "") -> Dict[str, Any]:
-    return {"label": name, "tab": "kernels", "filter": name, "op": op, "span": d.span}
+    """A link to the kernel table: labelled by the readable name, filtered by the raw one (a mangled CK name is
+    500 characters)."""
+    return {"label": display_name(name), "tab": "kernels", "filter": name, "op": op, "span": d.span}
 
 
 def _top_by_name(d: SpanData, rows: np.ndarray) -> List[Dict[str, Any]]:

@@ -28,12 +28,26 @@ from .span_devices import props_by_device
 TOP_FAMILIES = 5  # as `grouping._compute_coverage`
 
 
-def cards(parts: Parts, spans: Sequence[int]) -> Dict[str, Any]:
+def device_ranks(device: np.ndarray, span: np.ndarray, span_rank: Optional[Sequence[int]]) -> Dict[str, List[int]]:
+    """Per GPU id (as text), the ranks whose spans ran something on it, given each row's GPU and span position
+    and the rank of each span position: what a card's figures add up in an All-ranks selection."""
+    if span_rank is None or not len(device):
+        return {}
+    rank = np.asarray(span_rank, dtype=np.int64)[span]
+    pairs = np.unique(np.stack([device.astype(np.int64), rank], 1), axis=0)
+    out: Dict[str, List[int]] = {}
+    for dev, r in pairs.tolist():
+        out.setdefault(str(dev), []).append(int(r))
+    return out
+
+
+def cards(parts: Parts, spans: Sequence[int], span_rank: Optional[Sequence[int]] = None) -> Dict[str, Any]:
     """What the device cards of `spans` (positions in `parts`, in the order they combine) are made of, JSON-ready:
     `props` (per GPU, the device properties of the first span that ran on it, `span_devices.props_by_device`), `ids`
     (the GPUs that ran something), `summaries` (per GPU, as `grouping.device_summary`, and "all": every GPU of every
     span together, busy time summed over the GPUs, what the All-ranks table adds up) and `kernels` (kernel names,
-    in the combined label order: the device hint)."""
+    in the combined label order: the device hint) and, given `span_rank` (the rank of each of `spans`), `ranks`:
+    per GPU, the ranks its card adds up."""
     spans = list(spans)
     order_of = np.full(parts.spans, -1, dtype=np.int64)
     order_of[np.asarray(spans, dtype=np.int64)] = np.arange(len(spans))
@@ -62,7 +76,8 @@ def cards(parts: Parts, spans: Sequence[int]) -> Dict[str, Any]:
     ran = np.zeros(len(names) + 1, dtype=bool)
     ran[code["name"][np.array([k == "kernel" for k in kinds] + [False])[code["kind"]]]] = True
     return {"props": props, "ids": ids, "summaries": summaries,
-            "kernels": [n for n, k in zip(names, ran[:-1].tolist()) if k]}
+            "kernels": [n for n, k in zip(names, ran[:-1].tolist()) if k],
+            "ranks": device_ranks(col["device"], order_of[col["span"]], span_rank)}
 
 
 def _props(parts: Parts, spans: Sequence[int], col: Dict[str, np.ndarray]) -> List[Dict[str, Any]]:

@@ -41,20 +41,60 @@ def launch_flows(trace, acts, origin: float, arrays: Dict[str, np.ndarray], op_r
     arrays["flow_src"], arrays["flow_ts"] = src, ts
 
 
+def fwd_bwd_links(ops, op_rows: np.ndarray) -> np.ndarray:
+    """Per event, the event of the op at the other end of its forward -> backward flow (-1 for none): the links
+    Kineto writes as `fwdbwd` flow events, made by its rule from the ops' `Sequence number` and `Fwd thread id`
+    args (so they exist also where a trace left the flow events out). Ops are taken in the order the profiler
+    records them, at exit; a backward op (fwd thread id > 0) links to the latest-starting forward op of its
+    sequence number recorded before it and not linked yet (among nested ops sharing a sequence number, the
+    innermost created the autograd node), and only the first backward op of a number takes the link. Kineto keys by (the profiler's own thread
+    number, sequence number); the trace does not record a forward op's thread number, so the key is the backward
+    op's `Fwd thread id` with the sequence number, forward ops of every thread sharing the lookup."""
+    n = len(op_rows)
+    peer = np.full(n, -1, dtype=np.int32)
+    if not n or not len(ops) or "seq" not in ops:
+        return peer
+    op_rows = np.asarray(op_rows, dtype=np.int64)
+    event_of_op = np.full(len(ops), -1, dtype=np.int64)
+    cpu = np.flatnonzero(op_rows >= 0)
+    event_of_op[op_rows[cpu]] = cpu
+    seq, fwd = ops["seq"], ops["fwd_tid"]
+    rows = np.flatnonzero((seq >= 0) & (event_of_op >= 0))
+    start = ops["ts"]
+    rows = rows[np.lexsort((-start[rows], start[rows] + ops["dur"][rows]))]  # as the profiler records: at exit
+    open_fwd: Dict[int, int] = {}
+    for row, s, f in zip(rows.tolist(), seq[rows].tolist(), fwd[rows].tolist()):
+        if f > 0:
+            fwd_row = open_fwd.pop(s, None)
+            if fwd_row is not None:
+                peer[event_of_op[fwd_row]], peer[event_of_op[row]] = event_of_op[row], event_of_op[fwd_row]
+        elif s not in open_fwd or start[row] >= start[open_fwd[s]]:
+            open_fwd[s] = row
+    return peer
+
+
 def lane_of(index, rows: np.ndarray) -> np.ndarray:
     """The lane of each event position."""
     return (np.searchsorted(index.lane_off, rows, side="right") - 1).astype(np.int64)
 
 
 def viewport_flows(index, rows: np.ndarray) -> Dict[str, List]:
-    """The flow columns of the events at `rows` of one lane: source lane and launch time (None without one)."""
+    """The flow columns of the events at `rows` of one lane: source lane and launch time (None without one), and
+    for ops with a forward <-> backward link the other op's lane and start (`fb_lane`, `fb_ts`)."""
     if "flow_src" not in index.arrays:
         return {}
     src = index.flow_src[rows].astype(np.int64)
     has = src >= 0
     lanes = np.where(has, lane_of(index, np.maximum(src, 0)), -1)
-    return {"src_lane": [int(v) if v >= 0 else None for v in lanes.tolist()],
-            "src_ts": [round(float(t), 4) if h else None for t, h in zip(index.flow_ts[rows].tolist(), has.tolist())]}
+    out = {"src_lane": [int(v) if v >= 0 else None for v in lanes.tolist()],
+           "src_ts": [round(float(t), 4) if h else None for t, h in zip(index.flow_ts[rows].tolist(), has.tolist())]}
+    peer = index.fb_peer[rows].astype(np.int64) if "fb_peer" in index.arrays else np.empty(0, np.int64)
+    if (peer >= 0).any():  # forward <-> backward: the other op's lane and start (sent only when some event has one)
+        on = peer >= 0
+        peer_lanes = np.where(on, lane_of(index, np.maximum(peer, 0)), -1)
+        out["fb_lane"] = [int(v) if v >= 0 else None for v in peer_lanes.tolist()]
+        out["fb_ts"] = [round(float(index.start[p]), 4) if p >= 0 else None for p in peer.tolist()]
+    return out
 
 
 def event_flows(index, row: int) -> Dict[str, Any]:

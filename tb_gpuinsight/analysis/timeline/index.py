@@ -18,7 +18,7 @@ class, equal pixels merged).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -32,7 +32,7 @@ from ..kernels.names import CLASSES as KERNEL_CLASSES, demangle, display_name, k
 from ..overview import host
 from ..overview.breakdown import CATEGORIES, IDLE, activity_categories, split_steps
 from ..overview.steps import step_windows
-from . import flows
+from . import flows, layout, op_details
 
 SECTION = "timeline"
 CPU_OP, RUNTIME = "CPU op", "runtime"
@@ -64,6 +64,7 @@ class TimelineIndex:
     steps: List[str]
     arrays: Dict[str, np.ndarray]
     base_us: float = 0.0  # the trace's baseTimeNanoseconds in us: origin_us + base_us is absolute
+    details: Dict[str, list] = field(default_factory=dict)  # the lists op_details' codes index
 
     def __getattr__(self, key: str) -> np.ndarray:
         try:
@@ -80,14 +81,15 @@ class TimelineIndex:
 
     def to_section(self) -> Section:
         info = {"origin_us": self.origin_us, "duration_us": self.duration_us, "lanes": self.lanes,
-                "names": self.names, "steps": self.steps, "classes": list(CLASSES), "base_us": self.base_us}
+                "names": self.names, "steps": self.steps, "classes": list(CLASSES), "base_us": self.base_us,
+                "details": self.details}
         return Section(SECTION, info, dict(self.arrays))
 
     @classmethod
     def from_section(cls, section: Section) -> "TimelineIndex":
         info = section.check().info
         return cls(info["origin_us"], info["duration_us"], info["lanes"], info["names"], info["steps"],
-                   section.arrays, float(info.get("base_us", 0.0)))
+                   section.arrays, float(info.get("base_us", 0.0)), info.get("details") or {})
 
     def busy_upto(self, group: int, x: np.ndarray) -> np.ndarray:
         """Busy time of one segment group from the start of the trace up to each time in `x` (sorted,
@@ -130,7 +132,10 @@ def build_index(trace, eff) -> TimelineIndex:
     _cpu_lanes(trace.ops, origin, names, lanes, parts)
     _device_lanes(lanes, parts)
     arrays = _events_and_segments(parts)
-    flows.launch_flows(trace, eff.activities, origin, arrays, arrays.pop("op"))
+    op_rows = arrays.pop("op")
+    flows.launch_flows(trace, eff.activities, origin, arrays, op_rows)
+    arrays["fb_peer"] = flows.fwd_bwd_links(trace.ops, op_rows)
+    details = op_details.add_details(trace, arrays, op_rows)
     arrays["gap_cause"] = _gap_causes(trace, eff.activities, origin, lanes, arrays)
     steps = step_windows(trace)
     has_steps = steps.annotated
@@ -138,7 +143,7 @@ def build_index(trace, eff) -> TimelineIndex:
                   step_end=steps.end - origin if has_steps else np.empty(0))
     step_names = steps.step_names()
     return TimelineIndex(origin, float(trace.meta.duration_us), lanes, list(names.items), step_names, arrays,
-                         (trace.meta.base_time_ns or 0) / 1000.0)
+                         (trace.meta.base_time_ns or 0) / 1000.0, details)
 
 
 def _lane_part(start, end, cls, name, act, op=None) -> Dict[str, np.ndarray]:
@@ -166,10 +171,13 @@ def _gpu_lanes(acts, origin: float, names: Interner, lanes: List, parts: List) -
     end = start + np.maximum(acts["dur"], 0.0)
     rows = np.arange(len(acts))
     for dev, stream in sorted(set(zip(acts["device"].tolist(), acts["stream"].tolist()))):
-        on = (acts["device"] == dev) & (acts["stream"] == stream)
-        lanes.append({"id": len(lanes), "kind": "gpu", "device": int(dev), "stream": int(stream),
-                      "label": f"GPU {int(dev)} · stream {int(stream)}"})  # ids may come as floats
-        parts.append(_lane_part(start[on], end[on], cls[on], name[on], rows[on]))
+        on = np.flatnonzero((acts["device"] == dev) & (acts["stream"] == stream))
+        sub = layout.sub_rows(start[on], end[on])
+        for r in range(int(sub.max()) + 1 if len(sub) else 1):
+            at = on[sub == r]
+            lanes.append({"id": len(lanes), "kind": "gpu", "device": int(dev), "stream": int(stream), "row": r,
+                          "label": f"GPU {int(dev)} · stream {int(stream)}" + (f" · row {r + 1}" if r else "")})
+            parts.append(_lane_part(start[at], end[at], cls[at], name[at], rows[at]))
 
 
 def _cpu_lanes(ops, origin: float, names: Interner, lanes: List, parts: List) -> None:
@@ -191,12 +199,15 @@ def _cpu_lanes(ops, origin: float, names: Interner, lanes: List, parts: List) ->
         # Depth counts from the thread's outermost drawn op (a dropped ProfilerStep parent shifts children up).
         base = depth[thread].min() if thread.any() else 0
         for d in sorted(set(depth[thread].tolist())):
-            on = thread & (depth == d)
-            lanes.append({"id": len(lanes), "kind": "cpu", "pid": pids[pid], "tid": tids[tid],
-                          "depth": int(d - base), "label": f"thread {tids[tid]}" + (f" · depth {d - base}"
-                                                                                     if d > base else "")})
-            parts.append(_lane_part(start[on], end[on], cls[on], code[ops["name"][on]], rows[on],
-                                    np.flatnonzero(on)))
+            on = np.flatnonzero(thread & (depth == d))
+            sub = layout.sub_rows(start[on], end[on])
+            for r in range(int(sub.max()) + 1):
+                at = on[sub == r]
+                label = f"thread {tids[tid]}" + (f" · depth {d - base}" if d > base else "") + \
+                    (f" · row {r + 1}" if r else "")
+                lanes.append({"id": len(lanes), "kind": "cpu", "pid": pids[pid], "tid": tids[tid],
+                              "depth": int(d - base), "row": r, "label": label})
+                parts.append(_lane_part(start[at], end[at], cls[at], code[ops["name"][at]], rows[at], at))
 
 
 def _depths(parents: np.ndarray) -> np.ndarray:
@@ -502,7 +513,8 @@ def event(index: TimelineIndex, row: int) -> Dict[str, Any]:
     return {"index": row, "lane": lane, "lane_label": index.lanes[lane]["label"], "name": index.names[index.name[row]],
             "class": CLASSES[index.cls[row]], "start": float(index.start[row]),
             "dur": float(index.end[row] - index.start[row]), "act": int(index.act[row]),
-            "device": index.lanes[lane].get("device"), **flows.event_flows(index, row)}
+            "device": index.lanes[lane].get("device"), **flows.event_flows(index, row),
+            **op_details.details(index, row)}
 
 
 def meta(index: TimelineIndex) -> Dict[str, Any]:

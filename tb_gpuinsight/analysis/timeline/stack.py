@@ -129,6 +129,9 @@ class Stack:
             base, off = int(self.lane_base[i]), self.offsets[i]
             ev["src_lane"] = [None if v is None else v + base for v in ev["src_lane"]]
             ev["src_ts"] = [None if v is None else v + off for v in ev["src_ts"]]
+            if "fb_lane" in ev:
+                ev["fb_lane"] = [None if v is None else v + base for v in ev["fb_lane"]]
+                ev["fb_ts"] = [None if v is None else v + off for v in ev["fb_ts"]]
         return {**lane, "id": int(self.lane_base[i] + lane["id"]), "events": ev}
 
     def find(self, name: str, t0: Optional[float] = None, t1: Optional[float] = None,
@@ -176,6 +179,9 @@ class Stack:
         for link in [ev["launched_by"]] if "launched_by" in ev else ev.get("launched", []):
             link.update(index=int(link["index"] + self.event_base[i]), lane=int(link["lane"] + self.lane_base[i]),
                         start=link["start"] + self.offsets[i], ts=link["ts"] + self.offsets[i])
+        for link in [ev[k] for k in ("forward", "backward") if k in ev]:
+            link.update(index=int(link["index"] + self.event_base[i]), lane=int(link["lane"] + self.lane_base[i]),
+                        start=link["start"] + self.offsets[i])
         return {**ev, "index": row, "lane": lane, "lane_label": self.lanes[lane]["label"],
                 "start": ev["start"] + self.offsets[i], "rank": r.rank, "worker": r.worker, "span": r.span}
 

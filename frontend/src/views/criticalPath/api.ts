@@ -30,6 +30,8 @@ export interface PathSegment {
   cause: PathCause;
   kind: string;
   name: string;
+  /** The readable name (kernel template names folded); the raw one is the hover. */
+  display_name?: string;
   start_us: number;
   dur_us: number;
   share: number;

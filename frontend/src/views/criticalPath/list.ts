@@ -3,6 +3,7 @@
 // in a sortable table: op or kernel, cause, duration, share of the step. Clicking a segment hands it to `onPick`
 // (the tab selects its graph node).
 import { FormatModule, InteractionModule, ResizeTableModule, SortModule, Tabulator, type RowComponent } from "tabulator-tables";
+import { tabLink, writeTabLink } from "../../deeplink";
 import { h, replace, select } from "../../dom";
 import { pct, time } from "../../format";
 import { CAUSE_COLORS, CAUSE_LABELS, type CriticalPath, type PathSegment, type PathStep } from "./api";
@@ -81,7 +82,10 @@ export class CriticalPathList {
 
   show(data: CriticalPath): void {
     this.data = data;
-    this.step = data.steps.length === 1 ? data.steps[0].step : ALL;
+    // the step and the order survive a reload (the graph tab's deep link: `cp_step`, `cp_order`)
+    const link = tabLink("graph");
+    this.step = data.steps.length === 1 ? data.steps[0].step : data.steps.some((s) => s.step === link.cp_step) ? (link.cp_step as string) : ALL;
+    if (link.cp_order === "path") this.order = "path";
     this.renderHead();
     this.renderTable();
   }
@@ -114,6 +118,7 @@ export class CriticalPathList {
             this.step,
             (v) => {
               this.step = v;
+              writeTabLink("graph", { cp_step: v === ALL ? null : v });
               this.renderHead();
               this.renderTable();
             },
@@ -133,6 +138,7 @@ export class CriticalPathList {
   private orderToggle(): HTMLElement {
     const pick = (order: Order) => {
       this.order = order;
+      writeTabLink("graph", { cp_order: order === "time" ? null : order });
       this.table?.setSort(SORTS[order]);
       this.renderHead();
     };
@@ -162,11 +168,13 @@ export class CriticalPathList {
         {
           title: "Op or kernel",
           field: "name",
-          minWidth: 72,
+          minWidth: 140,
+          variableHeight: true,
           headerSortStartingDir: "asc",
           formatter: (cell) => {
             const seg = cell.getData() as PathSegment;
-            return h("span", { class: "cp-name", title: `${seg.name}${seg.et_id === null ? " (no ET node: not in the graph)" : ""}`, text: seg.name });
+            // the readable name, wrapped in the cell (never cut): the raw name on hover
+            return h("span", { class: "cp-name", title: `${seg.name}${seg.et_id === null ? " (no ET node: not in the graph)" : ""}`, text: seg.display_name ?? seg.name });
           },
         },
         {

@@ -114,6 +114,22 @@ function writeSides(s: DiffState): void {
   writeTabLink("diff", { ...side("b", s.b), ...side("a", s.pinned ? s.a : null) });
 }
 
+/** The table's options kept in the deep link beside the sides (defaults left out). */
+function writeOptions(s: DiffState): void {
+  writeTabLink("diff", { match: s.match === "normalized" ? null : s.match, by: s.by === "kernel" ? null : s.by, dtype: s.dtype === "auto" ? null : s.dtype, filter: s.filter || null, status: s.status || null });
+}
+
+function linkedOptions(): Partial<DiffState> {
+  const p = tabLink("diff");
+  const out: Partial<DiffState> = {};
+  if (p.match === "exact") out.match = "exact";
+  if (p.by === "op") out.by = "op";
+  if (p.dtype && (DTYPES as readonly string[]).includes(p.dtype)) out.dtype = p.dtype as Dtype;
+  if (p.filter) out.filter = p.filter;
+  if (p.status === "both" || p.status === "added" || p.status === "removed") out.status = p.status;
+  return out;
+}
+
 function linkedSides(header: Selection): { a: Selection | null; b: Selection | null } {
   const p = tabLink("diff");
   const side = (x: string): Selection | null =>
@@ -161,6 +177,7 @@ class DiffView implements TabView {
       dtype: "auto",
       filter: "",
       status: "",
+      ...linkedOptions(), // a reload keeps the table's options
     });
     this.details = new DiffDetails(() => this.closeDetails());
     this.sideA = new DiffSide("Baseline", "A", sel, (a) => this.store.set({ a, pinned: true }),
@@ -546,6 +563,7 @@ class DiffView implements TabView {
       this.renderSides();
       writeSides(state);
     }
+    if ((["match", "by", "dtype", "filter", "status"] as const).some((k) => changed.has(k))) writeOptions(state);
     if (RELOAD_ALL.some((k) => changed.has(k))) {
       void this.load();
       return;

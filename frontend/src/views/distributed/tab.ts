@@ -11,6 +11,9 @@ import { bytes, count, gbps, pct, sig, time } from "../../format";
 import { ALL_WORKERS, openTab } from "../../state";
 import type { TabDef, TabView } from "../types";
 import { htmlTableExport } from "../../export";
+import { tabLink, writeTabLink } from "../../deeplink";
+
+const TAB_ID = "distributed";
 
 const RANK_PAGE = 64;
 const RETRY_MS = 3000;
@@ -86,7 +89,16 @@ class DistributedView implements TabView {
   private focus = h("div", { class: "rank-focus" });
 
   constructor(private host: HTMLElement, private sel: Selection) {
+    // the heatmap's metric, rank order, search and the rank compared survive a reload (the deep link)
+    const link = tabLink(TAB_ID);
+    if (STEP_METRICS.some(([m]) => m === link.metric)) this.metric = link.metric as StepMetric;
+    if (link.order === "rank" || link.order === "straggler") this.order = link.order;
+    this.query = link.q ?? "";
     void this.load();
+  }
+
+  private remember(): void {
+    writeTabLink(TAB_ID, { metric: this.metric === "dur" ? null : this.metric, order: this.order, q: this.query || null });
   }
 
   private async load(): Promise<void> {
@@ -94,8 +106,10 @@ class DistributedView implements TabView {
     try {
       this.data = await ranksApi.ranks(this.sel.run, this.controller.signal);
       this.byRank = new Map(this.data.ranks.map((r) => [r.rank, r]));
-      if (this.data.ranks.length > RANK_PAGE && this.data.stragglers.length) this.order = "straggler";
+      if (this.data.ranks.length > RANK_PAGE && this.data.stragglers.length && !tabLink(TAB_ID).order) this.order = "straggler";
       this.render();
+      const rank = Number(tabLink(TAB_ID).rank);
+      if (tabLink(TAB_ID).rank && this.byRank.has(rank)) this.showRank(rank);
       if (this.data.pending > 0) this.retry = setTimeout(() => void this.load(), RETRY_MS);
     } catch (err) {
       if (this.controller.signal.aborted || isAbort(err)) return;
@@ -116,11 +130,13 @@ class DistributedView implements TabView {
     this.heat = new StepHeatmap();
     const metricSelect = select(STEP_METRICS, this.metric, (v) => {
       this.metric = v as StepMetric;
+      this.remember();
       void this.loadHeatmap();
     }, { attrs: { "aria-label": "Heatmap metric" } });
     const orderSelect = select([["rank", "Rank order"], ["straggler", "Top stragglers first"]], this.order, (v) => {
       this.order = v as RankOrder;
       this.page = 0;
+      this.remember();
       void this.loadHeatmap();
     }, { attrs: { "aria-label": "Rank order" } });
     const search = h("input", {
@@ -130,6 +146,7 @@ class DistributedView implements TabView {
     const searchNow = debounce(() => {
       this.query = search.value.trim();
       this.page = 0;
+      this.remember();
       void this.loadHeatmap();
     }, 250);
     search.addEventListener("input", searchNow);
@@ -249,6 +266,7 @@ class DistributedView implements TabView {
     const d = this.data!;
     const row = d.ranks.find((r) => r.rank === rank);
     if (!row) return;
+    writeTabLink(TAB_ID, { rank: String(rank) });
     const keys: ReadonlyArray<readonly [keyof RankRow, string]> = [
       ["step_us", "Step"], ["compute_us", "Compute"], ["comm_exposed_us", "Comm exposed"], ["comm_overlapped_us", "Comm overlapped"],
       ["memcpy_us", "Memcpy"], ["idle_us", "Idle"], ...IDLE_CAUSES.map(([m, label]) => [`${m}_us` as const, label] as const),
@@ -328,7 +346,7 @@ class DistributedView implements TabView {
 }
 
 export const distributedTab: TabDef = {
-  id: "distributed",
+  id: TAB_ID,
   label: "Distributed",
   mount: (host, sel) => new DistributedView(host, sel),
 };

@@ -18,6 +18,10 @@ import { graphPngButton } from "../../export";
 import { count, pct } from "../../format";
 import { ALL_SPANS, ALL_WORKERS } from "../../state";
 import type { TabDef, TabView } from "../types";
+import { tabLink, writeTabLink } from "../../deeplink";
+
+const TAB_ID = "graph";
+const COLLAPSES = ["annotation", "depth2", "depth3", "depth5"];
 
 function noEtHint(reason: string | null): HTMLElement {
   return h(
@@ -48,6 +52,10 @@ class ExecutionGraphView implements TabView {
   private view: GraphView | null = null;
   private selected: number | null = null;
   private layout: LayoutKind = "rows";
+  private colorBy: ColorBy = "gpu_us";
+  /** The node of the deep link: its details open once the graph is shown. */
+  private restoreNode = false;
+  private collapseBy = "annotation";
   /** The node the user just expanded or collapsed: the next layout keeps it where it is on screen. */
   private anchor: number | null = null;
   /** The worker whose graph and path are shown (the header's, or picked here in a multi-rank run). */
@@ -77,6 +85,20 @@ class ExecutionGraphView implements TabView {
     private sel: Selection,
   ) {
     this.drawer.classList.add("graph-drawer"); // beside the canvas at every width: a sheet would cover the graph
+    // colour, layout, collapse, rank and the selected node survive a reload (the deep link)
+    const link = tabLink(TAB_ID);
+    if (link.color === "cpu_us" || link.color === "efficiency") this.colorBy = link.color;
+    if (link.layout === "layered") this.layout = "layered";
+    if (COLLAPSES.includes(link.collapse ?? "")) {
+      this.collapseBy = link.collapse as string;
+      this.query = this.collapseBy === "annotation" ? this.query : { ...this.query, collapse: "depth", depth: Number(this.collapseBy.slice(5)) };
+    }
+    const node = Number(link.node);
+    if (link.node && Number.isInteger(node)) {
+      this.query = { ...this.query, focus: node };
+      this.selected = node;
+      this.restoreNode = true;
+    }
     replace(this.host, this.buildLayout(), this.drawer);
     window.addEventListener("resize", this.onResize);
     this.start();
@@ -120,6 +142,8 @@ class ExecutionGraphView implements TabView {
     } catch {
       this.workers = []; // no rank picker; the header's worker still works
     }
+    const linked = tabLink(TAB_ID).rank;
+    if (linked && this.workers.includes(linked)) this.rank = linked;
     if (this.rank === ALL_WORKERS || !this.workers.includes(this.rank)) this.rank = this.workers[0] ?? this.sel.worker;
     if (this.workers.length > 1) {
       setOptions(this.rankSelect, this.workers.map((w) => [w, w] as const), this.rank);
@@ -133,6 +157,7 @@ class ExecutionGraphView implements TabView {
   private pickRank(worker: string): void {
     if (worker === this.rank) return;
     this.rank = worker;
+    writeTabLink(TAB_ID, { rank: worker, node: null });
     this.rankSelect.value = worker;
     this.query = { ...this.query, open: [], close: [], focus: null, focus_et: null };
     this.selected = null;
@@ -159,9 +184,11 @@ class ExecutionGraphView implements TabView {
             ["cpu_us", "CPU time"],
             ["efficiency", "efficiency"],
           ],
-          "gpu_us",
+          this.colorBy,
           (v) => {
-            this.canvas?.setColor(v as ColorBy);
+            this.colorBy = v as ColorBy;
+            writeTabLink(TAB_ID, { color: v === "gpu_us" ? null : v });
+            this.canvas?.setColor(this.colorBy);
             this.renderLegend();
           },
           { attrs: { "aria-label": "Colour by" } },
@@ -174,9 +201,10 @@ class ExecutionGraphView implements TabView {
             ["rows", "rows (program order)"],
             ["layered", "layered (data flow)"],
           ],
-          "rows",
+          this.layout,
           (v) => {
             this.layout = v as LayoutKind;
+            writeTabLink(TAB_ID, { layout: v === "rows" ? null : v });
             this.canvas?.setLayout(this.layout);
           },
           { attrs: { "aria-label": "Layout", title: "Rows: ops in program order, wrapped to the window. Layered: ops in columns by data dependency." } },
@@ -191,7 +219,7 @@ class ExecutionGraphView implements TabView {
             ["depth3", "to depth 3"],
             ["depth5", "to depth 5"],
           ],
-          "annotation",
+          this.collapseBy,
           (v) => this.setCollapse(v),
           { attrs: { "aria-label": "Collapse" } },
         ),
@@ -224,6 +252,7 @@ class ExecutionGraphView implements TabView {
         (id) => this.expand(id),
       );
       this.canvas.setLayout(this.layout);
+      if (this.colorBy !== "gpu_us") this.canvas.setColor(this.colorBy);
     }
     return this.canvas;
   }
@@ -279,6 +308,8 @@ class ExecutionGraphView implements TabView {
     canvas.show(view, this.selected, this.anchor);
     this.anchor = null;
     if (this.selected !== null) canvas.select(this.selected);
+    if (this.restoreNode && this.selected !== null) void this.openDetails(this.selected);
+    this.restoreNode = false;
     this.renderLegend();
     if (view.capped) {
       replace(this.statusEl, inlineError(`Showing ${count(view.nodes.length)} nodes: expanding further would pass ${count(view.max_visible)}. Collapse something first.`));
@@ -392,6 +423,8 @@ class ExecutionGraphView implements TabView {
   }
 
   private setCollapse(v: string): void {
+    this.collapseBy = v;
+    writeTabLink(TAB_ID, { collapse: v === "annotation" ? null : v });
     this.query = v === "annotation" ? { ...this.query, collapse: "annotation" } : { ...this.query, collapse: "depth", depth: Number(v.slice(5)) };
     this.query.open = [];
     this.query.close = [];
@@ -430,6 +463,7 @@ class ExecutionGraphView implements TabView {
 
   private async openDetails(id: number): Promise<void> {
     this.selected = id;
+    writeTabLink(TAB_ID, { node: String(id) });
     this.canvas?.select(id, false);
     const node = this.view?.nodes.find((n) => n.id === id);
     this.list.markEt(node?.et_id ?? null);
@@ -459,13 +493,14 @@ class ExecutionGraphView implements TabView {
   }
 
   private closeDetails(): void {
+    if (!this.drawer.hidden) writeTabLink(TAB_ID, { node: null });
     this.detailsController?.abort();
     this.drawer.hidden = true;
   }
 }
 
 export const executionGraphTab: TabDef = {
-  id: "graph",
+  id: TAB_ID,
   label: "Execution graph",
   mount: (host, sel) => new ExecutionGraphView(host, sel),
 };

@@ -161,6 +161,7 @@ class KernelEfficiencyView implements TabView {
       if (signal.aborted) return;
       this.devices = res.devices;
       this.allRanksSummary = res.all_ranks ?? null;
+      this.deviceRanks = res.device_ranks ?? {};
     } catch (err) {
       if (signal.aborted || isAbort(err)) return;
       replace(
@@ -187,6 +188,8 @@ class KernelEfficiencyView implements TabView {
   /** "All ranks": the table aggregates every rank (the server groups across their GPUs). */
   /** Every rank's GPU together ("All ranks"): the summary above the table is of what the table sums. */
   private allRanksSummary: DeviceSummary | null = null;
+  /** All ranks: per GPU id, the ranks its card adds up (the card names them). */
+  private deviceRanks: Record<string, number[]> = {};
 
   private get allRanks(): boolean {
     return this.sel.worker === ALL_WORKERS;
@@ -331,6 +334,13 @@ class KernelEfficiencyView implements TabView {
     replace(this.tableStatus, h("span", { class: "muted", text: parts.join(" · ") }));
   }
 
+  private ranksOf(id: number): { of: number[]; count: number } | undefined {
+    if (!this.allRanks) return undefined;
+    const count = new Set(Object.values(this.deviceRanks).flat()).size;
+    const of = this.deviceRanks[String(id)];
+    return of?.length ? { of, count } : undefined;
+  }
+
   private renderDevice(): void {
     const state = this.view.get();
     const many = this.devices.length > 1;
@@ -339,7 +349,7 @@ class KernelEfficiencyView implements TabView {
     replace(
       this.cardsEl,
       ...this.devices.map((d) =>
-        deviceCard(d, state.dtype, many && d.id === state.device, many ? () => this.view.set({ device: d.id }) : undefined),
+        deviceCard(d, state.dtype, many && d.id === state.device, many ? () => this.view.set({ device: d.id }) : undefined, this.ranksOf(d.id)),
       ),
     );
     const dev = this.device;

@@ -148,10 +148,14 @@ export class MemoryChart {
     const d = this.data;
     if (!d) return;
     const xMax = (d.overview.end_us - d.t0) / 1000;
-    const series: (LineSeriesOption | ScatterSeriesOption)[] = SERIES.map(([key, name, color]) => ({
+    // Only the curves this device has: the CPU allocator reports no reserve, so a CPU run has no Reserved or
+    // Fragmentation curve (nor a legend entry for them).
+    const present = SERIES.map(([key, name, color]) => ({ key, name, color, data: this.points(key) })).filter((c) => c.key === "allocated" || c.data.length);
+    this.box.dataset.series = present.map((c) => c.name).join("|"); // the legend's entries, readable without the canvas
+    const series: (LineSeriesOption | ScatterSeriesOption)[] = present.map(({ key, name, color, data }) => ({
       type: "line",
       name,
-      data: this.points(key),
+      data,
       showSymbol: false,
       sampling: undefined,
       lineStyle: { width: key === "allocated" ? 2 : 1.2, color },

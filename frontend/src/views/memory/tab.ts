@@ -14,6 +14,9 @@ import { bytes, count, pct, time } from "../../format";
 import { nav, scopeFor, type StepScope } from "../../state";
 import { mountSnapshot } from "./snapshot";
 import type { TabDef, TabView } from "../types";
+import { tabLink, writeTabLink } from "../../deeplink";
+
+const TAB_ID = "memory";
 
 const PAGE = 100;
 const MAX_MARKS = 5000;
@@ -135,7 +138,9 @@ class MemoryView implements TabView {
       return;
     }
     const devices = this.summary.devices.map((d) => d.device);
-    this.device = devices.find((d) => d !== "cpu") ?? devices[0];
+    const link = tabLink(TAB_ID); // the device, the allocations shown and the zoom survive a reload
+    this.device = devices.includes(link.device ?? "") ? (link.device as string) : (devices.find((d) => d !== "cpu") ?? devices[0]);
+    if (WHICH.some(([w]) => w === link.which)) this.which = link.which as Which;
     this.build();
   }
 
@@ -146,10 +151,12 @@ class MemoryView implements TabView {
     const devices = s.devices.map((x) => [x.device, x.device === "cpu" ? "CPU" : x.device] as const);
     const deviceSel = select(devices, this.device, (v) => {
       this.device = v;
+      writeTabLink(TAB_ID, { device: v, z0: null, z1: null });
       this.build();
     }, { attrs: { "aria-label": "Memory device" } });
     const whichSel = select(WHICH, this.which, (v) => {
       this.which = v as Which;
+      writeTabLink(TAB_ID, { which: v });
       void this.allocs?.reload();
     }, { attrs: { "aria-label": "Allocations shown" } });
     const spanNote = s.spans.length > 1 ? h("div", { class: "muted small", text: `Memory is shown per span: this is ${s.span}; pick a span in the header for another.` }) : null;
@@ -208,6 +215,9 @@ class MemoryView implements TabView {
       const overview = await memoryApi.curve(this.sel, this.device, this.chart?.width ?? 1000, null, this.controller.signal);
       this.chart?.setData({ t0: s.start_us, overview, steps: s.steps, peak: d.peak });
       this.showScope();
+      const link = tabLink(TAB_ID);
+      const z0 = Number(link.z0), z1 = Number(link.z1);
+      if (!this.scope && link.z0 && Number.isFinite(z0) && Number.isFinite(z1) && z1 > z0) this.chart?.zoomTo([z0, z1]);
     } catch (err) {
       if (this.controller.signal.aborted || isAbort(err)) return;
       replace(status, inlineError(err instanceof Error ? err.message : String(err)));
@@ -216,6 +226,7 @@ class MemoryView implements TabView {
 
   private async zoom(range: [number, number] | null, status: HTMLElement): Promise<void> {
     const ticket = ++this.curveRequest;
+    writeTabLink(TAB_ID, { z0: range ? range[0].toFixed(3) : null, z1: range ? range[1].toFixed(3) : null });
     if (!range) {
       this.chart?.setDetail(null);
       return;
@@ -267,7 +278,7 @@ class MemoryView implements TabView {
 }
 
 export const memoryTab: TabDef = {
-  id: "memory",
+  id: TAB_ID,
   label: "Memory",
   mount: (host, sel) => new MemoryView(host, sel),
 };

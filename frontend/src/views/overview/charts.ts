@@ -30,6 +30,7 @@ export class StepChart extends ChartBox {
     const used = categories.filter((c) => steps.some((s) => Number(s[`${c.key}_us`]) > 0));
     const name = spanNamer(steps.map((s) => s.span));
     const labels = steps.map((s) => (steps.some((o) => o.span !== s.span) ? `${s.step} · ${name(s.span)}` : s.step));
+    this.el.dataset.series = used.map((c) => c.label).join("|"); // the legend's entries, readable without the canvas
     this.chart.setOption(
       {
         animation: false,

@@ -177,8 +177,9 @@ export function recommendationList(recs: Recommendation[], onLink: (filter: stri
                   { class: "ov-link-pair" },
                   h("button", {
                     class: "btn btn-small ov-link",
-                    text: l.label.length > 60 ? l.label.slice(0, 57) + "…" : l.label,
-                    title: l.label,
+                    // the readable name, elided in the middle past 60 characters; the raw name on hover
+                    text: l.label.length > 60 ? l.label.slice(0, 40) + "…" + l.label.slice(-19) : l.label,
+                    title: l.filter,
                     on: { click: () => onLink(l.filter, l.op, l.span) },
                   }),
                   timelineButton(l.filter, l.span, "on timeline"),

@@ -11,6 +11,7 @@ import { emptyState, inlineError } from "../../components/states";
 import { debounce, h, replace } from "../../dom";
 import { bytes, count, flop, pct, sig, time } from "../../format";
 import { timelineButton } from "../../nav";
+import { tabLink, writeTabLink } from "../../deeplink";
 import type { TabDef, TabView } from "../types";
 
 const PAGE = 100;
@@ -58,8 +59,11 @@ const TENSOR_COLUMNS: ShapesColumn<TensorRow>[] = [
   { field: "producer", title: "Made by", tip: "The call that returned this data pointer last (joined by data pointer)", text: true, grow: 2, render: (r) => (r.producer ? cellText(r.producer, r.producer) : unknown("no earlier call returned this pointer")) },
 ];
 
-function filterBox(label: string, onChange: (v: string) => void): HTMLInputElement {
-  const box = h("input", { class: "search", attrs: { type: "search", placeholder: label, title: label, "aria-label": label, spellcheck: "false" } });
+const TAB_ID = "shapes";
+
+function filterBox(label: string, onChange: (v: string) => void, value = ""): HTMLInputElement {
+  const box = h("input", { class: "search", attrs: { type: "search", placeholder: label, title: label, "aria-label": label, spellcheck: "false" } }) as HTMLInputElement;
+  box.value = value;
   const set = debounce((v: string) => onChange(v.trim()), 300);
   box.addEventListener("input", () => set(box.value));
   return box;
@@ -87,20 +91,27 @@ class TensorShapesView implements TabView {
   private tensorHost = h("div", { class: "table-host shapes-tensors" });
 
   constructor(private host: HTMLElement, private sel: Selection) {
+    // the op view and both filters survive a reload (the deep link)
+    const link = tabLink(TAB_ID);
+    if (VIEWS.some((v) => v.id === link.view)) this.opView = link.view as OpView;
+    this.opFilter = link.ops ?? "";
+    this.tensorFilter = link.tensors ?? "";
     this.build();
   }
 
   private build(): void {
     const opBox = filterBox("Filter ops or shapes…", (v) => {
       this.opFilter = v;
+      writeTabLink(TAB_ID, { ops: v || null });
       if (this.opView === "tree") void this.showTree();
       else void this.ops?.reload();
-    });
+    }, this.opFilter);
     this.renderViewButtons();
     const tensorBox = filterBox("Filter names, functions, files…", (v) => {
       this.tensorFilter = v;
+      writeTabLink(TAB_ID, { tensors: v || null });
       void this.tensors?.reload();
-    });
+    }, this.tensorFilter);
     replace(
       this.host,
       h(
@@ -142,6 +153,7 @@ class TensorShapesView implements TabView {
   private setView(view: OpView): void {
     if (view === this.opView) return;
     this.opView = view;
+    writeTabLink(TAB_ID, { view: view === "leaf" ? null : view });
     this.renderViewButtons();
     this.showOps();
   }
@@ -268,7 +280,7 @@ class TensorShapesView implements TabView {
 }
 
 export const tensorShapesTab: TabDef = {
-  id: "shapes",
+  id: TAB_ID,
   label: "Tensor shapes",
   mount: (host, sel) => new TensorShapesView(host, sel),
 };

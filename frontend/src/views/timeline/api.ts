@@ -10,6 +10,8 @@ export interface TimelineLane {
   pid?: string;
   tid?: string;
   depth?: number;
+  /** A sub-row (1, 2, ...) of a stream or depth whose events overlap: no two boxes share a row. */
+  row?: number;
   events: number;
   /** Stacked ranks ("All ranks"): the rank, worker and span the lane belongs to. */
   rank?: number;
@@ -48,6 +50,9 @@ export interface LaneEvents {
   /** Launch flows: the lane of the CPU op that launched each GPU event and when the launch began (null: none). */
   src_lane?: (number | null)[];
   src_ts?: (number | null)[];
+  /** Forward <-> backward links (Kineto's fwdbwd): the other op's lane and start (null: none). */
+  fb_lane?: (number | null)[];
+  fb_ts?: (number | null)[];
 }
 
 export interface LaneBins {
@@ -144,6 +149,21 @@ export interface TimelineEvent {
   launched_by?: FlowLink;
   launched?: (FlowLink & { act: number; efficiency?: number | null })[];
   launched_total?: number;
+  /** A CPU op: its inputs (record_shapes), the nn.Module calls around it (with_stack), its Module Hierarchy, and
+   * the op at the other end of its forward -> backward link. */
+  inputs?: { dims: unknown[] | null; types: unknown[] | null; concrete: unknown[] | null };
+  stack?: string[];
+  module_path?: string;
+  forward?: OpLink;
+  backward?: OpLink;
+}
+
+export interface OpLink {
+  index: number;
+  lane: number;
+  name: string;
+  start: number;
+  dur: number;
 }
 
 export interface FlowLink {

@@ -83,6 +83,8 @@ export interface PickedFlow {
   fromTs: number;
   toLane: number;
   toTs: number;
+  /** A forward -> backward link (drawn dashed), not a launch. */
+  fwdBwd?: boolean;
 }
 
 const MAX_FLOWS = 2000; // drawn at once: more is a solid band that says nothing
@@ -527,22 +529,28 @@ export class TimelineCanvas {
     if (this.flows && this.data) {
       for (const lane of this.data.lanes) {
         const ev = lane.events;
-        if (!ev.src_lane) continue;
         for (let i = 0; i < ev.start.length && all.length < MAX_FLOWS; i++) {
-          const src = ev.src_lane[i];
+          const src = ev.src_lane?.[i];
           const ts = ev.src_ts?.[i];
           if (src != null && ts != null) all.push({ fromLane: src, fromTs: ts, toLane: lane.id, toTs: ev.start[i] });
+          // a forward -> backward link, drawn once: from the forward op (the end that starts first)
+          const other = ev.fb_lane?.[i];
+          const at = ev.fb_ts?.[i];
+          if (other != null && at != null && at > ev.start[i]) all.push({ fromLane: lane.id, fromTs: ev.start[i], toLane: other, toTs: at, fwdBwd: true });
         }
       }
     }
-    this.strokeFlows(all, themeColor("#4263eb"), 0.45, 1);
-    this.strokeFlows(this.picked, "#d9480f", 1, 2);
+    this.strokeFlows(all.filter((f) => !f.fwdBwd), themeColor("#4263eb"), 0.45, 1);
+    this.strokeFlows(all.filter((f) => f.fwdBwd), themeColor("#2b8a3e"), 0.5, 1, [4, 3]);
+    this.strokeFlows(this.picked.filter((f) => !f.fwdBwd), "#d9480f", 1, 2);
+    this.strokeFlows(this.picked.filter((f) => f.fwdBwd), "#2b8a3e", 1, 2, [5, 3]);
   }
 
-  private strokeFlows(flows: PickedFlow[], color: string, alpha: number, width: number): void {
+  private strokeFlows(flows: PickedFlow[], color: string, alpha: number, width: number, dash: number[] = []): void {
     if (!flows.length) return;
     const c = this.ctx;
     c.save();
+    c.setLineDash(dash);
     c.strokeStyle = color;
     c.fillStyle = color;
     c.globalAlpha = alpha;
@@ -626,7 +634,7 @@ export class TimelineCanvas {
       const y = this.top(row) + this.heightOf(row) / 2;
       c.fillStyle = lane.kind === "gpu" ? themeColor("#1f2933") : themeColor("#616e7c");
       const indent = lane.kind === "cpu" ? 6 + 8 * (lane.depth ?? 0) : 6;
-      const text = lane.kind === "cpu" && lane.depth ? `depth ${lane.depth}` : lane.label;
+      const text = lane.kind === "cpu" && lane.depth ? `depth ${lane.depth}${lane.row ? ` · row ${lane.row + 1}` : ""}` : lane.label;
       c.fillText(text.length > 30 ? text.slice(0, 29) + "…" : text, indent, y);
       if (lane.rank !== undefined) {
         // All ranks stacked: each rank's lanes carry its colour at the edge, so a rank reads as one block.

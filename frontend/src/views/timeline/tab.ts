@@ -10,7 +10,8 @@ import { openInPerfetto } from "../../components/perfetto";
 import { emptyState, inlineError, loadingState, requestErrorState } from "../../components/states";
 import { stepChip } from "../../components/stepChip";
 import { CLASS_COLORS, IDLE_COLORS, TimelineCanvas, efficiencyColor, type ColorMode, type PickedEvent, type PickedFlow } from "./canvas";
-import { timelineApi, type FindQuery, type FindResult, type FoundName, type FoundOccurrence, type RangeBreakdown, type TimelineLane, type TimelineEvent, type TimelineMeta } from "./api";
+import { opFacts } from "./opDetails";
+import { timelineApi, type OpLink, type FindQuery, type FindResult, type FoundName, type FoundOccurrence, type RangeBreakdown, type TimelineLane, type TimelineEvent, type TimelineMeta } from "./api";
 import { field, h, replace, select } from "../../dom";
 import { count, pct, time } from "../../format";
 import { takeTimelineTarget, type TimelineTarget } from "../../nav";
@@ -174,6 +175,9 @@ class TimelineTabView implements TabView {
       onRange: (t0, t1) => void this.showRange(t0, t1),
     });
     this.depth = -1;
+    const link = tabLink(TAB_ID); // the view's toggles survive a reload
+    this.mode = link.color === "efficiency" ? "efficiency" : "class";
+    this.canvas.setMode(this.mode);
     const findBox = h("input", { class: "search", attrs: { type: "search", placeholder: "Find: a name, or a class (gemm, attention, nccl)…", title: "Find: any part of a kernel or op name (raw, demangled or as shown), case-insensitive, or a kernel class: gemm, attention, conv, elementwise, reduction, norm, nccl (communication), memcpy, memset", "aria-label": "Find on timeline", spellcheck: "false" } });
     let searched = "";
     findBox.addEventListener("keydown", (e) => {
@@ -242,9 +246,14 @@ class TimelineTabView implements TabView {
 
   /** Launch -> kernel flows of every GPU event in view (the selected event's are always drawn). */
   private flowsToggle(): HTMLElement {
-    const box = h("input", { attrs: { type: "checkbox", "aria-label": "Show launch flows" } });
-    box.addEventListener("change", () => this.canvas?.setFlows(box.checked));
-    return h("label", { class: "field tl-flows-toggle", title: "Draw an arrow from each kernel's launch (on the CPU op that launched it) to the kernel" }, h("span", { class: "field-label", text: "Flows" }), box);
+    const box = h("input", { attrs: { type: "checkbox", "aria-label": "Show launch flows" } }) as HTMLInputElement;
+    box.checked = tabLink(TAB_ID).flows === "1";
+    this.canvas?.setFlows(box.checked);
+    box.addEventListener("change", () => {
+      this.canvas?.setFlows(box.checked);
+      writeTabLink(TAB_ID, { flows: box.checked ? "1" : null });
+    });
+    return h("label", { class: "field tl-flows-toggle", title: "Draw an arrow from each kernel's launch (on the CPU op that launched it) to the kernel, and a dashed one from each forward op to its backward op" }, h("span", { class: "field-label", text: "Flows" }), box);
   }
 
   /** The selected event's flows (its launch, or a CPU op's kernels), drawn and listed in its drawer. */
@@ -254,6 +263,8 @@ class TimelineTabView implements TabView {
       const links: PickedFlow[] = [];
       if (full.launched_by) links.push({ fromLane: full.launched_by.lane, fromTs: full.launched_by.ts, toLane: full.lane, toTs: full.start });
       for (const k of full.launched ?? []) links.push({ fromLane: full.lane, fromTs: k.ts, toLane: k.lane, toTs: k.start });
+      if (full.backward) links.push({ fromLane: full.lane, fromTs: full.start, toLane: full.backward.lane, toTs: full.backward.start, fwdBwd: true });
+      if (full.forward) links.push({ fromLane: full.forward.lane, fromTs: full.forward.start, toLane: full.lane, toTs: full.start, fwdBwd: true });
       this.canvas?.setPickedFlows(links);
       return full;
     } catch (err) {
@@ -268,6 +279,7 @@ class TimelineTabView implements TabView {
     const note = this.pathNote;
     box.addEventListener("change", async () => {
       replace(note);
+      writeTabLink(TAB_ID, { path: box.checked ? "1" : null });
       if (!box.checked) return this.canvas?.setOverlay([]);
       try {
         const path = await criticalPathApi.path(this.spanSel, this.controller.signal);
@@ -280,6 +292,10 @@ class TimelineTabView implements TabView {
         if (!isAbort(err)) replace(note, err instanceof Error ? err.message : String(err));
       }
     });
+    if (tabLink(TAB_ID).path === "1") {
+      (box as HTMLInputElement).checked = true;
+      queueMicrotask(() => box.dispatchEvent(new Event("change")));
+    }
     return h("label", { class: "field tl-path-toggle" }, h("span", { class: "field-label", text: "Critical path" }), box);
   }
 
@@ -314,6 +330,7 @@ class TimelineTabView implements TabView {
 
   private setMode(mode: ColorMode): void {
     this.mode = mode;
+    writeTabLink(TAB_ID, { color: mode === "class" ? null : mode });
     this.canvas?.setMode(mode);
     const old = this.host.querySelector(".tl-legend");
     old?.replaceWith(this.legend());
@@ -460,6 +477,14 @@ class TimelineTabView implements TabView {
     );
   }
 
+  /** Zoom to a linked op (a CPU op's forward or backward op) and open its details. */
+  private async goTo(link: OpLink): Promise<void> {
+    const pad = Math.max(link.dur * 2, 0.05);
+    this.canvas?.setViewport(link.start - pad, link.start + link.dur + pad);
+    const ev = await timelineApi.event(this.spanSel, this.tspan, link.index, this.controller.signal);
+    this.pick({ lane: ev.lane, index: ev.index, name: ev.name, act: ev.act, start: ev.start, dur: ev.dur });
+  }
+
   private pick(ev: PickedEvent | null): void {
     this.canvas?.setSelected(ev ? ev.index : null);
     writeTabLink(TAB_ID, { ev: ev ? String(ev.index) : null });
@@ -511,7 +536,9 @@ class TimelineTabView implements TabView {
   private openOp(ev: PickedEvent, lane: TimelineLane | undefined): void {
     this.cpuDrawer.hidden = false;
     const kernels = h("div", { class: "tl-op-kernels" });
+    const about = h("div", { class: "tl-op-about" });
     void this.pickFlows(ev).then((full) => {
+      if (full) replace(about, ...opFacts(full, (link) => void this.goTo(link)));
       const rows = full?.launched ?? [];
       if (!rows.length) return replace(kernels, h("div", { class: "muted small", text: "Launched no GPU work (or none this trace links to it)." }));
       const names = this.meta?.display_names ?? [];
@@ -529,12 +556,17 @@ class TimelineTabView implements TabView {
       h("div", { class: "kernel-name", text: ev.name, title: ev.name }),
       h("div", { class: "stats" }, stat("Duration", time(ev.dur)), stat("Start", time(ev.start), this.origin), lane?.rank !== undefined ? stat("Rank", String(lane.rank)) : null, stat("Thread", lane?.tid ?? "—"), stat("Depth", String(lane?.depth ?? 0))),
       h("button", { class: "btn btn-small", text: "Find every occurrence", on: { click: () => void this.find({ name: ev.name, key: this.keyOf(ev.name) }) } }),
+      about,
       kernels,
     );
   }
 
   update(sel: Selection): void {
     this.teardown();
+    if (sel.run !== this.sel.run || sel.worker !== this.sel.worker) {
+      // the linked span, range, Find and event belong to the selection left (the view's toggles stay)
+      writeTabLink(TAB_ID, { tspan: null, t0: null, t1: null, ev: null, find: null, find_key: null });
+    }
     this.sel = sel;
     this.controller = new AbortController();
     this.start();

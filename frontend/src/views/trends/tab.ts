@@ -8,6 +8,7 @@ import { fetchTrend, type TrendResponse, type TrendRun } from "./api";
 import { TrendChart } from "./chart";
 import { field, h, middleEllipsis, replace, select } from "../../dom";
 import { pct } from "../../format";
+import { tabLink, writeTabLink } from "../../deeplink";
 import type { TabDef, TabView } from "../types";
 
 const METRICS: ReadonlyArray<readonly [string, string, string]> = [
@@ -67,11 +68,15 @@ class TrendsView implements TabView {
   private timer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(private host: HTMLElement) {
-    const thresholdBox = h("input", { class: "search trend-threshold", attrs: { type: "number", min: "0.1", step: "any", value: "5", "aria-label": "Threshold (%)" } });
+    const link = tabLink("trends"); // the metric and threshold survive a reload (the deep link)
+    if (METRICS.some(([k]) => k === link.metric)) this.metric = link.metric as string;
+    if (Number(link.threshold) > 0) this.threshold = Number(link.threshold);
+    const thresholdBox = h("input", { class: "search trend-threshold", attrs: { type: "number", min: "0.1", step: "any", value: String(this.threshold), "aria-label": "Threshold (%)" } });
     thresholdBox.addEventListener("change", () => {
       const v = Number(thresholdBox.value);
       if (Number.isFinite(v) && v > 0) {
         this.threshold = v;
+        writeTabLink("trends", { threshold: v === 5 ? null : String(v) });
         void this.load();
       }
     });
@@ -80,6 +85,7 @@ class TrendsView implements TabView {
       { class: "controls" },
       field("Metric", select(METRICS.map(([k, l]) => [k, l] as const), this.metric, (v) => {
         this.metric = v;
+        writeTabLink("trends", { metric: v === "step" ? null : v });
         void this.load();
       })),
       field("Threshold %", thresholdBox),

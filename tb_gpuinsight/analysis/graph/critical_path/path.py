@@ -28,6 +28,7 @@ import numpy as np
 from ....sections import Section, SectionContext
 from ....trace.text import safe_text
 from .deps import CAUSES, IDLE, K_HOST_GAP, KINDS, NO, Graph, build_graph
+from ...kernels.names import display_name
 from ...overview.steps import step_windows
 
 SECTION = "critical_path"
@@ -86,6 +87,7 @@ class CriticalPath:
         wall = step["wall_us"]
         return {"index": i, "step": step["step"], "cause": CAUSES[int(s["cause"][i])],
                 "kind": KINDS[int(s["kind"][i])], "name": self.names[int(s["name"][i])],
+                "display_name": display_name(self.names[int(s["name"][i])]),
                 "start_us": float(s["start"][i]), "dur_us": float(s["dur"][i]),
                 "share": float(s["dur"][i]) / wall if wall > 0 else 0.0,
                 "thread": _opt(s["thread"][i]), "device": _opt(s["device"][i]), "stream": _opt(s["stream"][i]),
@@ -119,8 +121,9 @@ class CriticalPath:
         """One row per segment, in path order."""
         import pandas as pd
 
-        return pd.DataFrame(self.segments(), columns=["index", "step", "cause", "kind", "name", "start_us", "dur_us",
-                                                      "share", "thread", "device", "stream", "correlation",
+        return pd.DataFrame(self.segments(), columns=["index", "step", "cause", "kind", "name", "display_name",
+                                                      "start_us", "dur_us", "share", "thread", "device", "stream",
+                                                      "correlation",
                                                       "et_id"])
 
 
