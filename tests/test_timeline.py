@@ -522,3 +522,22 @@ def test_no_two_boxes_of_a_lane_overlap():
     assert drawn_ops == len(trace.ops) - int(np.isin(trace.ops["name"], [i for i, n in enumerate(
         trace.ops.strings["name"]) if n.startswith("ProfilerStep#")]).sum()) and steps >= 0
     assert list(layout.sub_rows(np.array([0.0, 1.0, 2.0, 5.0]), np.array([3.0, 4.0, 6.0, 7.0]))) == [0, 1, 2, 0]
+
+
+def test_a_cpu_ops_python_call_stack_comes_from_the_index():
+    """A 2021 trace recorded with_stack carries each op's `Call stack` ("file(line): function;..." innermost first):
+    the details show its frames outermost first, as the trace wrote them, from the stored index."""
+    trace = gi.load(corpus_path("kineto/worker0.1623143089861.pt.trace.json.gz"))
+    index = tl.TimelineIndex.from_section(tl.build_index(trace, gi.analyze(trace)).to_section())
+    ops = trace.ops
+    texts = ops.strings["stack"]
+    row = next(i for i in range(len(ops)) if texts[ops["stack"][i]].count(";") >= 2)
+    frames = texts[ops["stack"][row]].split(";")
+    names = np.array(index.names, dtype=object)[index.name]
+    start = ops["ts"][row] - index.origin_us
+    at = int(np.flatnonzero((index.act < 0) & (names == ops.strings["name"][ops["name"][row]])
+                            & (np.abs(index.start - start) < 1e-3))[0])
+    ev = tl.event(index, at)
+    assert ev["call_stack"] == frames[::-1] and ev["call_stack"][0].endswith("<module>")
+    plain = tl.event(index, int(np.flatnonzero(index.act >= 0)[0]))  # a kernel has no Python stack
+    assert "call_stack" not in plain

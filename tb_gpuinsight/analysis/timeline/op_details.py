@@ -1,11 +1,12 @@
 """What the timeline's details panel shows of a CPU op beyond its name and time, stored in the index by the workers
 (a request never reads the trace): its inputs' shapes, dtypes and scalar values (record_shapes), its Python stack
-(the nn.Module calls around it, with_stack; or the `Module Hierarchy` arg older traces carry) and the op at the
-other end of its forward -> backward link.
+(the nn.Module calls around it, with_stack; the `Module Hierarchy` and `Call stack` args older traces carry) and the
+op at the other end of its forward -> backward link.
 
-Per event the index keeps three codes (-1 for none or for GPU events): `op_shape` into the info list `shapes`
+Per event the index keeps four codes (-1 for none or for GPU events): `op_shape` into the info list `shapes`
 (distinct input signatures, decoded), `op_module` into `modules` (the innermost nn.Module call around it, each
-module with its parent: the stack is a walk up), and `op_path` into `module_paths` (the Module Hierarchy text).
+module with its parent: the stack is a walk up), `op_path` into `module_paths` (the Module Hierarchy text) and
+`op_call` into `call_stacks` (the Call stack's Python frames, outermost first).
 """
 from __future__ import annotations
 
@@ -28,13 +29,27 @@ def add_details(trace, arrays: Dict[str, np.ndarray], op_rows: np.ndarray) -> Di
     none = np.full(len(rows), -1, dtype=np.int64)
     arrays["op_shape"], shapes = _coded(len(op_rows), cpu, ops["shape"][rows] if "shape" in ops else none,
                                         lambda code: _shape(trace, code))
-    path = ops["module"][rows] if "module" in ops else none
-    if "module" in ops:  # an empty Module Hierarchy says nothing
-        empty = np.array([not text for text in ops.strings["module"]] + [True], dtype=bool)
-        path = np.where(empty[path], -1, path)  # -1 reads the last entry: absent is empty
-    arrays["op_path"], paths = _coded(len(op_rows), cpu, path, lambda code: safe_text(ops.strings["module"][code]))
+    arrays["op_path"], paths = _coded(len(op_rows), cpu, _texts(ops, "module", rows),
+                                      lambda code: safe_text(ops.strings["module"][code]))
+    arrays["op_call"], calls = _coded(len(op_rows), cpu, _texts(ops, "stack", rows),
+                                      lambda code: _frames(ops.strings["stack"][code]))
     arrays["op_module"], modules = _modules(trace.modules, ops, len(op_rows), cpu, rows)
-    return {"shapes": shapes, "module_paths": paths, "modules": modules}
+    return {"shapes": shapes, "module_paths": paths, "call_stacks": calls, "modules": modules}
+
+
+def _texts(ops, column: str, rows: np.ndarray) -> np.ndarray:
+    """The string codes of a text column at `rows`, -1 where the op has none (absent or empty says nothing)."""
+    if column not in ops:
+        return np.full(len(rows), -1, dtype=np.int64)
+    codes = ops[column][rows]
+    empty = np.array([not text for text in ops.strings[column]] + [True], dtype=bool)
+    return np.where(empty[codes], -1, codes)  # -1 reads the last entry: absent is empty
+
+
+def _frames(call_stack: str) -> List[str]:
+    """Kineto's `Call stack` ("file(line): function;..." innermost first) as frames, outermost first."""
+    frames = [safe_text(f.strip()) for f in call_stack.split(";") if f.strip()]
+    return frames[::-1][-MAX_STACK:]
 
 
 def _coded(n: int, cpu: np.ndarray, codes: np.ndarray, decode) -> tuple:
@@ -107,7 +122,8 @@ def stack(index, row: int) -> List[str]:
 
 
 def details(index, row: int) -> Dict[str, Any]:
-    """The stored details of one CPU op event: inputs, stack, module path and its forward/backward peer."""
+    """The stored details of one CPU op event: inputs, module stack, module path, Python call stack and its
+    forward/backward peer."""
     if "op_shape" not in index.arrays or int(index.act[row]) >= 0:
         return {}
     out: Dict[str, Any] = {}
@@ -120,6 +136,9 @@ def details(index, row: int) -> Dict[str, Any]:
     path = int(index.op_path[row])
     if path >= 0:
         out["module_path"] = index.details["module_paths"][path]
+    call = int(index.op_call[row]) if "op_call" in index.arrays else -1
+    if call >= 0:
+        out["call_stack"] = index.details["call_stacks"][call]
     other = int(index.fb_peer[row]) if "fb_peer" in index.arrays else -1
     if other >= 0:  # the backward op starts after its forward op
         side = "backward" if index.start[other] > index.start[row] else "forward"

@@ -154,6 +154,7 @@ export interface TimelineEvent {
   inputs?: { dims: unknown[] | null; types: unknown[] | null; concrete: unknown[] | null };
   stack?: string[];
   module_path?: string;
+  call_stack?: string[];
   forward?: OpLink;
   backward?: OpLink;
 }

@@ -49,6 +49,11 @@ export function opFacts(ev: TimelineEvent, onLink: (link: OpLink) => void): HTML
       h("div", { class: "tl-op-stack" }, h("div", { class: "field-label", text: "Module stack (outermost first)" }), h("ol", { class: "mono small" }, ...ev.stack.map((frame) => h("li", { text: frame })))),
     );
   }
+  if (ev.call_stack?.length) {
+    out.push(
+      h("div", { class: "tl-op-stack" }, h("div", { class: "field-label", text: "Python call stack (outermost first)" }), h("ol", { class: "mono small" }, ...ev.call_stack.map((frame) => h("li", { text: frame })))),
+    );
+  }
   if (ev.module_path) out.push(h("div", { class: "small" }, h("span", { class: "muted", text: "Module hierarchy: " }), h("span", { class: "mono", text: ev.module_path })));
   if (!out.length) out.push(h("div", { class: "muted small", text: "No shapes or stack recorded for this op (profile with record_shapes=True, with_stack=True)." }));
   return out;
