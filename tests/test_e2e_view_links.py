@@ -58,6 +58,10 @@ def test_timeline_forward_backward_flows_and_op_details(samples_tensorboard, tmp
         assert any(f.get("fwdBwd") for f in picked), picked  # the dashed arrow to its backward op
         frame.wait_for_function(SETTLED, timeout=60000)
         page.screenshot(path=str(_shots(tmp_path) / "issue-41-timeline-op-details.png"))
+        # The details sit beside the lanes at 720 px, not over them: the lanes keep their full height in view.
+        lanes = frame.evaluate(f"() => ({CANVAS})().el.getBoundingClientRect().toJSON()")
+        panel = frame.evaluate("() => document.querySelector('.drawer:not([hidden])').getBoundingClientRect().toJSON()")
+        assert lanes["right"] <= panel["left"] + 1 and lanes["height"] > 150, (lanes, panel)
         # The backward op is one click away: the timeline moves there and selects it.
         target = frame.locator(".drawer:not([hidden]) .tl-op-link button").first.inner_text()
         frame.locator(".drawer:not([hidden]) .tl-op-link button").first.click()

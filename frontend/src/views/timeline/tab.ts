@@ -69,6 +69,7 @@ class TimelineTabView implements TabView {
   ) {
     this.details = new Details({ onFilterOp: () => undefined, onClose: () => this.pick(null), onShowOnTimeline: (name, key) => void this.find({ name, key }) });
     this.cpuDrawer = drawer("Op details", this.cpuBody, () => this.pick(null));
+    for (const side of [this.cpuDrawer, this.details.el]) side.classList.add("side-drawer"); // lanes stay in view
     this.unsubscribeNav = nav.subscribe((_, changed) => {
       if (changed.has("scope") && this.canvas) this.showScope();
     });
