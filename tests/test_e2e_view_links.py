@@ -1,6 +1,6 @@
 """End to end at 1280x720 on the samples: the Timeline draws forward -> backward flows beside launch flows and a CPU
 op's drawer shows its inputs and its backward op (a click goes there); every view's options survive a reload (the
-Timeline's colour, flows and selected event, the Shapes view and filter, the Overview's step scope, the Trends
+Timeline's colour, flows and selected event, Kernel efficiency's sort, the Shapes view and filter, the Overview's step scope, the Trends
 metric); a CPU device's memory chart lists only the curves it has. Set GI_SCREENSHOTS to a folder to keep the
 screenshots."""
 from __future__ import annotations
@@ -108,6 +108,20 @@ def test_reload_keeps_every_views_options(samples_tensorboard):
         frame.evaluate("() => location.reload()")
         frame = plugin_frame(page)
         frame.wait_for_selector(".chip-step", timeout=60000)
+        # Kernel efficiency: the table's sort (a header click; most first, then fewest first on a second click).
+        _open(frame, "bert_h100", "Kernel efficiency")
+        frame.wait_for_selector(".tabulator-row", timeout=60000)
+        count = frame.locator(".tabulator-col[tabulator-field='count'] .tabulator-col-title")
+        count.click()
+        frame.wait_for_function("() => /gi\\.kernels\\.sort=count(&|$)/.test(parent.location.hash)", timeout=30000)
+        count.click()
+        frame.wait_for_function("() => /gi\\.kernels\\.sort=count\\.asc/.test(parent.location.hash)", timeout=30000)
+        frame.evaluate("() => location.reload()")
+        frame = plugin_frame(page)
+        frame.wait_for_selector(".tabulator-col[tabulator-field='count'][aria-sort='ascending']", timeout=60000)
+        shown = frame.evaluate("() => [...document.querySelectorAll(\".tabulator-row [tabulator-field='count']\")]"
+                               ".map(c => Number(c.textContent.replace(/[^0-9]/g, '')))")
+        assert shown and shown == sorted(shown), shown  # the rows came back fewest launches first
         # Trends: the metric.
         frame.locator("nav.tabs button", has_text="Trends").click()
         metric = frame.locator(".trends select").first

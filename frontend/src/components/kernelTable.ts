@@ -28,6 +28,9 @@ export interface KernelTableOptions {
   onError(message: string): void;
   /** "All ranks": rows span every rank's GPU; show each row's spread over the ranks. */
   rankSpread?: boolean;
+  /** The sort and page shown first (a deep link's); by default the most total time first, page 1. */
+  initialSort?: { field: string; dir: Order };
+  initialPage?: number;
 }
 
 type Formatter = (row: KernelRow) => HTMLElement;
@@ -322,7 +325,8 @@ export class KernelTable {
       onError: (err) => opts.onError(errorMessage(err)),
       placeholder: { title: "No kernels", hint: "No kernel on this device matches the current filters." },
       loading: "Loading kernels…",
-      initialSort: { field: "total_us", dir: "desc" },
+      initialSort: opts.initialSort ?? { field: "total_us", dir: "desc" },
+      initialPage: opts.initialPage,
       // Tall: the table is the first thing on the tab and keeps its header in view while its rows scroll.
       maxHeight: "max(320px, calc(100vh - 190px))",
       key: (row) => row.name,

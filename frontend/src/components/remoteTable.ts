@@ -56,6 +56,8 @@ export interface RemoteTableOptions<T, P extends RemotePage<T>> {
   /** Shown (in the plugin's own style, over the rows) while a page loads. */
   loading?: string;
   initialSort?: RemoteSort;
+  /** The page shown first (1-based; a deep link's page). */
+  initialPage?: number;
   maxHeight: string;
   /** Key of a row, to highlight the selected one. */
   key?(row: T): string;
@@ -111,6 +113,7 @@ export class RemoteTable<T, P extends RemotePage<T> = RemotePage<T>> {
       pagination: true,
       paginationMode: "remote",
       paginationSize: opts.pageSize,
+      ...(opts.initialPage && opts.initialPage > 1 ? { paginationInitialPage: opts.initialPage } : {}),
       paginationCounter: "rows",
       paginationButtonCount: 5,
       ajaxURL: opts.route,

@@ -8,11 +8,12 @@ import {
   type Dtype,
   type Group,
   type KernelRow,
+  type Order,
   type Selection,
 } from "../../api";
 import { compactSummary, deviceCard, reasonList, summaryFigures } from "../../components/deviceCard";
 import { Details } from "../../components/details";
-import { KernelTable } from "../../components/kernelTable";
+import { KernelTable, type PageRequest } from "../../components/kernelTable";
 import { Roofline } from "./roofline";
 import { emptyState, inlineError, loadingState, requestErrorState } from "../../components/states";
 import { stepChip } from "../../components/stepChip";
@@ -46,6 +47,18 @@ interface ViewState {
   op: string;
   topN: number;
   selected: string | null;
+  /** The table's sort as "field" (most first) or "field.asc"; "" is the default, total time most first. */
+  sort: string;
+  page: number;
+}
+
+const SORT_LINK = /^([a-z][a-z0-9_]*)(?:\.(asc|desc))?$/;
+const DEFAULT_SORT = "total_us";
+
+/** The table's sort from the view's "field[.asc]" text. */
+function sortOf(v: ViewState): { field: string; dir: Order } {
+  const m = SORT_LINK.exec(v.sort) ?? SORT_LINK.exec(DEFAULT_SORT)!;
+  return { field: m[1], dir: m[2] === "asc" ? "asc" : "desc" };
 }
 
 const TAB_ID = "kernels";
@@ -61,6 +74,8 @@ function viewFromLink(link: Link, base: ViewState): ViewState {
     filter: link.filter ?? "",
     op: link.op ?? "",
     selected: link.sel ?? null,
+    sort: link.sort !== undefined && SORT_LINK.test(link.sort) ? link.sort : "",
+    page: Number.isInteger(Number(link.page)) && Number(link.page) > 1 ? Number(link.page) : 1,
   };
 }
 
@@ -73,6 +88,8 @@ function linkOf(v: ViewState): Record<string, string | null> {
     filter: v.filter || null,
     op: v.op || null,
     sel: v.selected,
+    sort: v.sort || null,
+    page: v.page > 1 ? String(v.page) : null,
   };
 }
 
@@ -88,9 +105,11 @@ function initialView(): ViewState {
     op: "",
     topN: (TOP_N as readonly number[]).includes(prefs.topN) ? prefs.topN : 100,
     selected: null,
+    sort: "",
+    page: 1,
   };
   const linked = viewFromLink(tabLink(TAB_ID), base);
-  return focus ? { ...linked, filter: focus.filter, op: focus.op, selected: null } : linked;
+  return focus ? { ...linked, filter: focus.filter, op: focus.op, selected: null, page: 1 } : linked;
 }
 
 /** Whether the device and summary cards start unfolded: as the user last left them, else folded (the table first). */
@@ -287,7 +306,10 @@ class KernelEfficiencyView implements TabView {
     this.table = new KernelTable(tableHost, {
       pageSize: state.topN,
       group: state.group,
+      initialSort: sortOf(state),
+      initialPage: state.page,
       fetchPage: (req) => {
+        this.noteSortAndPage(req);
         const s = this.view.get();
         return api.kernels(
           this.sel,
@@ -310,6 +332,14 @@ class KernelEfficiencyView implements TabView {
     this.renderOpChip();
     this.renderScopeChip();
     void this.loadRoofline();
+  }
+
+  /** The sort and page the table asks for go into the link (a reload shows the same page in the same order). */
+  private noteSortAndPage(req: PageRequest): void {
+    const sort = req.sort === DEFAULT_SORT && req.order === "desc" ? "" : req.order === "asc" ? `${req.sort}.asc` : req.sort;
+    const page = Math.floor(req.offset / Math.max(1, req.limit)) + 1;
+    const s = this.view.get();
+    if (s.sort !== sort || s.page !== page) this.view.set({ sort, page });
   }
 
   /** A deep link's selected kernel: open its details once the first page (and so its row, when there) is in. */
