@@ -435,6 +435,8 @@ def _entry(path: str) -> Optional[FileEntry]:
     if os.path.basename(path) == MODEL_CONFIG_NAME:
         return FileEntry(path, MODEL_CONFIG, st.st_size, st.st_mtime_ns)
     sniffed = _sniffed(path, st)
+    if sniffed.kind == OTHER and path.endswith(".tensor.trace"):  # a damaged companion (as companions() keeps it):
+        sniffed = Sniffed(TENSOR_TRACE, sniffed.reason)  # its reader says what is wrong, not "no tensor.trace"
     if sniffed.kind == OTHER and is_foreign(sniffed):
         sniffed = Sniffed(UNREADABLE, f"skipped: {sniffed.reason}")
     if sniffed.kind == OTHER:
