@@ -199,3 +199,21 @@ def test_memory_builds_its_tables_once_whatever_the_number_of_devices(tmp_path, 
         assert out.count("== ") == devices
         counts[devices] = len(made)
     assert counts[60] <= counts[20] + 5, counts
+
+
+@pytest.mark.parametrize("command", ["analyze", "critical-path", "augment"])
+def test_a_launch_grid_past_int64_is_unreadable_not_a_crash(tmp_path, command):
+    """A kernel's grid of 30 digits (a damaged field) is an unreadable launch size, not an OverflowError while
+    looking for persistent kernels (one block per SM)."""
+    from tb_gpuinsight.analysis.kernels.attribution import _volume
+
+    assert _volume("[1000000000000000000000000000000, 1, 1]") == 0 and _volume("[8, 2, 1]") == 16
+    doc = _mm_doc()
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["args"]["grid"] = [10 ** 30, 1, 1]
+    trace = tmp_path / NAME
+    trace.write_text(json.dumps(doc))
+    argv = [command, str(trace)] + ([str(tmp_path / "out.json")] if command == "augment" else [])
+    code, out, err = _run(argv)
+    assert code == 0 and "Traceback" not in err and "internal error" not in out + err
