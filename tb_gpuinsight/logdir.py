@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import tarfile
+import time
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -104,22 +105,47 @@ def split_name(filename: str) -> Tuple[str, Optional[int]]:
 def companions(trace_path: "os.PathLike[str] | str", kind: str) -> List[str]:
     """The files of `kind` (ET or TENSOR_TRACE) that discovery would give this trace's span: its own
     (`{worker}.{stamp}.*`) first, then the run-level ones of its directory (names without a stamp)."""
-    folder = os.path.dirname(os.path.abspath(trace_path))
-    worker, stamp = split_name(os.path.basename(trace_path))
-    own, run_level = [], []
-    for name in sorted(os.listdir(folder)):
+    folder, own_name = os.path.split(os.path.abspath(trace_path))
+    worker, stamp = split_name(own_name)
+    by_span, run_level = _candidates_in(folder)
+    names = (by_span.get((worker, stamp), []) if stamp is not None else []) + run_level
+    out = []
+    for name in names:  # only the files that can pair with this trace are looked into (not the trace itself)
         path = os.path.join(folder, name)
-        if not _CANDIDATE.search(name) or not os.path.isfile(path) or not (following_symlinks() or _stays_in(
-                folder, path)):
+        if name == own_name:
+            continue
+        if not os.path.isfile(path) or not (following_symlinks() or _stays_in(folder, path)):
             continue
         if sniff(path).kind != kind and not (kind == TENSOR_TRACE and name.endswith(".tensor.trace")):
             continue  # (a damaged file named as a tensor.trace is kept: its reader says what is wrong with it)
-        w, s = split_name(name)
-        if s is not None and (w, s) == (worker, stamp):
-            own.append(path)
-        elif s is None:
-            run_level.append(path)
-    return own + run_level
+        out.append(path)
+    return out
+
+
+_LISTINGS: Dict[Tuple[str, int], Tuple[Dict[Tuple[str, int], List[str]], List[str]]] = {}
+
+
+def _candidates_in(folder: str) -> Tuple[Dict[Tuple[str, int], List[str]], List[str]]:
+    """A folder's companion-like file names by their (worker, stamp), and those without a stamp (run-level), in
+    name order. Names only, so kept per version of the folder (its mtime): each trace of a run of 10,000 looking up
+    its companions lists the folder once between them, not once each. A folder changed in the last 2 s is listed
+    afresh (files added within one tick of its clock leave its mtime as it was)."""
+    mtime = os.stat(folder).st_mtime_ns
+    key = (folder, mtime)
+    found = _LISTINGS.get(key)
+    if found is None:
+        by_span: Dict[Tuple[str, int], List[str]] = {}
+        run_level: List[str] = []
+        for name in sorted(os.listdir(folder)):
+            if _CANDIDATE.search(name):
+                w, s = split_name(name)
+                (run_level if s is None else by_span.setdefault((w, s), [])).append(name)
+        found = (by_span, run_level)
+        if time.time_ns() - mtime > 2_000_000_000:
+            if len(_LISTINGS) >= 64:
+                _LISTINGS.clear()
+            _LISTINGS[key] = found
+    return found
 
 
 def memory_snapshots(folder: str) -> List[str]:
@@ -435,6 +461,8 @@ def _entry(path: str) -> Optional[FileEntry]:
     if os.path.basename(path) == MODEL_CONFIG_NAME:
         return FileEntry(path, MODEL_CONFIG, st.st_size, st.st_mtime_ns)
     sniffed = _sniffed(path, st)
+    if sniffed.kind == OTHER and path.endswith(".tensor.trace"):  # a damaged companion (as companions() keeps it):
+        sniffed = Sniffed(TENSOR_TRACE, sniffed.reason)  # its reader says what is wrong, not "no tensor.trace"
     if sniffed.kind == OTHER and is_foreign(sniffed):
         sniffed = Sniffed(UNREADABLE, f"skipped: {sniffed.reason}")
     if sniffed.kind == OTHER:

@@ -1,4 +1,7 @@
 """Pytest fixtures shared by all tests."""
+import threading
+import weakref
+
 import pytest
 
 from .corpus import CORPUS, need_corpus
@@ -50,3 +53,32 @@ def dlrm_logdir(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("dlrm")
     return corpus_logdir(root, "param/dlrm_8ranks", "dlrm"), root / "cache"
+
+
+SCANNER = "gpuinsight-scan"  # the name of a LogdirService's scanner thread
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_scanner_outlives_its_module(request):
+    """Every LogdirService a module's tests or fixtures started is stopped when the module ends (its fixtures have
+    been torn down by then: this one, autouse, was set up first), and no scanner thread may outlive the module: a
+    leaked scanner rescans a deleted folder every few tenths of a second for the rest of the session."""
+    from tb_gpuinsight.service import LogdirService
+
+    started = weakref.WeakSet()
+    original = LogdirService.start
+
+    def start(self):
+        started.add(self)
+        return original(self)
+
+    LogdirService.start = start
+    before = {t for t in threading.enumerate() if t.name == SCANNER}
+    try:
+        yield started
+    finally:
+        LogdirService.start = original
+        for service in list(started):
+            service.stop()
+    alive = [t for t in threading.enumerate() if t.name == SCANNER and t not in before and t.is_alive()]
+    assert not alive, f"{len(alive)} scanner thread(s) of {request.module.__name__} still running after stop()"

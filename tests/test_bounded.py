@@ -200,3 +200,100 @@ def test_tensor_trace_junk_is_refused_from_its_first_block(tmp_path):
     long_line.write_bytes(line.encode() + b"x" * (3 << 20) + b"\n" + line.encode())
     parsed = tensortrace.read_tensor_trace(long_line)
     assert len(parsed) == 2 and parsed.errors == [(2, "line longer than 1024 KiB")]
+
+
+def test_a_deep_execution_trace_loads_without_the_collector_walking_it(tmp_path):
+    """A 20,000-node ET whose nodes form one parent chain (and a loop): decoded with the cyclic collector paused
+    (it ran hundreds of times over the growing heap before), the chain kept and the loop cut, in one pass."""
+    import gc
+
+    from tb_gpuinsight.trace.et import load_et
+
+    n = 20_000
+    nodes = [{"id": 1, "name": "[pytorch|profiler|execution_graph|thread]", "parent": 0, "tid": 1}]
+    nodes += [{"id": i, "name": "aten::mm", "parent": i - 1, "rf_id": i, "tid": 1, "op_schema": "aten::mm(Tensor x)",
+               "inputs": [[i - 1, i - 1, 0, 4, 4, "cuda:0"]], "input_types": ["Tensor(float)"],
+               "input_shapes": [[4]], "outputs": [[i, i, 0, 4, 4, "cuda:0"]], "output_types": ["Tensor(float)"],
+               "output_shapes": [[4]]} for i in range(2, n + 2)]
+    nodes += [{"id": n + 2, "name": "loop_a", "parent": n + 3}, {"id": n + 3, "name": "loop_b", "parent": n + 2}]
+    path = tmp_path / "deep.et.json"
+    path.write_text(json.dumps({"schema": "1.0.1", "pid": 1, "time": "", "start_ts": 0, "finish_ts": 0,
+                                "nodes": nodes}))
+    collections = []
+
+    def count(phase, info):
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        et = load_et(path)
+    finally:
+        gc.callbacks.remove(count)
+    assert len(collections) <= 2, collections  # at most the one that follows the pause
+    assert gc.isenabled()
+    assert len(et) == n + 3 and et.parent[et.row_of[n + 1]] == et.row_of[n]  # the chain, row by row
+    assert sorted(int(et.parent[et.row_of[i]]) for i in (n + 2, n + 3)).count(-1) == 1  # the loop cut once
+    assert et.inputs[et.row_of[500]].values == [[499, 499, 0, 4, 4, "cuda:0"]]
+
+
+def test_critical_path_rows_are_made_only_for_what_is_shown(tmp_path, monkeypatch):
+    """10,000 kernels launched under one correlation id, each its own segment of the path: the API's frames are
+    built column by column and the text report makes rows of the `--top` longest only (it made a dict of every
+    segment, twice, and a numpy read per field of each)."""
+    import contextlib
+    import io
+
+    from tb_gpuinsight import critical_path
+    from tb_gpuinsight.analysis.graph.critical_path.path import CriticalPath
+    from tb_gpuinsight.cli import main
+
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0,
+               "dur": 40_000},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 2,
+               "args": {"correlation": 1}}]
+    events += [{"ph": "X", "cat": "kernel", "name": f"k{i % 7}", "pid": 0, "tid": 7, "ts": 5 + 3 * i, "dur": 2,
+                "args": {"device": 0, "stream": 7, "correlation": 1}} for i in range(10_000)]
+    trace = tmp_path / NAME
+    trace.write_text(json.dumps({"traceEvents": events}))
+    made = []
+    if hasattr(CriticalPath, "segment_rows"):
+        rows_of = CriticalPath.segment_rows
+        monkeypatch.setattr(CriticalPath, "segment_rows", lambda self, rows: made.append(len(rows)) or
+                            rows_of(self, rows))
+    one = CriticalPath.segment
+    monkeypatch.setattr(CriticalPath, "segment", lambda self, i: made.append(1) or one(self, i))
+    report = critical_path(trace)
+    assert len(report.segments) >= 10_000 and report.segments["name"].str.startswith("k").sum() >= 10_000
+    assert sum(made) == 0
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert main(["critical-path", str(trace), "--top", "5"]) == 0
+    assert sum(made) <= 5 and "the 5 longest in path order" in out.getvalue()
+
+
+def test_companions_of_every_trace_of_a_big_run_list_its_folder_once(tmp_path, monkeypatch):
+    """`critical-path` / `analyze` over a run of many traces look up each trace's Execution Traces: the folder is
+    listed once between them and only files that can pair with a trace are sniffed (each lookup listed and sniffed
+    the whole folder: 10,000 traces made 10^8 sniffs)."""
+    import time
+
+    from tb_gpuinsight import logdir as logdir_mod
+    from tb_gpuinsight.loading import companion_execution_traces
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for i in range(300):
+        (run / f"w{i}.1700000000000000000.pt.trace.json").write_text('{"traceEvents": []}')
+    et = run / "w7.1700000000000000000.et.json"
+    et.write_text('{"schema": "1.0.1", "pid": 1, "nodes": []}')
+    os.utime(run, (time.time() - 60, time.time() - 60))  # a folder not changed lately
+    listed, sniffed = [], []
+    listdir, sniff = os.listdir, logdir_mod.sniff
+    monkeypatch.setattr(os, "listdir", lambda p: listed.append(p) or listdir(p))
+    monkeypatch.setattr(logdir_mod, "sniff", lambda p: sniffed.append(p) or sniff(p))
+    found = {i: companion_execution_traces(run / f"w{i}.1700000000000000000.pt.trace.json") for i in range(300)}
+    assert found[7] == [str(et)] and not any(v for i, v in found.items() if i != 7)
+    assert len(listed) == 1 and len(sniffed) == 1
+    (run / "w9.1700000000000000000.et.json").write_text('{"schema": "1.0.1", "pid": 1, "nodes": []}')
+    assert companion_execution_traces(run / "w9.1700000000000000000.pt.trace.json")  # a new file: listed again

@@ -795,3 +795,58 @@ def test_one_bad_summary_never_fails_the_whole_parquet_export(tmp_path):
     kernels = pd.read_parquet(tmp_path / "parquet" / "kernels.parquet")
     assert sorted(kernels["worker"].unique()) == ["a", "c"]
     assert kernels.loc[kernels["worker"] == "a", "rank"].isna().all()
+
+
+def test_stopping_a_service_ends_its_scanner_thread(tmp_path):
+    """stop() waits for the scanner: no thread keeps rescanning a logdir its service no longer serves."""
+    import threading
+
+    from tb_gpuinsight.service import LogdirService
+
+    service = LogdirService(str(tmp_path), cache_dir=str(tmp_path / "cache"), workers=0, scan_interval=0.05)
+    service.start()
+    scanner = service._thread
+    assert scanner is not None and scanner.is_alive()
+    service.stop()
+    assert not scanner.is_alive()
+    assert scanner not in threading.enumerate()
+
+
+def test_concurrent_first_requests_load_a_summary_once(tmp_path):
+    """Requests that arrive together for a span just analysed (every open tab asks at once) wait for one thread
+    to read and rate its summary instead of each doing that work: the store is read once, all get the same answer."""
+    import json
+    import threading
+
+    from .test_reader_errors import rocm_mm_trace
+
+    run = tmp_path / "logdir" / "run"
+    run.mkdir(parents=True)
+    (run / "w.1700000000000000000.pt.trace.json").write_text(json.dumps(rocm_mm_trace(1)))
+    service = LogdirService(str(tmp_path / "logdir"), cache_dir=str(tmp_path / "cache"), workers=0,
+                            scan_interval=3600)
+    service.scan()  # workers=0: analysed during the scan
+    assert _ready(service, "run")
+    service._loaded.clear()
+    service._sections.clear()
+    reads, get = [], service.store.get
+
+    def slow_get(key):
+        reads.append(key)
+        time.sleep(0.2)  # a big summary: the other requests arrive while it is read
+        return get(key)
+
+    service.store.get = slow_get
+    answers, start = [], threading.Barrier(8)
+
+    def ask():
+        start.wait()
+        answers.append(service.analysis("run", "w", "all"))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    service.stop()
+    assert len(answers) == 8 and len(reads) == 1 and all(a is answers[0] for a in answers)

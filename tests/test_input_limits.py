@@ -140,6 +140,29 @@ def test_a_damaged_tensor_trace_companion_is_said_to_be_damaged(tmp_path):
     assert report.tensors is None and "damaged" in report.tensors_note
 
 
+def test_the_plugin_says_a_damaged_tensor_trace_is_damaged(tmp_path):
+    """Discovery keeps a file named as a tensor.trace that does not sniff as one (its reader says why), and the
+    /tensors route says "damaged" with the file's name, as the CLI does, rather than "no tensor.trace"."""
+    from .test_confinement import _plugin
+    from .test_plugin import _get, _ready, _wait
+
+    run = tmp_path / "logdir" / "run"
+    run.mkdir(parents=True)
+    for f in SAMPLES.joinpath("cpu_mlp").glob("cpu-worker.1795250381957840523.*"):
+        shutil.copy(f, run)
+    companion = run / "cpu-worker.1795250381957840523.tensor.trace"
+    companion.write_bytes(b"\x00\x01garbage\xff" * 300)
+    client, service = _plugin(run.parent, tmp_path / "cache")
+    try:
+        assert _wait(lambda: _ready(service, "run"), timeout=120)
+        code, body = _get(client, "tensors", run="run", worker="cpu-worker")
+        assert code == 200 and not body["has_tensor_trace"]
+        assert body["message"].startswith("damaged tensor.trace, not read: " + companion.name)
+        assert "record one" not in body["message"] and body["damaged"][0].startswith(companion.name + ": ")
+    finally:
+        service.stop()
+
+
 def _memory_trace(tmp_path, devices: int) -> str:
     events = []
     for d in range(devices):
@@ -176,3 +199,21 @@ def test_memory_builds_its_tables_once_whatever_the_number_of_devices(tmp_path, 
         assert out.count("== ") == devices
         counts[devices] = len(made)
     assert counts[60] <= counts[20] + 5, counts
+
+
+@pytest.mark.parametrize("command", ["analyze", "critical-path", "augment"])
+def test_a_launch_grid_past_int64_is_unreadable_not_a_crash(tmp_path, command):
+    """A kernel's grid of 30 digits (a damaged field) is an unreadable launch size, not an OverflowError while
+    looking for persistent kernels (one block per SM)."""
+    from tb_gpuinsight.analysis.kernels.attribution import _volume
+
+    assert _volume("[1000000000000000000000000000000, 1, 1]") == 0 and _volume("[8, 2, 1]") == 16
+    doc = _mm_doc()
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["args"]["grid"] = [10 ** 30, 1, 1]
+    trace = tmp_path / NAME
+    trace.write_text(json.dumps(doc))
+    argv = [command, str(trace)] + ([str(tmp_path / "out.json")] if command == "augment" else [])
+    code, out, err = _run(argv)
+    assert code == 0 and "Traceback" not in err and "internal error" not in out + err

@@ -139,3 +139,12 @@ def test_export_parquet_into_a_path_under_a_file_is_one_line(tmp_path):
     (tmp_path / "store").mkdir()
     code, _, err = _run(["export-parquet", str(tmp_path / "store"), str(tmp_path / "file" / "x")])
     assert code == 2 and len(err.strip().splitlines()) == 1 and "not a folder" in err
+
+
+def test_csv_rows_with_different_keys_keep_every_column(capsys):
+    """Kernel rows where only some carry `fused_from`: every key is a column, a row without it an empty cell (the
+    csv writer refused the row with a ValueError, a traceback from `analyze --format csv`)."""
+    from tb_gpuinsight.commands.text import print_csv
+
+    print_csv([{"name": "a", "us": 1}, {"name": "b", "us": 2, "fused_from": "x + y"}])
+    assert capsys.readouterr().out.splitlines() == ["name,us,fused_from", "a,1,", "b,2,x + y"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any, List
 
+import numpy as np
+
 from ..analysis.graph.critical_path.path import CriticalPath, CriticalPathReport
 from ..analysis.graph.critical_path.deps import CAUSES, NO_GPU
 from ..errors import GpuInsightError
@@ -95,12 +97,13 @@ def _source(cp: CriticalPath) -> str:
 
 
 def _segments(cp: CriticalPath, step: int, top: int) -> List[str]:
-    segs = cp.segments(step)
-    keep = sorted(sorted(range(len(segs)), key=lambda j: -segs[j]["dur_us"])[:top]) if top > 0 else range(len(segs))
+    rows = np.flatnonzero(cp.seg["step"] == step)
+    if top > 0:  # the longest `top` (the first of equals), in path order: only those are made into rows
+        rows = np.sort(rows[np.argsort(-cp.seg["dur"][rows], kind="stable")[:top]])
     label = cp.steps[step]["step"]
-    out = [f"   {label}: {len(segs)} segment(s)" + (f", the {len(keep)} longest in path order:" if top else ":")]
-    for j in keep:
-        s = segs[j]
+    count = int(np.count_nonzero(cp.seg["step"] == step))
+    out = [f"   {label}: {count} segment(s)" + (f", the {len(rows)} longest in path order:" if top else ":")]
+    for s in cp.segment_rows(rows):
         where = f"stream {s['stream']}" if s["stream"] is not None else \
             f"thread {s['thread']}" if s["thread"] is not None else ""
         out.append(f"     {s['start_us'] / 1000:>10.3f} ms  {_ms(s['dur_us']):>9} ms {100 * s['share']:5.1f}%  "

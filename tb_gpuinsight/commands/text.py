@@ -62,11 +62,12 @@ def _fmt(key: str, v) -> str:
 
 
 def print_csv(rows: List[Dict]) -> None:
-    """Rows as CSV on stdout, the first row's keys as the header (nothing for no rows)."""
+    """Rows as CSV on stdout, every key of any row in the header (in order of appearance; a row without one has an
+    empty cell: some kernel rows carry `fused_from`, others not); nothing for no rows."""
     if not rows:
         return
     with raw_output(sys.stdout):  # CSV keeps the values (control characters included), quoted by its encoder
-        writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
         writer.writeheader()
         writer.writerows({k: _csv_cell(v) for k, v in r.items()} for r in rows)
 

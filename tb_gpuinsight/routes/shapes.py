@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..analysis.shapes import report as sh
+from ..errors import TraceError
 from ..logdir import FileEntry
 from . import params
 from .lru import Lru
@@ -148,10 +149,11 @@ def shape_distribution(sel: Selected, request) -> Dict[str, Any]:
 
 def tensors(sel: Selected, request) -> Dict[str, Any]:
     """A page of the tensor records of the selection's tensor.trace files, joined to its ops."""
-    if not sel.tensor_traces:
-        return {"has_tensor_trace": False, "message": sh.NO_TENSOR_TRACE, "files": [], "errors": [],
-                "error_count": 0, "matched": 0, "total": 0, "rows": []}
-    joined = _joined(sel)
+    joined, damaged = _joined(sel) if sel.tensor_traces else (None, [])
+    if joined is None:  # none found, or every one found is damaged
+        return {"has_tensor_trace": False, "message": sh.damaged_note(damaged) if damaged else sh.NO_TENSOR_TRACE,
+                "damaged": damaged, "files": [], "errors": [], "error_count": 0, "matched": 0, "total": 0,
+                "rows": []}
     mask = sh.tensor_filter(joined, params.text(request, "filter", default=""))
     sort, descending, offset, limit = _page(request, "ts", sorted(sh.TENSOR_SORTABLE | {"t_ms"}))
     order = sh.tensor_order(joined, "ts" if sort == "t_ms" else sort, descending)
@@ -159,17 +161,31 @@ def tensors(sel: Selected, request) -> Dict[str, Any]:
     t0 = int(joined.table["ts"].min()) if len(joined.table) else 0
     files = [{**f, "file": os.path.basename(f["file"])} for f in joined.files]
     errors = [{**e, "file": os.path.basename(e["file"])} for e in joined.errors[:50]]
-    return {"has_tensor_trace": True, "message": None if len(joined.table) else "the tensor.trace has no records",
-            "files": files, "errors": errors, "error_count": joined.error_count, "matched": joined.matched,
+    message = (sh.damaged_note(damaged) if damaged else
+               None if len(joined.table) else "the tensor.trace has no records")
+    return {"has_tensor_trace": True, "message": message, "damaged": damaged, "files": files, "errors": errors, "error_count": joined.error_count, "matched": joined.matched,
             "total": int(len(order)), "rows": sh.tensor_rows(joined, order[offset: offset + limit].tolist(), t0)}
 
 
-def _joined(sel: Selected) -> sh.Tensors:
+def _joined(sel: Selected) -> Tuple[Optional[sh.Tensors], List[str]]:
+    """The selection's tensor.trace files joined to its ops (None when none reads) and "file: reason" of each
+    damaged one (a companion that does not read is said to be damaged, as the CLI says, not missing)."""
+    key = (tuple((e.path, e.size, e.version) for e in sel.tensor_traces), tuple(s.key for s in sel.spans))
+    return _TENSORS.get(key, lambda: _join(sel))
+
+
+def _join(sel: Selected) -> Tuple[Optional[sh.Tensors], List[str]]:
     from ..trace.tensortrace import read_tensor_trace
 
-    key = (tuple((e.path, e.size, e.version) for e in sel.tensor_traces), tuple(s.key for s in sel.spans))
-    return _TENSORS.get(key, lambda: sh.join_tensors([read_tensor_trace(e.path) for e in sel.tensor_traces],
-                                                      sh.Timeline.concat([s.timeline for s in sel.spans])))
+    read, damaged = [], []
+    for e in sel.tensor_traces:
+        try:
+            read.append(read_tensor_trace(e.path))
+        except TraceError as exc:
+            damaged.append(f"{os.path.basename(e.path)}: {exc.reason}")
+    if not read:
+        return None, damaged
+    return sh.join_tensors(read, sh.Timeline.concat([s.timeline for s in sel.spans])), damaged
 
 
 def _json_safe(row: Dict[str, Any]) -> Dict[str, Any]:

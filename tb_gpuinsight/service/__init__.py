@@ -74,6 +74,7 @@ class LogdirService(Following, AnalysisPool, Queries, RequestCache, Downloads):
         self._lock = threading.RLock()
         self._loaded: "OrderedDict[str, Efficiency]" = OrderedDict()
         self._sections: Dict[str, Dict[str, Section]] = {}  # by summary key, evicted with `_loaded`
+        self._loading: Dict[str, threading.Lock] = {}  # summaries being loaded, by key: one thread loads each
         self._pool: Optional[concurrent.futures.ProcessPoolExecutor] = None
         self._marker_dir = ""
         self._culprits: Dict[int, set] = {}  # by id(broken pool): keys of the spans whose process died
@@ -104,10 +105,14 @@ class LogdirService(Following, AnalysisPool, Queries, RequestCache, Downloads):
             self._serving.set()
             self._wake.set()
 
-    def stop(self) -> None:
-        """Stop scanning and analysing now: queued analyses are dropped and running ones killed."""
+    def stop(self, join_timeout: float = 10.0) -> None:
+        """Stop scanning and analysing now: queued analyses are dropped and running ones killed; the scanner
+        thread is waited for (up to `join_timeout` s: a scan in progress ends first)."""
         self._stop.set()
         self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(join_timeout)
         self.indexes.stop()
         with self._lock:
             pool, self._pool = self._pool, None

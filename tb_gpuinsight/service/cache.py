@@ -2,6 +2,7 @@
 kept in an LRU; a summary gone or damaged sends its span back to the queue."""
 from __future__ import annotations
 
+import threading
 from typing import List, NoReturn, Optional, Tuple
 
 from ..analysis.kernels.efficiency import AUTO, Efficiency, combine
@@ -42,11 +43,34 @@ class RequestCache:
         return out
 
     def _load(self, span: SpanState) -> Efficiency:
+        """The span's rated analysis, from memory or its stored summary. The first requests after a big span is
+        analysed come together (every open tab asks at once): one thread reads and rates the summary while the
+        others wait for it, rather than each doing the same seconds of work against the others."""
         with self._lock:
-            hit = self._loaded.get(span.key)
-            if hit is not None and span.key in self._sections:
-                self._loaded.move_to_end(span.key)
+            hit = self._hit(span)
+            if hit is not None:
                 return hit
+            gate = self._loading.setdefault(span.key, threading.Lock())
+        with gate:
+            with self._lock:
+                hit = self._hit(span)
+            if hit is not None:
+                return hit
+            try:
+                return self._load_stored(span)
+            finally:
+                with self._lock:
+                    self._loading.pop(span.key, None)
+
+    def _hit(self, span: SpanState) -> Optional[Efficiency]:
+        """The span's analysis if it is in memory with its sections (called under the lock)."""
+        hit = self._loaded.get(span.key)
+        if hit is not None and span.key in self._sections:
+            self._loaded.move_to_end(span.key)
+            return hit
+        return None
+
+    def _load_stored(self, span: SpanState) -> Efficiency:
         try:
             data = self.store.get(span.key)
             eff = self._rated(data, span) if data is not None else None

@@ -53,7 +53,7 @@ class AnalysisPool:
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
             if not self._exit_hook:
-                self._exit_hook = _at_exit(self.stop)
+                self._exit_hook = _at_exit(lambda: self.stop(join_timeout=0.0))  # exit without waiting for a scan
         return self._pool
 
     def _outcome(self, future: concurrent.futures.Future, span: SpanState,

@@ -2,6 +2,8 @@
 the event args the tables use (msgspec decodes only these fields; every other key is skipped in C)."""
 from __future__ import annotations
 
+import functools
+
 import operator
 from typing import Any, Dict, Optional, Tuple, Union
 
@@ -128,9 +130,12 @@ NO_RAW = msgspec.Raw()
 _NO_ARGS = msgspec.Raw(b"{}")
 
 
+@functools.lru_cache(maxsize=32)
 def _make_schema(extra_args: Tuple[str, ...]) -> Tuple[type, Dict[str, type]]:
     """Typed structs for one load: the event (its args left raw) and, per table, the args that table reads plus
-    the caller's extra args (those the schema does not name stay raw JSON)."""
+    the caller's extra args (those the schema does not name stay raw JSON). Made once per set of extra args:
+    loads share the types and so their decoders (repair.typed_decoder), which a folder of small traces would
+    otherwise rebuild for every file. Read-only: callers do not change the returned dict."""
     specs = {attr: (name, typ) for attr, name, typ in _ARG_FIELDS}
     extra = []
     for i, name in enumerate(extra_args):

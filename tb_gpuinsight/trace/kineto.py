@@ -39,7 +39,7 @@ from .reader import _Reader, renumber_by_first_use
 from .repair import FieldLog
 from .source import TraceBytes, file_size, os_error_reason, read_all
 from .stages import stage
-from .stream import EventStream, NotStreamable, trim_heap
+from .stream import BLOCK, EventStream, NotStreamable, trim_heap
 from .table import Table
 
 _CHUNK_EVENTS = 4096
@@ -179,7 +179,8 @@ def load_kineto(path: "os.PathLike[str] | str", extra_args: Iterable[str] = (),
         loaded = _read_whole(path, extra, read_progress, max_bytes, workers)
     top, reader, tables, json_bytes, total = loaded
     _drop_unrecorded(tables["kernels"], "graph_node")
-    trim_heap()  # what decoding freed goes back to the OS before the analysis allocates
+    if json_bytes >= BLOCK:  # what decoding a big trace freed goes back to the OS before the analysis allocates
+        trim_heap()
     reader.shapes.items[:] = renumber_by_first_use(tables, "shape", reader.shapes.items)
     reader.comms.items[:] = renumber_by_first_use(tables, "comm", reader.comms.items)
     _header_values(top, reader)

@@ -13,7 +13,7 @@ import numpy as np
 
 from .columns import _BUILDERS, _ORDER, _TS_LIMIT, Kinds, _Columns, _extra_value, _of, as_float64
 from .events import CATEGORIES, MEMORY_EVENT, MODULE_PREFIX, TABLE_OF, TABLES, _ARG_NAMES, _make_schema
-from .repair import FieldLog, StructRepairer, _kind
+from .repair import FieldLog, StructRepairer, _kind, typed_decoder
 from .stages import stage
 from .table import Interner, Table
 
@@ -75,7 +75,7 @@ class _ArgsDecoder:
     (repair.py), args that are no object are dropped (and counted). Absent or null args read as all absent."""
 
     def __init__(self, args_type: type, log: FieldLog) -> None:
-        self.decoder = msgspec.json.Decoder(List[args_type])
+        self.decoder = typed_decoder(List[args_type])
         self.repairer = StructRepairer(args_type, log, "arg")
         self.empty = args_type()
         self.log = log
@@ -104,8 +104,8 @@ class _Reader:
         self.path = path
         self.extra_args = extra_args
         self.event_type, self.args_types = _make_schema(extra_args)
-        self.decoder = msgspec.json.Decoder(List[self.event_type])
-        self.raw_list = msgspec.json.Decoder(List[msgspec.Raw])
+        self.decoder = typed_decoder(List[self.event_type])
+        self.raw_list = typed_decoder(List[msgspec.Raw])
         self.log = FieldLog()
         self.repairer = StructRepairer(self.event_type, self.log, "event")
         self.args = {t: _ArgsDecoder(typ, self.log) for t, typ in self.args_types.items()}

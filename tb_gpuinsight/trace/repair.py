@@ -8,6 +8,8 @@ event, and every other event, keeps its value.
 """
 from __future__ import annotations
 
+import functools
+
 from collections import Counter
 from typing import Any, Dict, Optional, Tuple
 
@@ -53,10 +55,9 @@ class StructRepairer:
                  nested: Optional[Dict[str, "StructRepairer"]] = None) -> None:
         self.struct_type, self.log, self.what = struct_type, log, what
         self.nested = nested or {}
-        self.strict = msgspec.json.Decoder(struct_type)
-        self.loose = msgspec.json.Decoder(Dict[str, msgspec.Raw])
+        self.strict = typed_decoder(struct_type)
+        self.loose = typed_decoder(Dict[str, msgspec.Raw])
         self.fields = _fields(struct_type)
-        self._decoders: Dict[Tuple[Any, bool], msgspec.json.Decoder] = {}
 
     def decode(self, raw: bytes) -> Optional[Any]:
         """The struct, or None when `raw` is no JSON object or lacks a required field."""
@@ -129,15 +130,19 @@ class StructRepairer:
         return value
 
     def _decoder(self, typ: Any, strict: bool) -> msgspec.json.Decoder:
-        key = (typ, strict)
-        dec = self._decoders.get(key)
-        if dec is None:
-            dec = self._decoders[key] = msgspec.json.Decoder(typ, strict=strict)
-        return dec
+        return typed_decoder(typ, strict)
 
 
+@functools.lru_cache(maxsize=256)
+def typed_decoder(typ: Any, strict: bool = True) -> msgspec.json.Decoder:
+    """One JSON decoder per type, made once per process: making one inspects the type (annotations, fields),
+    which cost more than decoding a small trace; a decoder holds no state between calls."""
+    return msgspec.json.Decoder(typ, strict=strict)
+
+
+@functools.lru_cache(maxsize=64)
 def _fields(struct_type: type) -> Dict[str, Tuple[str, Any]]:
-    """JSON key -> (attribute, type) of a msgspec struct."""
+    """JSON key -> (attribute, type) of a msgspec struct (read-only: shared by every repairer of the type)."""
     return {f.encode_name: (f.name, f.type) for f in msgspec.structs.fields(struct_type)}
 
 

@@ -25,6 +25,7 @@ from .stages import stage
 
 BLOCK = 1 << 20  # bytes of event text decoded at a time (~4,000 events of a modern trace)
 PIECE = 1 << 20  # bytes read from a plain file at a time (straight into the buffer)
+_SMALL = 1 << 16  # the least room made at a time when the size is known
 _TRIES = 32  # candidate boundaries tried in one block before waiting for more text (or giving up)
 _EVENTS_KEY = re.compile(rb'(?<!\\)"traceEvents"\s*:\s*\[')
 _SEPARATOR = re.compile(rb"\s*([,\]])\s*")
@@ -78,8 +79,10 @@ class EventStream:
         self._searched = 0  # stream offset up to which the head was searched for the event array
         self._blocks = 0
         self._comma = False  # the last block ended with a comma: another event must follow
+        self._hint = None  # the text's expected size (read_all's hint): a small trace gets a small buffer
 
-    def __call__(self, _size_hint: int) -> "EventStream":
+    def __call__(self, size_hint: int) -> "EventStream":
+        self._hint = size_hint
         return self  # read_all's sink factory
 
     def __enter__(self) -> "EventStream":
@@ -110,7 +113,7 @@ class EventStream:
 
     def readinto_from(self, f, limit: int) -> int:
         self._consume(final=False)
-        limit = min(limit, PIECE)
+        limit = min(limit, PIECE, self._room_wanted())
         self._make_room(limit)
         with memoryview(self._pending) as view:
             n = f.readinto(view[self._end:self._end + limit]) or 0
@@ -134,11 +137,19 @@ class EventStream:
             return
         waiting, buffer = self.waiting, self._pending
         if waiting + n > len(buffer):  # a new buffer (doubling): the old one may still be viewed
-            self._pending = bytearray(max(waiting + n, 2 * len(buffer), 2 * BLOCK + 2 * PIECE))
+            least = min(2 * BLOCK + 2 * PIECE, self._room_wanted())
+            self._pending = bytearray(max(waiting + n, 2 * len(buffer), least))
         with memoryview(buffer) as old, memoryview(self._pending) as new:
             new[:waiting] = old[self._front:self._end]  # a memmove when both are the same buffer
         self._base += self._front
         self._front, self._end = 0, waiting
+
+    def _room_wanted(self) -> int:
+        """Bytes worth making room for: up to the expected end of the text and a small piece more (to see the end
+        of the file, or a file that grew): zero-filling 4 MiB for a 600-byte trace cost more than reading it."""
+        if not self._hint:
+            return 2 * BLOCK + 2 * PIECE
+        return max(self._hint - self.size, 0) + _SMALL
 
     # -- consuming ------------------------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ every gap keeps its reason. The model is described in `efficiency.py`'s docstrin
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -468,13 +469,17 @@ def _persistent_grid(acts: Table, sm_counts: Dict[int, int]) -> np.ndarray:
     return (sms > 0) & ((g == sms) | (g == sms * b))
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
 def _volume(text: str) -> int:
-    """Product of a recorded "[x, y, z]" launch dimension (0 when unreadable)."""
+    """Product of a recorded "[x, y, z]" launch dimension (0 when unreadable, negative or past int64)."""
     try:
         dims = [int(v) for v in text.strip("[] ").split(",") if v.strip()]
     except ValueError:
         return 0
-    return int(np.prod(dims)) if dims else 0
+    volume = math.prod(dims) if dims else 0  # Python ints: a damaged 30-digit dimension does not overflow
+    return volume if 0 <= volume <= _INT64_MAX else 0
 
 
 def _launch_recorded(acts: Table, column: str) -> np.ndarray:

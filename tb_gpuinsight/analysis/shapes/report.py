@@ -533,6 +533,11 @@ def tensor_order(tensors: Tensors, key: str, descending: bool) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------- one trace
 
+def damaged_note(damaged: Sequence[str]) -> str:
+    """What the CLI, the API and the plugin say of tensor.trace companions that do not read ("file: reason")."""
+    return "damaged tensor.trace, not read: " + "; ".join(damaged)
+
+
 @dataclass
 class ShapesReport:
     """The Tensor shapes view of one Kineto trace (and its tensor.trace files, if any), for the CLI and the API."""
@@ -550,7 +555,7 @@ class ShapesReport:
         if self.tensors is not None:
             return ""
         if self.damaged_tensor_traces:
-            return "damaged tensor.trace, not read: " + "; ".join(self.damaged_tensor_traces)
+            return damaged_note(self.damaged_tensor_traces)
         return (f"no tensor.trace for {os.path.basename(self.path)}: record one with tb_gpuinsight.TensorTrace or "
                 "tb_gpuinsight.profile (saved as {worker}.{stamp}.tensor.trace beside the trace), or pass "
                 "tensor_traces=[...]")

@@ -78,20 +78,29 @@ class CriticalPath:
     def segments(self, step: Optional[int] = None) -> List[Dict[str, Any]]:
         """JSON-ready segments in path order (of one step index, or all)."""
         rows = np.arange(len(self.seg["step"])) if step is None else np.flatnonzero(self.seg["step"] == step)
-        return [self.segment(int(i)) for i in rows.tolist()]
+        return self.segment_rows(rows)
 
     def segment(self, i: int) -> Dict[str, Any]:
         """Segment i, JSON-ready."""
-        s = self.seg
-        step = self.steps[int(s["step"][i])]
-        wall = step["wall_us"]
-        return {"index": i, "step": step["step"], "cause": CAUSES[int(s["cause"][i])],
-                "kind": KINDS[int(s["kind"][i])], "name": self.names[int(s["name"][i])],
-                "display_name": display_name(self.names[int(s["name"][i])]),
-                "start_us": float(s["start"][i]), "dur_us": float(s["dur"][i]),
-                "share": float(s["dur"][i]) / wall if wall > 0 else 0.0,
-                "thread": _opt(s["thread"][i]), "device": _opt(s["device"][i]), "stream": _opt(s["stream"][i]),
-                "correlation": _opt(s["correlation"][i]), "et_id": _opt(s["et_id"][i])}
+        return self.segment_rows([i])[0]
+
+    def segment_rows(self, rows: Sequence[int]) -> List[Dict[str, Any]]:
+        """Segments `rows` (indices into the columns), JSON-ready; read column by column, so a path of 10^6
+        segments (a kernel per segment) costs one pass per column rather than a dozen numpy reads per segment."""
+        rows = np.asarray(rows, dtype=np.int64)
+        col = {k: self.seg[k][rows].tolist() for k in _SEG_COLS}
+        labels = [st["step"] for st in self.steps]
+        walls = [st["wall_us"] for st in self.steps]
+        opt = [[None if x < 0 else x for x in col[k]] for k in ("thread", "device", "stream", "correlation",
+                                                               "et_id")]
+        shown = {n: display_name(self.names[n]) for n in set(col["name"])}  # once per distinct name
+        return [{"index": i, "step": labels[st], "cause": CAUSES[c], "kind": KINDS[k], "name": self.names[n],
+                 "display_name": shown[n], "start_us": start, "dur_us": dur,
+                 "share": dur / walls[st] if walls[st] > 0 else 0.0,
+                 "thread": th, "device": dev, "stream": sm, "correlation": corr, "et_id": et}
+                for i, st, c, k, n, start, dur, th, dev, sm, corr, et
+                in zip(rows.tolist(), col["step"], col["cause"], col["kind"], col["name"], col["start"], col["dur"],
+                       *opt)]
 
     def step_index(self, wanted: Any) -> Optional[int]:
         """A step by its label ("ProfilerStep#12"), its number ("12" or 12) or its position ("#0")."""
@@ -118,18 +127,30 @@ class CriticalPath:
                             columns=None if self.steps else ["step"])
 
     def segments_frame(self):
-        """One row per segment, in path order."""
+        """One row per segment, in path order (built column by column: a path can hold 10^6 segments)."""
         import pandas as pd
 
-        return pd.DataFrame(self.segments(), columns=["index", "step", "cause", "kind", "name", "display_name",
-                                                      "start_us", "dur_us", "share", "thread", "device", "stream",
-                                                      "correlation",
-                                                      "et_id"])
+        columns = ["index", "step", "cause", "kind", "name", "display_name", "start_us", "dur_us", "share", "thread",
+                   "device", "stream", "correlation", "et_id"]
+        s = self.seg
+        if not len(s["step"]):
+            return pd.DataFrame([], columns=columns)
+        pick = lambda values, codes: np.array(values, dtype=object)[codes].tolist()  # noqa: E731
+        wall = np.array([st["wall_us"] for st in self.steps], dtype=np.float64)[s["step"]]
+        data = {"index": np.arange(len(s["step"])), "step": pick([st["step"] for st in self.steps], s["step"]),
+                "cause": pick(CAUSES, s["cause"]), "kind": pick(KINDS, s["kind"]), "name": pick(self.names, s["name"]),
+                "display_name": self._display_names(s["name"]),
+                "start_us": s["start"].astype(np.float64), "dur_us": s["dur"].astype(np.float64),
+                "share": np.divide(s["dur"], wall, out=np.zeros(len(wall)), where=wall > 0)}
+        for k in ("thread", "device", "stream", "correlation", "et_id"):  # -1 = none, as in segment_rows
+            data[k] = s[k] if (s[k] >= 0).all() else [None if x < 0 else x for x in s[k].tolist()]
+        return pd.DataFrame(data, columns=columns)
 
-
-def _opt(x) -> Optional[int]:
-    x = int(x)
-    return None if x < 0 else x
+    def _display_names(self, codes: np.ndarray) -> list:
+        """The display name of each name code, computed once per distinct name."""
+        used, which = np.unique(codes, return_inverse=True)
+        shown = np.array([display_name(self.names[int(n)]) for n in used], dtype=object)
+        return shown[which.reshape(-1)].tolist()
 
 
 # ---------------------------------------------------------------------------------------------------- build
@@ -211,6 +232,7 @@ class _Walker:
         # position of the running maximum: the activity with the latest end among those started so far
         idx = np.where(gpu_end == self.run_max, np.arange(len(gpu_end)), 0)
         self.run_arg = np.maximum.accumulate(idx) if len(idx) else idx
+        self._as_lists: Optional[Tuple[List[int], List[float], List[float]]] = None
 
     def walk(self, t0: float, t1: float) -> np.ndarray:
         """Segments of the path of [t0, t1] as rows (event, cause, kind, start, end), in time order."""
@@ -230,23 +252,29 @@ class _Walker:
     def _chase(self, point: int, cur: float, t0: float) -> Tuple[List[int], List[float], float]:
         """Follow critical predecessors back from `point` (at time `cur`) to t0: the points that own a segment,
         each segment's start (its end is the previous start), and the time the walk stopped at."""
-        g = self.g
-        pred, ts, end = g.pred.item, g.ts.item, g.end.item
+        pred, ts, end = self._lists()
         points: List[int] = []
         lows: List[float] = []
-        budget = 2 * len(g) + 2  # timestamps that contradict the dependencies could close a loop: never spin
+        budget = 2 * len(ts) + 2  # timestamps that contradict the dependencies could close a loop: never spin
         while point >= 0 and cur > t0 and budget:
             budget -= 1
-            q = pred(point)
+            q = pred[point]
             if q < 0:
                 break
-            tq = end(q >> 1) if q & 1 else ts(q >> 1)
+            tq = end[q >> 1] if q & 1 else ts[q >> 1]
             if tq < cur:  # else a zero-length step (timestamps out of order): skip it
                 cur = tq if tq > t0 else t0
                 points.append(point)
                 lows.append(cur)
             point = q
         return points, lows, cur
+
+    def _lists(self) -> Tuple[List[int], List[float], List[float]]:
+        """pred, ts and end as Python lists, made once per graph: the walk reads them point by point, and a list
+        read costs a fraction of a numpy scalar read (a 10^6-kernel path reads them 10^6 times)."""
+        if self._as_lists is None:
+            self._as_lists = (self.g.pred.tolist(), self.g.ts.tolist(), self.g.end.tolist())
+        return self._as_lists
 
     def _sink(self, t0: float, t1: float, head: List[List[float]]) -> Tuple[int, float]:
         """Where the walk of [t0, t1] begins: the GPU activity running at t1, else the last event to end by t1
@@ -346,8 +374,7 @@ def to_json(parts: Sequence[Tuple[str, CriticalPath]], step: Optional[str] = Non
                   for j, (p, rows, _, label) in enumerate(picked)]
     segments = []
     for p, rows, _, label in picked:
-        for i in rows.tolist():
-            seg = parts[p][1].segment(i)
+        for seg in parts[p][1].segment_rows(rows):
             seg["step"] = label
             seg["index"] = len(segments)
             segments.append(seg)
