@@ -41,15 +41,20 @@ def test_timeline_flows_find_by_class_and_op_kernels(samples_tensorboard, tmp_pa
         assert frame.evaluate(f"() => ({CANVAS})().picked.length") == 1
         frame.wait_for_function(SETTLED, timeout=60000)
         page.screenshot(path=str(tmp_path / "timeline_flows_1280x720.png"))
-        # The drawer resizes by its grip; a CPU op's drawer lists its kernels with their % of roof.
-        grip = frame.locator(".drawer:not([hidden]) .drawer-grip")
-        box = grip.bounding_box()
-        page.mouse.move(box["x"] + 50, box["y"] + 2)
+        # The drawer is a panel beside the lanes; its grip (its left edge) sets its width, and the lanes follow.
+        # A CPU op's drawer lists its kernels with their % of roof.
+        panel = frame.locator(".drawer:not([hidden])")
+        before = panel.bounding_box()
+        grip = frame.locator(".drawer:not([hidden]) .drawer-grip").bounding_box()
+        page.mouse.move(grip["x"] + 3, grip["y"] + 200)
         page.mouse.down()
-        page.mouse.move(box["x"] + 50, box["y"] + 120)
+        page.mouse.move(grip["x"] - 150, grip["y"] + 200, steps=5)
         page.mouse.up()
-        sheet = frame.evaluate("() => getComputedStyle(document.documentElement).getPropertyValue('--gi-sheet')")
-        assert sheet.strip().endswith("px") and int(float(sheet.strip()[:-2])) < box["y"], sheet
+        side = frame.evaluate("() => getComputedStyle(document.documentElement).getPropertyValue('--gi-side')")
+        after = panel.bounding_box()
+        assert side.strip().endswith("px") and after["width"] > before["width"] + 100, (side, before, after)
+        frame.wait_for_function(f"w => ({CANVAS})().el.getBoundingClientRect().right <= w + 1", arg=after["x"],
+                                timeout=30000)
         op = frame.evaluate(f"""() => {{ const tl = ({CANVAS})();
             for (const lane of tl.data.lanes) {{ const ev = lane.events;
               for (let i = 0; i < ev.index.length; i++)

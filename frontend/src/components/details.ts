@@ -134,14 +134,20 @@ function roofWarning(r: KernelRow): HTMLElement | null {
   );
 }
 
-/** A details drawer, hidden at first: a head with its title and a close button, then `body`. */
-/** A grip along the sheet's top edge: dragging it sets the sheet's height (every drawer's: one preference). */
+/** A grip along the drawer's inner edge: dragging it sets a bottom sheet's height, or the width of a drawer shown as
+ *  a side panel (`side-drawer`: its grip is its left edge); one preference each for every drawer. */
 function sheetGrip(): HTMLElement {
-  const grip = h("div", { class: "drawer-grip", title: "Drag to resize the details", attrs: { role: "separator", "aria-orientation": "horizontal", "aria-label": "Resize details" } });
+  const grip = h("div", { class: "drawer-grip", title: "Drag to resize the details", attrs: { role: "separator", "aria-label": "Resize details" } });
   grip.addEventListener("pointerdown", (down) => {
     down.preventDefault();
     grip.setPointerCapture(down.pointerId);
+    const side = grip.parentElement?.classList.contains("side-drawer") ?? false;
     const move = (e: PointerEvent) => {
+      if (side) {
+        const px = Math.round(Math.min(window.innerWidth * 0.7, Math.max(260, window.innerWidth - e.clientX)));
+        document.documentElement.style.setProperty("--gi-side", `${px}px`);
+        return;
+      }
       const px = Math.round(Math.min(window.innerHeight - 80, Math.max(96, window.innerHeight - e.clientY)));
       document.documentElement.style.setProperty("--gi-sheet", `${px}px`);
     };
