@@ -24,8 +24,13 @@ NAME = "w.1700000000000000000.pt.trace.json"
 
 @pytest.fixture(autouse=True)
 def _default_confinement(monkeypatch):
-    """The default: links out of the logdir are not followed (the suite's other tests follow them)."""
+    """The default: links out of the logdir are not followed (the suite's other tests follow them). The process's
+    setting (the CLI's --follow-symlinks) goes back to "as the environment says" after each test, so a later test
+    file in this worker follows the suite's links again."""
     monkeypatch.delenv(logdir_mod.FOLLOW_SYMLINKS_ENV, raising=False)
+    logdir_mod.set_follow_symlinks(None)
+    yield
+    logdir_mod.set_follow_symlinks(None)
 
 
 def _mm_text(kernel: str) -> str:
@@ -61,7 +66,6 @@ def test_discovery_skips_links_out_of_the_logdir_unless_asked(tmp_path):
     assert code == 0 and "out" not in out.split() and "files" not in out.split()
     code, out, _ = _run(["ls", str(root), "--follow-symlinks"])
     assert code == 0 and "run out" in out and "run files" in out
-    logdir_mod.set_follow_symlinks(False)
 
 
 def _plugin(root, cache, **kwargs):
