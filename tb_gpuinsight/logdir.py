@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tarfile
 import time
 from dataclasses import dataclass, field
@@ -114,9 +115,13 @@ def companions(trace_path: "os.PathLike[str] | str", kind: str) -> List[str]:
         path = os.path.join(folder, name)
         if name == own_name:
             continue
-        if not os.path.isfile(path) or not (following_symlinks() or _stays_in(folder, path)):
+        try:
+            st = os.stat(path)
+        except OSError:
             continue
-        if sniff(path).kind != kind and not (kind == TENSOR_TRACE and name.endswith(".tensor.trace")):
+        if not stat.S_ISREG(st.st_mode) or not (following_symlinks() or _stays_in(folder, path)):
+            continue
+        if _sniffed(path, st).kind != kind and not (kind == TENSOR_TRACE and name.endswith(".tensor.trace")):
             continue  # (a damaged file named as a tensor.trace is kept: its reader says what is wrong with it)
         out.append(path)
     return out
