@@ -114,3 +114,21 @@ def plugin_frame(page, timeout: float = 60.0):
                 return frame
         page.wait_for_timeout(100)
     raise AssertionError("the gpuinsight plugin iframe never appeared")
+
+
+def reload_plugin_frame(page, frame, timeout: float = 60.0):
+    """Reload the plugin's iframe and return it once the new document is there.
+
+    `location.reload()` returns before the navigation starts, so a wait right after it can match the old document,
+    which the navigation then destroys: mark the old document and wait until the frame's document lacks the mark."""
+    frame.evaluate("() => { window.__giBeforeReload = true; location.reload(); }")
+    end = time.time() + timeout
+    while time.time() < end:
+        current = plugin_frame(page, timeout=max(1.0, end - time.time()))
+        try:
+            if current.evaluate("() => window.__giBeforeReload !== true && document.readyState === 'complete'"):
+                return current
+        except Exception:  # the old document went away in the middle of the check: look again
+            pass
+        page.wait_for_timeout(100)
+    raise AssertionError("the plugin iframe did not reload")

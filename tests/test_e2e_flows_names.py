@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .browser import plugin_in_browser, tensorboard, need_browser
+from .browser import plugin_in_browser, reload_plugin_frame, tensorboard, need_browser
 from .corpus import corpus_path
 
 CANVAS = "() => document.querySelector('.tl-canvas')?.timeline"
@@ -103,9 +103,7 @@ def test_reload_keeps_diff_sides_timeline_find_and_selected_event(samples_tensor
         found = frame.evaluate(f"() => ({CANVAS})().highlight.length")
         picked = frame.evaluate(f"() => ({CANVAS})().selected")
         assert found > 1 and picked is not None
-        frame.evaluate("() => location.reload()")
-        from .browser import plugin_frame
-        frame = plugin_frame(page)
+        frame = reload_plugin_frame(page, frame)
         frame.wait_for_function(f"n => ({CANVAS})()?.highlight.length === n", arg=found, timeout=60000)
         frame.wait_for_function(f"i => ({CANVAS})()?.selected === i", arg=picked, timeout=60000)
         assert frame.locator("input[aria-label='Find on timeline']").input_value() == "gemm"
@@ -121,8 +119,7 @@ def test_reload_keeps_diff_sides_timeline_find_and_selected_event(samples_tensor
         b_run.select_option(other)
         frame.wait_for_function("r => decodeURIComponent(parent.location.hash).includes('gi.diff.b_run=' + r)",
                                 arg=other, timeout=30000)
-        frame.evaluate("() => location.reload()")
-        frame = plugin_frame(page)
+        frame = reload_plugin_frame(page, frame)
         frame.wait_for_selector("select[aria-label='Run B']", timeout=60000)
         frame.wait_for_function("r => document.querySelector(\"select[aria-label='Run B']\")?.value === r",
                                 arg=other, timeout=60000)

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from .browser import (CHROMIUM, CHROMIUM_ARGS, LOADED_MACHINE_WAIT_MS, SAMPLES, need_browser, plugin_frame,
-                      tensorboard)
+                      reload_plugin_frame, tensorboard)
 from .corpus import corpus_path
 
 TABS = ["Overview", "Kernel efficiency", "Diff", "Trends", "Tensor shapes", "Execution graph", "Memory", "Timeline",
@@ -177,8 +177,7 @@ def test_reloads_land_on_the_same_tab(page):
             frame.wait_for_function(SETTLED, timeout=180000)
             assert _active_tab(frame) == tab.lower(), f"page reload on {tab}"
             frame.wait_for_function(RUN_PICKED, arg="dlrm", timeout=60000)
-        frame.evaluate("() => location.reload()")
-        frame = plugin_frame(page)
+        frame = reload_plugin_frame(page, frame)
         frame.wait_for_selector("nav.tabs button[aria-selected='true']", timeout=60000)
         frame.wait_for_function(SETTLED, timeout=180000)
         assert _active_tab(frame) == tab.lower(), f"frame reload on {tab}"

@@ -233,7 +233,7 @@ def _zoom_in(page, frame):
 def test_every_tab_survives_a_reload_of_the_frame_and_of_the_page(samples_tensorboard):
     """Reloading the plugin's frame, or TensorBoard's page, lands on the same tab of the same run (the Timeline on
     the same viewport), never on a "Not Found" page."""
-    from .browser import plugin_frame
+    from .browser import plugin_frame, reload_plugin_frame
 
     console: list = []
     with plugin_in_browser(samples_tensorboard, console) as (page, frame):
@@ -244,8 +244,7 @@ def test_every_tab_survives_a_reload_of_the_frame_and_of_the_page(samples_tensor
             assert _active_tab(frame) == label
             if label == "Timeline":
                 before = _zoom_in(page, frame)
-            frame.evaluate("() => location.reload()")
-            frame.wait_for_load_state()
+            frame = reload_plugin_frame(page, frame)
             assert "Not Found" not in frame.locator("body").inner_text()[:200]
             assert _active_tab(frame) == label, label
             # the run list arrives after the tab is drawn: wait for it rather than read an empty select

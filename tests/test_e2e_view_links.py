@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .browser import plugin_frame, plugin_in_browser
+from .browser import plugin_frame, plugin_in_browser, reload_plugin_frame
 
 CANVAS = "() => document.querySelector('.tl-canvas')?.timeline"
 SETTLED = "() => /items · query/.test(document.querySelector('.tl-status')?.textContent || '')"
@@ -84,8 +84,7 @@ def test_reload_keeps_every_views_options(samples_tensorboard):
         frame.evaluate(f"op => ({CANVAS})().cb.onPick(op)", op)
         frame.wait_for_function("() => decodeURIComponent(parent.location.hash).includes('gi.timeline.ev=')",
                                 timeout=30000)
-        frame.evaluate("() => location.reload()")
-        frame = plugin_frame(page)
+        frame = reload_plugin_frame(page, frame)
         frame.wait_for_function(f"i => ({CANVAS})()?.selected === i", arg=op["index"], timeout=60000)
         assert frame.locator("select[aria-label='Colour by']").input_value() == "efficiency"
         assert frame.locator("input[aria-label='Show launch flows']").is_checked()
@@ -96,8 +95,7 @@ def test_reload_keeps_every_views_options(samples_tensorboard):
         frame.locator("input[aria-label='Filter ops or shapes…']").fill("addmm")
         frame.wait_for_function("() => decodeURIComponent(parent.location.hash).includes('gi.shapes.ops=addmm')",
                                 timeout=30000)
-        frame.evaluate("() => location.reload()")
-        frame = plugin_frame(page)
+        frame = reload_plugin_frame(page, frame)
         frame.wait_for_selector("button[data-view='tree'][aria-pressed='true']", timeout=60000)
         assert frame.locator("input[aria-label='Filter ops or shapes…']").input_value() == "addmm"
         # Overview: a step scoped survives a reload, and the tab it opened shows it.
@@ -105,8 +103,7 @@ def test_reload_keeps_every_views_options(samples_tensorboard):
         frame.wait_for_selector(".ov-step", timeout=60000)
         frame.locator(".ov-step").first.click()
         frame.wait_for_selector(".chip-step", timeout=60000)
-        frame.evaluate("() => location.reload()")
-        frame = plugin_frame(page)
+        frame = reload_plugin_frame(page, frame)
         frame.wait_for_selector(".chip-step", timeout=60000)
         # Kernel efficiency: the table's sort (a header click; most first, then fewest first on a second click).
         _open(frame, "bert_h100", "Kernel efficiency")
@@ -116,8 +113,7 @@ def test_reload_keeps_every_views_options(samples_tensorboard):
         frame.wait_for_function("() => /gi\\.kernels\\.sort=count(&|$)/.test(parent.location.hash)", timeout=30000)
         count.click()
         frame.wait_for_function("() => /gi\\.kernels\\.sort=count\\.asc/.test(parent.location.hash)", timeout=30000)
-        frame.evaluate("() => location.reload()")
-        frame = plugin_frame(page)
+        frame = reload_plugin_frame(page, frame)
         frame.wait_for_selector(".tabulator-col[tabulator-field='count'][aria-sort='ascending']", timeout=60000)
         shown = frame.evaluate("() => [...document.querySelectorAll(\".tabulator-row [tabulator-field='count']\")]"
                                ".map(c => Number(c.textContent.replace(/[^0-9]/g, '')))")
@@ -128,8 +124,7 @@ def test_reload_keeps_every_views_options(samples_tensorboard):
         metric.wait_for(timeout=60000)
         other = [v for v in metric.evaluate("s => [...s.options].map(o => o.value)") if v != metric.input_value()][0]
         metric.select_option(other)
-        frame.evaluate("() => location.reload()")
-        frame = plugin_frame(page)
+        frame = reload_plugin_frame(page, frame)
         frame.wait_for_function("v => document.querySelector('.trends select')?.value === v", arg=other, timeout=60000)
     assert not console, console
 
