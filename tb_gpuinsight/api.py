@@ -257,25 +257,36 @@ def critical_path_ranks(run: "os.PathLike[str] | str", **options) -> "pandas.Dat
 
 
 def _critical_paths(path, worker: Optional[str], options: dict) -> list:
-    """(worker, span, CriticalPath) of a trace, or of each span of a run directory's workers."""
-    from .analysis.graph.critical_path.path import compute
+    """(worker, span, CriticalPath) of a trace, or of each span of a run directory's workers (on every core when
+    they are many small traces: forkmap.py)."""
+    from functools import partial
 
-    def one(source):
-        trace = source if isinstance(source, KinetoTrace) else load(source, max_trace_gb=options.get("max_trace_gb"))
-        ets = options.get("execution_traces")
-        ets = companion_execution_traces(trace.meta.path) if ets is None else list(ets)
-        eff = analyze(trace, **{**options, "execution_traces": ets})
-        return compute(trace, eff.activities, ets)
+    from .forkmap import fork_map, run_workers
 
     if isinstance(path, KinetoTrace) or not os.path.isdir(path):
         no_worker_choice(path, worker)
         label = os.path.basename(path.meta.path if isinstance(path, KinetoTrace) else os.fspath(path))
-        return [("", label, one(path))]
+        return [("", label, _critical_path_of(options, path))]
     workers = one_run(path).workers
     if worker is not None and worker not in workers:
         raise ConfigError(f"{path}: no worker {worker!r} (workers: {', '.join(sorted(workers))})")
-    return [(w, span.name, one(span.trace.path)) for w in sorted(workers) if worker in (None, w)
-            for span in workers[w]]
+    spans = [(w, span) for w in sorted(workers) if worker in (None, w) for span in workers[w]]
+    # Execution Traces given as loaded objects would be copied to every worker: those runs stay in this process.
+    processes = 1 if options.get("execution_traces") is not None else \
+        run_workers(len(spans), max((span.trace.size for _, span in spans), default=0))
+    paths = fork_map(partial(_critical_path_of, options), [span.trace.path for _, span in spans], processes)
+    return [(w, span.name, cp) for (w, span), cp in zip(spans, paths)]
+
+
+def _critical_path_of(options: dict, source) -> "CriticalPath":
+    """The critical path of one trace (a path or a loaded trace), with its companion Execution Traces."""
+    from .analysis.graph.critical_path.path import compute
+
+    trace = source if isinstance(source, KinetoTrace) else load(source, max_trace_gb=options.get("max_trace_gb"))
+    ets = options.get("execution_traces")
+    ets = companion_execution_traces(trace.meta.path) if ets is None else list(ets)
+    eff = analyze(trace, **{**options, "execution_traces": ets})
+    return compute(trace, eff.activities, ets)
 
 
 def report(path: "os.PathLike[str] | str", baseline: "Optional[os.PathLike[str] | str]" = None,

@@ -25,3 +25,6 @@ class TraceError(GpuInsightError):
         self.incomplete = incomplete
         where = f" (at byte {offset})" if offset is not None else ""
         super().__init__(f"{self.path}: {reason}{where}")
+
+    def __reduce__(self):  # rebuilt from its fields when it comes back from a worker process
+        return type(self), (self.path, self.reason, self.offset, self.incomplete)

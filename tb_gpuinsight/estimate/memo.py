@@ -33,9 +33,12 @@ class EstimateMemo:
         self.path = None if os.environ.get(_DISABLE) else path
         self._lock = threading.Lock()
         self._conn: Optional[sqlite3.Connection] = None
+        self._pid = os.getpid()
         self._prefix = f"{ENGINE_VERSION}|{FORMULAS_VERSION}|{installed_torch_version()}|"
 
     def _connection(self) -> Optional[sqlite3.Connection]:
+        if self._pid != os.getpid():  # a forked worker: a connection must not cross a fork, open its own
+            self._conn, self._pid = None, os.getpid()
         if self._conn is None and self.path:
             try:
                 self._conn = self._open()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -224,40 +225,49 @@ def analyze(traces: Sequence[RankTrace], datasheet=None) -> Report:
 
 def from_run_dir(path: str, cycle: int = -1, datasheet=None) -> Report:
     """The report of one run directory, read and analysed here (CLI and Python API; the plugin uses the stored
-    sections instead). `cycle`: the n-th span of every worker, -1 the latest."""
-    from ...sections import SectionContext, build_section
+    sections instead). `cycle`: the n-th span of every worker, -1 the latest. The ranks' traces are read on every
+    core when there are many small ones (forkmap.py)."""
+    from ...forkmap import fork_map, run_workers
 
-    traces = []
-    for worker, span, trace, eff in _rank_spans(path, cycle, datasheet):
-        ctx = SectionContext(trace, eff)
-        traces.append(RankTrace(worker, span, build_section(SECTION, ctx), build_section("overview", ctx)))
-    return analyze(traces, datasheet)
+    jobs = _rank_jobs(path, cycle)
+    workers = run_workers(len(jobs), max((size for *_, size in jobs), default=0))
+    return analyze(fork_map(partial(_rank_trace, datasheet), jobs, workers), datasheet)
+
+
+def _rank_trace(datasheet, job) -> RankTrace:
+    """One rank's sections, from its trace read and analysed (in a worker process for a big run)."""
+    from ...sections import SectionContext, build_section
+    from ...trace.kineto import load_kineto
+    from ..kernels.efficiency import analyze_trace
+
+    worker, span, trace_path, _size = job
+    trace = load_kineto(trace_path)
+    ctx = SectionContext(trace, analyze_trace(trace, datasheet=datasheet))
+    return RankTrace(worker, span, build_section(SECTION, ctx), build_section("overview", ctx))
 
 
 def kernels_from_run_dir(path: str, cycle: int = -1, datasheet=None, group: str = "name") -> Table:
     """The kernel table of every rank of a run directory together (`across_ranks`), read and analysed here."""
-    from ..kernels.efficiency import combine
+    from ...trace.kineto import load_kineto
+    from ..kernels.efficiency import analyze_trace, combine
 
-    parts = [eff for _, _, _, eff in _rank_spans(path, cycle, datasheet)]
+    parts = [analyze_trace(load_kineto(trace_path), datasheet=datasheet)
+             for _, _, trace_path, _ in _rank_jobs(path, cycle)]
     if not parts:
         raise RanksError(f"{path}: no trace for cycle {cycle}")
     eff = parts[0] if len(parts) == 1 else combine(parts, datasheet)
     return across_ranks(eff.activities, np.arange(len(parts)), KERNEL_KEYS[group])
 
 
-def _rank_spans(path: str, cycle: int, datasheet):
-    """(worker, span name, loaded trace, its analysis) of the cycle-th span of every worker of one run."""
+def _rank_jobs(path: str, cycle: int) -> List[Tuple[str, str, str, int]]:
+    """(worker, span name, trace path, trace file size) of the cycle-th span of every worker of one run."""
     from ...logdir import discover
-    from ...trace.kineto import load_kineto
-    from ..kernels.efficiency import analyze_trace
 
     runs = discover(path)
     if len(runs) != 1:
         raise RanksError(f"{path}: holds {len(runs)} runs; give one run directory")
-    for worker, spans in sorted(runs[0].workers.items()):
-        if -len(spans) <= cycle < len(spans):
-            trace = load_kineto(spans[cycle].trace.path)
-            yield worker, spans[cycle].name, trace, analyze_trace(trace, datasheet=datasheet)
+    return [(worker, spans[cycle].name, spans[cycle].trace.path, spans[cycle].trace.size)
+            for worker, spans in sorted(runs[0].workers.items()) if -len(spans) <= cycle < len(spans)]
 
 
 # The kernel table's groupings over all ranks: a kernel over every rank's GPU (no device in the key).

@@ -39,6 +39,10 @@ _SEG_DTYPES = {"step": np.int32, "cause": np.int8, "kind": np.int8, "name": np.i
 HOST_GAP = "(host, outside any op)"
 
 
+SEGMENT_COLUMNS = ["index", "step", "cause", "kind", "name", "display_name", "start_us", "dur_us", "share", "thread",
+                   "device", "stream", "correlation", "et_id"]
+
+
 @dataclass
 class CriticalPath:
     """The critical path of every step of one trace. `seg` holds the segments in path order (step by step) as
@@ -130,21 +134,28 @@ class CriticalPath:
         """One row per segment, in path order (built column by column: a path can hold 10^6 segments)."""
         import pandas as pd
 
-        columns = ["index", "step", "cause", "kind", "name", "display_name", "start_us", "dur_us", "share", "thread",
-                   "device", "stream", "correlation", "et_id"]
+        return pd.DataFrame(self.segment_columns(), columns=SEGMENT_COLUMNS)
+
+    def segment_columns(self, rows: Optional[np.ndarray] = None) -> Dict[str, Any]:
+        """The segments_frame columns of the segments at `rows` (all by default); `index` is their position in
+        the path."""
         s = self.seg
-        if not len(s["step"]):
-            return pd.DataFrame([], columns=columns)
+        rows = np.arange(len(s["step"])) if rows is None else rows
+        if not len(rows):
+            return {c: [] for c in SEGMENT_COLUMNS}
         pick = lambda values, codes: np.array(values, dtype=object)[codes].tolist()  # noqa: E731
-        wall = np.array([st["wall_us"] for st in self.steps], dtype=np.float64)[s["step"]]
-        data = {"index": np.arange(len(s["step"])), "step": pick([st["step"] for st in self.steps], s["step"]),
-                "cause": pick(CAUSES, s["cause"]), "kind": pick(KINDS, s["kind"]), "name": pick(self.names, s["name"]),
-                "display_name": self._display_names(s["name"]),
-                "start_us": s["start"].astype(np.float64), "dur_us": s["dur"].astype(np.float64),
-                "share": np.divide(s["dur"], wall, out=np.zeros(len(wall)), where=wall > 0)}
+        step = s["step"][rows]
+        dur = s["dur"][rows]
+        wall = np.array([st["wall_us"] for st in self.steps], dtype=np.float64)[step]
+        data = {"index": rows, "step": pick([st["step"] for st in self.steps], step),
+                "cause": pick(CAUSES, s["cause"][rows]), "kind": pick(KINDS, s["kind"][rows]),
+                "name": pick(self.names, s["name"][rows]), "display_name": self._display_names(s["name"][rows]),
+                "start_us": s["start"][rows].astype(np.float64), "dur_us": dur.astype(np.float64),
+                "share": np.divide(dur, wall, out=np.zeros(len(wall)), where=wall > 0)}
         for k in ("thread", "device", "stream", "correlation", "et_id"):  # -1 = none, as in segment_rows
-            data[k] = s[k] if (s[k] >= 0).all() else [None if x < 0 else x for x in s[k].tolist()]
-        return pd.DataFrame(data, columns=columns)
+            values = s[k][rows]
+            data[k] = values if (values >= 0).all() else [None if x < 0 else x for x in values.tolist()]
+        return data
 
     def _display_names(self, codes: np.ndarray) -> list:
         """The display name of each name code, computed once per distinct name."""
@@ -321,26 +332,43 @@ class CriticalPathReport:
 
     @classmethod
     def of(cls, paths: List[Tuple[str, str, CriticalPath]], step: Optional[str] = None) -> "CriticalPathReport":
+        """The report of several paths; each frame is built once from all their rows (a run can hold 10^4
+        traces: a frame per trace, then a concat, took most of the time)."""
         import pandas as pd
 
-        steps, segments = [], []
+        steps: List[Dict[str, Any]] = []
+        segments: List[Dict[str, Any]] = []
         totals = dict.fromkeys(CAUSES, 0.0)
         for worker, span, cp in paths:
             chosen = list(range(len(cp.steps))) if step is None else [i for i in [cp.step_index(step)]
                                                                       if i is not None]
-            frame, segs = cp.steps_frame(), cp.segments_frame()
             label = dict(worker=safe_text(worker), span=safe_text(span))  # names from files: any bytes
-            steps.append(frame.iloc[chosen].assign(**label))
-            picked = frame["step"].iloc[chosen] if "step" in frame else []
-            segments.append(segs[segs["step"].isin(picked)].assign(**label))
+            steps += [{k: v for k, v in cp.steps[i].items() if k != "causes"} | cp.steps[i]["causes"] | label
+                      for i in chosen]
+            columns = cp.segment_columns(np.flatnonzero(np.isin(cp.seg["step"], chosen)))
+            segments.append(columns | {k: [v] * len(columns["index"]) for k, v in label.items()})
             for c, us in cp.totals(chosen).items():
                 totals[c] += us
-        return cls(pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(),
-                   pd.concat(segments, ignore_index=True) if segments else pd.DataFrame(), totals, paths)
+        if not paths:
+            return cls(pd.DataFrame(), pd.DataFrame(), totals, paths)
+        return cls(pd.DataFrame(steps) if steps else pd.DataFrame(columns=["step", "worker", "span"]),
+                   pd.DataFrame(_joined(segments), columns=SEGMENT_COLUMNS + ["worker", "span"]), totals, paths)
 
     def to_json(self, step: Optional[str] = None, limit: Optional[int] = None) -> Dict[str, Any]:
         """What the plugin's /critical_path route answers for the same traces."""
         return to_json([(span, cp) for _, span, cp in self.paths], step, limit)
+
+
+def _joined(parts: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Columns of several traces end to end: arrays stay arrays when every part's is one, else a list."""
+    out = {}
+    for c in parts[0]:
+        values = [p[c] for p in parts]
+        if all(isinstance(v, np.ndarray) for v in values):
+            out[c] = np.concatenate(values)
+        else:
+            out[c] = [x for v in values for x in (v.tolist() if isinstance(v, np.ndarray) else v)]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------- JSON
