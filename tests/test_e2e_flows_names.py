@@ -83,13 +83,15 @@ def test_tensile_rows_read_by_tile_and_transposes(tmp_path):
         frame.wait_for_selector("select[aria-label='Run'] option[value='vllm']", state="attached", timeout=120000)
         frame.locator("nav.tabs button", has_text="Kernel efficiency").click()
         frame.locator("input[aria-label='Filter kernel names']").fill("Cijk")
-        frame.wait_for_function("() => [...document.querySelectorAll('.tabulator-row')]"
-                                ".filter(r => /MT\\d+x\\d+x\\d+ MI\\d+x\\d+x\\d+ [NT]{2} #/.test(r.textContent)).length >= 2",
+        # the filtered table: every row a Tensile GEMM, read by its tile and instruction (not Cijk_...)
+        frame.wait_for_function("() => { const rows = [...document.querySelectorAll('.tabulator-row')];"
+                                " return rows.length >= 2 && rows.every("
+                                "r => /MT\\d+x\\d+x\\d+ MI\\d+x\\d+x\\d+ [NT]{2} #/.test(r.textContent)); }",
                                 timeout=180000)
         cells = frame.evaluate("() => [...document.querySelectorAll('.tabulator-row')].map(r => "
                                "[...r.querySelectorAll('[title]')].map(e => e.getAttribute('title')).join(' '))")
         assert any("Cijk_" in c for c in cells)  # the whole raw name on hover
-        page.screenshot(path=str(Path(os.environ.get("GI_SCREENSHOTS") or tmp_path) / "issue-41-tensile-rows.png"))
+        page.screenshot(path=str(Path(os.environ.get("GI_SCREENSHOTS") or tmp_path) / "kernels-tensile-rows.png"))
     assert not console, console
 
 

@@ -50,14 +50,14 @@ def test_timeline_forward_backward_flows_and_op_details(samples_tensorboard, tmp
         frame.wait_for_function(f"() => ({CANVAS})().data.t1 - ({CANVAS})().data.t0 < 2000", timeout=60000)
         frame.wait_for_function(SETTLED, timeout=60000)
         page.wait_for_timeout(300)
-        page.screenshot(path=str(_shots(tmp_path) / "issue-41-timeline-flows.png"))  # launch and fwd->bwd flows
+        page.screenshot(path=str(_shots(tmp_path) / "timeline-flows.png"))  # launch and fwd->bwd flows
         frame.evaluate(f"op => ({CANVAS})().cb.onPick(op)", op)
         frame.wait_for_selector(".drawer:not([hidden]) .tl-op-link button", timeout=60000)
         assert frame.locator(".drawer:not([hidden]) .tl-op-inputs tbody tr").count() >= 1  # shapes and dtypes
         picked = frame.evaluate(f"() => ({CANVAS})().picked")
         assert any(f.get("fwdBwd") for f in picked), picked  # the dashed arrow to its backward op
         frame.wait_for_function(SETTLED, timeout=60000)
-        page.screenshot(path=str(_shots(tmp_path) / "issue-41-timeline-op-details.png"))
+        page.screenshot(path=str(_shots(tmp_path) / "timeline-op-details.png"))
         # The details sit beside the lanes at 720 px, not over them: the lanes keep their full height in view.
         lanes = frame.evaluate(f"() => ({CANVAS})().el.getBoundingClientRect().toJSON()")
         panel = frame.evaluate("() => document.querySelector('.drawer:not([hidden])').getBoundingClientRect().toJSON()")
