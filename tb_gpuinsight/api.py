@@ -273,7 +273,7 @@ def _critical_paths(path, worker: Optional[str], options: dict) -> list:
     spans = [(w, span) for w in sorted(workers) if worker in (None, w) for span in workers[w]]
     # Execution Traces given as loaded objects would be copied to every worker: those runs stay in this process.
     processes = 1 if options.get("execution_traces") is not None else \
-        run_workers(len(spans), max((span.trace.size for _, span in spans), default=0))
+        run_workers([(span.trace.path, span.trace.size) for _, span in spans])
     paths = fork_map(partial(_critical_path_of, options), [span.trace.path for _, span in spans], processes)
     return [(w, span.name, cp) for (w, span), cp in zip(spans, paths)]
 

@@ -12,7 +12,7 @@ no pool's worker itself (TensorBoard's, a user's application and the plugin's po
 from __future__ import annotations
 
 import os
-from typing import Callable, List, Optional, Sequence, TypeVar
+from typing import Callable, List, Optional, Sequence, Tuple, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -20,22 +20,27 @@ R = TypeVar("R")
 WORKERS_ENV = "TB_GPUINSIGHT_RUN_WORKERS"
 MAX_WORKERS = 8
 MIN_JOBS = 16  # below this, starting the workers costs about what they save
-BIG_TRACE_BYTES = 64 << 20  # a trace file this big is read alone, with its own decode fanned out
+BIG_TRACE_BYTES = 64 << 20  # JSON text of a trace read alone: several at once would hold several big traces
 
 
-def run_workers(jobs: int, largest_bytes: int = 0) -> int:
-    """Processes to run `jobs` independent trace jobs with (1: here, one after another): $TB_GPUINSIGHT_RUN_WORKERS
-    when set, else the cores this process may use (up to MAX_WORKERS) for MIN_JOBS or more traces none of which
-    is BIG_TRACE_BYTES or more, in a single-threaded process that is no pool's worker."""
+def run_workers(files: Sequence[Tuple[str, int]]) -> int:
+    """Processes to read `files` [(path, size)], one independent trace job each (1: here, one after another):
+    $TB_GPUINSIGHT_RUN_WORKERS when set, else the cores this process may use (up to MAX_WORKERS) for MIN_JOBS or
+    more traces none of which likely holds BIG_TRACE_BYTES of JSON (a gzipped file's size times GZIP_RATIO), in a
+    single-threaded process that is no pool's worker."""
     import multiprocessing
     import threading
 
+    from .trace.parallel import GZIP_RATIO
+
+    jobs = len(files)
     if jobs < 2 or multiprocessing.parent_process() is not None or threading.active_count() > 1:
         return 1
     try:
         wanted = int(os.environ[WORKERS_ENV])
     except (KeyError, ValueError):
-        if jobs < MIN_JOBS or largest_bytes >= BIG_TRACE_BYTES:
+        text = max(size * (GZIP_RATIO if str(path).endswith(".gz") else 1) for path, size in files)
+        if jobs < MIN_JOBS or text >= BIG_TRACE_BYTES:
             return 1
         wanted = MAX_WORKERS
     return max(1, min(wanted, _cores(), jobs))
@@ -49,12 +54,12 @@ def _cores() -> int:
 
 
 def fork_map(fn: Callable[[T], R], items: Sequence[T], workers: Optional[int] = None) -> List[R]:
-    """`[fn(x) for x in items]`, computed by `workers` forked processes (default: `run_workers(len(items))`).
+    """`[fn(x) for x in items]`, computed by `workers` forked processes (`run_workers` says how many).
     `fn` must be picklable by reference (a module-level function or a functools.partial of one); an exception
     raised by `fn` is raised here as it would be in a loop. A worker that dies (killed, out of memory) leaves the
     remaining items to this process, one after another."""
     items = list(items)
-    workers = run_workers(len(items)) if workers is None else max(1, min(workers, len(items)))
+    workers = 1 if workers is None else max(1, min(workers, len(items)))
     if workers == 1:
         return [fn(x) for x in items]
     import multiprocessing

@@ -52,16 +52,20 @@ def test_a_dead_worker_leaves_the_rest_to_this_process():
 def test_workers_only_for_many_small_traces_in_a_single_threaded_process(monkeypatch):
     monkeypatch.delenv(forkmap.WORKERS_ENV, raising=False)
     monkeypatch.setattr(forkmap, "_cores", lambda: 4)
-    assert run_workers(1000) == 4
-    assert run_workers(forkmap.MIN_JOBS - 1) == 1  # a few traces: not worth starting processes
-    assert run_workers(1000, largest_bytes=forkmap.BIG_TRACE_BYTES) == 1  # big ones fan out their own decode
+    small = lambda n, size=4096, name="w.pt.trace.json": [(f"{i}/{name}", size) for i in range(n)]  # noqa: E731
+    assert run_workers(small(1000)) == 4
+    assert run_workers(small(forkmap.MIN_JOBS - 1)) == 1  # a few traces: not worth starting processes
+    big = forkmap.BIG_TRACE_BYTES
+    assert run_workers(small(999) + [("r/w.pt.trace.json", big)]) == 1  # big ones fan out their own decode
+    assert run_workers(small(999) + [("r/w.pt.trace.json.gz", big // 8)]) == 1  # gzip: about 10x that in JSON
+    assert run_workers(small(999) + [("r/w.pt.trace.json", big // 8)]) == 4
     monkeypatch.setenv(forkmap.WORKERS_ENV, "3")
-    assert run_workers(2) == 2 and run_workers(1000) == 3
+    assert run_workers(small(2)) == 2 and run_workers(small(1000)) == 3
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:  # forking a process that runs other threads can deadlock the child
-        assert run_workers(1000) == 1
+        assert run_workers(small(1000)) == 1
     finally:
         stop.set()
         other.join()

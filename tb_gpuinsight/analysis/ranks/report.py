@@ -230,7 +230,7 @@ def from_run_dir(path: str, cycle: int = -1, datasheet=None) -> Report:
     from ...forkmap import fork_map, run_workers
 
     jobs = _rank_jobs(path, cycle)
-    workers = run_workers(len(jobs), max((size for *_, size in jobs), default=0))
+    workers = run_workers([(trace_path, size) for _, _, trace_path, size in jobs])
     return analyze(fork_map(partial(_rank_trace, datasheet), jobs, workers), datasheet)
 
 
