@@ -2,6 +2,7 @@
 
     python docs/screenshots.py                    # the samples; the Distributed tab needs a multi-rank run:
     python docs/screenshots.py --ranks ../shared/traces/param/dlrm_8ranks
+    python docs/screenshots.py --reduce docs/img/timeline-flows.png   # a browser test's 1280x720 screenshot
 
 Needs the test extras (playwright) and a Chromium (`/usr/bin/chromium`, or $TB_GPUINSIGHT_CHROMIUM); Pillow keeps
 each image small (scaled to 960 px wide, 256 colours: about 100 KB).
@@ -53,9 +54,22 @@ def save(png: bytes, path: str) -> None:
     from PIL import Image
 
     image = Image.open(io.BytesIO(png)).convert("RGB")
-    image = image.resize((SHOWN_WIDTH, round(image.height * SHOWN_WIDTH / image.width)), Image.LANCZOS)
+    _save_reduced(image.resize((SHOWN_WIDTH, round(image.height * SHOWN_WIDTH / image.width)), Image.LANCZOS), path)
+
+
+def _save_reduced(image, path: str) -> None:
+    from PIL import Image
+
     image.quantize(colors=256, method=Image.MEDIANCUT, dither=Image.NONE).save(path, optimize=True)
     print(f"{os.path.relpath(path, ROOT)}  {os.path.getsize(path) / 1024:.0f} KB")
+
+
+def reduce_in_place(paths: List[str]) -> None:
+    """Screenshots kept at their size (the 1280x720 ones the browser tests take), reduced to 256 colours."""
+    from PIL import Image
+
+    for path in paths:
+        _save_reduced(Image.open(path).convert("RGB"), path)
 
 
 def logdir_of(ranks: Optional[str], into: str) -> str:
@@ -76,7 +90,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--ranks", help="a run of one trace per rank, for the Distributed tab's image")
     parser.add_argument("--only", nargs="*", help="image names to make (default: all)")
     parser.add_argument("--keep", action="store_true", help="keep the images that exist (make the missing ones)")
+    parser.add_argument("--reduce", nargs="+", metavar="PNG",
+                        help="only reduce these screenshots to 256 colours, in place, at their size")
     args = parser.parse_args(argv)
+    if args.reduce:
+        reduce_in_place(args.reduce)
+        return 0
     from playwright.sync_api import sync_playwright
 
     os.makedirs(OUT, exist_ok=True)
