@@ -3,69 +3,71 @@
 A span without an Execution Trace is data, not an error: /graph/view answers {"available": false, "reason"}.
 
 The graph of a span (its Execution Trace, linked to its Kineto trace and that trace's kernel analysis, plus the
-display tree and its per-node figures) is built once and kept in a small LRU keyed by both files' path, size and
-mtime; a build runs in the request's own thread, under a per-key lock so that concurrent requests share it.
+display tree and its per-node figures: analysis/graph/span.py) is built once by an analysis worker, never in a
+request's thread, and kept in a small LRU keyed by both files' path, size and version. A request waits up to
+WAIT_S for a build in progress, then answers 503 (the tab asks again); a failed build answers 422 with its reason.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Set
 
 import numpy as np
 
 from ..analysis.graph.critical_path import path as cpath
 from ..analysis.graph import view as gv
-from ..analysis.graph.build import ExecutionGraph, build_graph
+from ..analysis.graph.build import ExecutionGraph
+from ..analysis.graph.span import Built
 from ..errors import GpuInsightError
-from ..service import NotFound
-from ..trace.et import load_et
+from ..service import NotFound, NotReady, SpanFailed
+from ..store.worker import graph_file
 from . import params
 
 CACHE_SIZE = 4
 MAX_EXPAND_IDS = 200
-
-
-@dataclass
-class Built:
-    """A span's graph with its display tree and figures, and which files it came from."""
-    graph: ExecutionGraph
-    tree: gv.Tree
-    figs: gv.Figures
-    et_file: str
-    kineto_file: Optional[str]
-    warning: str = ""
+WAIT_S = 5.0  # a request waits this long for a graph being built before answering 503
+MAX_DEATHS = 2  # builds of one graph whose process died before it is answered as failed
 
 
 class GraphCache:
-    """LRU of built graphs; one build per key at a time."""
+    """LRU of graph builds (futures of ("ok", Built) or ("error", reason)); one build per key at a time. A build
+    whose process died (or whose pool stopped) is started again by the next request, once: the second death
+    is the build's own (out of memory, most likely) and answers as a failure."""
 
     def __init__(self, size: int = CACHE_SIZE) -> None:
         self.size = size
-        self._items: "OrderedDict[tuple, Built]" = OrderedDict()
+        self._items: "OrderedDict[tuple, concurrent.futures.Future]" = OrderedDict()
+        self._deaths: Dict[tuple, int] = {}
         self._lock = threading.Lock()
-        self._building: Dict[tuple, threading.Lock] = {}
 
-    def get(self, key: tuple, make: Callable[[], Built]) -> Built:
+    def get(self, key: tuple, submit: Callable[[], concurrent.futures.Future]) -> concurrent.futures.Future:
         with self._lock:
-            hit = self._items.get(key)
-            if hit is not None:
+            future = self._items.get(key)
+            if future is not None and _interrupted(future):
+                self._deaths[key] = self._deaths.get(key, 0) + 1
+                future = _failed("the process building it died, likely out of memory") \
+                    if self._deaths[key] >= MAX_DEATHS else None
+                if future is not None:
+                    self._items[key] = future
+            if future is not None:
                 self._items.move_to_end(key)
-                return hit
-            key_lock = self._building.setdefault(key, threading.Lock())
-        with key_lock:
-            with self._lock:
-                hit = self._items.get(key)
-            if hit is None:
-                hit = make()
-                with self._lock:
-                    self._items[key] = hit
-                    while len(self._items) > self.size:
-                        self._items.popitem(last=False)
-            with self._lock:
-                self._building.pop(key, None)
-            return hit
+                return future
+            future = self._items[key] = submit()  # only queues the build: quick, under the lock
+            while len(self._items) > self.size:
+                self._deaths.pop(self._items.popitem(last=False)[0], None)
+            return future
+
+
+def _interrupted(future: concurrent.futures.Future) -> bool:
+    return future.done() and (future.cancelled() or future.exception() is not None)
+
+
+def _failed(reason: str) -> concurrent.futures.Future:
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    future.set_result(("error", reason))
+    return future
 
 
 def routes(plugin) -> Dict[str, Callable]:
@@ -105,7 +107,8 @@ def missing_et(service, run: str, worker: str, span: str) -> Optional[str]:
 def span_graph(service, cache: GraphCache, run: str, worker: str, span: str,
                device_name: Optional[str] = None) -> Built:
     """The built graph of a selection: its ET (the span's own, else the run's) linked to the span's Kineto trace
-    (the latest span when "all" is selected); its kernels rated as `device_name` when the user picked one."""
+    (the latest span when "all" is selected); its kernels rated as `device_name` when the user picked one.
+    Raises NotReady while an analysis worker builds it, SpanFailed when it cannot be built."""
     reason = missing_et(service, run, worker, span)
     if reason:
         raise NotFound(reason)
@@ -114,7 +117,20 @@ def span_graph(service, cache: GraphCache, run: str, worker: str, span: str,
     path = _path_et_ids(service, run, state)
     # A graph built before the span's summary was ready marks the ET-only path: build again once it is.
     key = tuple((e.path, e.size, e.version) for e in (et_entry, kineto)) + (path is not None, device_name)
-    return cache.get(key, lambda: _build(service, et_entry.path, kineto.path, path, device_name))
+    # Without worker processes the server's own build thread runs it: its datasheet is at hand.
+    sheet = service.datasheet() if service.workers <= 0 else None
+    job = (et_entry.path, kineto.path, path, device_name, service.extra_args, service.devices_file,
+           service.max_trace_gb, sheet)
+    future = cache.get(key, lambda: service.background(f"{state.key}#graph", graph_file, *job))
+    try:
+        kind, payload = future.result(None if service.workers <= 0 else WAIT_S)
+    except concurrent.futures.TimeoutError:
+        raise NotReady(f"building the execution graph of {state.span}") from None
+    except (concurrent.futures.process.BrokenProcessPool, concurrent.futures.CancelledError):
+        raise NotReady(f"the execution graph of {state.span} was interrupted: building it again") from None
+    if kind != "ok":
+        raise SpanFailed(f"cannot build the execution graph: {payload}")
+    return payload
 
 
 def _path_et_ids(service, run: str, state) -> Optional[np.ndarray]:
@@ -125,28 +141,6 @@ def _path_et_ids(service, run: str, state) -> Optional[np.ndarray]:
         return cpath.CriticalPath.from_section(found[-1][1]).seg["et_id"] if found else None
     except GpuInsightError:
         return None
-
-
-def _build(service, et_path: str, kineto_path: str, path_et_ids: Optional[np.ndarray] = None,
-           device_name: Optional[str] = None) -> Built:
-    et = load_et(et_path)
-    trace = eff = None
-    warning = ""
-    try:
-        from ..loading import load
-        from ..analysis.kernels.efficiency import analyze_trace
-        from ..analysis.kernels.graph_capture import with_captures
-
-        trace = load(kineto_path, extra_args=service.extra_args)
-        eff = analyze_trace(trace, datasheet=service.datasheet(), device_name=device_name)
-        eff = with_captures(eff, datasheet=service.datasheet(), device_name=device_name)  # replays via captured ops
-    except GpuInsightError as exc:  # the ET alone still gives a graph, without times
-        warning = f"Kineto trace not usable, graph shown without times: {exc}"
-    graph = build_graph(et, trace, eff)
-    if trace is not None and path_et_ids is not None:
-        graph.use_path(path_et_ids)
-    tree = gv.build_tree(graph)
-    return Built(graph, tree, gv.figures(tree, graph), et_path, kineto_path if trace is not None else None, warning)
 
 
 def _ids(request, name: str, tree: gv.Tree) -> Set[int]:

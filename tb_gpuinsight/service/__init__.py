@@ -76,6 +76,7 @@ class LogdirService(Following, AnalysisPool, Queries, RequestCache, Downloads):
         self._sections: Dict[str, Dict[str, Section]] = {}  # by summary key, evicted with `_loaded`
         self._loading: Dict[str, threading.Lock] = {}  # summaries being loaded, by key: one thread loads each
         self._pool: Optional[concurrent.futures.ProcessPoolExecutor] = None
+        self._thread_pool: Optional[concurrent.futures.ThreadPoolExecutor] = None  # `background` without workers
         self._marker_dir = ""
         self._culprits: Dict[int, set] = {}  # by id(broken pool): keys of the spans whose process died
         self._downloads: Dict[str, concurrent.futures.Future] = {}  # augmented traces being written, by span key
@@ -116,8 +117,11 @@ class LogdirService(Following, AnalysisPool, Queries, RequestCache, Downloads):
         self.indexes.stop()
         with self._lock:
             pool, self._pool = self._pool, None
+            threads, self._thread_pool = self._thread_pool, None
         if pool is not None:
             _kill_pool(pool)
+        if threads is not None:
+            threads.shutdown(wait=False, cancel_futures=True)
         for folder in (self._marker_dir, self._scratch):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Tuple
 
-from ..span_state import SpanState
+from ..span_state import NotReady, SpanState
 from ..store.worker import supervised_job
 from .follow import SETTLE_SECONDS
 
@@ -43,6 +43,25 @@ class AnalysisPool:
             return
         span.future = future
         future.add_done_callback(lambda f, s=span, p=pool: self._finish(s, self._outcome(f, s, p)))
+
+    def background(self, key: str, func: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+        """`func(*args)` off the request threads: in an analysis worker process (marked with `key`, so that a
+        death is blamed on it), or on the service's own thread when it has no worker processes. For a view's build
+        that reads a trace (the Execution graph), which no request may do itself."""
+        if self.workers <= 0:
+            with self._lock:
+                if self._thread_pool is None:
+                    self._thread_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpuinsight-build")
+                return self._thread_pool.submit(func, *args)
+        with self._lock:
+            pool = self._pool_now()
+        try:
+            return pool.submit(supervised_job, self._marker_dir, key, func, *args)
+        except (concurrent.futures.process.BrokenProcessPool, RuntimeError):
+            with self._lock:  # broke (or stopped) since: the next call starts a fresh pool
+                if self._pool is pool:
+                    self._pool = None
+            raise NotReady("the analysis processes are restarting") from None
 
     def _pool_now(self) -> concurrent.futures.ProcessPoolExecutor:
         """The worker pool, (re)built when missing."""

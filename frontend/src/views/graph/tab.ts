@@ -2,7 +2,7 @@
 // coloured by GPU time, CPU time or efficiency, with a legend and a minimap; beside it the critical path (a sortable
 // list of segments: clicking one selects its node) and, in a multi-rank run, every rank's path side by side with a
 // rank picker for the graph and path.
-import { api, isAbort, type Selection } from "../../api";
+import { api, ApiError, isAbort, type Selection } from "../../api";
 import { drawer as detailsDrawer } from "../../components/details";
 import { criticalPathApi, type PathSegment } from "../criticalPath/api";
 import { CriticalPathList } from "../criticalPath/list";
@@ -22,6 +22,7 @@ import { tabLink, writeTabLink } from "../../deeplink";
 
 const TAB_ID = "graph";
 const COLLAPSES = ["annotation", "depth2", "depth3", "depth5"];
+const BUILD_RETRY_MS = 1500; // while the server builds the graph (503), ask again this often
 
 function noEtHint(reason: string | null): HTMLElement {
   return h(
@@ -283,6 +284,13 @@ class ExecutionGraphView implements TabView {
       if (!controller.signal.aborted) this.show(view);
     } catch (err) {
       if (isAbort(err) || controller.signal.aborted) return;
+      if (err instanceof ApiError && err.stillLoading) {
+        // an analysis worker is building the graph: say so, and ask again (a new load or destroy() aborts this)
+        const building = loadingState("Building the execution graph in an analysis worker…");
+        replace(this.canvas ? this.statusEl : this.stageEl, building);
+        setTimeout(() => { if (!controller.signal.aborted) void this.load(); }, BUILD_RETRY_MS);
+        return;
+      }
       replace(this.statusEl);
       this.dropCanvas(requestErrorState("The execution graph could not be built", err, () => this.load()));
     }
