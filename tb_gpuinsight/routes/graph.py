@@ -4,14 +4,12 @@ A span without an Execution Trace is data, not an error: /graph/view answers {"a
 
 The graph of a span (its Execution Trace, linked to its Kineto trace and that trace's kernel analysis, plus the
 display tree and its per-node figures: analysis/graph/span.py) is built once by an analysis worker, never in a
-request's thread, and kept in a small LRU keyed by both files' path, size and version. A request waits up to
-WAIT_S for a build in progress, then answers 503 (the tab asks again); a failed build answers 422 with its reason.
+request's thread (routes/builds.py), and kept in a small LRU keyed by both files' path, size and version. A request
+waits up to WAIT_S for a build in progress, then answers 503 (the tab asks again); a failed build answers 422 with
+its reason.
 """
 from __future__ import annotations
 
-import concurrent.futures
-import threading
-from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Set
 
 import numpy as np
@@ -19,59 +17,20 @@ import numpy as np
 from ..analysis.graph.critical_path import path as cpath
 from ..analysis.graph import view as gv
 from ..analysis.graph.build import ExecutionGraph
-from ..analysis.graph.span import Built
+from ..analysis.graph.span import Built, build_span
 from ..errors import GpuInsightError
-from ..service import NotFound, NotReady, SpanFailed
-from ..store.worker import graph_file
+from ..service import NotFound
+from ..store.worker import view_build
 from . import params
+from .builds import Builds, outcome
 
 CACHE_SIZE = 4
 MAX_EXPAND_IDS = 200
-WAIT_S = 5.0  # a request waits this long for a graph being built before answering 503
-MAX_DEATHS = 2  # builds of one graph whose process died before it is answered as failed
-
-
-class GraphCache:
-    """LRU of graph builds (futures of ("ok", Built) or ("error", reason)); one build per key at a time. A build
-    whose process died (or whose pool stopped) is started again by the next request, once: the second death
-    is the build's own (out of memory, most likely) and answers as a failure."""
-
-    def __init__(self, size: int = CACHE_SIZE) -> None:
-        self.size = size
-        self._items: "OrderedDict[tuple, concurrent.futures.Future]" = OrderedDict()
-        self._deaths: Dict[tuple, int] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple, submit: Callable[[], concurrent.futures.Future]) -> concurrent.futures.Future:
-        with self._lock:
-            future = self._items.get(key)
-            if future is not None and _interrupted(future):
-                self._deaths[key] = self._deaths.get(key, 0) + 1
-                future = _failed("the process building it died, likely out of memory") \
-                    if self._deaths[key] >= MAX_DEATHS else None
-                if future is not None:
-                    self._items[key] = future
-            if future is not None:
-                self._items.move_to_end(key)
-                return future
-            future = self._items[key] = submit()  # only queues the build: quick, under the lock
-            while len(self._items) > self.size:
-                self._deaths.pop(self._items.popitem(last=False)[0], None)
-            return future
-
-
-def _interrupted(future: concurrent.futures.Future) -> bool:
-    return future.done() and (future.cancelled() or future.exception() is not None)
-
-
-def _failed(reason: str) -> concurrent.futures.Future:
-    future: concurrent.futures.Future = concurrent.futures.Future()
-    future.set_result(("error", reason))
-    return future
+WAIT_S = 5.0  # a request waits this long for a graph being built before answering 503 (the tab asks again)
 
 
 def routes(plugin) -> Dict[str, Callable]:
-    cache = GraphCache()
+    cache = Builds(CACHE_SIZE)
 
     def built(request) -> Built:
         device_name = params.device_name(request, plugin.service.datasheet())
@@ -104,7 +63,7 @@ def missing_et(service, run: str, worker: str, span: str) -> Optional[str]:
             "torch.profiler.ExecutionTraceObserver next to the profiler (see the README)")
 
 
-def span_graph(service, cache: GraphCache, run: str, worker: str, span: str,
+def span_graph(service, cache: Builds, run: str, worker: str, span: str,
                device_name: Optional[str] = None) -> Built:
     """The built graph of a selection: its ET (the span's own, else the run's) linked to the span's Kineto trace
     (the latest span when "all" is selected); its kernels rated as `device_name` when the user picked one.
@@ -117,20 +76,11 @@ def span_graph(service, cache: GraphCache, run: str, worker: str, span: str,
     path = _path_et_ids(service, run, state)
     # A graph built before the span's summary was ready marks the ET-only path: build again once it is.
     key = tuple((e.path, e.size, e.version) for e in (et_entry, kineto)) + (path is not None, device_name)
-    # Without worker processes the server's own build thread runs it: its datasheet is at hand.
-    sheet = service.datasheet() if service.workers <= 0 else None
-    job = (et_entry.path, kineto.path, path, device_name, service.extra_args, service.devices_file,
-           service.max_trace_gb, sheet)
-    future = cache.get(key, lambda: service.background(f"{state.key}#graph", graph_file, *job))
-    try:
-        kind, payload = future.result(None if service.workers <= 0 else WAIT_S)
-    except concurrent.futures.TimeoutError:
-        raise NotReady(f"building the execution graph of {state.span}") from None
-    except (concurrent.futures.process.BrokenProcessPool, concurrent.futures.CancelledError):
-        raise NotReady(f"the execution graph of {state.span} was interrupted: building it again") from None
-    if kind != "ok":
-        raise SpanFailed(f"cannot build the execution graph: {payload}")
-    return payload
+    what = f"the execution graph of {state.span}"
+    job = (what, service.max_trace_gb, build_span, et_entry.path, kineto.path, path, device_name, service.extra_args,
+           service.datasheet())
+    future = cache.get(key, lambda: service.background(f"{state.key}#graph", view_build, *job))
+    return outcome(future, what, None if service.workers <= 0 else WAIT_S)
 
 
 def _path_et_ids(service, run: str, state) -> Optional[np.ndarray]:

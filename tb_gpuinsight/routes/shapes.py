@@ -16,8 +16,10 @@
                              device_us, tflops, pct_peak}]}
 
 The op groups need the Kineto ops themselves (a CPU-only run launches no kernel, so the cached analysis has none of
-them): each span's trace is read once and reduced to its groups and op timeline, kept in an LRU keyed by path, size
-and mtime. Device time and peaks come from the span's cached analysis. Files are only those discovery found.
+them): each span's trace is read once by an analysis worker, never in a request's thread (routes/builds.py), and
+reduced to its groups and op timeline, kept in an LRU keyed by path, size and version; the tensor.trace files are
+read and joined there too. Device time and peaks come from the span's cached analysis. Files are only those
+discovery found.
 """
 from __future__ import annotations
 
@@ -29,10 +31,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..analysis.shapes import report as sh
-from ..errors import TraceError
+from ..analysis.shapes.span import SpanShapes, joined_tensors, span_shapes
 from ..logdir import FileEntry
+from ..store.worker import view_build
 from . import params
-from .lru import Lru
+from .builds import Builds, outcome
 
 MAX_LIMIT = 5000
 LRU_SIZE = 32
@@ -40,23 +43,15 @@ OP_SORTABLE = ("op", "shape", "calls", "cpu_us", "mean_cpu_us", "device_us", "se
                "pct_peak", "dtype")
 
 
-@dataclass
-class SpanShapes:
-    """What the tab needs of one span's trace: its op groups and its top-level op timeline."""
-    groups: Dict[Tuple[str, str, str], sh.OpGroup]
-    timeline: sh.Timeline
-    record_shapes: bool
-    key: Tuple[str, int, str]  # (path, size, version: content digest or ETag) of the trace it was read from
-
-
-_SPANS = Lru(LRU_SIZE)
-_TENSORS = Lru(8)
+SHAPES_WAIT_S = 90.0  # a request waits this long for a span's op groups being built (the tab's own limit: 120 s)
+_SPANS = Builds(LRU_SIZE)
+_TENSORS = Builds(8)
 
 
 def routes(plugin) -> Dict[str, Callable]:
     return {
         "/op_shapes": lambda req: op_shapes(_selected(plugin, req), req),
-        "/tensors": lambda req: tensors(_selected(plugin, req), req),
+        "/tensors": lambda req: tensors(plugin, _selected(plugin, req), req),
         "/shape_distribution": lambda req: shape_distribution(_selected(plugin, req), req),
     }
 
@@ -84,19 +79,23 @@ def _selected(plugin, request) -> Selected:
 
 
 def _span_shapes(plugin, run: str, worker: str, state, device_name: Optional[str] = None) -> SpanShapes:
-    e = state.entry
+    """A span's op groups and op timeline, built from its trace by an analysis worker (its stored analysis, rated
+    as `device_name`, gives device time and peaks)."""
+    service, e = plugin.service, state.entry
     key = (e.path, e.size, e.version)
-    return _SPANS.get(key + (device_name,), lambda: _reduce(plugin, run, worker, state, key, device_name))
+
+    def submit():
+        eff = service.analysis(run, worker, state.span, device_name=device_name)
+        job = (f"the op groups of {state.span}", service.max_trace_gb, span_shapes, e.path, service.extra_args,
+               eff.activities, eff.shapes, key)
+        return service.background(f"{state.key}#shapes", view_build, *job)
+
+    future = _SPANS.get(key + (device_name,), submit)
+    return outcome(future, f"the op groups of {state.span}", _wait(service))
 
 
-def _reduce(plugin, run: str, worker: str, state, key: Tuple[str, int, int],
-            device_name: Optional[str] = None) -> SpanShapes:
-    from ..loading import load
-
-    trace = load(state.entry.path, extra_args=plugin.service.extra_args)
-    eff = plugin.service.analysis(run, worker, state.span, device_name=device_name)
-    return SpanShapes(sh.op_groups(trace, eff.activities, eff.shapes), sh.Timeline.of(trace), sh.has_shapes(trace),
-                      key)
+def _wait(service) -> Optional[float]:
+    return None if service.workers <= 0 else SHAPES_WAIT_S
 
 
 def _page(request, default_sort: str, sortable: Sequence[str]) -> Tuple[str, bool, int, int]:
@@ -147,9 +146,9 @@ def shape_distribution(sel: Selected, request) -> Dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- tensors
 
-def tensors(sel: Selected, request) -> Dict[str, Any]:
+def tensors(plugin, sel: Selected, request) -> Dict[str, Any]:
     """A page of the tensor records of the selection's tensor.trace files, joined to its ops."""
-    joined, damaged = _joined(sel) if sel.tensor_traces else (None, [])
+    joined, damaged = _joined(plugin, sel) if sel.tensor_traces else (None, [])
     if joined is None:  # none found, or every one found is damaged
         return {"has_tensor_trace": False, "message": sh.damaged_note(damaged) if damaged else sh.NO_TENSOR_TRACE,
                 "damaged": damaged, "files": [], "errors": [], "error_count": 0, "matched": 0, "total": 0,
@@ -167,25 +166,15 @@ def tensors(sel: Selected, request) -> Dict[str, Any]:
             "total": int(len(order)), "rows": sh.tensor_rows(joined, order[offset: offset + limit].tolist(), t0)}
 
 
-def _joined(sel: Selected) -> Tuple[Optional[sh.Tensors], List[str]]:
+def _joined(plugin, sel: Selected) -> Tuple[Optional[sh.Tensors], List[str]]:
     """The selection's tensor.trace files joined to its ops (None when none reads) and "file: reason" of each
-    damaged one (a companion that does not read is said to be damaged, as the CLI says, not missing)."""
+    damaged one, built by an analysis worker."""
+    service = plugin.service
     key = (tuple((e.path, e.size, e.version) for e in sel.tensor_traces), tuple(s.key for s in sel.spans))
-    return _TENSORS.get(key, lambda: _join(sel))
-
-
-def _join(sel: Selected) -> Tuple[Optional[sh.Tensors], List[str]]:
-    from ..trace.tensortrace import read_tensor_trace
-
-    read, damaged = [], []
-    for e in sel.tensor_traces:
-        try:
-            read.append(read_tensor_trace(e.path))
-        except TraceError as exc:
-            damaged.append(f"{os.path.basename(e.path)}: {exc.reason}")
-    if not read:
-        return None, damaged
-    return sh.join_tensors(read, sh.Timeline.concat([s.timeline for s in sel.spans])), damaged
+    job = ("the tensor records", service.max_trace_gb, joined_tensors, [e.path for e in sel.tensor_traces],
+           [s.timeline for s in sel.spans])
+    future = _TENSORS.get(key, lambda: service.background("tensor.trace#shapes", view_build, *job))
+    return outcome(future, "the tensor records", _wait(service))
 
 
 def _json_safe(row: Dict[str, Any]) -> Dict[str, Any]:

@@ -1,7 +1,7 @@
 """The work a worker process does for one span, in one place: summarise its trace (the summary's bytes, for the
 plugin's pool and for `summarize`'s local or Dask workers, which also write it to the store), write its augmented
-trace (the plugin's download) or build its Execution graph (the plugin's graph tab). Every failure comes back as a
-one-line reason, never an exception.
+trace (the plugin's download) or build what a view makes of its files on demand (the Execution graph, the Tensor
+shapes op groups). Every failure comes back as a one-line reason, never an exception.
 """
 from __future__ import annotations
 
@@ -79,24 +79,21 @@ def augment_file(path: str, dst: str, extra_args: Tuple[str, ...], devices_file:
         return "error", f"internal error: {type(exc).__name__}: {exc}"[:300]
 
 
-def graph_file(et_path: str, kineto_path: str, path_et_ids, device_name: Optional[str],
-               extra_args: Tuple[str, ...], devices_file: Optional[str], max_trace_gb: Optional[float] = None,
-               datasheet=None) -> Tuple[str, Any]:
-    """Worker-process entry: ("ok", the span's Execution graph as the tab shows it: analysis/graph/span.Built) or
-    ("error", reason). `datasheet`: the server's, when run in its process (else read from `devices_file`)."""
-    from ..analysis.graph.span import build_span
+def view_build(what: str, max_trace_gb: Optional[float], func: Callable[..., Any], *args: Any) -> Tuple[str, Any]:
+    """Worker-process entry of a view's build from a span's files (routes/builds.py: the Execution graph, the
+    Tensor shapes op groups): ("ok", func(*args)) or ("error", one-line reason). `func` is a module-level function
+    (it travels to the worker by name)."""
     from ..trace.source import set_max_trace_gb
 
     try:
         set_max_trace_gb(max_trace_gb)
-        datasheet = load_datasheet(devices_file) if datasheet is None else datasheet
-        return "ok", build_span(et_path, kineto_path, path_et_ids, device_name, extra_args, datasheet)
+        return "ok", func(*args)
     except GpuInsightError as exc:
         return "error", str(exc)
     except MemoryError:
-        return "error", "out of memory while building the execution graph"
+        return "error", f"out of memory while building {what}"
     except RecursionError:
-        return "error", "nesting too deep to build the execution graph"
+        return "error", f"nesting too deep to build {what}"
     except Exception as exc:  # a bug must not take the server down
         return "error", f"internal error: {type(exc).__name__}: {exc}"[:300]
 

@@ -1,6 +1,7 @@
-"""The Execution graph is built off the request threads: by an analysis worker process (or the service's own build
-thread when it runs none), never by the request that asks for it; a request answers 503 while the build runs, and
-a build whose process died is tried once more, then answered as a failure."""
+"""What a view builds from a span's files on demand (the Execution graph, the Tensor shapes op groups and tensor
+records) is built off the request threads: by an analysis worker process (or the service's own build thread when it
+runs none), never by the request that asks for it; a request answers 503 while the graph builds, and a build whose
+process died is tried once more, then answered as a failure."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -34,15 +35,17 @@ def _client(tmp_path, workers: int):
 
 
 def _no_trace_reading_here(monkeypatch):
-    """Any read of the Kineto trace or the ET in this process fails the test."""
+    """Any read of the Kineto trace, the ET or a tensor.trace in this process fails the test."""
     import tb_gpuinsight.analysis.graph.span as span_mod
     import tb_gpuinsight.loading as loading
+    import tb_gpuinsight.trace.tensortrace as tensortrace
 
     def refuse(*args, **kwargs):
-        raise AssertionError("the server process read a trace for the graph")
+        raise AssertionError("the server process read a trace for a view")
 
     monkeypatch.setattr(loading, "load", refuse)
     monkeypatch.setattr(span_mod, "load_et", refuse)
+    monkeypatch.setattr(tensortrace, "read_tensor_trace", refuse)
 
 
 def test_a_worker_process_builds_the_graph_and_requests_wait_for_it(tmp_path, monkeypatch):
@@ -71,13 +74,28 @@ def test_a_worker_process_builds_the_graph_and_requests_wait_for_it(tmp_path, mo
         service.stop()
 
 
-def test_without_worker_processes_the_service_thread_builds_it(tmp_path, monkeypatch):
-    import tb_gpuinsight.analysis.graph.span as span_mod
+def test_the_tensor_shapes_of_a_span_come_from_a_worker_process(tmp_path, monkeypatch):
+    client, service = _client(tmp_path, workers=1)
+    try:
+        _wait(lambda: any(r["run"] == "cpu_mlp" and r["status"] == "ready" for r in service.runs_json()["runs"]),
+              timeout=120)
+        sel = _selection(service, "cpu_mlp")
+        _no_trace_reading_here(monkeypatch)
+        code, ops = _get(client, "op_shapes", **sel)  # waits for the worker (the tab's own limit is longer)
+        assert code == 200 and ops["record_shapes"] and ops["rows"], ops
+        code, tensors = _get(client, "tensors", **sel)
+        assert code == 200 and tensors["has_tensor_trace"] and tensors["rows"] and tensors["matched"] > 0, tensors
+        code, mix = _get(client, "shape_distribution", **sel, op=ops["rows"][0]["op"])
+        assert code == 200 and mix["total_calls"] > 0
+    finally:
+        service.stop()
 
+
+def test_without_worker_processes_the_service_thread_builds_it(tmp_path, monkeypatch):
     client, service = _client(tmp_path, workers=0)
     threads = []
-    real = span_mod.build_span
-    monkeypatch.setattr(span_mod, "build_span",
+    real = graph_routes.build_span
+    monkeypatch.setattr(graph_routes, "build_span",
                         lambda *a, **k: threads.append(threading.current_thread().name) or real(*a, **k))
     try:
         _wait(lambda: any(r["run"] == "cpu_mlp" and r["status"] == "ready" for r in service.runs_json()["runs"]),
@@ -90,7 +108,9 @@ def test_without_worker_processes_the_service_thread_builds_it(tmp_path, monkeyp
 
 
 def test_a_build_whose_process_died_is_tried_once_more_then_fails():
-    cache = graph_routes.GraphCache()
+    from tb_gpuinsight.routes.builds import Builds
+
+    cache = Builds(4)
     submitted = []
 
     def dying():
@@ -117,7 +137,7 @@ def test_a_graph_that_cannot_be_built_answers_422_with_its_reason(tmp_path):
             et.write_bytes(b'{"schema": "1.0.1", "nodes": [')  # cut short: the ET cannot be read
         _wait(lambda: _get(client, "graph/view", **sel)[0] != 200, timeout=30)
         code, body = _get(client, "graph/view", **sel)
-        assert code == 422 and body["error"].startswith("cannot build the execution graph: "), body
+        assert code == 422 and body["error"].startswith("cannot build the execution graph of "), body
         assert "\n" not in body["error"]
     finally:
         service.stop()
