@@ -5,6 +5,7 @@ process died is tried once more, then answered as a failure."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import shutil
 import threading
@@ -34,6 +35,18 @@ def _client(tmp_path, workers: int):
     return Client(application.TensorBoardWSGI([plugin])), service
 
 
+@contextlib.contextmanager
+def _ready(tmp_path, workers: int):
+    """A service over the cpu_mlp sample (trace, ET, tensor.trace) once its latest span is analysed."""
+    client, service = _client(tmp_path, workers)
+    try:
+        _wait(lambda: any(r["run"] == "cpu_mlp" and r["status"] == "ready" for r in service.runs_json()["runs"]),
+              timeout=120)
+        yield client, service, _selection(service, "cpu_mlp")
+    finally:
+        service.stop()
+
+
 def _no_trace_reading_here(monkeypatch):
     """Any read of the Kineto trace, the ET or a tensor.trace in this process fails the test."""
     import tb_gpuinsight.analysis.graph.span as span_mod
@@ -49,11 +62,7 @@ def _no_trace_reading_here(monkeypatch):
 
 
 def test_a_worker_process_builds_the_graph_and_requests_wait_for_it(tmp_path, monkeypatch):
-    client, service = _client(tmp_path, workers=1)
-    try:
-        _wait(lambda: any(r["run"] == "cpu_mlp" and r["status"] == "ready" for r in service.runs_json()["runs"]),
-              timeout=120)
-        sel = _selection(service, "cpu_mlp")
+    with _ready(tmp_path, workers=1) as (client, service, sel):
         _no_trace_reading_here(monkeypatch)
         monkeypatch.setattr(graph_routes, "WAIT_S", 0.0)  # answer at once: 503 until the worker is done
         statuses = []
@@ -70,16 +79,10 @@ def test_a_worker_process_builds_the_graph_and_requests_wait_for_it(tmp_path, mo
         op = next(n for n in view["nodes"] if n["kind"] == "op")
         code, detail = _get(client, "graph/node", **sel, id=op["id"])  # the built graph is kept: no new build
         assert code == 200 and detail["et"]
-    finally:
-        service.stop()
 
 
 def test_the_tensor_shapes_of_a_span_come_from_a_worker_process(tmp_path, monkeypatch):
-    client, service = _client(tmp_path, workers=1)
-    try:
-        _wait(lambda: any(r["run"] == "cpu_mlp" and r["status"] == "ready" for r in service.runs_json()["runs"]),
-              timeout=120)
-        sel = _selection(service, "cpu_mlp")
+    with _ready(tmp_path, workers=1) as (client, service, sel):
         _no_trace_reading_here(monkeypatch)
         code, ops = _get(client, "op_shapes", **sel)  # waits for the worker (the tab's own limit is longer)
         assert code == 200 and ops["record_shapes"] and ops["rows"], ops
@@ -87,24 +90,17 @@ def test_the_tensor_shapes_of_a_span_come_from_a_worker_process(tmp_path, monkey
         assert code == 200 and tensors["has_tensor_trace"] and tensors["rows"] and tensors["matched"] > 0, tensors
         code, mix = _get(client, "shape_distribution", **sel, op=ops["rows"][0]["op"])
         assert code == 200 and mix["total_calls"] > 0
-    finally:
-        service.stop()
 
 
 def test_without_worker_processes_the_service_thread_builds_it(tmp_path, monkeypatch):
-    client, service = _client(tmp_path, workers=0)
     threads = []
     real = graph_routes.build_span
     monkeypatch.setattr(graph_routes, "build_span",
                         lambda *a, **k: threads.append(threading.current_thread().name) or real(*a, **k))
-    try:
-        _wait(lambda: any(r["run"] == "cpu_mlp" and r["status"] == "ready" for r in service.runs_json()["runs"]),
-              timeout=120)
-        code, view = _get(client, "graph/view", **_selection(service, "cpu_mlp"))
+    with _ready(tmp_path, workers=0) as (client, service, sel):
+        code, view = _get(client, "graph/view", **sel)
         assert code == 200 and view["nodes"]
         assert len(threads) == 1 and threads[0].startswith("gpuinsight-build"), threads
-    finally:
-        service.stop()
 
 
 def test_a_build_whose_process_died_is_tried_once_more_then_fails():
@@ -128,16 +124,10 @@ def test_a_build_whose_process_died_is_tried_once_more_then_fails():
 
 
 def test_a_graph_that_cannot_be_built_answers_422_with_its_reason(tmp_path):
-    client, service = _client(tmp_path, workers=0)
-    try:
-        _wait(lambda: any(r["run"] == "cpu_mlp" and r["status"] == "ready" for r in service.runs_json()["runs"]),
-              timeout=120)
-        sel = _selection(service, "cpu_mlp")
+    with _ready(tmp_path, workers=0) as (client, service, sel):
         for et in (tmp_path / "logdir" / "cpu_mlp").glob("*.et.json"):
             et.write_bytes(b'{"schema": "1.0.1", "nodes": [')  # cut short: the ET cannot be read
         _wait(lambda: _get(client, "graph/view", **sel)[0] != 200, timeout=30)
         code, body = _get(client, "graph/view", **sel)
         assert code == 422 and body["error"].startswith("cannot build the execution graph of "), body
         assert "\n" not in body["error"]
-    finally:
-        service.stop()
