@@ -46,6 +46,9 @@ def _rank_main(rank: int, world: int, logdir: str, slow_rank: int, port: int, bu
                 prof.step()
     finally:
         dist.destroy_process_group()
+    # The traces are written. DDP's reducer still holds the gloo group, and freeing it after the group is destroyed
+    # can deadlock in the group's destructor (a rank of a loaded run hung there): end the rank without destructors.
+    os._exit(0)
 
 
 def autograd_threads_started() -> bool:
