@@ -1,57 +1,82 @@
 """A run of many small traces is read on every core (forkmap.py): the same answers as one process, in the same
-order, errors raised as in a loop, a dead worker's share finished here, and no SQLite connection crossing a fork."""
+order, errors raised as in a loop, a dead worker's share finished here, and no SQLite connection crossing a fork.
+
+Forking is only safe from a process that runs no other thread, as the CLI's; a test worker runs threads left by
+other tests, so every test that forks runs its code in a fresh Python process (`_fresh`)."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
+import subprocess
+import sys
+import textwrap
 import threading
 
-import pytest
-
-import tb_gpuinsight
 from tb_gpuinsight import forkmap
+from tb_gpuinsight.forkmap import forking_is_safe, run_workers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+HELPERS = '''
+import json, multiprocessing, os
 from tb_gpuinsight.errors import TraceError
-from tb_gpuinsight.forkmap import fork_map, run_workers
+from tb_gpuinsight.forkmap import fork_map
 
-
-def _pid_and_square(x: int):
+def pid_and_square(x):
     return os.getpid(), x * x
 
-
-def _fail_on_seven(x: int) -> int:
+def fail_on_seven(x):
     if x == 7:
         raise TraceError("/r/w7.pt.trace.json", "not JSON", offset=12, incomplete=True)
     return x
 
-
-def _die_in_a_worker(x: int) -> int:
+def die_in_a_worker(x):
     if x == 3 and multiprocessing.parent_process() is not None:
         os._exit(9)  # killed, as by the out-of-memory killer: no exception reaches the pool
     return x + 100
+'''
+
+
+def _fresh(code: str, tmp_path=None, env=None):
+    """Run `code` (after HELPERS) in a new single-threaded Python process; the JSON it prints last."""
+    script = HELPERS + textwrap.dedent(code)
+    done = subprocess.run([sys.executable, "-c", script], cwd=str(tmp_path or ROOT), capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONPATH": ROOT, **(env or {})})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_results_come_back_in_order_from_other_processes():
-    got = fork_map(_pid_and_square, range(40), workers=2)
-    assert [sq for _, sq in got] == [x * x for x in range(40)]
-    assert {pid for pid, _ in got} - {os.getpid()}  # the work was done in forked workers
+    got = _fresh('''
+        got = fork_map(pid_and_square, range(40), workers=2)
+        print(json.dumps({"squares": [sq for _, sq in got], "others": len({p for p, _ in got} - {os.getpid()})}))
+    ''')
+    assert got["squares"] == [x * x for x in range(40)]
+    assert got["others"] >= 1  # the work was done in forked workers
 
 
 def test_an_error_of_one_job_is_raised_as_in_a_loop():
-    with pytest.raises(TraceError) as caught:
-        fork_map(_fail_on_seven, range(20), workers=2)
     # the error crosses the process boundary with its fields (a TraceError has no one-argument constructor)
-    assert (caught.value.path, caught.value.reason, caught.value.offset, caught.value.incomplete) == \
-        ("/r/w7.pt.trace.json", "not JSON", 12, True)
+    got = _fresh('''
+        try:
+            fork_map(fail_on_seven, range(20), workers=2)
+        except TraceError as exc:
+            print(json.dumps([exc.path, exc.reason, exc.offset, exc.incomplete]))
+    ''')
+    assert got == ["/r/w7.pt.trace.json", "not JSON", 12, True]
 
 
 def test_a_dead_worker_leaves_the_rest_to_this_process():
-    assert fork_map(_die_in_a_worker, range(20), workers=2) == [x + 100 for x in range(20)]
+    got = _fresh('''
+        print(json.dumps(fork_map(die_in_a_worker, range(20), workers=2)))
+    ''')
+    assert got == [x + 100 for x in range(20)]
 
 
-def test_workers_only_for_many_small_traces_in_a_single_threaded_process(monkeypatch):
+def test_workers_only_for_many_small_traces_where_forking_is_safe(monkeypatch):
     monkeypatch.delenv(forkmap.WORKERS_ENV, raising=False)
     monkeypatch.setattr(forkmap, "_cores", lambda: 4)
+    monkeypatch.setattr(forkmap, "forking_is_safe", lambda: True)
     small = lambda n, size=4096, name="w.pt.trace.json": [(f"{i}/{name}", size) for i in range(n)]  # noqa: E731
     assert run_workers(small(1000)) == 4
     assert run_workers(small(forkmap.MIN_JOBS - 1)) == 1  # a few traces: not worth starting processes
@@ -61,14 +86,20 @@ def test_workers_only_for_many_small_traces_in_a_single_threaded_process(monkeyp
     assert run_workers(small(999) + [("r/w.pt.trace.json", big // 8)]) == 4
     monkeypatch.setenv(forkmap.WORKERS_ENV, "3")
     assert run_workers(small(2)) == 2 and run_workers(small(1000)) == 3
+    monkeypatch.setattr(forkmap, "forking_is_safe", lambda: False)
+    assert run_workers(small(1000)) == 1
+
+
+def test_forking_is_unsafe_while_another_thread_runs():
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
-    try:  # forking a process that runs other threads can deadlock the child
-        assert run_workers(small(1000)) == 1
+    try:  # a lock that thread holds at the fork would stay held in the child
+        assert not forking_is_safe()
     finally:
         stop.set()
         other.join()
+    assert _fresh('print(json.dumps(__import__("tb_gpuinsight.forkmap").forkmap.forking_is_safe()))') is True
 
 
 def _tiny_run(root, ranks: int):
@@ -87,42 +118,44 @@ def _tiny_run(root, ranks: int):
     return run
 
 
-def test_ranks_report_and_critical_path_of_a_big_run_match_one_process(tmp_path, monkeypatch):
+def test_ranks_report_and_critical_path_of_a_big_run_match_one_process(tmp_path):
     """The multi-rank views read 24 ranks in 2 processes: equal to reading them here, rank by rank."""
     run = _tiny_run(tmp_path, 24)
-    answers, used = {}, []
-    real = forkmap.fork_map
-    monkeypatch.setattr(forkmap, "fork_map", lambda fn, items, workers=None: used.append(workers) or
-                        real(fn, items, workers))
-    for workers in ("1", "2"):
-        monkeypatch.setenv(forkmap.WORKERS_ENV, workers)
+    code = f'''
+        import tb_gpuinsight
+        from tb_gpuinsight import forkmap
+        used, real = [], forkmap.fork_map
+        forkmap.fork_map = lambda fn, items, workers=None: used.append(workers) or real(fn, items, workers)
+        run = {str(run)!r}
         ranks = tb_gpuinsight.ranks(run).to_dict()
         paths = tb_gpuinsight.critical_path(run)
         report = tb_gpuinsight.report(run)
-        answers[workers] = (json.dumps(ranks, sort_keys=True, default=str), paths.steps.to_json(),
-                            paths.segments.to_json(), json.dumps(report, sort_keys=True, default=str))
-    assert answers["1"] == answers["2"]
-    assert used == [1, 1, 1, 2, 2, 2]  # ranks, critical_path and the report's Distributed part, then on 2 cores
-    assert len(json.loads(answers["2"][0])["ranks"]) == 24
-
-
-def _memo_in_a_worker(path: str):
-    return _MEMO.get_many([("aten::mm", "[[2, 2]]", "", "")]), _MEMO._pid == os.getpid(), path
-
-
-_MEMO = None
+        print(json.dumps({{"used": used, "answers": [json.dumps(ranks, sort_keys=True, default=str),
+                          paths.steps.to_json(), paths.segments.to_json(),
+                          json.dumps(report, sort_keys=True, default=str)]}}))
+    '''
+    one = _fresh(code, tmp_path, {forkmap.WORKERS_ENV: "1"})
+    two = _fresh(code, tmp_path, {forkmap.WORKERS_ENV: "2"})
+    assert one["answers"] == two["answers"]
+    assert len(json.loads(two["answers"][0])["ranks"]) == 24
+    # ranks, critical_path and the report's Distributed part: on 1 process, then on 2
+    assert one["used"] == [1, 1, 1] and two["used"] == [2, 2, 2]
 
 
 def test_the_estimate_memo_opens_its_own_connection_after_a_fork(tmp_path):
-    global _MEMO
-    from tb_gpuinsight.estimate.flops import OpEstimate
-    from tb_gpuinsight.estimate.memo import EstimateMemo
+    got = _fresh(f'''
+        from tb_gpuinsight.estimate.flops import OpEstimate
+        from tb_gpuinsight.estimate.memo import EstimateMemo
 
-    _MEMO = EstimateMemo(str(tmp_path / "memo.sqlite"))
-    sig = ("aten::mm", "[[2, 2]]", "", "")
-    _MEMO.put_many({sig: OpEstimate(16.0, "formula", 48.0, "formula", "fp32")})  # the parent's connection is open
-    try:
-        got = fork_map(_memo_in_a_worker, ["a", "b", "c"], workers=2)
-    finally:
-        _MEMO = None
-    assert all(found[sig].flops == 16.0 and own for found, own, _ in got)
+        PARENT = os.getpid()
+        MEMO = EstimateMemo({str(tmp_path / "memo.sqlite")!r})
+        SIG = ("aten::mm", "[[2, 2]]", "", "")
+        MEMO.put_many({{SIG: OpEstimate(16.0, "formula", 48.0, "formula", "fp32")}})  # the parent's connection
+
+        def in_a_worker(_):
+            found = MEMO.get_many([SIG])
+            return found[SIG].flops, MEMO._pid == os.getpid() != PARENT
+
+        print(json.dumps(fork_map(in_a_worker, ["a", "b", "c"], workers=2)))
+    ''', tmp_path)
+    assert all(flops == 16.0 and own for flops, own in got)
