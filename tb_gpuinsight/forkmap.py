@@ -28,7 +28,7 @@ def run_workers(files: Sequence[Tuple[str, int]]) -> int:
     $TB_GPUINSIGHT_RUN_WORKERS when set, else the cores this process may use (up to MAX_WORKERS) for MIN_JOBS or
     more traces none of which likely holds BIG_TRACE_BYTES of JSON (a gzipped file's size times GZIP_RATIO), in a
     single-threaded process that is no pool's worker."""
-    from .trace.parallel import GZIP_RATIO
+    from .trace.parallel import GZIP_RATIO, forking_is_safe
 
     jobs = len(files)
     if jobs < 2 or not forking_is_safe():
@@ -41,15 +41,6 @@ def run_workers(files: Sequence[Tuple[str, int]]) -> int:
             return 1
         wanted = MAX_WORKERS
     return max(1, min(wanted, _cores(), jobs))
-
-
-def forking_is_safe() -> bool:
-    """Whether this process may fork workers: it runs no other thread (a lock another thread holds at the fork
-    stays held in the child) and is no pool's worker itself."""
-    import multiprocessing
-    import threading
-
-    return multiprocessing.parent_process() is None and threading.active_count() == 1
 
 
 def _cores() -> int:

@@ -13,7 +13,9 @@ import textwrap
 import threading
 
 from tb_gpuinsight import forkmap
-from tb_gpuinsight.forkmap import forking_is_safe, run_workers
+from tb_gpuinsight.forkmap import run_workers
+from tb_gpuinsight.trace import parallel
+from tb_gpuinsight.trace.parallel import forking_is_safe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -76,7 +78,7 @@ def test_a_dead_worker_leaves_the_rest_to_this_process():
 def test_workers_only_for_many_small_traces_where_forking_is_safe(monkeypatch):
     monkeypatch.delenv(forkmap.WORKERS_ENV, raising=False)
     monkeypatch.setattr(forkmap, "_cores", lambda: 4)
-    monkeypatch.setattr(forkmap, "forking_is_safe", lambda: True)
+    monkeypatch.setattr(parallel, "forking_is_safe", lambda: True)
     small = lambda n, size=4096, name="w.pt.trace.json": [(f"{i}/{name}", size) for i in range(n)]  # noqa: E731
     assert run_workers(small(1000)) == 4
     assert run_workers(small(forkmap.MIN_JOBS - 1)) == 1  # a few traces: not worth starting processes
@@ -86,7 +88,7 @@ def test_workers_only_for_many_small_traces_where_forking_is_safe(monkeypatch):
     assert run_workers(small(999) + [("r/w.pt.trace.json", big // 8)]) == 4
     monkeypatch.setenv(forkmap.WORKERS_ENV, "3")
     assert run_workers(small(2)) == 2 and run_workers(small(1000)) == 3
-    monkeypatch.setattr(forkmap, "forking_is_safe", lambda: False)
+    monkeypatch.setattr(parallel, "forking_is_safe", lambda: False)
     assert run_workers(small(1000)) == 1
 
 
@@ -99,7 +101,7 @@ def test_forking_is_unsafe_while_another_thread_runs():
     finally:
         stop.set()
         other.join()
-    assert _fresh('print(json.dumps(__import__("tb_gpuinsight.forkmap").forkmap.forking_is_safe()))') is True
+    assert _fresh('print(json.dumps(__import__("tb_gpuinsight.trace.parallel").trace.parallel.forking_is_safe()))') is True
 
 
 def _tiny_run(root, ranks: int):

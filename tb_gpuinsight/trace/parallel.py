@@ -71,13 +71,17 @@ def _auto_workers(file_bytes: Optional[int], path: str) -> int:
     text = (file_bytes or 0) * (GZIP_RATIO if str(path).endswith(".gz") else 1)
     if text < AUTO_JSON_BYTES:
         return 1
-    import multiprocessing  # here: only for a big trace (its import costs a small one 10 ms and a MB)
+    # Forking a process that runs other threads (TensorBoard's, a user's app) can deadlock: only when asked for.
+    return AUTO_WORKERS if forking_is_safe() else 1
+
+
+def forking_is_safe() -> bool:
+    """Whether this process may fork workers: it runs no other thread (a lock another thread holds at the fork
+    stays held in the child) and is no pool's worker itself (those of `summarize`, the plugin or Dask)."""
+    import multiprocessing  # here: only when forking is considered (its import costs 10 ms and a MB)
     import threading
 
-    if multiprocessing.parent_process() is not None:
-        return 1
-    # Forking a process that runs other threads (TensorBoard's, a user's app) can deadlock: only when asked for.
-    return AUTO_WORKERS if threading.active_count() == 1 else 1
+    return multiprocessing.parent_process() is None and threading.active_count() == 1
 
 
 def split(total: int, workers: int, align: int) -> List[Tuple[int, int]]:
